@@ -1,0 +1,88 @@
+# qoslab: the only entry points a newcomer needs.
+#   make demo    set everything up and run the main study on the embedded defaults
+#   make test    set everything up, lint, and run every test (Rust, Python, C)
+#   make bench   time the hot paths and write docs/benchmarks.md
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+QOSLAB  := $(VENV)/bin/qoslab
+CARGO   ?= cargo
+# Both the extension and `cargo test` build in release mode so they share compiled dependencies.
+CARGO_TEST_FLAGS := --release --workspace --exclude qoslab-py
+
+RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
+
+# Each part of the project adds its own targets to these lists in mk/<part>.mk.
+LINT_TARGETS  :=
+TEST_TARGETS  :=
+BENCH_TARGETS :=
+DEMO_TARGETS  :=
+SETUP_TARGETS :=
+
+include $(sort $(wildcard mk/*.mk))
+
+.PHONY: help setup demo test lint test-rust test-python bench clean tools
+
+help:
+	@echo "make demo   - install into .venv, build the Rust core, run the NVMe-lite study"
+	@echo "make test   - install, lint, run all tests (cargo test, pytest, C tests)"
+	@echo "make bench  - time the hot paths, write docs/benchmarks.md"
+	@echo "make clean  - remove .venv, target/ and out/"
+
+# ---- set-up -------------------------------------------------------------------------------
+
+$(VENV)/.deps: requirements.txt
+	@command -v $(CARGO) >/dev/null || { echo "qoslab: error: cargo not found; install Rust with rustup (https://rustup.rs)" >&2; exit 2; }
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@
+
+# Rebuilt only when a Rust source changes, so a second `make demo` skips the build.
+$(VENV)/.core: $(VENV)/.deps $(RUST_SOURCES) pyproject.toml
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+	  $(VENV)/bin/maturin develop --release --quiet
+	touch $@
+
+setup: $(VENV)/.core $(SETUP_TARGETS)
+
+# System tools from Debian's packages, installed only when missing.
+tools:
+	@if ! command -v fio >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; \
+	  else \
+	    echo "qoslab: error: fio is not installed and installing it needs root: sudo apt-get install fio" >&2; exit 2; \
+	  fi; \
+	fi
+
+# ---- the two commands of the README ---------------------------------------------------------
+
+demo: setup $(DEMO_TARGETS)
+
+lint: $(VENV)/.deps $(LINT_TARGETS)
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --quiet --release --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
+
+# `cargo test` and pytest both pass with zero tests; a suite that silently lost its tests must fail.
+test-rust:
+	$(CARGO) test $(CARGO_TEST_FLAGS) 2>&1 | tee $(VENV)/cargo-test.log
+	@n=$$(awk '/^test result: ok\./ {s += $$4} END {print s+0}' $(VENV)/cargo-test.log); \
+	  echo "cargo test: $$n tests passed"; [ "$$n" -gt 0 ] || { echo "cargo test ran no tests" >&2; exit 1; }
+
+# pytest exits 5 when it collects nothing, which fails this target.
+test-python: setup tools
+	$(VENV)/bin/pytest -q
+
+test: setup tools lint test-rust test-python $(TEST_TARGETS)
+
+bench: setup $(BENCH_TARGETS)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) target out build

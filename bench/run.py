@@ -1,0 +1,76 @@
+"""`make bench`: run every benchmark in bench/ and write docs/benchmarks.md.
+
+Each `bench/bench_*.py` module exposes `run() -> list[Section]`; a section is a title, the
+command it timed and a Markdown table of measured figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def main() -> None:
+    sections = []
+    for path in sorted((ROOT / "bench").glob("bench_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        print(f"== {path.name}", flush=True)
+        for section in module.run():
+            print(section, flush=True)
+            sections.append(section)
+    if not sections:
+        sys.exit("bench: no benchmarks found in bench/")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = [
+        "# Benchmarks",
+        "",
+        f"Written by `make bench` on {now}, commit `{_commit()}`.",
+        "",
+        f"Machine: {_machine()}.",
+        "",
+        *sections,
+    ]
+    out = ROOT / "docs" / "benchmarks.md"
+    tmp = out.with_suffix(".md.tmp")
+    tmp.write_text("\n".join(text) + "\n")
+    tmp.replace(out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

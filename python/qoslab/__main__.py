@@ -1,0 +1,3 @@
+from qoslab.cli import main
+
+main()

@@ -1,0 +1,29 @@
+"""Shared fixtures: run the installed `qoslab` command as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+QOSLAB = Path(sys.executable).parent / "qoslab"
+
+
+def run_qoslab(*args: str, cwd: Path | None = None, check: bool = False, **kw):
+    """Runs `qoslab ARGS...` in a subprocess and returns the CompletedProcess."""
+    return subprocess.run(
+        [str(QOSLAB), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=check,
+        **kw,
+    )
+
+
+@pytest.fixture
+def qoslab():
+    return run_qoslab

@@ -12,7 +12,6 @@ from qoslab.errors import EXIT_BAD_INPUT, InputError
 app = typer.Typer(
     name="qoslab",
     help="NVMe and block-layer QoS: deterministic simulation and real-device fio studies.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -20,10 +19,14 @@ app = typer.Typer(
 
 @app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     if version:
         typer.echo(f"qoslab {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
         raise typer.Exit()
 
 
@@ -36,12 +39,24 @@ _register_studies()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one line on stderr and exit status 2.
+    """Entry point: every user error is one line on stderr and exit status 2.
 
-    Usage errors (unknown option, missing argument) are click's own and also exit 2.
+    That covers usage errors (unknown option, missing argument, bad value) as well as
+    `InputError` from validating files and fields. Any other exception is a bug and keeps its
+    traceback.
     """
     try:
-        app(args=argv)
+        status = app(args=argv, standalone_mode=False)
     except InputError as err:
-        print(f"qoslab: error: {err}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _fail(str(err))
+    except typer.Abort:
+        print("qoslab: aborted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as err:  # click's usage errors
+        _fail(err.format_message())
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _fail(message: str) -> None:
+    print(f"qoslab: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(EXIT_BAD_INPUT)

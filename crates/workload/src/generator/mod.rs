@@ -127,6 +127,7 @@ impl RateClock {
 }
 
 /// The generator of one clone of one job.
+#[derive(Clone, Debug)]
 pub struct JobGen {
     pattern: RwPattern,
     rw_modifier: Option<u64>,

@@ -19,6 +19,7 @@
 mod error;
 pub mod fio;
 pub mod generator;
+pub mod trace;
 
 pub use error::WorkloadError;
 pub use generator::{GenIo, JobGen};

@@ -198,8 +198,8 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         stds = [rows[p][idx["p95_std"]] if p in rows else 0 for p in policies]
         ax.bar(xs, means, width, yerr=stds, capsize=4, label=seed_id)
         for x, m in zip(xs, means, strict=True):
-            ax.annotate(f"{m:.2f}", (x, m), ha="center", va="bottom", fontsize="small",
-                        xytext=(0, 2), textcoords="offset points")  # fmt: skip
+            ax.annotate(f"{m:.2f}", (x, 0), ha="center", va="bottom", fontsize="small",
+                        color="white", xytext=(0, 3), textcoords="offset points")  # fmt: skip
     ax.set_xticks(range(len(policies)), policies)
     ax.set_ylabel("mean p95 latency (steps)")
     ax.set_title(f"p95 by policy at k={top_k} (fault {fault})")
@@ -231,11 +231,13 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         ax.set_xticks(range(len(ks)), labels)
         ax.set_yticks(range(len(names)), names)
         ax.grid(False)
+        lo = min((v for line in grid for v in line), default=0)
+        hi = max((v for line in grid for v in line), default=0)
         for y, line in enumerate(grid):
-            top = max(max(line), 1e-9)
             for x, v in enumerate(line):
+                bright = v > lo + 0.6 * (hi - lo)  # viridis is light at the top of its range
                 ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize="small",
-                        color="black" if v > 0.6 * top else "white")  # fmt: skip
+                        color="black" if bright else "white")  # fmt: skip
         for c in cliff_rows:
             if c[ci["seed_id"]] != seed_id or c[ci["policy"]] not in names:
                 continue

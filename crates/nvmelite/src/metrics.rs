@@ -145,9 +145,12 @@ impl Fenwick {
         self.0.resize(n + 1, 0);
     }
     fn add(&mut self, i: usize) {
+        self.add_n(i, 1);
+    }
+    fn add_n(&mut self, i: usize, v: u32) {
         let mut i = i + 1;
         while i < self.0.len() {
-            self.0[i] += 1;
+            self.0[i] += v;
             i += i & i.wrapping_neg();
         }
     }
@@ -182,7 +185,8 @@ pub struct MetricsAcc {
     n_timeout: u64,
     pending_peak: u64,
     n_cmds: usize,
-    pairs_tree: Fenwick,
+    pair_count: Fenwick,
+    pair_fsum: Fenwick,
 }
 
 impl MetricsAcc {
@@ -207,47 +211,37 @@ impl MetricsAcc {
 
     /// FE (spec §9.5): over each fence f, pairs (x < f < y) of submitted non-FENCE commands;
     /// a pair is satisfied iff x completed before y (or y never completed).
+    ///
+    /// Summed per pair instead of per fence: a pair x < y counts once for every fence between
+    /// them, F(y) - F(x) times (F(i) = fences among ids < i), so one pass over y with a
+    /// Fenwick tree over the completion positions of the x seen so far gives both sums.
     fn fence_effectiveness(&mut self) -> f64 {
-        let submitted = self.submit_index.len();
-        let mut total = 0u64;
-        let mut satisfied = 0u64;
-        // Walk fences from the newest, growing the set A of commands after the fence in a
-        // Fenwick tree over completion positions.
-        self.pairs_tree.reset(self.n_completed as usize);
-        let (mut after, mut after_never) = (0u64, 0u64);
-        let mut y = submitted;
-        let mut before = self.is_fence.iter().filter(|&&f| !f).count() as u64;
-        let mut x_end = submitted;
-        for fi in (0..self.fences.len()).rev() {
-            let f = self.fences[fi] as usize;
-            while y > f + 1 {
-                y -= 1;
-                if !self.is_fence[y] {
-                    after += 1;
-                    match self.completion_pos[y] {
-                        NOT_COMPLETED => after_never += 1,
-                        pos => self.pairs_tree.add(pos as usize),
-                    }
-                }
-            }
-            while x_end > f {
-                x_end -= 1;
-                if !self.is_fence[x_end] {
-                    before -= 1;
-                }
-            }
-            if before * after == 0 {
+        if self.fences.is_empty() {
+            return 1.0;
+        }
+        let n_pos = self.n_completed as usize;
+        self.pair_count.reset(n_pos);
+        self.pair_fsum.reset(n_pos);
+        let (mut fences_below, mut seen, mut seen_fsum) = (0u64, 0u64, 0u64);
+        let (mut total, mut satisfied) = (0u64, 0u64);
+        for y in 0..self.submit_index.len() {
+            if self.is_fence[y] {
+                fences_below += 1;
                 continue;
             }
-            total += before * after;
-            for x in 0..f {
-                let pos = self.completion_pos[x];
-                if self.is_fence[x] || pos == NOT_COMPLETED {
-                    continue;
-                }
-                let after_completed = after - after_never;
-                satisfied +=
-                    after_never + after_completed - self.pairs_tree.below(pos as usize + 1);
+            total += fences_below * seen - seen_fsum;
+            // x completed with cp(x) < cp(y); every completed x when y never completed.
+            let limit = match self.completion_pos[y] {
+                NOT_COMPLETED => n_pos,
+                pos => pos as usize,
+            };
+            let (count, fsum) = (self.pair_count.below(limit), self.pair_fsum.below(limit));
+            satisfied += fences_below * count - fsum;
+            seen += 1;
+            seen_fsum += fences_below;
+            if let Some(pos) = Some(self.completion_pos[y]).filter(|&p| p != NOT_COMPLETED) {
+                self.pair_count.add_n(pos as usize, 1);
+                self.pair_fsum.add_n(pos as usize, fences_below as u32);
             }
         }
         if total == 0 {

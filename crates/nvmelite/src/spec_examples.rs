@@ -249,3 +249,157 @@ fn the_four_published_logs_and_the_published_schedule_record() {
         }
     }
 }
+
+// ---- the quirks of spec §12 that the worked examples do not already pin down ----------------
+
+fn workload(json_commands: &str) -> Workload {
+    Workload::from_json(format!(r#"{{"seed_id": "q", "commands": [{json_commands}]}}"#).as_bytes())
+        .unwrap()
+}
+
+fn log_of(w: &Workload, p: &RunParams) -> Vec<String> {
+    let out = run(w, p, RunOptions::ALL);
+    String::from_utf8(out.log.unwrap())
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The first schedule seed whose first `n` decision bits are all 0 (submit, submit, ...).
+fn seed_submitting_first(n: usize) -> u64 {
+    (0u64..)
+        .find(|&s| {
+            let mut rng = crate::rng::SplitMix64::new(s);
+            (0..n).all(|_| rng.next_u64() & 1 == 0)
+        })
+        .unwrap()
+}
+
+#[test]
+fn quirk_1_fence_is_not_a_barrier() {
+    let w = workload(
+        r#"{"type": "WRITE", "lba": 0, "len": 1, "pattern": 1}, {"type": "FENCE"},
+           {"type": "WRITE", "lba": 1, "len": 1, "pattern": 2}"#,
+    );
+    // Two submit decisions put all three commands in flight; ADVERSARIAL then completes the
+    // newest first, straight across the fence.
+    let seed = seed_submitting_first(2);
+    let p = params(
+        seed,
+        "ADVERSARIAL",
+        Bound::Inf,
+        FaultMode::None,
+        SubmitWindow::Inf,
+    );
+    let log = log_of(&w, &p);
+    let completes: Vec<&str> = log
+        .iter()
+        .filter(|l| l.starts_with("COMPLETE"))
+        .map(|l| l.as_str())
+        .collect();
+    assert_eq!(
+        completes,
+        [
+            "COMPLETE(cmd_id=2, status=OK, out=0)",
+            "COMPLETE(cmd_id=1, status=OK, out=0)",
+            "COMPLETE(cmd_id=0, status=OK, out=0)"
+        ]
+    );
+    assert!(log.contains(&"FENCE(fence_id=0)".to_string()));
+}
+
+#[test]
+fn quirks_2_and_3_writes_are_invisible_until_a_later_write_visible_completes() {
+    let stale = workload(
+        r#"{"type": "WRITE", "lba": 0, "len": 1, "pattern": 42}, {"type": "READ", "lba": 0, "len": 1}"#,
+    );
+    let visible = workload(
+        r#"{"type": "WRITE", "lba": 0, "len": 4, "pattern": 7}, {"type": "WRITE_VISIBLE", "lba": 0, "len": 4},
+           {"type": "READ", "lba": 0, "len": 4}"#,
+    );
+    for seed in 0..20 {
+        for policy in ["FIFO", "RANDOM", "BATCHED", "ADVERSARIAL"] {
+            let p = params(seed, policy, Bound::Inf, FaultMode::None, SubmitWindow::Inf);
+            assert!(log_of(&stale, &p).iter().all(|l| !l.contains("out=42")));
+            // READ's output depends only on what completed before it, in completion order.
+            let log = log_of(&visible, &p);
+            let pos = |needle: &str| log.iter().position(|l| l.starts_with(needle)).unwrap();
+            let read = &log[pos("COMPLETE(cmd_id=2,")];
+            let (w, wv, r) = (
+                pos("COMPLETE(cmd_id=0,"),
+                pos("COMPLETE(cmd_id=1,"),
+                pos("COMPLETE(cmd_id=2,"),
+            );
+            // 7·31³ + 7·31² + 7·31 + 7 = 215488 once both writes have completed in order.
+            let expected = if w < wv && wv < r { 215_488 } else { 0 };
+            assert_eq!(
+                read,
+                &format!("COMPLETE(cmd_id=2, status=OK, out={expected})"),
+                "{policy} {seed}"
+            );
+        }
+    }
+}
+
+#[test]
+fn quirk_9_timeout_hits_the_oldest_pending_command_even_a_fence() {
+    let w = workload(
+        r#"{"type": "FENCE"}, {"type": "READ", "lba": 0, "len": 1}, {"type": "READ", "lba": 0, "len": 1},
+           {"type": "READ", "lba": 0, "len": 1}"#,
+    );
+    let seed = seed_submitting_first(3);
+    let p = params(
+        seed,
+        "ADVERSARIAL",
+        Bound::Inf,
+        FaultMode::Timeout,
+        SubmitWindow::Inf,
+    );
+    let log = log_of(&w, &p);
+    let completes: Vec<&str> = log
+        .iter()
+        .filter(|l| l.starts_with("COMPLETE"))
+        .map(|l| l.as_str())
+        .collect();
+    // n = 4: two completions (newest first), then the fault takes the oldest, the FENCE.
+    assert_eq!(
+        completes,
+        [
+            "COMPLETE(cmd_id=3, status=OK, out=0)",
+            "COMPLETE(cmd_id=2, status=OK, out=0)",
+            "COMPLETE(cmd_id=0, status=TIMEOUT, out=0)",
+            "COMPLETE(cmd_id=1, status=OK, out=0)"
+        ]
+    );
+}
+
+#[test]
+fn quirks_11_and_12_fences_fill_the_window_and_the_peak_but_not_the_area() {
+    let w = workload(r#"{"type": "FENCE"}, {"type": "READ", "lba": 0, "len": 1}"#);
+    let p = params(0, "FIFO", Bound::K(0), FaultMode::None, SubmitWindow::N(1));
+    assert_eq!(
+        log_of(&w, &p),
+        [
+            "SUBMIT(cmd_id=0, cmd_type=FENCE)",
+            "FENCE(fence_id=0)",
+            "COMPLETE(cmd_id=0, status=OK, out=0)",
+            "SUBMIT(cmd_id=1, cmd_type=READ)",
+            "COMPLETE(cmd_id=1, status=OK, out=0)",
+            "RUN_END(pending_left=0, pending_peak=1)"
+        ]
+    );
+    let fences = workload(r#"{"type": "FENCE"}, {"type": "FENCE"}"#);
+    let seed = seed_submitting_first(1);
+    let p = params(
+        seed,
+        "FIFO",
+        Bound::K(0),
+        FaultMode::None,
+        SubmitWindow::Inf,
+    );
+    let m = run(&fences, &p, RunOptions::default()).metrics;
+    assert_eq!((m.pending_peak, m.pending_area, m.n_ok), (2, 0, 2));
+    assert_eq!(m.completion_rate, 1.0);
+}

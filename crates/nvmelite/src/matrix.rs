@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::log::push_hex;
-use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field, split_first_csv_field};
+use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
 use crate::run::{RunOptions, RunOutput, Runner};
@@ -454,6 +454,19 @@ impl CellStats {
         self.area_sum += m.pending_area;
     }
 
+    fn merge(&mut self, other: &CellStats) {
+        self.runs += other.runs;
+        self.p95_sum += other.p95_sum;
+        self.p95_sq_sum += other.p95_sq_sum;
+        self.p95_max = self.p95_max.max(other.p95_max);
+        self.rd_micro_sum += other.rd_micro_sum;
+        self.rd_micro_sq_sum += other.rd_micro_sq_sum;
+        self.fe_micro_sum += other.fe_micro_sum;
+        self.completion_micro_sum += other.completion_micro_sum;
+        self.peak_sum += other.peak_sum;
+        self.area_sum += other.area_sum;
+    }
+
     pub fn p95_mean(&self) -> f64 {
         mean(self.p95_sum as f64, self.runs)
     }
@@ -502,10 +515,20 @@ pub struct MatrixSummary {
     pub cliffs: usize,
 }
 
-struct BlockRow {
-    row: String,
-    metrics: Metrics,
+/// What one parallel chunk of a block produced: its rows in order (CRLF-terminated), its
+/// cells' sums and its best poison candidates. Sums and the top-K are order-independent, so
+/// only the concatenation of the text needs the chunks' order.
+#[derive(Default)]
+struct ChunkOut {
+    text: String,
+    cells: Vec<(usize, CellStats)>,
+    poison: Vec<Poison>,
+    /// (run_id, row) when rows must be sorted in memory.
+    rows: Vec<(String, String)>,
 }
+
+/// Runs per parallel task: large enough to amortize scheduling, small enough to balance.
+const CHUNK_RUNS: usize = 128;
 
 /// Runs the whole matrix into `dir` (which must exist and be empty): runs.csv, logs/ (with
 /// `opts.logs`), schedules/ (poison schedules) and the tables. `progress(done, total)` is
@@ -541,60 +564,84 @@ pub fn write_matrix(
     let mut sorted_rows: Vec<(String, String)> = Vec::new();
     let mut cursor = RunCursor::default();
     let mut done = 0u64;
+    let run_chunk = |runner: &mut Runner,
+                     params: &mut RunParams,
+                     chunk: &[RunSpec]|
+     -> Result<ChunkOut, MatrixError> {
+        let mut out = ChunkOut {
+            text: String::with_capacity(chunk.len() * 200),
+            ..ChunkOut::default()
+        };
+        let mut id = String::with_capacity(128);
+        for run in chunk {
+            matrix.set_params(params, run);
+            id.clear();
+            matrix.push_run_id(&mut id, run);
+            let (metrics, digest, text) =
+                runner.run_summary(matrix.workload(run), params, &id, opts.logs);
+            if opts.logs {
+                let path = logs_dir.join(format!("{}.log", file_stem(&id)));
+                fs::write(&path, text).map_err(io_err(&path))?;
+            }
+            let row_start = out.text.len();
+            push_csv_field(&mut out.text, &id);
+            let fields_start = out.text.len();
+            metrics.write_csv_fields(&mut out.text);
+            out.text.push(',');
+            push_hex(&mut out.text, &digest);
+            let cell = matrix.cell(run);
+            match out.cells.last_mut() {
+                Some((c, stats)) if *c == cell => stats.add(&metrics, &out.text[fields_start..]),
+                _ => {
+                    let mut stats = CellStats::default();
+                    stats.add(&metrics, &out.text[fields_start..]);
+                    out.cells.push((cell, stats));
+                }
+            }
+            let fault = matrix.faults[run.fault_index as usize];
+            let bound = matrix.groups[run.group as usize].bound;
+            if opts.top_k > 0 && fault == FaultMode::None && bound == Bound::Inf {
+                offer_poison(&mut out.poison, opts.top_k, &id, run, &metrics);
+            }
+            if matrix.needs_sort {
+                out.rows
+                    .push((id.clone(), out.text[row_start..].to_string()));
+                out.text.truncate(row_start);
+            } else {
+                out.text.push_str("\r\n");
+            }
+        }
+        Ok(out)
+    };
     loop {
         let block = matrix.next_runs(&mut cursor, opts.block_runs.max(1));
         if block.is_empty() {
             break;
         }
-        let rows: Vec<Result<BlockRow, MatrixError>> = pool.install(|| {
+        let chunks: Vec<Result<ChunkOut, MatrixError>> = pool.install(|| {
             block
-                .par_iter()
+                .par_chunks(CHUNK_RUNS)
                 .map_init(
                     || (Runner::new(), matrix.params(&block[0])),
-                    |(runner, params), run| {
-                        matrix.set_params(params, run);
-                        let mut row = String::with_capacity(256);
-                        matrix.push_run_id(&mut row, run);
-                        let id_len = row.len();
-                        let (metrics, digest, text) = runner.run_summary(
-                            matrix.workload(run),
-                            params,
-                            &row[..id_len],
-                            opts.logs,
-                        );
-                        if opts.logs {
-                            let name = format!("{}.log", file_stem(&row[..id_len]));
-                            let path = logs_dir.join(name);
-                            fs::write(&path, text).map_err(io_err(&path))?;
-                        }
-                        if row[..id_len].contains([',', '"', '\r', '\n']) {
-                            let id = row.split_off(0);
-                            push_csv_field(&mut row, &id);
-                        }
-                        metrics.write_csv_fields(&mut row);
-                        row.push(',');
-                        push_hex(&mut row, &digest);
-                        Ok(BlockRow { row, metrics })
-                    },
+                    |(runner, params), chunk| run_chunk(runner, params, chunk),
                 )
                 .collect()
         });
-        for (run, result) in block.iter().zip(rows) {
-            let BlockRow { row, metrics } = result?;
-            cells[matrix.cell(run)].add(&metrics, split_first_csv_field(&row).1);
-            let params_fault = matrix.faults[run.fault_index as usize];
-            let bound = matrix.groups[run.group as usize].bound;
-            if opts.top_k > 0 && params_fault == FaultMode::None && bound == Bound::Inf {
-                let (run_id, _) = split_first_csv_field(&row);
-                offer_poison(&mut poison, opts.top_k, &run_id, run, &metrics);
+        for chunk in chunks {
+            let chunk = chunk?;
+            csv_text.push_str(&chunk.text);
+            for (cell, stats) in &chunk.cells {
+                cells[*cell].merge(stats);
             }
-            if matrix.needs_sort {
-                let run_id = split_first_csv_field(&row).0.into_owned();
-                sorted_rows.push((run_id, row));
-            } else {
-                csv_text.push_str(&row);
-                csv_text.push_str("\r\n");
+            for p in chunk.poison {
+                let m = Metrics {
+                    p95_steps: p.p95,
+                    rd: p.rd,
+                    ..Metrics::default()
+                };
+                offer_poison(&mut poison, opts.top_k, &p.run_id, &p.spec, &m);
             }
+            sorted_rows.extend(chunk.rows);
         }
         if csv_text.len() >= 1 << 19 {
             csv.write_all(csv_text.as_bytes())

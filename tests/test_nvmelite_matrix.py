@@ -224,6 +224,11 @@ def test_existing_output_is_replaced_whole(qoslab, tmp_path):
     out.mkdir()
     (out / "stale.txt").write_text("old")
     config = write_config(tmp_path / "c.yaml", [SEEDS / "seed_002.json"], "0-1")
+    # A directory that is not an earlier output is never replaced.
+    done = matrix(qoslab, config, out, check=False)
+    assert done.returncode == 2 and "holds no runs.csv" in done.stderr
+    assert (out / "stale.txt").read_text() == "old"
+    (out / "runs.csv").write_text("")
     matrix(qoslab, config, out, "--no-logs")
     assert not (out / "stale.txt").exists()
     assert not (out / "logs").exists()

@@ -25,6 +25,13 @@ def _prepare_parent(out: Path) -> list[Path]:
     """Creates the missing parents of `out`; returns those created (to undo on failure)."""
     if out.exists() and not out.is_dir():
         raise InputError("--out: exists and is not a directory", path=out)
+    # The output replaces DIR whole: never do that to a directory this command did not write.
+    if out.is_dir() and any(out.iterdir()) and not (out / "runs.csv").is_file():
+        raise InputError(
+            "--out: exists, is not empty and holds no runs.csv (not an earlier output); "
+            "remove it or choose another directory",
+            path=out,
+        )
     created = []
     parent = out.absolute().parent
     missing = []

@@ -25,4 +25,6 @@ pub use run::{RunOptions, RunOutput, Runner, replay, run};
 pub use workload::{CmdKind, Command, Workload, WorkloadError};
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod spec_examples;

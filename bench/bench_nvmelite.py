@@ -7,6 +7,7 @@ command < 3 s; 1,000,000 metrics-only runs < 10 s with flat memory.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -118,12 +119,14 @@ def _million(seeds: str) -> tuple[int, int, float, float, int]:
 
 def run() -> list[str]:
     SCRATCH.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     no_logs = _matrix_in_process(False)
     with_logs = _matrix_in_process(True)
     api = _iter_runs()
     command = _command()
     small = _million("0-99999")
     big = _million("0-999999")
+    load_after = os.getloadavg()[0]
     return [
         textwrap.dedent(
             f"""\
@@ -133,7 +136,9 @@ def run() -> list[str]:
             7 bounds x 3 faults x schedule seeds 0-99 = 8,400 runs. In-process: the Rust core
             writes runs.csv, the tables and the poison schedules (`Matrix.write`), figures and
             HTML excluded; median of {REPEATS} runs on ext4 (`out/bench/`), wall time and the
-            process's CPU time (2 worker threads).
+            process's CPU time (2 worker threads). The machine is shared: its 1-minute load
+            average was {load_before:.1f} before and {load_after:.1f} after these measurements
+            (2 cores), so wall times above the CPU time / 2 are time spent waiting for a core.
 
             | what | target | wall | CPU |
             |---|---|---|---|

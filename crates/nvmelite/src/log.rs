@@ -92,10 +92,64 @@ impl LogWriter {
     #[inline]
     fn end_line(&mut self) {
         self.buf.extend_from_slice(b")\n");
+        self.line_done();
+    }
+
+    #[inline]
+    fn line_done(&mut self) {
         if !self.keep && self.buf.len() >= HASH_CHUNK_BYTES {
             self.hasher.update(&self.buf);
             self.buf.clear();
         }
+    }
+
+    /// Appends a complete, pre-formatted line (with its `\n`).
+    #[inline]
+    pub(crate) fn line(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        self.line_done();
+    }
+}
+
+/// The log lines of a workload that do not depend on the schedule (each command's SUBMIT
+/// line and its `status=OK, out=0` COMPLETE line), formatted once and copied into every run's
+/// log by the matrix. The bytes are exactly those the [`LogWriter`] hooks would format.
+#[derive(Clone, Debug, Default)]
+pub struct LinePieces {
+    text: Vec<u8>,
+    submit: Vec<(u32, u32)>,
+    complete_ok: Vec<(u32, u32)>,
+}
+
+impl LinePieces {
+    pub fn new(workload: &crate::workload::Workload) -> Self {
+        let mut writer = LogWriter {
+            keep: true,
+            ..LogWriter::default()
+        };
+        let mut pieces = LinePieces::default();
+        for (i, cmd) in workload.commands.iter().enumerate() {
+            let start = writer.buf.len() as u32;
+            writer.submit(i as u32, cmd.kind);
+            let mid = writer.buf.len() as u32;
+            writer.complete(i as u32, cmd.kind, Status::Ok, 0);
+            pieces.submit.push((start, mid));
+            pieces.complete_ok.push((mid, writer.buf.len() as u32));
+        }
+        pieces.text = writer.buf;
+        pieces
+    }
+
+    #[inline]
+    pub(crate) fn submit(&self, cmd: u32) -> &[u8] {
+        let (a, b) = self.submit[cmd as usize];
+        &self.text[a as usize..b as usize]
+    }
+
+    #[inline]
+    pub(crate) fn complete_ok(&self, cmd: u32) -> &[u8] {
+        let (a, b) = self.complete_ok[cmd as usize];
+        &self.text[a as usize..b as usize]
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::log::push_hex;
+use crate::log::{LinePieces, push_hex};
 use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
@@ -147,6 +147,8 @@ pub struct RunSpec {
 #[derive(Debug)]
 pub struct Matrix {
     pub spec: MatrixSpec,
+    /// Per workload: its pre-formatted log lines.
+    pieces: Vec<LinePieces>,
     groups: Vec<Group>,
     /// Faults in output order (by name).
     faults: Vec<FaultMode>,
@@ -207,6 +209,7 @@ impl Matrix {
             .any(|g| g[1].prefix.starts_with(&g[0].prefix));
         let seeds = SeedOrder::new(spec.seeds.0, spec.seeds.1);
         Matrix {
+            pieces: spec.workloads.iter().map(|w| LinePieces::new(w)).collect(),
             spec,
             groups,
             faults,
@@ -577,8 +580,14 @@ pub fn write_matrix(
             matrix.set_params(params, run);
             id.clear();
             matrix.push_run_id(&mut id, run);
-            let (metrics, digest, text) =
-                runner.run_summary(matrix.workload(run), params, &id, opts.logs);
+            let w = matrix.groups[run.group as usize].workload;
+            let (metrics, digest, text) = runner.run_summary_with(
+                &matrix.spec.workloads[w],
+                Some(&matrix.pieces[w]),
+                params,
+                &id,
+                opts.logs,
+            );
             if opts.logs {
                 let path = logs_dir.join(format!("{}.log", file_stem(&id)));
                 fs::write(&path, text).map_err(io_err(&path))?;

@@ -1,6 +1,6 @@
 //! One run, or one replay, with exactly the outputs asked for.
 
-use crate::log::{LogWriter, hex};
+use crate::log::{LinePieces, LogWriter, hex};
 use crate::metrics::{Metrics, MetricsAcc};
 use crate::model::{self, Observer, RngDecider, Scratch, Status, Step, StepError};
 use crate::params::RunParams;
@@ -53,6 +53,7 @@ impl RunOutput {
 
 struct Tee<'a> {
     log: &'a mut LogWriter,
+    pieces: Option<&'a LinePieces>,
     metrics: &'a mut MetricsAcc,
     schedule: Option<ScheduleWriter>,
     reference: Option<ReferenceScheduleWriter>,
@@ -61,7 +62,10 @@ struct Tee<'a> {
 impl Observer for Tee<'_> {
     #[inline]
     fn submit(&mut self, cmd: u32, kind: CmdKind) {
-        self.log.submit(cmd, kind);
+        match self.pieces {
+            Some(p) => self.log.line(p.submit(cmd)),
+            None => self.log.submit(cmd, kind),
+        }
         self.metrics.submit(cmd, kind);
     }
     #[inline]
@@ -71,7 +75,10 @@ impl Observer for Tee<'_> {
     }
     #[inline]
     fn complete(&mut self, cmd: u32, kind: CmdKind, status: Status, out: u32) {
-        self.log.complete(cmd, kind, status, out);
+        match self.pieces {
+            Some(p) if status == Status::Ok && out == 0 => self.log.line(p.complete_ok(cmd)),
+            _ => self.log.complete(cmd, kind, status, out),
+        }
         self.metrics.complete(cmd, kind, status, out);
     }
     fn reset(&mut self, pending_before: usize) {
@@ -125,12 +132,25 @@ impl Runner {
         run_id: &str,
         keep_log: bool,
     ) -> (Metrics, [u8; 32], &[u8]) {
+        self.run_summary_with(workload, None, params, run_id, keep_log)
+    }
+
+    /// [`Runner::run_summary`] with the workload's pre-formatted lines (see [`LinePieces`]).
+    pub fn run_summary_with(
+        &mut self,
+        workload: &Workload,
+        pieces: Option<&LinePieces>,
+        params: &RunParams,
+        run_id: &str,
+        keep_log: bool,
+    ) -> (Metrics, [u8; 32], &[u8]) {
         let mut decider = RngDecider(SplitMix64::new(params.schedule_seed));
         self.log
             .start(run_id, &workload.seed_id, workload.len(), params, keep_log);
         self.metrics.start(workload.len());
         let mut tee = Tee {
             log: &mut self.log,
+            pieces,
             metrics: &mut self.metrics,
             schedule: None,
             reference: None,
@@ -180,6 +200,7 @@ impl Runner {
         self.metrics.start(workload.len());
         let mut tee = Tee {
             log: &mut self.log,
+            pieces: None,
             metrics: &mut self.metrics,
             schedule: opts.schedule.then(|| ScheduleWriter::new(seed_id, params)),
             reference: opts

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import typer
 
+from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
+
+# The policy registry of the Rust core is the one list of policies.
+POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.POLICIES) + "."
 
 app = typer.Typer(
     name="nvmelite",
@@ -78,7 +82,7 @@ def _emit(result, log_file: Path | None, extra: dict[Path, bytes]) -> None:
 @app.command()
 def run(
     workload: Path = typer.Argument(..., help="Workload JSON file (seed_id + commands)."),
-    policy: str = typer.Option(..., "--policy", help="FIFO, RANDOM, BATCHED or ADVERSARIAL."),
+    policy: str = typer.Option(..., "--policy", help=POLICY_HELP),
     bound: str = typer.Option(..., "--bound", help="Reordering bound k: an integer or inf."),
     fault: str = typer.Option("NONE", "--fault", help="Fault mode: NONE, TIMEOUT or RESET."),
     seed: str = typer.Option(..., "--seed", help="Schedule seed (0..2^64-1)."),

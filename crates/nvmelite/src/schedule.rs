@@ -55,7 +55,10 @@ pub fn unescape_value(text: &str) -> Result<String, String> {
                 let code = (hex.len() == 2)
                     .then(|| u8::from_str_radix(&hex, 16).ok())
                     .flatten()
-                    .ok_or_else(|| format!("bad escape '\\x{hex}': expected two hex digits"))?;
+                    .filter(|&c| c < 0x20 || c == 0x7f)
+                    .ok_or_else(|| {
+                        format!("bad escape '\\x{hex}': expected a control character 00-1f or 7f")
+                    })?;
                 out.push(char::from(code));
             }
             other => {
@@ -453,5 +456,34 @@ impl Decider for ReplayDecider<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_escape_only_backslash_and_control_characters() {
+        let value = "a=b, #c\\d\ne\t\u{7f}é";
+        let escaped = escape_value(value);
+        assert_eq!(escaped, "a=b, #c\\\\d\\x0ae\\x09\\x7fé");
+        assert_eq!(unescape_value(&escaped).unwrap(), value);
+        for bad in ["\\n", "\\x4", "\\x41", "\\xc3", "tail\\"] {
+            assert!(unescape_value(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn step_lines_ignore_comments_and_the_spaces_before_them() {
+        let text = "qoslab-nvmelite-schedule v1\nseed_id=s\nschedule_seed=1\npolicy=RANDOM\n\
+                    bound_k=inf\nfault_mode=NONE\nsubmit_window=inf\nscheduler_version=v\n\
+                    git_commit=\nsteps\nsubmit   # cmd 0\ncomplete draw=7 # pick\nend\n";
+        let s = Schedule::parse(text, true).unwrap();
+        assert_eq!(
+            s.steps,
+            [(11, StepLine::Submit), (12, StepLine::Complete(Some(7)))]
+        );
+        assert_eq!(s.end_line, 13);
     }
 }

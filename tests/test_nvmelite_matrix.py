@@ -255,3 +255,31 @@ def test_ctrl_c_leaves_no_output(tmp_path):
     assert proc.returncode != 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"], err
     assert os.path.exists(config)
+
+
+def test_progress_bar_only_on_a_terminal(qoslab, tmp_path):
+    import pty
+
+    config = write_config(tmp_path / "c.yaml", [SEEDS / "seed_001_long32.json"], "0-999")
+    quiet = matrix(qoslab, config, tmp_path / "quiet", "--no-logs")
+    assert quiet.stderr == ""
+    leader, follower = pty.openpty()
+    done = subprocess.run(
+        [QOSLAB, "nvmelite", "matrix", config, "--out", tmp_path / "tty", "--no-logs"],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        check=True,
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert done.stdout.decode().strip() == str(tmp_path / "tty" / "report.html")
+    assert b"nvmelite matrix" in shown and b"84000" in shown

@@ -62,6 +62,7 @@ class _Progress:
     def __init__(self, total: int):
         self.bar = None
         if sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -76,6 +77,7 @@ class _Progress:
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
                 transient=True,
+                console=Console(stderr=True),  # stdout carries the report's path
             )
             self.task = self.bar.add_task("runs", total=total)
 

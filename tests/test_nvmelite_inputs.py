@@ -371,3 +371,12 @@ def test_infeasible_or_malformed_schedules_are_input_errors(
     done = qoslab("nvmelite", "replay", GOOD, recorded, "--log", tmp_path / "x.log")
     assert_rejected(done, recorded, needle)
     assert not (tmp_path / "x.log").exists()
+
+
+def test_unwritable_run_output_writes_nothing(qoslab, tmp_path):
+    sched = tmp_path / "ok.sched"
+    done = qoslab(
+        "nvmelite", "run", GOOD, *RUN, "--schedule-out", sched, "--log", tmp_path / "no" / "x.log"
+    )
+    assert_rejected(done, "x.log", "cannot write here")
+    assert not sched.exists()

@@ -71,6 +71,10 @@ BAD_WORKLOADS = {
         '{"seed_id": "a", "commands": [{"type": "WRITE", "lba": 0, "len": 1, "pattern": 4294967296}]}',  # noqa: E501
         "commands[0].pattern",
     ),
+    "float overflow in an unused member": (
+        '{"seed_id": "a", "commands": [{"type": "FENCE", "note": 1e999}]}',
+        "commands[0].note: number out of range",
+    ),
     "second command bad": (
         '{"seed_id": "a", "commands": [{"type": "FENCE"},\n{"type": "READ", "lba": 0, "len": -4}]}',
         ":2: commands[1].len",

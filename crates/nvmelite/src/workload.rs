@@ -279,6 +279,28 @@ fn command(text: &str, index: usize, members: &Members) -> Result<Command, Workl
             }),
         }
     };
+    // The reference buffers a command's members before it knows the type, which parses every
+    // number: a float overflowing f64 (1e999) is rejected even in a member no type uses.
+    let used: &[&str] = match kind {
+        CmdKind::Fence => &["type"],
+        CmdKind::Write => &["type", "lba", "len", "pattern"],
+        CmdKind::Read | CmdKind::WriteVisible => &["type", "lba", "len"],
+    };
+    for (name, raw) in &members.0 {
+        if !used.contains(&name.as_str())
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(raw.get())
+        {
+            let text = e.to_string();
+            let message = text
+                .rfind(" at line ")
+                .map_or(text.as_str(), |at| &text[..at]);
+            return Err(WorkloadError {
+                field: Some(path(name)),
+                line: at(raw),
+                message: message.to_string(),
+            });
+        }
+    }
     let (lba, len, pattern) = match kind {
         CmdKind::Fence => (0, 0, 0),
         CmdKind::Write => (
@@ -320,7 +342,7 @@ mod tests {
                 {"type": "WRITE_VISIBLE", "lba": 18446744073709551615, "len": 0},
                 {"type": "READ", "lba": 1, "len": 1, "pattern": "ignored"},
                 {"type": "FENCE", "lba": -1, "lba": 2.5}
-            ], "seed_id": "a, b (c)"}"#,
+            ], "seed_id": "a, b (c)", "top": 1e999}"#,
         )
         .unwrap();
         assert_eq!(w.seed_id, "a, b (c)");
@@ -391,6 +413,10 @@ mod tests {
             (
                 r#"{"seed_id": "a", "commands": [{"type": "FENCE", "type": "FENCE"}]}"#,
                 "commands[0].type: duplicated",
+            ),
+            (
+                r#"{"seed_id": "a", "commands": [{"type": "FENCE", "x": [1e999]}]}"#,
+                "commands[0].x: number out of range",
             ),
             (
                 r#"{"seed_id": "a", "commands": [{"type": "READ", "lba": "0", "len": 1}]}"#,

@@ -193,12 +193,14 @@ typedef struct {
     bool has_draw;
     uint64_t draw;
     enum nl_policy policy;
+    nl_buf values[4];        /* unescaped seed_id, scheduler_version, git_commit; scratch */
 } nl_sched_decider;
 
-/* Parses the header of a .sched file into *p (its strings point into `text`) and prepares
- * a decider that reads the steps. */
+/* Parses the header of a .sched file into *p and *seed_id (their strings live in the decider
+ * until nl_sched_close) and prepares a decider that reads the steps. */
 int nl_sched_open(nl_sched_decider *d, const char *text, size_t len, nl_params *p,
                   nl_str *seed_id, nl_error *err);
+void nl_sched_close(nl_sched_decider *d);
 
 /* ---- SHA-256 ----------------------------------------------------------------------------------- */
 

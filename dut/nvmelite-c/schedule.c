@@ -10,11 +10,23 @@ static const char sched_magic[] = "qoslab-nvmelite-schedule v1";
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* A header value on one line: `\` doubled, control characters (and DEL) as `\xHH`. */
 static void put_kv(nl_buf *b, const char *key, const char *v, size_t len)
 {
+    static const char hex[] = "0123456789abcdef";
     nl_buf_puts(b, key);
     nl_buf_putc(b, '=');
-    nl_buf_put(b, v, len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '\\') {
+            nl_buf_put(b, "\\\\", 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+            nl_buf_put(b, esc, sizeof esc);
+        } else {
+            nl_buf_putc(b, (char)c);
+        }
+    }
     nl_buf_putc(b, '\n');
 }
 
@@ -303,7 +315,14 @@ static int sched_finish(nl_decider *base)
     return 0;
 }
 
-static int header_value(nl_sched_decider *d, const char *key, nl_str *out, nl_error *err)
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The value of the next header line `key=value`, unescaped into `into` (see put_kv). */
+static int header_value(nl_sched_decider *d, const char *key, nl_buf *into, nl_str *out,
+                        nl_error *err)
 {
     const char *s;
     size_t len, klen = strlen(key);
@@ -311,9 +330,37 @@ static int header_value(nl_sched_decider *d, const char *key, nl_str *out, nl_er
         nl_error_set(err, d->line, "expected the header line '%s=...'", key);
         return -1;
     }
-    out->p = s + klen + 1;
-    out->len = len - klen - 1;
+    into->len = 0;
+    nl_buf_reserve(into, 1);
+    for (size_t i = klen + 1; i < len; i++) {
+        if (s[i] != '\\') {
+            nl_buf_putc(into, s[i]);
+            continue;
+        }
+        if (i + 1 < len && s[i + 1] == '\\') {
+            nl_buf_putc(into, '\\');
+            i++;
+            continue;
+        }
+        int hi = i + 3 < len && s[i + 1] == 'x' ? hex_digit(s[i + 2]) : -1;
+        int lo = hi >= 0 ? hex_digit(s[i + 3]) : -1;
+        if (lo < 0) {
+            nl_error_set(err, d->line, "%s: invalid escape; expected '\\\\' or '\\xHH'", key);
+            return -1;
+        }
+        nl_buf_putc(into, (char)(hi << 4 | lo));
+        i += 3;
+    }
+    into->data[into->len] = '\0';
+    out->p = into->data;
+    out->len = into->len;
     return 0;
+}
+
+void nl_sched_close(nl_sched_decider *d)
+{
+    for (size_t i = 0; i < sizeof d->values / sizeof d->values[0]; i++)
+        nl_buf_free(&d->values[i]);
 }
 
 int nl_sched_open(nl_sched_decider *d, const char *text, size_t len, nl_params *p,
@@ -336,16 +383,17 @@ int nl_sched_open(nl_sched_decider *d, const char *text, size_t len, nl_params *
     nl_str v;
     uint64_t u;
     bool inf;
-    if (header_value(d, "seed_id", seed_id, err) != 0)
+    nl_buf *tmp = &d->values[3];
+    if (header_value(d, "seed_id", &d->values[0], seed_id, err) != 0)
         return -1;
-    if (header_value(d, "schedule_seed", &v, err) != 0)
+    if (header_value(d, "schedule_seed", tmp, &v, err) != 0)
         return -1;
     if (nl_parse_u64(v.p, v.len, &p->schedule_seed) != 0) {
         nl_error_set(err, d->line, "schedule_seed: expected a decimal u64, found '%.*s'",
                      (int)(v.len > 40 ? 40 : v.len), v.p);
         return -1;
     }
-    if (header_value(d, "policy", &v, err) != 0)
+    if (header_value(d, "policy", tmp, &v, err) != 0)
         return -1;
     if (nl_parse_policy(v.p, v.len, &p->policy) != 0) {
         nl_error_set(err, d->line,
@@ -353,7 +401,7 @@ int nl_sched_open(nl_sched_decider *d, const char *text, size_t len, nl_params *
                      (int)(v.len > 40 ? 40 : v.len), v.p);
         return -1;
     }
-    if (header_value(d, "bound_k", &v, err) != 0)
+    if (header_value(d, "bound_k", tmp, &v, err) != 0)
         return -1;
     if (nl_parse_bound(v.p, v.len, UINT32_MAX, &inf, &u) != 0) {
         nl_error_set(err, d->line, "bound_k: expected a u32 or 'inf', found '%.*s'",
@@ -362,22 +410,22 @@ int nl_sched_open(nl_sched_decider *d, const char *text, size_t len, nl_params *
     }
     p->bound_inf = inf;
     p->bound_k = (uint32_t)u;
-    if (header_value(d, "fault_mode", &v, err) != 0)
+    if (header_value(d, "fault_mode", tmp, &v, err) != 0)
         return -1;
     if (nl_parse_fault(v.p, v.len, &p->fault) != 0) {
         nl_error_set(err, d->line, "fault_mode: expected NONE, TIMEOUT or RESET, found '%.*s'",
                      (int)(v.len > 40 ? 40 : v.len), v.p);
         return -1;
     }
-    if (header_value(d, "submit_window", &v, err) != 0)
+    if (header_value(d, "submit_window", tmp, &v, err) != 0)
         return -1;
     if (nl_parse_bound(v.p, v.len, UINT64_MAX, &p->window_inf, &p->submit_window) != 0) {
         nl_error_set(err, d->line, "submit_window: expected a u64 or 'inf', found '%.*s'",
                      (int)(v.len > 40 ? 40 : v.len), v.p);
         return -1;
     }
-    if (header_value(d, "scheduler_version", &p->scheduler_version, err) != 0 ||
-        header_value(d, "git_commit", &p->git_commit, err) != 0)
+    if (header_value(d, "scheduler_version", &d->values[1], &p->scheduler_version, err) != 0 ||
+        header_value(d, "git_commit", &d->values[2], &p->git_commit, err) != 0)
         return -1;
     if (!next_line(d, &s, &n) || !word_is(s, n, "steps")) {
         nl_error_set(err, d->line, "expected the line 'steps'");

@@ -81,13 +81,16 @@ static int replay(const nl_workload *w, const char *text, nl_buf *log, nl_error 
     nl_sched_decider d;
     nl_params p;
     nl_str seed_id;
-    if (nl_sched_open(&d, text, strlen(text), &p, &seed_id, err) != 0)
+    if (nl_sched_open(&d, text, strlen(text), &p, &seed_id, err) != 0) {
+        nl_sched_close(&d);
         return -1;
+    }
     nl_ctx *c = nl_ctx_new(w->n_cmds);
-    nl_run_out o = {0};
+    nl_run_out o = {.log = *log};
     int rc = nl_run(c, w, &p, &d.base, &o);
     *log = o.log;
     nl_ctx_free(c);
+    nl_sched_close(&d);
     return rc;
 }
 
@@ -451,6 +454,25 @@ static void test_replay_rules(void)
     expect_replay("FIFO", "0", "RESET", "inf", "submit\ncomplete\nsubmit\ncomplete\nsubmit\ntimeout\n", 16, "expected 'reset'");
     /* BATCHED: a burst forces completions */
     expect_replay("BATCHED", "inf", "NONE", "inf", "submit\nsubmit\ncomplete draw=0\nsubmit\n", 14, "BATCHED burst");
+    /* header values with escapes round-trip: seed_id with a line break and a backslash */
+    {
+        nl_workload we;
+        parse_ok("{\"seed_id\": \"a\\nb\\\\c\\u007f\", \"commands\": [{\"type\": \"FENCE\"}]}", &we);
+        nl_params pe = params(NL_FIFO, "inf", NL_NONE, 1, "inf");
+        pe.git_commit = (nl_str){"x\\y\tz", 5};
+        result re = {0};
+        run_seeded(&we, &pe, &re);
+        CHECK(strstr(re.sched.data, "\nseed_id=a\\x0ab\\\\c\\x7f\n") != NULL &&
+                  strstr(re.sched.data, "\ngit_commit=x\\\\y\\x09z\n") != NULL,
+              "escaped header:\n%s", re.sched.data);
+        nl_buf again = {0};
+        nl_error e2 = {0};
+        CHECK(replay(&we, re.sched.data, &again, &e2) == 0 && strcmp(again.data, re.log.data) == 0,
+              "escaped replay: %s", e2.msg);
+        nl_buf_free(&again);
+        result_free(&re);
+        nl_workload_free(&we);
+    }
     /* header errors */
     nl_workload w;
     parse_ok(ex_b_json, &w);
@@ -461,6 +483,8 @@ static void test_replay_rules(void)
     CHECK(replay(&w, bad_policy, &log, &err) != 0 && err.line == 4 && strstr(err.msg, "policy"), "policy line: %s", err.msg);
     const char *missing = "qoslab-nvmelite-schedule v1\nseed_id=ex_b\npolicy=FIFO\n";
     CHECK(replay(&w, missing, &log, &err) != 0 && err.line == 3 && strstr(err.msg, "schedule_seed"), "order: %s", err.msg);
+    const char *bad_escape = "qoslab-nvmelite-schedule v1\nseed_id=ex\\q\n";
+    CHECK(replay(&w, bad_escape, &log, &err) != 0 && err.line == 2 && strstr(err.msg, "escape"), "escape: %s", err.msg);
     nl_buf_free(&log);
     nl_workload_free(&w);
 }

@@ -29,7 +29,9 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
-    pass
+    from qoslab.nvmelite.cli import app as nvmelite
+
+    app.add_typer(nvmelite)
 
 
 _register_studies()

@@ -33,7 +33,7 @@ lint-dut: $(DUT_BIN) $(DUT_BUILD)/asan/test_nvmelite
 # The C tests, under AddressSanitizer and UBSan: the spec's examples and published numbers
 # (test_nvmelite), then the command line against the published expected outputs (check_cli.sh).
 test-dut-c: $(DUT_BUILD)/asan/nvmelite-c $(DUT_BUILD)/asan/test_nvmelite
-	$(DUT_BUILD)/asan/test_nvmelite tests/data/nvmelite
+	$(DUT_BUILD)/asan/test_nvmelite configs/nvmelite/seeds
 	$(DUT_SRC)/check_cli.sh $(DUT_BUILD)/asan/nvmelite-c tests/data/nvmelite $(DUT_BUILD)/check-cli
 
 SETUP_TARGETS += dut-build

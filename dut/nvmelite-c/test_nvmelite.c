@@ -4,7 +4,7 @@
  * of §3, the acceptance rules of §1.2, the replay rules of docs/nvmelite-schedule.md, and the
  * paper's published per-cell means. Run under AddressSanitizer and UBSan by `make test`.
  *
- * usage: test_nvmelite DATA_DIR    (DATA_DIR = tests/data/nvmelite)
+ * usage: test_nvmelite SEEDS_DIR    (the published workloads: configs/nvmelite/seeds)
  */
 #include <math.h>
 #include <stdio.h>
@@ -579,7 +579,7 @@ static void test_published_numbers(const char *dir)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fputs("usage: test_nvmelite DATA_DIR\n", stderr);
+        fputs("usage: test_nvmelite SEEDS_DIR\n", stderr);
         return 2;
     }
     test_prng();

@@ -59,7 +59,8 @@ head -n 12 "$work/r.sched" > "$work/short.sched"
 expect_bad "truncated schedule" "short.sched:13: " "$bin" "$data/seed_001.json" "$work/short.sched"
 sed 's/^policy=RANDOM$/policy=FIFO/' "$work/r.sched" > "$work/fifo.sched"
 expect_bad "draw on FIFO" "fifo.sched:.*takes no draw" "$bin" "$data/seed_001.json" "$work/fifo.sched"
-expect_bad "other workload" "seed_id" "$bin" "$data/seed_002.json" "$work/r.sched"
+printf '{"seed_id": "other", "commands": []}' > "$work/other.json"
+expect_bad "other workload" "seed_id" "$bin" "$work/other.json" "$work/r.sched"
 
 echo "check_cli: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

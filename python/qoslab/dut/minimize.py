@@ -111,10 +111,12 @@ class _Prober:
         except (nvmelite.ScheduleError, nvmelite.ParamsError, core.WorkloadError, ValueError):
             result = None
         if result is not None:
-            path = self.workdir / "candidate.json"
+            # A new name per candidate: a batch DUT may cache workloads by path (protocol).
+            path = self.workdir / f"candidate-{self.probes}.json"
             path.write_bytes(key[0])
             task = make_task(result.run_id, str(path), result)
             outcome = self.runner.run(task, keep_output=True)
+            path.unlink()
             if outcome.status == self.target:
                 header, steps = parse_schedule(result.schedule)
                 found = (replace(case, header=header, steps=steps), result, outcome)

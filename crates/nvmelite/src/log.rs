@@ -145,9 +145,14 @@ impl Observer for LogWriter {
 /// Lowercase hex of a digest.
 pub fn hex(digest: &[u8; 32]) -> String {
     let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap());
-        s.push(char::from_digit(u32::from(b & 15), 16).unwrap());
-    }
+    push_hex(&mut s, digest);
     s
+}
+
+pub fn push_hex(out: &mut String, digest: &[u8; 32]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in digest {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
 }

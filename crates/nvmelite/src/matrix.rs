@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::log::hex;
+use crate::log::push_hex;
 use crate::metrics::{Metrics, RUNS_CSV_HEADER};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
@@ -296,16 +296,26 @@ impl Matrix {
     }
 
     pub fn run_id(&self, run: &RunSpec) -> String {
-        let g = &self.groups[run.group as usize];
-        let mut id = String::with_capacity(g.prefix.len() + 28);
-        id.push_str(&g.prefix);
-        let _ = write!(
-            id,
-            "{}_{}",
-            run.schedule_seed,
-            self.faults[run.fault_index as usize].name()
-        );
+        let mut id = String::with_capacity(self.groups[run.group as usize].prefix.len() + 28);
+        self.push_run_id(&mut id, run);
         id
+    }
+
+    fn push_run_id(&self, out: &mut String, run: &RunSpec) {
+        out.push_str(&self.groups[run.group as usize].prefix);
+        out.push_str(itoa::Buffer::new().format(run.schedule_seed));
+        out.push('_');
+        out.push_str(self.faults[run.fault_index as usize].name());
+    }
+
+    /// Sets the per-run fields of `params` (one of this matrix's params) for `run`, so the
+    /// hot loop copies no strings.
+    fn set_params(&self, params: &mut RunParams, run: &RunSpec) {
+        let g = &self.groups[run.group as usize];
+        params.schedule_seed = run.schedule_seed;
+        params.policy = g.policy;
+        params.bound = g.bound;
+        params.fault = self.faults[run.fault_index as usize];
     }
 
     /// Runs `runs` in parallel (on the current rayon pool) with the outputs `opts` asks
@@ -333,6 +343,9 @@ pub struct WriteOptions {
     pub top_k: usize,
     /// Runs per parallel block (also the progress granularity).
     pub block_runs: usize,
+    /// Worker threads (None: all cores). The calling thread only coordinates, so the
+    /// progress callback always runs on it.
+    pub threads: Option<usize>,
 }
 
 impl Default for WriteOptions {
@@ -341,6 +354,7 @@ impl Default for WriteOptions {
             logs: true,
             top_k: 10,
             block_runs: 4096,
+            threads: None,
         }
     }
 }
@@ -502,6 +516,14 @@ pub fn write_matrix(
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> Result<MatrixSummary, MatrixError> {
     let total = u64::try_from(matrix.len()).unwrap_or(u64::MAX);
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = opts.threads {
+        pool = pool.num_threads(n.max(1));
+    }
+    let pool = pool.build().map_err(|e| MatrixError::Io {
+        path: dir.to_path_buf(),
+        error: io::Error::other(e),
+    })?;
     let logs_dir = dir.join("logs");
     if opts.logs {
         fs::create_dir_all(&logs_dir).map_err(io_err(&logs_dir))?;
@@ -523,21 +545,35 @@ pub fn write_matrix(
         if block.is_empty() {
             break;
         }
-        let rows: Vec<Result<BlockRow, MatrixError>> = block
-            .par_iter()
-            .map_init(Runner::new, |runner, run| {
-                let run_id = matrix.run_id(run);
-                let params = matrix.params(run);
-                let (metrics, digest, text) =
-                    runner.run_summary(matrix.workload(run), &params, &run_id, opts.logs);
-                if opts.logs {
-                    let path = logs_dir.join(format!("{}.log", file_stem(&run_id)));
-                    fs::write(&path, text).map_err(io_err(&path))?;
-                }
-                let row = metrics.csv_row(&run_id, &hex(&digest));
-                Ok(BlockRow { row, metrics })
-            })
-            .collect();
+        let rows: Vec<Result<BlockRow, MatrixError>> = pool.install(|| {
+            block
+                .par_iter()
+                .map_init(
+                    || (Runner::new(), matrix.params(&block[0])),
+                    |(runner, params), run| {
+                        matrix.set_params(params, run);
+                        let mut row = String::with_capacity(256);
+                        matrix.push_run_id(&mut row, run);
+                        let id_len = row.len();
+                        let (metrics, digest, text) = runner.run_summary(
+                            matrix.workload(run),
+                            params,
+                            &row[..id_len],
+                            opts.logs,
+                        );
+                        if opts.logs {
+                            let name = format!("{}.log", file_stem(&row[..id_len]));
+                            let path = logs_dir.join(name);
+                            fs::write(&path, text).map_err(io_err(&path))?;
+                        }
+                        metrics.write_csv_fields(&mut row);
+                        row.push(',');
+                        push_hex(&mut row, &digest);
+                        Ok(BlockRow { row, metrics })
+                    },
+                )
+                .collect()
+        });
         for (run, result) in block.iter().zip(rows) {
             let BlockRow { row, metrics } = result?;
             cells[matrix.cell(run)].add(&metrics, &row);
@@ -576,7 +612,7 @@ pub fn write_matrix(
         .map_err(io_err(&csv_path))?;
     csv.flush().map_err(io_err(&csv_path))?;
 
-    write_poison(matrix, dir, &poison)?;
+    pool.install(|| write_poison(matrix, dir, &poison))?;
     let cliffs = write_tables(matrix, dir, &cells, &poison)?;
     Ok(MatrixSummary {
         runs: done,

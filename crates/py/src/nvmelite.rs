@@ -278,8 +278,8 @@ impl Matrix {
             logs,
             top_k,
             block_runs,
+            threads: jobs,
         };
-        let pool = pool(jobs)?;
         let m = self.0.clone();
         let mut py_err: Option<PyErr> = None;
         let result = py.detach(|| {
@@ -298,7 +298,7 @@ impl Matrix {
                     }
                 })
             };
-            pool.install(|| matrix::write_matrix(&m, &out_dir, &opts, &mut report))
+            matrix::write_matrix(&m, &out_dir, &opts, &mut report)
         });
         match result {
             Ok(summary) => {

@@ -225,29 +225,27 @@ def run_plan(plan: Plan, argv: list[str], opts: DiffOptions, workdir: Path) -> l
     progress = _Progress(plan.total)
 
     def worker() -> None:
+        # Whatever happens, a worker keeps taking tasks until its None: the producer never
+        # blocks on a full queue that nobody drains.
         runner = _make_runner(argv, opts, workdir)
         try:
             while True:
                 item = tasks.get()
                 if item is None:
                     return
-                order, poison, task = item
                 if errors:
                     continue
+                order, poison, task = item
                 try:
                     outcome = runner.run(task)
-                except DutStartError as err:
+                except Exception as err:  # DutStartError, or a bug: reported after the join
                     errors.append(err)
                     continue
                 keep = task if outcome.status != "match" else None
+                report = RunReport(order, task.run_id, poison, outcome, keep, task.workload_path)
                 with lock:
-                    reports.append(
-                        RunReport(order, task.run_id, poison, outcome, keep, task.workload_path)
-                    )
+                    reports.append(report)
                 progress.advance(outcome.status != "match")
-        except BaseException as err:  # a bug in the harness must not hang the others
-            errors.append(err)
-            raise
         finally:
             runner.close()
 

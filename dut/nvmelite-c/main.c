@@ -23,6 +23,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,8 +107,8 @@ typedef struct {
 } outputs;
 
 /* Runs one workload with a decider and writes what was asked for. */
-static int run_and_write(const char *wl_path, const nl_workload *w, const nl_params *p,
-                         nl_decider *d, const outputs *out, const char *err_file)
+static int run_and_write(const nl_workload *w, const nl_params *p, nl_decider *d,
+                         const outputs *out, const char *err_file)
 {
     nl_ctx *ctx = nl_ctx_new(w->n_cmds);
     if (!ctx)
@@ -120,7 +121,6 @@ static int run_and_write(const char *wl_path, const nl_workload *w, const nl_par
         rc = bad_input(err_file, d->err->line, d->err->msg);
         goto done;
     }
-    (void)wl_path;
     if (out->log_path) {
         if (write_output(out->log_path, o.log.data, o.log.len) != 0)
             rc = 1;
@@ -158,8 +158,8 @@ static int load_workload(const char *path, nl_workload *w)
 }
 
 /* Binds the schedule's header to the workload: the seed ids must agree. */
-static int open_schedule(const char *sched_path, const char *text, size_t len,
-                         const nl_workload *w, nl_sched_decider *d, nl_params *p, nl_error *err)
+static int open_schedule(const char *text, size_t len, const nl_workload *w,
+                         nl_sched_decider *d, nl_params *p, nl_error *err)
 {
     nl_str seed_id;
     if (nl_sched_open(d, text, len, p, &seed_id, err) != 0)
@@ -170,7 +170,6 @@ static int open_schedule(const char *sched_path, const char *text, size_t len,
                      (int)(w->seed_id_len > 60 ? 60 : w->seed_id_len), w->seed_id);
         return -1;
     }
-    (void)sched_path;
     return 0;
 }
 
@@ -191,10 +190,10 @@ static int cmd_replay(const char *wl_path, const char *sched_path, const outputs
     nl_error err = {0};
     nl_sched_decider d;
     nl_params p;
-    if (open_schedule(sched_path, text, len, &w, &d, &p, &err) != 0)
+    if (open_schedule(text, len, &w, &d, &p, &err) != 0)
         rc = bad_input(sched_path, err.line, err.msg);
     else
-        rc = run_and_write(wl_path, &w, &p, &d.base, out, sched_path);
+        rc = run_and_write(&w, &p, &d.base, out, sched_path);
     nl_sched_close(&d);
     free(text);
     nl_workload_free(&w);
@@ -270,7 +269,7 @@ static int cmd_run(int argc, char **argv)
     const char *wl_path = NULL;
     nl_params p = {.scheduler_version = {"v1.0", 4}, .git_commit = {"", 0}, .window_inf = true};
     outputs out = {0};
-    bool seen_policy = false, seen_bound = false, seen_fault = false, seen_seed = false;
+    bool seen_policy = false, seen_bound = false, seen_seed = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || strcmp(a, "-") == 0) {
@@ -291,7 +290,6 @@ static int cmd_run(int argc, char **argv)
         if (rc == 0) {
             seen_policy |= strcmp(a, "--policy") == 0;
             seen_bound |= strcmp(a, "--bound") == 0;
-            seen_fault |= strcmp(a, "--fault") == 0;
             seen_seed |= strcmp(a, "--seed") == 0;
             continue;
         }
@@ -302,7 +300,6 @@ static int cmd_run(int argc, char **argv)
         return usage_error("%s", "run: missing WORKLOAD.json");
     if (!seen_policy || !seen_bound || !seen_seed)
         return usage_error("%s", "run: --policy, --bound and --seed are required");
-    (void)seen_fault; /* NONE by default, like the reference */
     nl_workload w;
     int rc = load_workload(wl_path, &w);
     if (rc)
@@ -310,7 +307,7 @@ static int cmd_run(int argc, char **argv)
     nl_error err = {0};
     nl_rng_decider d;
     nl_rng_decider_init(&d, p.schedule_seed, &err);
-    rc = run_and_write(wl_path, &w, &p, &d.base, &out, wl_path);
+    rc = run_and_write(&w, &p, &d.base, &out, wl_path);
     nl_workload_free(&w);
     return rc;
 }
@@ -554,9 +551,13 @@ static int cmd_matrix(int argc, char **argv)
                             nl_buf_puts(&path, kind == 0 ? "/logs/" : "/schedules/");
                             nl_buf_put(&path, r->run_id, r->run_id_len);
                             nl_buf_puts(&path, kind == 0 ? ".log" : ".sched");
-                            FILE *f = fopen(path.data, "wb");
-                            if (!f || fwrite(content->data, 1, content->len, f) != content->len ||
-                                fclose(f) != 0) {
+                            /* plain write(2): thousands of small files, no stdio buffers */
+                            int fd = open(path.data, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+                            bool ok = fd >= 0 &&
+                                      write(fd, content->data, content->len) == (ssize_t)content->len;
+                            if (fd >= 0 && close(fd) != 0)
+                                ok = false;
+                            if (!ok) {
                                 fprintf(stderr, "nvmelite-c: error: cannot write %s: %s\n",
                                         path.data, strerror(errno));
                                 rc = 1;
@@ -697,7 +698,7 @@ static int cmd_batch(void)
         nl_error err = {0};
         nl_sched_decider d;
         nl_params p;
-        if (open_schedule("schedule", sched.data, sched.len, &cw->w, &d, &p, &err) != 0 ||
+        if (open_schedule(sched.data, sched.len, &cw->w, &d, &p, &err) != 0 ||
             nl_run(cw->ctx, &cw->w, &p, &d.base, &o) != 0) {
             nl_sched_close(&d);
             respond_error("schedule", err.line, err.msg);

@@ -118,10 +118,18 @@ def test_c_implementation_matches_the_model_on_the_expected_data(tmp_path):
 
     cdir = tmp_path / "c"
     c = ROOT / "build" / "dut" / "nvmelite-c"
-    subprocess.run([c, "matrix", "--out", cdir, "--seeds", "0-29", SEEDS / "seed_001.json"],
-                   check=True)  # fmt: skip
+    subprocess.run([c, "matrix", "--out", cdir, "--schedules", "--seeds", "0-29",
+                    SEEDS / "seed_001.json"], check=True)  # fmt: skip
     expected = gzip.decompress((EXPECTED_CONFIG.parent / "runs.csv.gz").read_bytes())
     assert (cdir / "runs.csv").read_bytes() == expected
+    # the schedule files the two implementations write are the same too, comments included
+    from qoslab import nvmelite
+
+    model = nvmelite.load_matrix(EXPECTED_CONFIG)
+    schedules = {r.run_id: r.schedule for r in model.iter_runs(log=False, schedule=True)}
+    assert len(schedules) == 2520
+    for run_id, text in schedules.items():
+        assert (cdir / "schedules" / f"{run_id}.sched").read_text() == text, run_id
 
 
 def test_single_run_mode_with_metrics_side_channel(tmp_path):

@@ -303,7 +303,7 @@ int nl_run(nl_ctx *c, const nl_workload *w, const nl_params *p, nl_decider *d, n
                 if (o->sched) {
                     nl_buf_puts(o->sched, "reset # ");
                     nl_buf_u64(o->sched, m);
-                    nl_buf_puts(o->sched, " pending\n");
+                    nl_buf_puts(o->sched, " pending discarded\n");
                 }
                 break;
             }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::log::push_hex;
-use crate::metrics::{Metrics, RUNS_CSV_HEADER};
+use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field, split_first_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
 use crate::run::{RunOptions, RunOutput, Runner};
@@ -425,10 +425,11 @@ fn std_dev(sum: u64, sq_sum: u128, n: u64, scale: f64) -> f64 {
 }
 
 impl CellStats {
-    fn add(&mut self, m: &Metrics, row: &str) {
+    /// `fields` is a row after its run id (starting with the comma).
+    fn add(&mut self, m: &Metrics, fields: &str) {
         // Fields 4 (RD), 5 (FE) and 11 (completion_rate) of the row, as micro-units.
         let mut micro = [0u64; 3];
-        for (i, field) in row.split(',').enumerate() {
+        for (i, field) in fields.split(',').enumerate() {
             let slot = match i {
                 4 => 0,
                 5 => 1,
@@ -566,6 +567,10 @@ pub fn write_matrix(
                             let path = logs_dir.join(name);
                             fs::write(&path, text).map_err(io_err(&path))?;
                         }
+                        if row[..id_len].contains([',', '"', '\r', '\n']) {
+                            let id = row.split_off(0);
+                            push_csv_field(&mut row, &id);
+                        }
                         metrics.write_csv_fields(&mut row);
                         row.push(',');
                         push_hex(&mut row, &digest);
@@ -576,15 +581,15 @@ pub fn write_matrix(
         });
         for (run, result) in block.iter().zip(rows) {
             let BlockRow { row, metrics } = result?;
-            cells[matrix.cell(run)].add(&metrics, &row);
+            cells[matrix.cell(run)].add(&metrics, split_first_csv_field(&row).1);
             let params_fault = matrix.faults[run.fault_index as usize];
             let bound = matrix.groups[run.group as usize].bound;
             if opts.top_k > 0 && params_fault == FaultMode::None && bound == Bound::Inf {
-                let run_id = &row[..row.find(',').unwrap_or(row.len())];
-                offer_poison(&mut poison, opts.top_k, run_id, run, &metrics);
+                let (run_id, _) = split_first_csv_field(&row);
+                offer_poison(&mut poison, opts.top_k, &run_id, run, &metrics);
             }
             if matrix.needs_sort {
-                let run_id = row[..row.find(',').unwrap_or(row.len())].to_string();
+                let run_id = split_first_csv_field(&row).0.into_owned();
                 sorted_rows.push((run_id, row));
             } else {
                 csv_text.push_str(&row);
@@ -908,6 +913,49 @@ mod tests {
                 fs::read(data_dir().join(format!("expected/logs/{name}.log"))).unwrap()
             );
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn odd_seed_ids_still_give_rows_in_run_id_byte_order() {
+        let w = |id: &str| {
+            let text = format!(
+                r#"{{"seed_id": {}, "commands": [{{"type": "FENCE"}}, {{"type": "READ", "lba": 0, "len": 1}}]}}"#,
+                serde_json::to_string(id).unwrap()
+            );
+            Arc::new(Workload::from_json(text.as_bytes()).unwrap())
+        };
+        // "x_FIFO_0_" is a prefix of "x_FIFO_0_1_FIFO_0_": rows must interleave.
+        let workloads = vec![w("x"), w("x_FIFO_0_1"), w("c,\"d\""), w("x")];
+        let matrix = Matrix::new(MatrixSpec {
+            workloads,
+            policies: vec![crate::policy::lookup("FIFO").unwrap()],
+            bounds: vec![Bound::K(0)],
+            faults: vec![FaultMode::None, FaultMode::Reset],
+            seeds: (0, 12),
+            submit_window: SubmitWindow::Inf,
+            scheduler_version: "v1.0".into(),
+            git_commit: String::new(),
+        });
+        assert!(matrix.needs_sort);
+        assert_eq!(matrix.len(), 3 * 2 * 13);
+        let dir = std::env::temp_dir().join(format!("nvmelite-odd-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        write_matrix(&matrix, &dir, &WriteOptions::default(), &mut |_, _| true).unwrap();
+        let text = fs::read_to_string(dir.join("runs.csv")).unwrap();
+        let ids: Vec<String> = text
+            .split("\r\n")
+            .skip(1)
+            .filter(|r| !r.is_empty())
+            .map(|r| crate::metrics::split_first_csv_field(r).0.into_owned())
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        assert_eq!(ids.len(), 78);
+        assert!(text.contains("\r\n\"c,\"\"d\"\"_FIFO_0_0_NONE\","));
+        assert!(dir.join("logs/c,\"d\"_FIFO_0_0_NONE.log").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -37,7 +37,7 @@ impl Metrics {
     }
 
     pub fn write_csv_row(&self, row: &mut String, run_id: &str, log_sha256_hex: &str) {
-        row.push_str(run_id);
+        push_csv_field(row, run_id);
         self.write_csv_fields(row);
         row.push(',');
         row.push_str(log_sha256_hex);
@@ -69,6 +69,40 @@ impl Metrics {
         row.push(',');
         push_fixed6(row, self.completion_rate);
     }
+}
+
+/// Appends a CSV field quoted as Python's csv module does (QUOTE_MINIMAL): only a field with
+/// a comma, a double quote or a line break is quoted, with inner quotes doubled. Only run ids
+/// (from odd seed_ids) ever need it.
+pub fn push_csv_field(out: &mut String, field: &str) {
+    if field.contains([',', '"', '\r', '\n']) {
+        out.push('"');
+        out.push_str(&field.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(field);
+    }
+}
+
+/// The inverse of [`push_csv_field`] for a row's first field: (field text, rest of the row).
+pub fn split_first_csv_field(row: &str) -> (std::borrow::Cow<'_, str>, &str) {
+    if let Some(quoted) = row.strip_prefix('"') {
+        let mut i = 0;
+        let bytes = quoted.as_bytes();
+        while i < bytes.len() {
+            if bytes[i] == b'"' {
+                if bytes.get(i + 1) == Some(&b'"') {
+                    i += 2;
+                    continue;
+                }
+                let field = quoted[..i].replace("\"\"", "\"");
+                return (field.into(), &quoted[i + 1..]);
+            }
+            i += 1;
+        }
+    }
+    let end = row.find(',').unwrap_or(row.len());
+    (row[..end].into(), &row[end..])
 }
 
 /// Appends `x` as C's `%.6f` would print it (round half to even on the exact binary value).
@@ -312,7 +346,24 @@ impl Observer for MetricsAcc {
 
 #[cfg(test)]
 mod tests {
-    use super::push_fixed6;
+    use super::{push_csv_field, push_fixed6, split_first_csv_field};
+
+    #[test]
+    fn csv_fields_are_quoted_like_pythons_csv_module() {
+        for (field, text) in [
+            ("plain_FIFO_0_0_NONE", "plain_FIFO_0_0_NONE"),
+            ("a, b_FIFO", "\"a, b_FIFO\""),
+            ("say \"hi\"", "\"say \"\"hi\"\"\""),
+            ("two\nlines", "\"two\nlines\""),
+        ] {
+            let mut row = String::new();
+            push_csv_field(&mut row, field);
+            assert_eq!(row, text);
+            row.push_str(",1.000000");
+            let (back, rest) = split_first_csv_field(&row);
+            assert_eq!((back.as_ref(), rest), (field, ",1.000000"));
+        }
+    }
 
     fn fixed6(x: f64) -> String {
         let mut s = String::new();

@@ -278,7 +278,11 @@ impl Schedule {
         let mut steps = Vec::new();
         let mut end_line = None;
         let mut last_line = 11;
-        for (n, line) in lines.by_ref() {
+        let mut lines = lines.peekable();
+        while let Some((n, line)) = lines.next() {
+            if line.is_empty() && lines.peek().is_none() {
+                break; // the text after the final line break
+            }
             last_line = n;
             let body = line
                 .split_once('#')

@@ -87,6 +87,13 @@ impl Workload {
             line: Some(line_of(bytes, e.valid_up_to())),
             message: "not UTF-8 text".to_string(),
         })?;
+        if text.starts_with('\u{feff}') {
+            return Err(WorkloadError {
+                field: None,
+                line: Some(1),
+                message: "invalid JSON: starts with a UTF-8 byte-order mark".to_string(),
+            });
+        }
         let raw: RawWorkload = serde_json::from_str(text).map_err(|e| json_error(&e))?;
         let seed_id = raw.seed_id.ok_or_else(|| missing(None, "seed_id"))?;
         let raw_commands = raw.commands.ok_or_else(|| missing(None, "commands"))?;
@@ -169,10 +176,14 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for RawWorkload<'a> {
                             if out.seed_id.is_some() {
                                 return Err(de::Error::custom("seed_id: duplicated member"));
                             }
-                            let v: Option<String> = map.next_value()?;
-                            out.seed_id = Some(v.ok_or_else(|| {
-                                de::Error::custom("seed_id: expected a string, got null")
-                            })?);
+                            let raw: &'de RawValue = map.next_value()?;
+                            let v = serde_json::from_str::<String>(raw.get()).map_err(|_| {
+                                de::Error::custom(format!(
+                                    "seed_id: expected a string, got {}",
+                                    raw.get()
+                                ))
+                            })?;
+                            out.seed_id = Some(v);
                         }
                         "commands" => {
                             if out.commands.is_some() {

@@ -57,9 +57,10 @@ def _write_atomically(files: dict[Path, bytes]) -> None:
 
 
 def _print_metrics(result) -> None:
-    fields = result.row.split(",")
+    # The run id may contain commas (any seed_id is allowed): split only what follows it.
+    fields = result.row.rsplit(",", len(METRIC_NAMES))[1:]
     print(f"run_id: {result.run_id}", file=sys.stderr)
-    for name, value in zip(METRIC_NAMES, fields[1:], strict=True):
+    for name, value in zip(METRIC_NAMES, fields, strict=True):
         print(f"{name}: {value}", file=sys.stderr)
 
 

@@ -132,6 +132,53 @@ def test_c_implementation_matches_the_model_on_the_expected_data(tmp_path):
         assert (cdir / "schedules" / f"{run_id}.sched").read_text() == text, run_id
 
 
+def _edge_workloads(tmp_path: Path, count: int) -> list[Path]:
+    """Random workloads full of the spec's edge cases (§1.2, §3), with odd seed ids."""
+    import random
+
+    rng = random.Random(20261123)
+    odd_ids = ["a,b (c)", 'q"x', "back\\slash", "tab\there", "line\nbreak", "ünï cødé", "sp ace"]
+    lbas = [0, 1, 4, 1020, 1023, 1024, 1025, 2**64 - 1, 2**64 - 2, 2**63]
+    paths = []
+    for i in range(count):
+        commands = []
+        for _ in range(rng.randrange(0, 14)):
+            kind = rng.choice(["WRITE", "WRITE", "WRITE_VISIBLE", "READ", "READ", "FENCE"])
+            cmd = {"type": kind}
+            if kind != "FENCE":
+                cmd["lba"] = rng.choice([*lbas, rng.randrange(0, 1030)])
+                cmd["len"] = rng.choice([0, 1, 2, 4, 5, 2**32 - 1, rng.randrange(0, 9)])
+            if kind == "WRITE":
+                cmd["pattern"] = rng.choice([0, 1, 5, 2**32 - 1, rng.randrange(0, 2**32)])
+            commands.append(cmd)
+        seed_id = f"{odd_ids[i % len(odd_ids)]}#{i}"
+        path = tmp_path / f"edge{i}.json"
+        path.write_text(json.dumps({"seed_id": seed_id, "commands": commands}))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("window", ["0", "1", "3", "inf"])
+def test_c_implementation_matches_the_model_on_edge_cases(tmp_path, window):
+    seeds = ", ".join(json.dumps(str(p)) for p in _edge_workloads(tmp_path, 12))
+    config = tmp_path / "edge.yaml"
+    config.write_text(
+        f"seeds: [{seeds}]\npolicies: [FIFO, RANDOM, ADVERSARIAL, BATCHED]\n"
+        'bounds: ["0", "1", "4", "4294967295", "inf"]\nfaults: [NONE, TIMEOUT, RESET]\n'
+        'schedule_seeds: "18446744073709551613-18446744073709551615"\n'
+        'scheduler_version: "v 1,0 \\\\ odd"\ngit_commit: "g=it, commit"\n'
+    )
+    out = tmp_path / "diff"
+    done = run_qoslab(
+        "nvmelite", "diff", config, "--dut", "builtin:c", "--dut-batch", "--jobs", "2",
+        "--submit-window", window, "--out", out,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = read_csv(out / "status.csv")
+    assert len(status) == 12 * 4 * 5 * 3 * 3
+    assert {(r["status"], r["metrics"]) for r in status} == {("match", "yes")}
+
+
 def test_single_run_mode_with_metrics_side_channel(tmp_path):
     out = tmp_path / "diff"
     done = run_qoslab(

@@ -508,7 +508,7 @@ static int cmd_matrix(int argc, char **argv)
         rc = 1;
     }
     size_t n_rows = 0;
-    nl_buf sched = {0}, line = {0};
+    nl_buf sched = {0}, line = {0}, id = {0};
     for (size_t wi = 0; wi < n_wl && rc == 0; wi++) {
         const nl_workload *w = &wls[wi];
         nl_ctx *ctx = nl_ctx_new(w->n_cmds);
@@ -533,15 +533,18 @@ static int cmd_matrix(int argc, char **argv)
                         nl_put_runs_row(&line, w, &p, &o.metrics, sha);
                         row_entry *r = &rows[n_rows];
                         r->seq = n_rows++;
+                        id.len = 0;
+                        nl_put_run_id(&id, w, &p);
                         r->row = malloc(line.len + 1);
-                        if (!r->row) {
+                        r->run_id = malloc(id.len + 1);
+                        if (!r->row || !r->run_id) {
                             rc = 1;
                             break;
                         }
                         memcpy(r->row, line.data, line.len + 1);
                         r->row_len = line.len;
-                        r->run_id = r->row;
-                        r->run_id_len = (size_t)((char *)memchr(line.data, ',', line.len) - line.data);
+                        memcpy(r->run_id, id.data, id.len + 1);
+                        r->run_id_len = id.len;
                         for (int kind = 0; kind < 2; kind++) {
                             nl_buf *content = kind == 0 ? &o.log : &sched;
                             if ((kind == 0 && !write_logs) || (kind == 1 && !write_scheds))
@@ -589,8 +592,10 @@ static int cmd_matrix(int argc, char **argv)
             rc = 1;
         nl_buf_free(&csv);
     }
-    for (size_t i = 0; i < n_rows; i++)
+    for (size_t i = 0; i < n_rows; i++) {
         free(rows[i].row);
+        free(rows[i].run_id);
+    }
     free(rows);
     for (size_t i = 0; i < loaded; i++)
         nl_workload_free(&wls[i]);
@@ -599,6 +604,7 @@ static int cmd_matrix(int argc, char **argv)
     nl_buf_free(&path);
     nl_buf_free(&sched);
     nl_buf_free(&line);
+    nl_buf_free(&id);
     return rc;
 }
 

@@ -115,7 +115,25 @@ void nl_put_runs_row(nl_buf *b, const nl_workload *w, const nl_params *p, const 
                      const char sha_hex[65])
 {
     char tmp[512];
-    nl_put_run_id(b, w, p);
+    /* the run id is quoted the way Python's csv module quotes (spec §10.1): only when it
+     * holds a comma, a quote or a line break, with quotes doubled */
+    nl_buf id = {0};
+    nl_put_run_id(&id, w, p);
+    bool quote = false;
+    for (size_t i = 0; i < id.len; i++)
+        quote |= id.data[i] == ',' || id.data[i] == '"' || id.data[i] == '\r' || id.data[i] == '\n';
+    if (quote) {
+        nl_buf_putc(b, '"');
+        for (size_t i = 0; i < id.len; i++) {
+            if (id.data[i] == '"')
+                nl_buf_putc(b, '"');
+            nl_buf_putc(b, id.data[i]);
+        }
+        nl_buf_putc(b, '"');
+    } else {
+        nl_buf_put(b, id.data, id.len);
+    }
+    nl_buf_free(&id);
     int n = snprintf(tmp, sizeof tmp, ",%.6f,%.6f,%.6f,%.6f,%.6f,", m->p95_latency_step,
                      m->mean_latency_step, m->max_latency_step, m->rd, m->fe);
     nl_buf_put(b, tmp, (size_t)n);

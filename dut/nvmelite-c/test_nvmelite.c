@@ -305,6 +305,27 @@ static void test_storage(void)
           "extreme ids: %.200s", r.log.data);
     result_free(&r);
     nl_workload_free(&w);
+
+    /* runs.csv quotes a run id with a comma, quote or line break as Python's csv does */
+    static const struct {
+        const char *json, *row_start;
+    } odd[] = {
+        {"{\"seed_id\": \"a,b\", \"commands\": []}", "\"a,b_FIFO_0_0_NONE\",0.000000,"},
+        {"{\"seed_id\": \"q\\\"x\", \"commands\": []}", "\"q\"\"x_FIFO_0_0_NONE\",0.000000,"},
+        {"{\"seed_id\": \"l\\nm\", \"commands\": []}", "\"l\nm_FIFO_0_0_NONE\",0.000000,"},
+        {"{\"seed_id\": \"sp ace\", \"commands\": []}", "sp ace_FIFO_0_0_NONE,0.000000,"},
+    };
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        nl_workload wo;
+        parse_ok(odd[i].json, &wo);
+        result ro = {0};
+        nl_params po = params(NL_FIFO, "0", NL_NONE, 0, "inf");
+        run_seeded(&wo, &po, &ro);
+        CHECK(strncmp(ro.row.data, odd[i].row_start, strlen(odd[i].row_start)) == 0,
+              "quoted row: %s", ro.row.data);
+        result_free(&ro);
+        nl_workload_free(&wo);
+    }
 }
 
 static void test_acceptance(void)

@@ -187,3 +187,9 @@ def matrix(
         top_k=top_k,
     )
     print(report)
+
+
+# `qoslab nvmelite diff` lives with the differential-testing harness (python/qoslab/dut).
+from qoslab.dut.cli import diff as _diff  # noqa: E402
+
+app.command(name="diff")(_diff)

@@ -107,6 +107,12 @@ pub enum IoStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReqId(pub u32);
 
+impl Default for ReqId {
+    fn default() -> Self {
+        ReqId::NONE
+    }
+}
+
 impl ReqId {
     /// "No request" (for parents of top-level requests and empty slots).
     pub const NONE: ReqId = ReqId(u32::MAX);

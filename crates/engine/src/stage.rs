@@ -38,6 +38,12 @@ pub trait StageCtx<E> {
     fn dispatch(&mut self, id: ReqId);
     /// Reports `id` complete to the stage above (the one that submitted it).
     fn complete(&mut self, id: ReqId);
+    /// Asks the stage below to withdraw `id` (its `abort` hook, called at once); whether it did.
+    fn abort_below(&mut self, _id: ReqId) -> bool {
+        false
+    }
+    /// Resets the stage below (its `reset` hook, called at once).
+    fn reset_below(&mut self) {}
 }
 
 /// One stage of the simulated I/O path.

@@ -21,11 +21,12 @@ use qoslab_nvme::Nvme;
 use qoslab_workload::WorkloadError;
 use qoslab_workload::fio::JobFile;
 use qoslab_workload::generator::JobGen;
-use qoslab_workload::trace::{ReplaySpeed, TraceFormat};
+use qoslab_workload::trace::ReplaySpeed;
 use rayon::prelude::*;
 
 pub use device::DeviceConfig;
 use job::{JobRun, Source, TraceSource};
+pub use qoslab_workload::trace::TraceFormat;
 pub use report::OutputFormat;
 use run::{LoopOptions, Outcome};
 

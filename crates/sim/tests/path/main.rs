@@ -1,0 +1,5 @@
+//! Integration tests of the simulated path, built as one binary.
+
+mod common;
+mod nvme;
+mod queueing;

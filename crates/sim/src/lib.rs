@@ -260,6 +260,27 @@ fn run_seed(
         .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))?
 }
 
+/// Runs one seed of `opts` on a device built in code rather than named in the device file
+/// (the device file's host, controller and link sections still apply): for models under
+/// development and for tests.
+pub fn run_on_device<D: qoslab_media::Device>(
+    opts: &SimOptions,
+    dev: D,
+) -> Result<SimOutput, SimError> {
+    let cfg = opts.device.nvme_config(clone_count(&opts.workload))?;
+    let jobs = build_jobs(opts, opts.seed, dev.capacity_bytes(), cfg.cores)?;
+    let nvme = Nvme::new(cfg, opts.seed);
+    let outcome = run::simulate(dev, nvme, jobs, LoopOptions::default(), None)?;
+    let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
+    Ok(SimOutput {
+        text,
+        series_csv: None,
+        ios: outcome.jobs.iter().map(|j| j.issued).sum(),
+        events: outcome.events,
+        max_outstanding: outcome.max_outstanding,
+    })
+}
+
 /// Runs the simulation as `opts` says and renders the report.
 pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
     let repeat = opts.repeat.max(1);

@@ -3,3 +3,4 @@
 mod common;
 mod nvme;
 mod queueing;
+mod timeouts;

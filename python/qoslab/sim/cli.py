@@ -104,4 +104,4 @@ def sim(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sim", no_args_is_help=True)(sim)
+    app.command("sim")(sim)

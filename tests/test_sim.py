@@ -354,3 +354,10 @@ def test_the_docs_tunables_reference_is_generated_from_the_tables():
 
     doc = (ROOT / "docs" / "sim.md").read_text()
     assert tunables_markdown() in doc, "run `make sim-docs` to regenerate docs/sim.md"
+
+
+def test_the_docs_tour_excerpt_is_what_the_tour_job_gives():
+    from qoslab.sim.docs import tour_excerpt
+
+    doc = (ROOT / "docs" / "sim.md").read_text()
+    assert tour_excerpt() in doc, "run `make sim-docs` to regenerate docs/sim.md"

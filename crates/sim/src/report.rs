@@ -465,6 +465,10 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
     q.insert("device".into(), json!(opts.device.source));
     q.insert("media_model".into(), json!(opts.device.model));
     q.insert("simulated_ns".into(), json!(end_ns));
+    q.insert(
+        "events".into(),
+        json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
+    );
     q.insert("nvme".into(), counters_json(&o.nvme_counters, true));
     q.insert("media".into(), counters_json(&o.device_counters, false));
     if seeds.len() > 1 {

@@ -351,9 +351,10 @@ def test_presets_and_tunables_are_listed(qoslab):
 
 def test_the_docs_tunables_reference_is_generated_from_the_tables():
     from qoslab.sim.api import tunables_markdown
+    from qoslab.sim.docs import MODELS
 
     doc = (ROOT / "docs" / "sim.md").read_text()
-    assert tunables_markdown() in doc, "run `make sim-docs` to regenerate docs/sim.md"
+    assert tunables_markdown(MODELS) in doc, "run `make sim-docs` to regenerate docs/sim.md"
 
 
 def test_the_docs_tour_excerpt_is_what_the_tour_job_gives():
@@ -361,3 +362,60 @@ def test_the_docs_tour_excerpt_is_what_the_tour_job_gives():
 
     doc = (ROOT / "docs" / "sim.md").read_text()
     assert tour_excerpt() in doc, "run `make sim-docs` to regenerate docs/sim.md"
+
+
+PCTS = [1, 5, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 97, 98, 99, 99.5, 99.9]
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is installed by `make tools`")
+def test_an_empirical_device_fitted_from_a_real_fio_run_reproduces_its_latencies(qoslab, tmp_path):
+    """fio measures QD1 random reads of a file; its clat percentiles become an empirical
+    profile (the format docs/sim.md describes); the simulator, running the same job on that
+    device behind a path that costs nothing, reports the same percentiles."""
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(16 << 20))
+    plist = ":".join(str(p) for p in PCTS)
+    real = subprocess.run(
+        [
+            "fio",
+            "--name=cal",
+            "--ioengine=psync",
+            f"--filename={data}",
+            "--size=16m",
+            "--bs=4k",
+            "--rw=randread",
+            "--number_ios=20000",
+            f"--percentile_list={plist}",
+            "--output-format=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    clat = json.loads(real.stdout)["jobs"][0]["read"]["clat_ns"]
+    points = [(0.0, clat["min"])] + [
+        (float(k), v) for k, v in sorted(clat["percentile"].items(), key=lambda kv: float(kv[0]))
+    ]
+    points.append((100.0, clat["max"]))
+    profile = tmp_path / "profile.toml"
+    profile.write_text(
+        'format = "qoslab-empirical-1"\n'
+        'source = "fio psync 4 KiB randread of a 16 MiB file, QD1"\n'
+        f"capacity_bytes = {16 << 20}\n\n"
+        '[[point]]\nop = "read"\niodepth = 1\nbs_bytes = 4096\n'
+        f"percentiles = [{', '.join(str(p) for p, _ in points)}]\n"
+        f"clat_ns = [{', '.join(str(v) for _, v in points)}]\n"
+    )
+    device = write(tmp_path, "dev.toml", '[media]\nmodel = "empirical"\nprofile = "profile.toml"\n')
+    job = write(
+        tmp_path,
+        "qd1.fio",
+        f"[qd1]\nrw=randread\nbs=4k\nsize=16m\nnumber_ios=200000\nnorandommap=1\n"
+        f"percentile_list={plist}\n",
+    )
+    sim = sim_json(qoslab, job, "--device", device)["jobs"][0]["read"]["clat_ns"]
+    for p in PCTS:
+        if p > 99:
+            continue  # the last points rest on a handful of fio's samples
+        key = f"{p:.6f}"
+        assert sim["percentile"][key] == pytest.approx(clat["percentile"][key], rel=0.02), key

@@ -15,6 +15,8 @@ from qoslab.sim.api import run, tunables_markdown, write_atomically
 ROOT = Path(__file__).resolve().parents[3]
 TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
 EXCERPT_LINES = 32
+# The models documented here; the SSD and HDD models have their own page (docs/media.md).
+MODELS = ["analytic", "empirical"]
 
 
 def _splice(text: str, name: str, body: str) -> str:
@@ -39,7 +41,7 @@ def tour_excerpt() -> str:
 def update(path: Path, figure: bool = True) -> bool:
     """Rewrites the generated parts of `path`; returns whether the text changed."""
     text = path.read_text()
-    new = _splice(text, "tunables", tunables_markdown())
+    new = _splice(text, "tunables", tunables_markdown(MODELS))
     new = _splice(new, "tour", tour_excerpt())
     if figure:
         from qoslab.sim.plot import timeseries_figure

@@ -865,6 +865,16 @@ impl Nvme {
                 self.host_issue(id, ctx);
             }
         }
+        // Command ids the reset freed go to I/Os that were waiting for one.
+        for sqi in 0..self.sqs.len() {
+            while let Some(&w) = self.sqs[sqi].waiting.front() {
+                let Some(cid) = self.sqs[sqi].alloc_cid(w) else {
+                    break;
+                };
+                self.sqs[sqi].waiting.pop_front();
+                self.place(w, sqi, cid, ctx);
+            }
+        }
         self.try_fetch(ctx);
     }
 }

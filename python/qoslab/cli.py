@@ -35,6 +35,9 @@ def _register_studies() -> None:
     from qoslab.nvmelite.cli import app as nvmelite
 
     app.add_typer(nvmelite)
+    from qoslab.sim.cli import register as register_sim
+
+    register_sim(app)
 
 
 _register_studies()

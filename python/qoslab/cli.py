@@ -32,7 +32,7 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
-    pass
+    import qoslab.lab.cli  # noqa: F401
 
 
 _register_studies()

@@ -24,11 +24,23 @@ TERSE = {"kb": 5, "iops": 7, "clat_mean": 15, "lat_mean": 39, "pct": slice(17, 3
 def fio_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("fio")
     cmd = [
-        "fio", "--name=probe", f"--filename={d / 'data'}", "--size=16M", "--rw=randread",
-        "--bs=4k", "--direct=1", "--ioengine=libaio", "--iodepth=2", "--runtime=1",
-        "--time_based", "--lat_percentiles=1", "--write_lat_log=probe", "--log_avg_msec=100",
-        "--output-format=json+,terse", f"--output={d / 'out.txt'}",
-    ]  # fmt: skip
+        "fio",
+        "--name=probe",
+        f"--filename={d / 'data'}",
+        "--size=16M",
+        "--rw=randread",
+        "--bs=4k",
+        "--direct=1",
+        "--ioengine=libaio",
+        "--iodepth=2",
+        "--runtime=1",
+        "--time_based",
+        "--lat_percentiles=1",
+        "--write_lat_log=probe",
+        "--log_avg_msec=100",
+        "--output-format=json+,terse",
+        f"--output={d / 'out.txt'}",
+    ]
     subprocess.run(cmd, cwd=d, check=True, capture_output=True)
     return d
 
@@ -76,3 +88,32 @@ def test_latency_log_agrees_with_the_summary(fio_run):
     assert series.time_ms.is_monotonic_increasing
     assert series.value.between(out.min_ns, out.max_ns).all()
     assert series.value.mean() == pytest.approx(out.mean_ns, rel=0.3)
+
+
+@pytest.mark.parametrize(
+    ("bs", "read_bytes", "write_bytes"),
+    [("4k", 4096, 4096), ("4KiB", 4000, 4000), ("4k,64k", 4096, 65536)],
+)
+def test_block_size_option_is_read_as_fio_reads_it(tmp_path, bs, read_bytes, write_bytes):
+    # fio's default kb_base=1024 takes `k` as 1024 and, for compatibility, `KiB` as 1000.
+    out = tmp_path / "out.json"
+    subprocess.run(
+        [
+            "fio",
+            "--name=bs",
+            "--ioengine=null",
+            "--size=4M",
+            "--rw=rw",
+            f"--bs={bs}",
+            "--output-format=json",
+            f"--output={out}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    table = jobs_table([read_fio_json(out)]).set_index("op")
+    assert table.bs_bytes["read"] == read_bytes
+    assert table.bs_bytes["write"] == write_bytes
+    for op in ("read", "write"):
+        row = table.loc[op]
+        assert row.io_bytes / row.total_ios == row.bs_bytes  # what fio actually issued

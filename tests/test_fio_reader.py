@@ -129,8 +129,14 @@ def test_empty_and_non_object_documents():
 
 
 def test_cli_tidy_reports_a_truncated_file_in_one_line(qoslab, tmp_path):
-    done = qoslab("lab", "tidy", DATA / "fio-2.2-json.json", DATA / "truncated.json",
-                  "--out", tmp_path / "t.csv")  # fmt: skip
+    done = qoslab(
+        "lab",
+        "tidy",
+        DATA / "fio-2.2-json.json",
+        DATA / "truncated.json",
+        "--out",
+        tmp_path / "t.csv",
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("qoslab: error: ")
     assert "truncated.json:21: truncated fio JSON output" in done.stderr
@@ -142,8 +148,9 @@ def test_cli_tidy_writes_one_row_per_file_job_and_direction(qoslab, tmp_path):
     import pandas as pd
 
     files = [DATA / n for n in ("fio-2.2-json.json", "fio-3.x-minimal-mixed-grouped.json")]
-    done = qoslab("lab", "tidy", *files, "--out", tmp_path / "t.parquet",
-                  "--bins", tmp_path / "b.csv")  # fmt: skip
+    done = qoslab(
+        "lab", "tidy", *files, "--out", tmp_path / "t.parquet", "--bins", tmp_path / "b.csv"
+    )
     assert done.returncode == 0, done.stderr
     table = pd.read_parquet(tmp_path / "t.parquet")
     assert list(table.op) == ["read", "mixed"]

@@ -11,6 +11,7 @@ list is computed from the json+ bins by fio's own rule, or left empty without bi
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -112,6 +113,26 @@ def _percentiles_us(source: Latency | None) -> dict[str, float]:
     return out
 
 
+_FIO_SIZE = re.compile(r"^(\d+)([kmgtp]?)(i?)b?$", re.IGNORECASE)
+_DDIR_INDEX = {"read": 0, "write": 1, "trim": 2}
+
+
+def _block_size(option: str, op: OpStats) -> float:
+    """The op's block size from fio's `bs` option (`4k`, `4096`, `4k,64k` per direction).
+
+    fio's default kb_base=1024 reads `k` as 1024 and, for compatibility, `KiB` as 1000.
+    Where the option is absent or not a fixed size, the mean size fio actually issued.
+    """
+    parts = option.split(",") if option else []
+    if parts:
+        part = parts[min(_DDIR_INDEX.get(op.op, 0), len(parts) - 1)].strip()
+        m = _FIO_SIZE.match(part)
+        if m:
+            shift = " kmgtp".index(m.group(2).lower() or " ")
+            return float(int(m.group(1)) * (1000 if m.group(3) else 1024) ** shift)
+    return op.io_bytes / op.total_ios if op.total_ios else math.nan
+
+
 def _row(out: FioOutput, job: JobStats, op: OpStats) -> dict:
     lat, clat, slat = (op.latency.get(k) for k in ("lat", "clat", "slat"))
     if lat is not None:
@@ -131,8 +152,7 @@ def _row(out: FioOutput, job: JobStats, op: OpStats) -> dict:
         "op": op.op,
         "rw": job.options.get("rw", job.options.get("readwrite", "read")),
         "bs": bs_option,
-        # What was issued on average, which is the block size for fixed-size jobs.
-        "bs_bytes": op.io_bytes / op.total_ios if op.total_ios else math.nan,
+        "bs_bytes": _block_size(bs_option, op),
         "iodepth": _int_option(job, "iodepth", 1),
         "numjobs": _int_option(job, "numjobs", 1),
         "rwmixread": _int_option(job, "rwmixread", None),

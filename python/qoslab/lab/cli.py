@@ -72,6 +72,16 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
     return values
 
 
+def _mixes(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(not 0 <= v <= 100 for v in values):
+        raise InputError(f"--mixes: expected read percentages 0..100, got {text!r}")
+    return tuple(sorted(set(values), reverse=True))
+
+
 # ---- devices ---------------------------------------------------------------------------------
 
 
@@ -182,6 +192,10 @@ def study(
     ioengine: str = typer.Option("libaio", "--ioengine", help="fio ioengine."),
     iodepth: int = typer.Option(16, "--iodepth", min=1, help="Queue depth of bs- and mix-sweep."),
     depths: str = typer.Option("1,2,4,8,16,32,64,128", "--depths", help="qd-sweep depths."),
+    block_sizes: str = typer.Option(
+        "4k,8k,16k,32k,64k,128k,256k", "--block-sizes", help="bs-sweep block sizes."
+    ),
+    mixes: str = typer.Option("100,70,50,0", "--mixes", help="mix-sweep read percentages."),
     knee_gain: float = typer.Option(
         0.10, "--knee-gain", help="Knee: IOPS gain per doubling of depth below which it is near."
     ),
@@ -212,6 +226,8 @@ def study(
         ioengine=ioengine,
         sweep_iodepth=iodepth,
         depths=tuple(sorted(set(_int_list(depths, "--depths")))),
+        block_sizes=tuple(sorted({_size(b, "--block-sizes") for b in block_sizes.split(",")})),
+        read_mixes=_mixes(mixes),
         knee=KneeRule(min_gain=knee_gain, tail_ratio=knee_tail_ratio),
         mid_depth=mid_depth,
         knee_depth=knee_depth,

@@ -110,8 +110,10 @@ class Runner:
                     path=job_path,
                 )
         (self.out_dir / "raw" / f"{run_id}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        if not any(log_dir.iterdir()):
-            log_dir.rmdir()
+        logs_root = self.out_dir / "logs"
+        while log_dir != logs_root.parent and not any(log_dir.iterdir()):
+            log_dir.rmdir()  # runs without logs leave no empty directories behind
+            log_dir = log_dir.parent
         return output, meta
 
     def _execute(self, cmd: list[str], cwd: Path, expected_s: float, run_id: str) -> str:

@@ -1,0 +1,161 @@
+"""`qoslab lab study all` on a real loop device, with 1 s runs, checked against the kernel's and
+fio's own bookkeeping: Little's law at every depth, ordered percentiles, metadata, clean-up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab_helpers import lab_env, loops_backed_by, needs_root, qoslab_device, registry_entries
+from qoslab.fio import read_fio_json
+
+pytestmark = [pytest.mark.root, needs_root]
+
+DEPTHS = [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+@pytest.fixture(scope="module")
+def study_all(tmp_path_factory):
+    from conftest import run_qoslab
+
+    tmp = tmp_path_factory.mktemp("study")
+    state, backing, out = tmp / "state", tmp / "backing.img", tmp / "out"
+    with qoslab_device(run_qoslab, state, backing, size="256M") as device:
+        done = run_qoslab(
+            "lab",
+            "study",
+            "all",
+            "--target",
+            device,
+            "--out",
+            out,
+            "--runtime",
+            "1s",
+            "--ramp",
+            "250ms",
+            "--block-sizes",
+            "4k,128k",
+            "--mixes",
+            "100,50,0",
+            "--quiet",
+            env=lab_env(state),
+        )
+        assert done.returncode == 0, done.stderr
+        yield device, out
+    # Clean-up verified: no loop device on the backing file, no file, no record.
+    assert loops_backed_by(backing) == []
+    assert not backing.exists()
+    assert registry_entries(state) == []
+
+
+def table(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out / "results.parquet")
+
+
+def test_qd_sweep_obeys_littles_law_at_every_depth(study_all):
+    _device, out = study_all
+    sweep = table(out).query("study == 'qd-sweep'").sort_values("qd")
+    assert sweep.qd.tolist() == DEPTHS
+    for row in sweep.itertuples():
+        in_flight = row.iops * row.lat_mean_us / 1e6
+        assert in_flight == pytest.approx(row.qd, rel=0.10), (
+            f"QD {row.qd}: {row.iops:.0f} IOPS x {row.lat_mean_us:.1f} us = {in_flight:.2f}, "
+            f"fio CPU usr {row.usr_cpu:.1f} % sys {row.sys_cpu:.1f} %"
+        )
+        assert row.littles_ratio == pytest.approx(in_flight / row.qd)
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["qd"] for r in summary["littles_law"]] == DEPTHS
+
+
+def test_percentiles_are_ordered_in_every_row(study_all):
+    _device, out = study_all
+    t = table(out)
+    assert set(t.study) == {"baseline", "bs-sweep", "mix-sweep", "qd-sweep", "tails"}
+    assert (t.pct_of == "lat").all()
+    for row in t.itertuples():
+        assert 0 < row.p50_us <= row.p95_us <= row.p99_us <= row.p99_9_us, row.run
+        assert row.lat_min_us <= row.p50_us and row.p99_9_us <= row.lat_max_us * 1.02
+
+
+def test_table_agrees_with_the_raw_fio_output(study_all):
+    _device, out = study_all
+    t = table(out)
+    assert len(t) == t.run.nunique() + 1  # one row per run, two for the 50 % mix
+    for row in t.itertuples():
+        raw = read_fio_json(out / "raw" / f"{row.run}.json")
+        (job,) = raw.jobs  # one job per run, as fio reported it
+        op = job.ops[row.op]
+        assert row.bs_bytes in (4096, 131072)
+        assert row.total_ios == op.total_ios
+        assert op.io_bytes / row.bs_bytes == pytest.approx(op.total_ios, rel=0.01)
+        # IOPS is what fio counted over the measured time (runtime in ms).
+        assert row.iops == pytest.approx(op.total_ios / (op.runtime_ms / 1000), rel=0.01)
+    csv = pd.read_csv(out / "results.csv")
+    assert csv.run.tolist() == t.run.tolist()
+
+
+def test_mix_sweep_directions_follow_the_read_share(study_all):
+    _device, out = study_all
+    mix = table(out).query("study == 'mix-sweep'")
+    assert set(zip(mix.rwmixread, mix.op, strict=True)) == {
+        (100, "read"),
+        (50, "read"),
+        (50, "write"),
+        (0, "write"),
+    }
+    half = mix[mix.rwmixread == 50].set_index("op")
+    assert half.total_ios["read"] / half.total_ios.sum() == pytest.approx(0.5, abs=0.05)
+
+
+def test_job_files_and_metadata_record_the_run(study_all):
+    device, out = study_all
+    for job_file in (out / "jobs").rglob("*.fio"):
+        text = job_file.read_text()
+        assert "group_reporting" not in text.replace("no group_reporting", "")
+        assert re.search(r"^direct=1$", text, re.M)
+        assert re.search(rf"^filename={device}$", text, re.M)
+        assert text.count("\n[") == 2  # [global] and one job
+    meta_files = list((out / "raw").rglob("*.meta.json"))
+    assert len(meta_files) == table(out).run.nunique()
+    meta = json.loads(meta_files[0].read_text())
+    assert meta["fio_version"].startswith("fio-")
+    assert meta["kernel"] == Path("/proc/sys/kernel/osrelease").read_text().strip()
+    name = Path(device).name
+    assert meta["disk"] == name
+    assert meta["loop_dio"] == "1"
+    for attr in ("scheduler", "nr_requests", "rotational", "max_sectors_kb"):
+        assert attr in meta["queue"]
+    assert meta["scheduler"] in meta["queue"]["scheduler"]
+    assert "backing_disk" in meta
+
+
+def test_knee_tails_and_report(study_all):
+    _device, out = study_all
+    summary = json.loads((out / "summary.json").read_text())
+    knee = summary["knee"]
+    assert knee["rule"] == {"min_gain": 0.1, "tail_ratio": 1.0, "text": knee["rule"]["text"]}
+    tails = table(out).query("study == 'tails'").sort_values("qd")
+    expected_knee = knee["depth"] or max(DEPTHS)
+    assert tails.qd.max() == expected_knee
+    html = (out / "report.html").read_text()
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert figures == sorted(
+        [
+            "baseline.png",
+            "bs-sweep.png",
+            "mix-sweep.png",
+            "qd-tradeoff.png",
+            "littles-law.png",
+            "qd-cdf.png",
+            "tails.png",
+            "tails-cdf.png",
+        ]
+    )
+    assert html.count("data:image/png;base64,") == len(figures)
+    assert "Knee" in html or "No knee" in html
+    assert not list(out.parent.glob(f".{out.name}.partial-*"))

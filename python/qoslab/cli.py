@@ -32,7 +32,11 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
-    import qoslab.lab.cli  # noqa: F401
+    from qoslab.lab.cli import app as lab
+    from qoslab.nvmelite.cli import app as nvmelite
+
+    app.add_typer(nvmelite)
+    app.add_typer(lab)
 
 
 _register_studies()

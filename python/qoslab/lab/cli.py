@@ -12,7 +12,6 @@ from pathlib import Path
 
 import typer
 
-from qoslab.cli import app as root_app
 from qoslab.errors import InputError
 
 app = typer.Typer(
@@ -25,7 +24,6 @@ device_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(device_app, name="device")
-root_app.add_typer(app, name="lab")
 
 STUDY_NAMES = ("baseline", "bs-sweep", "mix-sweep", "qd-sweep", "tails", "all")
 

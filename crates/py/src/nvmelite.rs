@@ -1,0 +1,369 @@
+//! `qoslab._core.nvmelite`: the NVMe-lite model, runs, replays and the run matrix.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use qoslab_nvmelite::matrix::{self, MatrixError, MatrixSpec, RunCursor, WriteOptions};
+use qoslab_nvmelite::params::{self, Bound as BoundK, FaultMode, ParamError, SubmitWindow};
+use qoslab_nvmelite::{RunOptions, RunOutput, RunParams, Runner};
+
+create_exception!(
+    nvmelite,
+    WorkloadError,
+    PyValueError,
+    "args: (message, field, line)"
+);
+create_exception!(
+    nvmelite,
+    ParamsError,
+    PyValueError,
+    "args: (message, field, index)"
+);
+create_exception!(
+    nvmelite,
+    ScheduleError,
+    PyValueError,
+    "args: (message, line)"
+);
+
+fn param_err(field: &str, index: Option<usize>, e: ParamError) -> PyErr {
+    ParamsError::new_err((e.to_string(), field.to_string(), index))
+}
+
+/// A parsed, validated workload.
+#[pyclass(frozen, module = "qoslab._core.nvmelite")]
+struct Workload(Arc<qoslab_nvmelite::Workload>);
+
+#[pymethods]
+impl Workload {
+    /// Parses workload JSON bytes strictly (spec §1.2); raises WorkloadError.
+    #[staticmethod]
+    fn from_json(data: &[u8]) -> PyResult<Self> {
+        qoslab_nvmelite::Workload::from_json(data)
+            .map(|w| Workload(Arc::new(w)))
+            .map_err(|e| WorkloadError::new_err((e.message, e.field, e.line)))
+    }
+
+    #[getter]
+    fn seed_id(&self) -> &str {
+        &self.0.seed_id
+    }
+
+    #[getter]
+    fn n_cmds(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// One run's outputs.
+#[pyclass(frozen, module = "qoslab._core.nvmelite")]
+struct RunResult(RunOutput);
+
+#[pymethods]
+impl RunResult {
+    #[getter]
+    fn run_id(&self) -> &str {
+        &self.0.run_id
+    }
+    /// The log bytes, or None when not asked for.
+    #[getter]
+    fn log<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.0.log.as_deref().map(|b| PyBytes::new(py, b))
+    }
+    #[getter]
+    fn log_sha256(&self) -> String {
+        self.0.log_sha256_hex()
+    }
+    /// qoslab's schedule file text (the schedule actually followed, for a replay).
+    #[getter]
+    fn schedule(&self) -> Option<&str> {
+        self.0.schedule.as_deref()
+    }
+    /// The reference's JSON schedule record (spec §8).
+    #[getter]
+    fn reference_schedule(&self) -> Option<&str> {
+        self.0.reference_schedule.as_deref()
+    }
+    /// The runs.csv row (no line ending).
+    #[getter]
+    fn row(&self) -> String {
+        self.0.csv_row()
+    }
+    #[getter]
+    fn rng_draws(&self) -> u64 {
+        self.0.rng_draws
+    }
+    /// The metrics as a dict keyed by runs.csv column names.
+    #[getter]
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = &self.0.metrics;
+        let d = PyDict::new(py);
+        d.set_item("p95_latency_step", m.p95_latency_step)?;
+        d.set_item("mean_latency_step", m.mean_latency_step)?;
+        d.set_item("max_latency_step", m.max_latency_step)?;
+        d.set_item("RD", m.rd)?;
+        d.set_item("FE", m.fe)?;
+        d.set_item("pending_peak", m.pending_peak)?;
+        d.set_item("pending_area", m.pending_area)?;
+        d.set_item("n_ok", m.n_ok)?;
+        d.set_item("n_err", m.n_err)?;
+        d.set_item("n_timeout", m.n_timeout)?;
+        d.set_item("completion_rate", m.completion_rate)?;
+        Ok(d)
+    }
+}
+
+fn options(log: bool, schedule: bool, reference_schedule: bool) -> RunOptions {
+    RunOptions {
+        log,
+        schedule,
+        reference_schedule,
+    }
+}
+
+/// Runs one NVMe-lite run; parameters use the spellings of spec §2 (raises ParamsError).
+#[pyfunction]
+#[pyo3(signature = (workload, policy, bound_k, fault_mode, schedule_seed, submit_window="inf",
+    scheduler_version="v1.0", git_commit="", log=true, schedule=false, reference_schedule=false))]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    workload: &Workload,
+    policy: &str,
+    bound_k: &str,
+    fault_mode: &str,
+    schedule_seed: &str,
+    submit_window: &str,
+    scheduler_version: &str,
+    git_commit: &str,
+    log: bool,
+    schedule: bool,
+    reference_schedule: bool,
+) -> PyResult<RunResult> {
+    let params = RunParams {
+        schedule_seed: params::parse_seed(schedule_seed).map_err(|e| param_err("seed", None, e))?,
+        policy: params::parse_policy(policy).map_err(|e| param_err("policy", None, e))?,
+        bound: BoundK::parse(bound_k).map_err(|e| param_err("bound", None, e))?,
+        fault: FaultMode::parse(fault_mode).map_err(|e| param_err("fault", None, e))?,
+        submit_window: SubmitWindow::parse(submit_window)
+            .map_err(|e| param_err("submit-window", None, e))?,
+        scheduler_version: scheduler_version.to_string(),
+        git_commit: git_commit.to_string(),
+    };
+    let w = workload.0.clone();
+    let opts = options(log, schedule, reference_schedule);
+    Ok(RunResult(
+        py.detach(|| Runner::new().run(&w, &params, opts)),
+    ))
+}
+
+/// Replays a schedule file. strict=False is the lenient repair mode: the result's `schedule`
+/// is the schedule actually followed. Raises ScheduleError(message, line).
+#[pyfunction]
+#[pyo3(signature = (workload, schedule_text, strict=true, log=true, reference_schedule=false))]
+fn replay(
+    py: Python<'_>,
+    workload: &Workload,
+    schedule_text: &str,
+    strict: bool,
+    log: bool,
+    reference_schedule: bool,
+) -> PyResult<RunResult> {
+    let w = workload.0.clone();
+    let opts = options(log, true, reference_schedule);
+    py.detach(|| Runner::new().replay(&w, schedule_text, strict, opts))
+        .map(RunResult)
+        .map_err(|e| ScheduleError::new_err((e.message, e.line)))
+}
+
+fn pool(jobs: Option<usize>) -> PyResult<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = jobs {
+        b = b.num_threads(n.max(1));
+    }
+    b.build().map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// A planned run matrix (spec §11 after config parsing).
+#[pyclass(frozen, module = "qoslab._core.nvmelite")]
+struct Matrix(Arc<matrix::Matrix>);
+
+#[pymethods]
+impl Matrix {
+    /// Values are the config's literal texts; a bad one raises ParamsError(message, field, index).
+    #[new]
+    #[pyo3(signature = (workloads, policies, bounds, faults, schedule_seeds, submit_window="inf",
+        scheduler_version="v1.0", git_commit=""))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        workloads: Vec<PyRef<'_, Workload>>,
+        policies: Vec<String>,
+        bounds: Vec<String>,
+        faults: Vec<String>,
+        schedule_seeds: &str,
+        submit_window: &str,
+        scheduler_version: &str,
+        git_commit: &str,
+    ) -> PyResult<Self> {
+        fn each<T>(
+            field: &str,
+            items: &[String],
+            parse: impl Fn(&str) -> Result<T, ParamError>,
+        ) -> PyResult<Vec<T>> {
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, s)| parse(s).map_err(|e| param_err(field, Some(i), e)))
+                .collect()
+        }
+        let spec = MatrixSpec {
+            workloads: workloads.iter().map(|w| w.0.clone()).collect(),
+            policies: each("policies", &policies, params::parse_policy)?,
+            bounds: each("bounds", &bounds, BoundK::parse)?,
+            faults: each("faults", &faults, FaultMode::parse)?,
+            seeds: params::parse_seed_range(schedule_seeds)
+                .map_err(|e| param_err("schedule_seeds", None, e))?,
+            submit_window: SubmitWindow::parse(submit_window)
+                .map_err(|e| param_err("submit-window", None, e))?,
+            scheduler_version: scheduler_version.to_string(),
+            git_commit: git_commit.to_string(),
+        };
+        Ok(Matrix(Arc::new(matrix::Matrix::new(spec))))
+    }
+
+    fn __len__(&self) -> usize {
+        usize::try_from(self.0.len()).unwrap_or(usize::MAX)
+    }
+
+    /// Iterates over every run in runs.csv order, computed `chunk` runs at a time in parallel.
+    #[pyo3(signature = (log=true, schedule=true, reference_schedule=false, chunk=4096, jobs=None))]
+    fn iter_runs(
+        &self,
+        log: bool,
+        schedule: bool,
+        reference_schedule: bool,
+        chunk: usize,
+        jobs: Option<usize>,
+    ) -> PyResult<MatrixRuns> {
+        Ok(MatrixRuns {
+            matrix: self.0.clone(),
+            opts: options(log, schedule, reference_schedule),
+            chunk: chunk.max(1),
+            pool: pool(jobs)?,
+            state: std::sync::Mutex::new((RunCursor::default(), std::collections::VecDeque::new())),
+        })
+    }
+
+    /// Runs the matrix into the existing empty directory `out_dir` (runs.csv, logs/,
+    /// schedules/, tables). `progress(done, total)` is called between blocks. Returns a dict
+    /// with `runs` and `cliffs`.
+    #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096))]
+    #[allow(clippy::too_many_arguments)]
+    fn write<'py>(
+        &self,
+        py: Python<'py>,
+        out_dir: PathBuf,
+        logs: bool,
+        top_k: usize,
+        jobs: Option<usize>,
+        progress: Option<Py<PyAny>>,
+        block_runs: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = WriteOptions {
+            logs,
+            top_k,
+            block_runs,
+            threads: jobs,
+        };
+        let m = self.0.clone();
+        let mut py_err: Option<PyErr> = None;
+        let result = py.detach(|| {
+            let mut report = |done: u64, total: u64| -> bool {
+                Python::attach(|py| {
+                    let outcome = py.check_signals().and_then(|()| match &progress {
+                        Some(cb) => cb.call1(py, (done, total)).map(|_| ()),
+                        None => Ok(()),
+                    });
+                    match outcome {
+                        Ok(()) => true,
+                        Err(e) => {
+                            py_err = Some(e);
+                            false
+                        }
+                    }
+                })
+            };
+            matrix::write_matrix(&m, &out_dir, &opts, &mut report)
+        });
+        match result {
+            Ok(summary) => {
+                let d = PyDict::new(py);
+                d.set_item("runs", summary.runs)?;
+                d.set_item("cliffs", summary.cliffs)?;
+                d.set_item("poison", summary.poison.len())?;
+                Ok(d)
+            }
+            Err(MatrixError::Cancelled) => {
+                Err(py_err.unwrap_or_else(|| PyKeyboardInterrupt::new_err("cancelled")))
+            }
+            Err(e @ MatrixError::Io { .. }) => Err(PyOSError::new_err(e.to_string())),
+        }
+    }
+}
+
+/// Iterator over a matrix's runs (RunResult objects).
+#[pyclass(module = "qoslab._core.nvmelite")]
+struct MatrixRuns {
+    matrix: Arc<matrix::Matrix>,
+    opts: RunOptions,
+    chunk: usize,
+    pool: rayon::ThreadPool,
+    state: std::sync::Mutex<(RunCursor, std::collections::VecDeque<RunOutput>)>,
+}
+
+#[pymethods]
+impl MatrixRuns {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> Option<RunResult> {
+        let mut state = self.state.lock().unwrap();
+        if state.1.is_empty() {
+            let (cursor, queue) = &mut *state;
+            let m = &self.matrix;
+            let specs = m.next_runs(cursor, self.chunk);
+            let outs = py.detach(|| self.pool.install(|| m.execute(&specs, self.opts)));
+            queue.extend(outs);
+        }
+        state.1.pop_front().map(RunResult)
+    }
+}
+
+pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = parent.py();
+    let m = PyModule::new(py, "nvmelite")?;
+    m.add_class::<Workload>()?;
+    m.add_class::<RunResult>()?;
+    m.add_class::<Matrix>()?;
+    m.add_class::<MatrixRuns>()?;
+    m.add_function(wrap_pyfunction!(run, &m)?)?;
+    m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add("WorkloadError", py.get_type::<WorkloadError>())?;
+    m.add("ParamsError", py.get_type::<ParamsError>())?;
+    m.add("ScheduleError", py.get_type::<ScheduleError>())?;
+    m.add("RUNS_CSV_HEADER", qoslab_nvmelite::RUNS_CSV_HEADER)?;
+    m.add(
+        "POLICIES",
+        qoslab_nvmelite::policy::REGISTRY
+            .iter()
+            .map(|p| (p.name, p.help))
+            .collect::<Vec<_>>(),
+    )?;
+    parent.add_submodule(&m)
+}

@@ -1,0 +1,355 @@
+"""`qoslab nvmelite matrix`: the risk-cliff study from a config file to report.html.
+
+The Rust core runs the matrix and writes runs.csv, the logs, the poison schedules and the
+tables; this module validates the inputs first, shows progress, draws the three figures, writes
+the report and publishes the whole directory atomically (temporary directory beside the target,
+then rename): an error or Ctrl-C leaves no half-written output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from qoslab.errors import InputError
+from qoslab.nvmelite.config import load_matrix
+from qoslab.report import Figure, Link, Section, Table, Text, write_report
+
+FAULT_ORDER = ("NONE", "TIMEOUT", "RESET")
+
+
+def _prepare_parent(out: Path) -> list[Path]:
+    """Creates the missing parents of `out`; returns those created (to undo on failure)."""
+    if out.exists() and not out.is_dir():
+        raise InputError("--out: exists and is not a directory", path=out)
+    created = []
+    parent = out.absolute().parent
+    missing = []
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for p in reversed(missing):
+        try:
+            p.mkdir()
+        except OSError as err:
+            _remove_created(created)
+            raise InputError(
+                f"--out: cannot create the directory: {err.strerror}", path=p
+            ) from None
+        created.append(p)
+    return created
+
+
+def _remove_created(created: list[Path]) -> None:
+    for p in reversed(created):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+
+
+class _Progress:
+    """A rich progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int):
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("nvmelite matrix"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+            self.task = self.bar.add_task("runs", total=total)
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar:
+            self.bar.update(self.task, completed=done, total=total)
+
+
+def run_study(
+    config: Path,
+    out: Path,
+    *,
+    submit_window: str = "inf",
+    logs: bool = True,
+    jobs: int | None = None,
+    top_k: int = 10,
+    report: bool = True,
+) -> Path:
+    """Runs the matrix of `config` into `out` and returns the report's path (or `out`)."""
+    matrix = load_matrix(config, submit_window)
+    out = Path(out)
+    created = _prepare_parent(out)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.absolute().parent))
+    except OSError as err:
+        _remove_created(created)
+        raise InputError(f"--out: cannot write here: {err.strerror}", path=out) from None
+    try:
+        with _Progress(len(matrix)) as progress:
+            try:
+                summary = matrix.write(
+                    str(tmp), logs=logs, top_k=top_k, jobs=jobs, progress=progress
+                )
+            except OSError as err:
+                raise InputError(f"cannot write the output: {err}", path=out) from None
+        if report:
+            build_report(tmp, config=config, summary=summary, submit_window=submit_window)
+        _publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_created(created)
+        raise
+    return out / "report.html" if report else out
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Moves the finished `tmp` to `out`, replacing an older output directory."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{tmp.name}")
+        out.rename(old)
+    try:
+        tmp.rename(out)
+    except OSError:
+        if old is not None:
+            old.rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---- figures and report ---------------------------------------------------------------------
+
+
+def _k_columns(table: Table) -> list[str]:
+    return [c for c in table.columns if c.startswith("k=")]
+
+
+def _focus_fault(table: Table) -> str:
+    faults = set(table.column("fault_mode"))
+    return next((f for f in FAULT_ORDER if f in faults), sorted(faults)[0] if faults else "NONE")
+
+
+def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list[Figure]:
+    from qoslab.report.figures import pyplot, save_figure
+
+    plt = pyplot()
+    figdir = d / "figures"
+    figdir.mkdir()
+    fault = _focus_fault(t2)
+    ks = _k_columns(t2)
+    labels = [k[2:] for k in ks]
+    seed_ids = list(dict.fromkeys(t2.column("seed_id")))
+    many = len(seed_ids) > 1
+    figures = []
+
+    # Figure 1: mean RD vs k.
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for row in f1.where(fault_mode=fault).rows:
+        name = f"{row[0]} {row[2]}" if many else row[2]
+        ax.plot(labels, [row[f1.columns.index(k)] for k in ks], marker="o", label=name)
+    ax.set_xlabel("reordering bound k")
+    ax.set_ylabel("mean RD")
+    ax.set_title(f"Realized reordering vs k (fault {fault})")
+    ax.legend(fontsize="small")
+    figures.append(
+        save_figure(
+            fig,
+            figdir,
+            "rd_vs_k",
+            "Mean RD vs bound k",
+            f"Mean reordering degree over the schedule seeds of each cell, fault {fault}.",
+            "figures/",
+        )
+    )
+
+    # Figure 2: p95 by policy at the largest k, with standard deviations.
+    top_k = "inf" if "k=inf" in ks else (labels[-1] if labels else "inf")
+    sel = [r for r in cells.where(fault_mode=fault).rows if str(r[2]) == top_k]
+    idx = {c: i for i, c in enumerate(cells.columns)}
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    width = 0.8 / max(1, len(seed_ids))
+    policies = list(dict.fromkeys(r[idx["policy"]] for r in sel))
+    for j, seed_id in enumerate(seed_ids):
+        rows = {r[idx["policy"]]: r for r in sel if r[idx["seed_id"]] == seed_id}
+        xs = [i + (j - (len(seed_ids) - 1) / 2) * width for i in range(len(policies))]
+        means = [rows[p][idx["p95_mean"]] if p in rows else 0 for p in policies]
+        stds = [rows[p][idx["p95_std"]] if p in rows else 0 for p in policies]
+        ax.bar(xs, means, width, yerr=stds, capsize=4, label=seed_id)
+        for x, m in zip(xs, means, strict=True):
+            ax.annotate(f"{m:.2f}", (x, 0), ha="center", va="bottom", fontsize="small",
+                        color="white", xytext=(0, 3), textcoords="offset points")  # fmt: skip
+    ax.set_xticks(range(len(policies)), policies)
+    ax.set_ylabel("mean p95 latency (steps)")
+    ax.set_title(f"p95 by policy at k={top_k} (fault {fault})")
+    if many:
+        ax.legend(fontsize="small")
+    figures.append(
+        save_figure(
+            fig,
+            figdir,
+            "p95_by_policy",
+            f"p95 by policy at k = {top_k}",
+            "Bars: mean of the per-run p95; error bars: population standard deviation "
+            "over the schedule seeds.",
+            "figures/",
+        )
+    )
+
+    # Figure 3: risk-cliff heatmap (mean p95 per policy x k), cliffs outlined.
+    rows_by_seed = {s: t2.where(seed_id=s, fault_mode=fault).rows for s in seed_ids}
+    height = sum(max(1, len(r)) for r in rows_by_seed.values()) * 0.45 + 1.2 * len(seed_ids)
+    fig, axes = plt.subplots(len(seed_ids), 1, figsize=(7.2, height), squeeze=False)
+    cliff_rows = cliffs.where(fault_mode=fault).rows
+    ci = {c: i for i, c in enumerate(cliffs.columns)}
+    for ax, seed_id in zip(axes[:, 0], seed_ids, strict=True):
+        rows = rows_by_seed[seed_id]
+        grid = [[r[t2.columns.index(k)] for k in ks] for r in rows]
+        names = [r[2] for r in rows]
+        im = ax.imshow(grid, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(ks)), labels)
+        ax.set_yticks(range(len(names)), names)
+        ax.grid(False)
+        lo = min((v for line in grid for v in line), default=0)
+        hi = max((v for line in grid for v in line), default=0)
+        for y, line in enumerate(grid):
+            for x, v in enumerate(line):
+                bright = v > lo + 0.6 * (hi - lo)  # viridis is light at the top of its range
+                ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize="small",
+                        color="black" if bright else "white")  # fmt: skip
+        for c in cliff_rows:
+            if c[ci["seed_id"]] != seed_id or c[ci["policy"]] not in names:
+                continue
+            y = names.index(c[ci["policy"]])
+            x = labels.index(str(c[ci["k_to"]]))
+            ax.add_patch(
+                plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", lw=2.5)
+            )
+        ax.set_xlabel("reordering bound k")
+        ax.set_title(f"{seed_id}: mean p95 (steps), fault {fault}; red = risk cliff")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    figures.append(
+        save_figure(
+            fig,
+            figdir,
+            "risk_cliff_heatmap",
+            "Risk-cliff heatmap",
+            "Mean p95 per policy and bound; a red outline marks a bound whose mean p95 is more "
+            "than 20 % above the previous bound's (a risk cliff).",
+            "figures/",
+        )
+    )
+    return figures
+
+
+def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) -> Path:
+    """Figures and report.html from the tables the matrix wrote into `d`."""
+    two = "{:.2f}"
+    three = "{:.3f}"
+    t2 = Table.from_csv(d / "table2_mean_p95.csv")
+    t3 = Table.from_csv(d / "table3_mean_p95_kinf.csv")
+    f1 = Table.from_csv(d / "figure1_mean_rd.csv")
+    cells = Table.from_csv(d / "cells.csv")
+    cliffs = Table.from_csv(d / "risk_cliffs.csv")
+    poison = Table.from_csv(d / "poison_top.csv")
+    fig_rd, fig_p95, fig_heat = _figures(d, t2, f1, cells, cliffs)
+    for t, fmt in ((t2, two), (t3, two), (f1, three)):
+        t.formats = dict.fromkeys(t.columns[2:], fmt)
+    cliffs.formats = {
+        "p95_mean_from": two,
+        "p95_mean_to": two,
+        "rise_pct": "{:.1f}",
+    }
+    ci = {c: i for i, c in enumerate(poison.columns)}
+    for row in poison.rows:
+        for col in ("schedule_file", "reference_schedule_file"):
+            row[ci[col]] = Link(Path(row[ci[col]]).suffix.lstrip("."), row[ci[col]])
+    poison.formats = {"p95_latency_step": "{:.0f}", "RD": three}
+    cells.formats = {c: three for c in cells.columns[5:] if c not in ("p95_max",)}
+    fault = _focus_fault(t2)
+
+    sections = [
+        Section(
+            "How to read this report",
+            [
+                Text(
+                    "Each run executes one workload under one completion policy, reordering "
+                    "bound k, fault mode and schedule seed; latencies are in scheduler steps "
+                    "(log lines between a command's SUBMIT and COMPLETE). A cell is one "
+                    "(workload, policy, k, fault) combination; its numbers are means over the "
+                    "cell's schedule seeds. RD is the fraction of completion pairs that "
+                    "finished out of submission order."
+                ),
+                Text(
+                    "A risk cliff is a step from one bound to the next larger one where the "
+                    "cell's mean p95 rises by more than 20 %. Poison schedules are the runs "
+                    "with the highest p95 at fault NONE and k = inf; their schedule files "
+                    "replay them exactly with `qoslab nvmelite replay WORKLOAD FILE`."
+                ),
+            ],
+        ),
+        Section(
+            "Realized reordering (RD) vs k",
+            [fig_rd, Table(f1.columns, f1.where(fault_mode=fault).rows, formats=f1.formats)],
+        ),
+        Section("Tail latency by policy", [fig_p95, t3]),
+        Section(
+            "Risk cliffs",
+            [
+                fig_heat,
+                Table(
+                    cliffs.columns,
+                    cliffs.rows,
+                    title=f"Risk cliffs (all faults): {len(cliffs.rows)}",
+                    formats=cliffs.formats,
+                ),
+            ],
+        ),
+        Section("Mean p95 by workload, policy and k", [t2]),
+        Section(
+            "Poison schedules",
+            [
+                Text(
+                    "Top runs by p95 at fault NONE and k = inf (ties in run_id byte order). "
+                    "`.sched` is qoslab's replayable schedule file, `.json` the reference's "
+                    "schedule record."
+                ),
+                poison,
+            ],
+        ),
+        Section("All cells", [cells]),
+    ]
+    files = [Link("runs.csv", "runs.csv")]
+    if (d / "logs").is_dir():
+        files.append(Link("logs/", "logs/"))
+    facts = [
+        ("config", str(config)),
+        ("runs", summary["runs"]),
+        ("submit window", submit_window),
+        ("risk cliffs", summary["cliffs"]),
+        ("per-run results", files[0]),
+    ]
+    return write_report(
+        d / "report.html", "NVMe-lite risk cliffs", sections, facts=facts, generator="qoslab"
+    )

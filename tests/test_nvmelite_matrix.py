@@ -1,0 +1,252 @@
+"""`qoslab nvmelite matrix`: the published expected outputs, the paper's numbers, determinism
+across --jobs, atomic output and the report."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import QOSLAB, ROOT
+
+DATA = ROOT / "tests" / "data" / "nvmelite"
+EXPECTED = DATA / "expected"
+SEEDS = ROOT / "configs" / "nvmelite" / "seeds"
+
+# Published in the paper (Table 2, Table 3, Figure 1, Table 1) for schedule seeds 0-99,
+# submit window inf. Mean p95 at fault NONE for k = 0, 1, 2, 3, 5, 10, inf.
+PAPER_TABLE_2 = {
+    "seed_001_long32": {
+        "FIFO": [13.70] * 7,
+        "RANDOM": [12.89, 13.48, 14.62, 15.85, 16.69, 18.28, 18.25],
+        "BATCHED": [5.87, 6.09, 6.21, 6.41, 6.53, 6.52, 6.52],
+        "ADVERSARIAL": [13.70, 13.11, 14.46, 20.95, 28.46, 28.46, 28.46],
+    },
+    "seed_002": {
+        "FIFO": [4.84] * 7,
+        "RANDOM": [4.94, 5.04, 5.38, 5.47, 5.69, 5.68, 5.68],
+        "BATCHED": [3.66, 3.72, 3.97, 4.00, 4.00, 4.00, 4.00],
+        "ADVERSARIAL": [4.84, 4.19, 6.41, 6.48, 6.48, 6.48, 6.48],
+    },
+}
+# Table 3: mean p95 at k = inf for seed1, policies FIFO, RANDOM, BATCHED, ADVERSARIAL.
+PAPER_TABLE_3 = {
+    "TIMEOUT": {"FIFO": 12.08, "RANDOM": 16.22, "BATCHED": 6.36, "ADVERSARIAL": 24.71},
+    "RESET": {"FIFO": 11.28, "RANDOM": 12.05, "BATCHED": 5.82, "ADVERSARIAL": 9.52},
+}
+# Figure 1: mean RD at fault NONE.
+PAPER_RD = {
+    "inf": {"ADVERSARIAL": 0.218, "RANDOM": 0.098, "BATCHED": 0.029, "FIFO": 0.0},
+    "3": {"ADVERSARIAL": 0.125, "RANDOM": 0.061, "BATCHED": 0.027, "FIFO": 0.0},
+}
+K_COLUMNS = ["k=0", "k=1", "k=2", "k=3", "k=5", "k=10", "k=inf"]
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def matrix(qoslab, config, out, *args, check=True, **kw):
+    return qoslab("nvmelite", "matrix", config, "--out", out, *args, check=check, **kw)
+
+
+def write_config(path, seeds, schedule_seeds="0-99", extra=""):
+    listed = "\n".join(f'  - "{s}"' for s in seeds)
+    path.write_text(
+        f"seeds:\n{listed}\n"
+        "policies: [FIFO, RANDOM, ADVERSARIAL, BATCHED]\n"
+        'bounds: ["0", "1", "2", "3", "5", "10", "inf"]\n'
+        "faults: [NONE, TIMEOUT, RESET]\n"
+        f'schedule_seeds: "{schedule_seeds}"\n'
+        'scheduler_version: "v1.0"\n' + extra
+    )
+    return path
+
+
+def test_published_expected_outputs_are_reproduced_byte_for_byte(qoslab, tmp_path):
+    out = tmp_path / "out"
+    done = matrix(qoslab, EXPECTED / "config.yaml", out)
+    assert done.stdout.strip() == str(out / "report.html")
+    expected = gzip.decompress((EXPECTED / "runs.csv.gz").read_bytes())
+    got = (out / "runs.csv").read_bytes()
+    assert got.count(b"\r\n") == 2521
+    assert got == expected
+    rows = read_csv(out / "runs.csv")
+    logs = {p.stem: p for p in (out / "logs").iterdir()}
+    assert len(rows) == len(logs) == 2520
+    for row in rows:
+        data = logs[row["run_id"]].read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row["log_sha256"]
+    for log in (EXPECTED / "logs").glob("*.log"):
+        assert logs[log.stem].read_bytes() == log.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    """The paper's matrices for both workloads, 16,800 runs, without logs."""
+    d = tmp_path_factory.mktemp("paper")
+    config = write_config(
+        d / "paper.yaml", [SEEDS / "seed_001_long32.json", SEEDS / "seed_002.json"]
+    )
+    subprocess.run(
+        [QOSLAB, "nvmelite", "matrix", config, "--out", d / "out", "--no-logs"],
+        check=True,
+        capture_output=True,
+    )
+    return d / "out"
+
+
+def test_paper_table_2_mean_p95_by_policy_and_k(paper):
+    rows = read_csv(paper / "table2_mean_p95.csv")
+    seen = 0
+    for row in rows:
+        if row["fault_mode"] != "NONE":
+            continue
+        published = PAPER_TABLE_2[row["seed_id"]][row["policy"]]
+        assert [round(float(row[k]), 2) for k in K_COLUMNS] == published, row
+        seen += 1
+    assert seen == 8
+
+
+def test_paper_table_3_faults_at_k_inf(paper):
+    rows = {
+        r["fault_mode"]: r
+        for r in read_csv(paper / "table3_mean_p95_kinf.csv")
+        if r["seed_id"] == "seed_001_long32"
+    }
+    for fault, published in PAPER_TABLE_3.items():
+        assert {p: round(float(rows[fault][p]), 2) for p in published} == published
+    assert round(float(rows["NONE"]["ADVERSARIAL"]), 2) == 28.46
+
+
+def test_paper_figure_1_mean_rd(paper):
+    rows = read_csv(paper / "figure1_mean_rd.csv")
+    for row in rows:
+        if row["seed_id"] != "seed_001_long32" or row["fault_mode"] != "NONE":
+            continue
+        assert float(row["k=0"]) == 0.0
+        for k, published in PAPER_RD.items():
+            assert round(float(row[f"k={k}"]), 3) == published[row["policy"]], (k, row)
+
+
+def test_paper_table_1_top_poison_schedules(paper):
+    rows = read_csv(paper / "poison_top.csv")
+    assert len(rows) == 10
+    top = [(r["policy"], r["schedule_seed"], float(r["p95_latency_step"])) for r in rows[:3]]
+    assert top == [("ADVERSARIAL", seed, 64.0) for seed in ("10", "18", "53")]
+    assert all(r["seed_id"] == "seed_001_long32" for r in rows)
+    # Each poison schedule replays to the run's log, whose hash runs.csv recorded.
+    runs = {r["run_id"]: r for r in read_csv(paper / "runs.csv")}
+    first = rows[0]
+    done = subprocess.run(
+        [
+            QOSLAB,
+            "nvmelite",
+            "replay",
+            SEEDS / "seed_001_long32.json",
+            paper / first["schedule_file"],
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert hashlib.sha256(done.stdout).hexdigest() == runs[first["run_id"]]["log_sha256"]
+
+
+def test_risk_cliffs_of_the_spec_example(paper):
+    cliffs = {
+        (r["policy"], r["fault_mode"], r["k_from"], r["k_to"])
+        for r in read_csv(paper / "risk_cliffs.csv")
+        if r["seed_id"] == "seed_001_long32"
+    }
+    assert ("ADVERSARIAL", "NONE", "2", "3") in cliffs
+    assert ("ADVERSARIAL", "NONE", "3", "5") in cliffs
+    assert ("ADVERSARIAL", "TIMEOUT", "1", "2") in cliffs
+    assert ("ADVERSARIAL", "TIMEOUT", "2", "3") in cliffs
+    none = {c for c in cliffs if c[1] == "NONE"}
+    assert none == {("ADVERSARIAL", "NONE", "2", "3"), ("ADVERSARIAL", "NONE", "3", "5")}
+
+
+def test_report_is_self_contained(paper):
+    html = (paper / "report.html").read_text()
+    assert html.count("<svg") == 3
+    assert "28.46" in html and "Risk cliffs" in html
+    # Nothing is loaded from elsewhere: figures are inline, links only point beside the file.
+    assert "src=" not in html and "<link" not in html and "<script" not in html
+    assert 'href="http' not in html
+    for stem in ("rd_vs_k", "p95_by_policy", "risk_cliff_heatmap"):
+        assert (paper / "figures" / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (paper / "figures" / f"{stem}.svg").exists()
+
+
+def _tree(d):
+    skip = {"report.html"}
+    return {
+        str(p.relative_to(d)): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and p.name not in skip and p.suffix not in (".png", ".svg")
+    }
+
+
+def test_output_is_identical_for_any_jobs(qoslab, tmp_path):
+    config = write_config(tmp_path / "c.yaml", [SEEDS / "seed_002.json"], "0-40")
+    trees = []
+    for jobs in ("1", "2", "5"):
+        out = tmp_path / f"out{jobs}"
+        matrix(qoslab, config, out, "--jobs", jobs, "--submit-window", "3")
+        trees.append(_tree(out))
+    assert trees[0] == trees[1] == trees[2]
+    assert len(trees[0]) > 3444
+
+
+def test_git_commit_auto_is_the_project_commit(qoslab, tmp_path):
+    config = write_config(
+        tmp_path / "c.yaml", [SEEDS / "seed_002.json"], "0", 'git_commit: "auto"\n'
+    )
+    head = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    # Run from a directory that is not a git checkout: the commit is the project's own.
+    matrix(qoslab, config, tmp_path / "out", cwd="/")
+    header = next((tmp_path / "out" / "logs").iterdir()).read_text().splitlines()[0]
+    assert header.endswith(f", git_commit={head})")
+    assert len(head) == 40
+
+
+def test_existing_output_is_replaced_whole(qoslab, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.txt").write_text("old")
+    config = write_config(tmp_path / "c.yaml", [SEEDS / "seed_002.json"], "0-1")
+    matrix(qoslab, config, out, "--no-logs")
+    assert not (out / "stale.txt").exists()
+    assert not (out / "logs").exists()
+    assert len(read_csv(out / "runs.csv")) == 2 * 4 * 7 * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "out"]
+
+
+def test_ctrl_c_leaves_no_output(tmp_path):
+    config = write_config(tmp_path / "c.yaml", [SEEDS / "seed_001_long32.json"], "0-2000000")
+    proc = subprocess.Popen(
+        [QOSLAB, "nvmelite", "matrix", config, "--out", tmp_path / "out", "--no-logs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    # Wait until the temporary directory exists (the run is under way), then interrupt.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+        p.name.startswith(".out.tmp-") for p in tmp_path.iterdir()
+    ):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"], err
+    assert os.path.exists(config)

@@ -87,7 +87,9 @@ def test_latency_log_agrees_with_the_summary(fio_run):
     assert set(series.op) == {"read"}
     assert series.time_ms.is_monotonic_increasing
     assert series.value.between(out.min_ns, out.max_ns).all()
-    assert series.value.mean() == pytest.approx(out.mean_ns, rel=0.3)
+    # Window means scatter around the run's mean (a busy machine adds outliers), but a unit
+    # slip (µs for ns) would be off by 1000x.
+    assert out.mean_ns / 2 < series.value.median() < out.mean_ns * 2
 
 
 @pytest.mark.parametrize(

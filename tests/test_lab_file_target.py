@@ -10,9 +10,11 @@ import contextlib
 import importlib
 import io
 import os
+import pkgutil
 import shutil
 import sys
 import tempfile
+import traceback
 import warnings
 from pathlib import Path
 
@@ -44,6 +46,11 @@ def _preload_everything() -> None:
         for name in sorted(sys.stdlib_module_names - _NOT_IMPORTABLE):
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
+        import encodings  # codecs are looked up lazily, by name
+
+        for codec in pkgutil.iter_modules(encodings.__path__):
+            with contextlib.suppress(Exception):
+                importlib.import_module(f"encodings.{codec.name}")
     for name in (
         "qoslab.cli",
         "qoslab.lab.cli",
@@ -73,6 +80,8 @@ def run_study_as_nobody(args: list[str], home: str) -> int:
             code = 0
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

@@ -1,35 +1,36 @@
 """The lab's figures, one function per figure, each drawn from the tidy tables alone.
 
-PNG files are written without a timestamp, so the same table gives the same bytes.
+Each returns a report `Figure` (inline SVG, with the PNG and SVG files beside the report in
+`figures/`); the caller adds the caption. The house style comes from `qoslab.report`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+
+from qoslab.report import Figure
+from qoslab.report.figures import pyplot, save_figure
+
+plt = pyplot()
 
 PCT_COLUMNS = [("p50_us", "p50"), ("p95_us", "p95"), ("p99_us", "p99"), ("p99_9_us", "p99.9")]
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig, path: Path) -> Figure:
+    """Writes `path` (.png) and its .svg twin; links are relative to the report."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, path.parent, path.stem, link_prefix=f"{path.parent.name}/")
 
 
 def _bs_label(size: float) -> str:
     return f"{int(size) // 1024}k"
 
 
-def baseline(table: pd.DataFrame, path: Path) -> Path:
+def baseline(table: pd.DataFrame, path: Path) -> Figure:
     t = table.sort_values(["rw", "bs_bytes"]).reset_index(drop=True)
     labels = [f"{r.rw}\n{_bs_label(r.bs_bytes)}" for r in t.itertuples()]
     x = np.arange(len(t))
@@ -55,7 +56,7 @@ def baseline(table: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def bs_sweep(table: pd.DataFrame, path: Path) -> Path:
+def bs_sweep(table: pd.DataFrame, path: Path) -> Figure:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for rw, group in table.groupby("rw"):
         g = group.sort_values("bs_bytes")
@@ -75,7 +76,7 @@ def bs_sweep(table: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def mix_sweep(table: pd.DataFrame, path: Path) -> Path:
+def mix_sweep(table: pd.DataFrame, path: Path) -> Figure:
     mixes = sorted(table.rwmixread.dropna().unique(), reverse=True)
     x = np.arange(len(mixes))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -102,7 +103,7 @@ def mix_sweep(table: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def qd_tradeoff(table: pd.DataFrame, knee_depth: int | None, path: Path) -> Path:
+def qd_tradeoff(table: pd.DataFrame, knee_depth: int | None, path: Path) -> Figure:
     t = table.sort_values("qd")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(t.iops, t.lat_mean_us, marker="o", label="mean")
@@ -136,7 +137,7 @@ def qd_tradeoff(table: pd.DataFrame, knee_depth: int | None, path: Path) -> Path
     return _save(fig, path)
 
 
-def littles_law(table: pd.DataFrame, path: Path) -> Path:
+def littles_law(table: pd.DataFrame, path: Path) -> Figure:
     t = table.sort_values("qd")
     fig, ax = plt.subplots(figsize=(6, 4.5))
     lim = [0.8, float(t.qd.max()) * 1.3]
@@ -157,7 +158,7 @@ def littles_law(table: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def latency_cdfs(bins: pd.DataFrame, labels: dict[str, str], title: str, path: Path) -> Path:
+def latency_cdfs(bins: pd.DataFrame, labels: dict[str, str], title: str, path: Path) -> Figure:
     """CDF and tail (1 - CDF) of each run's total latency from json+ bins."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for run, label in labels.items():
@@ -187,7 +188,7 @@ def latency_cdfs(bins: pd.DataFrame, labels: dict[str, str], title: str, path: P
     return _save(fig, path)
 
 
-def tails_bars(table: pd.DataFrame, path: Path) -> Path:
+def tails_bars(table: pd.DataFrame, path: Path) -> Figure:
     t = table.sort_values("qd")
     x = np.arange(len(PCT_COLUMNS))
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -208,7 +209,7 @@ def tails_bars(table: pd.DataFrame, path: Path) -> Path:
 JOB_COLORS = {"database_sim": "tab:blue", "backup_sim": "tab:orange"}
 
 
-def _sched_bars(summary, mean, sd, ylabel, title, path, log=False) -> Path:
+def _sched_bars(summary, mean, sd, ylabel, title, path, log=False) -> Figure:
     scheds = list(dict.fromkeys(summary.scheduler))
     jobs = list(dict.fromkeys(summary.job))
     fig, axes = plt.subplots(1, len(jobs), figsize=(5 * len(jobs), 4))
@@ -224,23 +225,23 @@ def _sched_bars(summary, mean, sd, ylabel, title, path, log=False) -> Path:
     return _save(fig, path)
 
 
-def iops_bars(summary: pd.DataFrame, path: Path) -> Path:
+def iops_bars(summary: pd.DataFrame, path: Path) -> Figure:
     return _sched_bars(summary, "iops_mean", "iops_sd", "IOPS", "IOPS", path)
 
 
-def p99_bars(summary: pd.DataFrame, path: Path) -> Path:
+def p99_bars(summary: pd.DataFrame, path: Path) -> Figure:
     return _sched_bars(
         summary, "p99_us_mean", "p99_us_sd", "p99 latency (µs)", "p99", path, log=True
     )
 
 
-def cpu_bars(summary: pd.DataFrame, path: Path) -> Path:
+def cpu_bars(summary: pd.DataFrame, path: Path) -> Figure:
     return _sched_bars(
         summary, "cpu_pct_mean", "cpu_pct_sd", "CPU (% of one core)", "fio CPU (usr+sys)", path
     )
 
 
-def latency_series(ts: pd.DataFrame, scheds: list[str], path: Path) -> Path:
+def latency_series(ts: pd.DataFrame, scheds: list[str], path: Path) -> Figure:
     fig, axes = plt.subplots(
         1, len(scheds), figsize=(4 * len(scheds), 3.6), sharey=True, squeeze=False
     )

@@ -28,10 +28,11 @@ from qoslab.lab.outdir import staged
 from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata, scheduler_restored, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
-from qoslab.lab.report import Section, write_report
+from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner
 from qoslab.lab.target import prepare_target
 from qoslab.lab.units import fio_ms
+from qoslab.report import Section, Text, write_report
 
 JOBS = ("database_sim", "backup_sim")
 _PRIO = re.compile(r"^(rt|be)([0-7])$|^idle$")
@@ -216,15 +217,21 @@ def _report(out, table, summary, ts, opts, meta) -> None:
 
     fig_dir = out / "figures"
     env = meta["environment_before"]
-    intro = [
-        f"Target <code>{meta['target']['path']}</code>, kernel {env['kernel']}, "
-        f"{meta['fio_version']}. <code>database_sim</code>: 4K random read, iodepth "
-        f"{opts.db_iodepth}, priority {opts.db_prio}; <code>backup_sim</code>: 128K sequential "
-        f"read, iodepth {opts.backup_iodepth}, priority {opts.backup_prio}. Both run together "
-        f"for {opts.runtime_s:g} s (after {opts.ramp_s:g} s warm-up), {opts.reps} repetitions "
-        f"per scheduler; error bars are ±1 standard deviation over repetitions. The scheduler "
-        f"before the experiment (<code>{env.get('scheduler')}</code>) was restored "
-        f"(now <code>{meta['scheduler_restored']}</code>).",
+    facts = [
+        ("target", meta["target"]["path"]),
+        ("kernel", env["kernel"]),
+        ("fio", meta["fio_version"]),
+        ("database_sim", f"4K random read, iodepth {opts.db_iodepth}, priority {opts.db_prio}"),
+        (
+            "backup_sim",
+            f"128K sequential read, iodepth {opts.backup_iodepth}, priority {opts.backup_prio}",
+        ),
+        (
+            "runs",
+            f"{opts.runtime_s:g} s after {opts.ramp_s:g} s warm-up, {opts.reps} "
+            "repetitions per scheduler, interleaved",
+        ),
+        ("scheduler before / after", f"{env.get('scheduler')} / {meta['scheduler_restored']}"),
     ]
     shown = summary[
         [
@@ -240,61 +247,57 @@ def _report(out, table, summary, ts, opts, meta) -> None:
             "cpu_pct_mean",
         ]
     ]
+    runs = table[
+        [
+            "scheduler",
+            "rep",
+            "job",
+            "iops",
+            "mb_s",
+            "lat_mean_us",
+            "p50_us",
+            "p99_us",
+            "p99_9_us",
+            "usr_cpu",
+            "sys_cpu",
+        ]
+    ]
+
+    def fig(figure, caption):
+        figure.caption = caption
+        return figure
+
     sections = [
         Section(
             "Throughput and tail latency per scheduler",
             [
-                "A scheduler that honours priorities raises database_sim's IOPS and lowers its "
-                "p99 at backup_sim's expense; one that ignores them lets the large sequential "
-                "reads queue in front of the small random ones."
-            ],
-            [
-                (figs.iops_bars(summary, fig_dir / "sched-iops.png"), "IOPS per job (±1 s.d.)"),
-                (
-                    figs.p99_bars(summary, fig_dir / "sched-p99.png"),
-                    "p99 latency per job (±1 s.d.)",
+                Text(
+                    "Both jobs run together in one fio run. A scheduler that honours I/O "
+                    "priorities raises database_sim's IOPS and lowers its p99 at backup_sim's "
+                    "expense; one that ignores them lets the large sequential reads queue in "
+                    "front of the small random ones. Error bars: ±1 standard deviation over "
+                    "the repetitions."
                 ),
-                (
+                fig(figs.iops_bars(summary, fig_dir / "sched-iops.png"), "IOPS per job"),
+                fig(figs.p99_bars(summary, fig_dir / "sched-p99.png"), "p99 latency per job"),
+                fig(
                     figs.cpu_bars(summary, fig_dir / "sched-cpu.png"),
                     "fio CPU usage (usr + sys) per job",
                 ),
+                frame_table(shown, "Per scheduler and job, over repetitions"),
             ],
-            [("Per scheduler and job, over repetitions", shown)],
         ),
         Section(
             "Latency over time",
-            [f"Mean latency per {opts.log_msec} ms window, repetition 1, both jobs."],
             [
-                (
+                Text(f"Mean latency per {opts.log_msec} ms window, repetition 1, both jobs."),
+                fig(
                     figs.latency_series(ts, list(opts.schedulers), fig_dir / "sched-series.png"),
                     "Latency time series per scheduler",
-                )
+                ),
             ],
         ),
-        Section(
-            "Every run",
-            [],
-            [],
-            [
-                (
-                    "Runs",
-                    table[
-                        [
-                            "scheduler",
-                            "rep",
-                            "job",
-                            "iops",
-                            "mb_s",
-                            "lat_mean_us",
-                            "p50_us",
-                            "p99_us",
-                            "p99_9_us",
-                            "usr_cpu",
-                            "sys_cpu",
-                        ]
-                    ],
-                )
-            ],
-        ),
+        Section("Every run", [frame_table(runs, "Runs")]),
+        environment_section(meta, env),
     ]
-    write_report(out / "report.html", "qoslab lab sched", intro, sections, meta)
+    write_report(out / "report.html", "qoslab lab sched", sections, facts=facts)

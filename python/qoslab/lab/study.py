@@ -39,10 +39,11 @@ from qoslab.lab.plans import (
 from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata
 from qoslab.lab.registry import Registry
-from qoslab.lab.report import Section, write_report
+from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import Runner
 from qoslab.lab.target import prepare_target, release_target
 from qoslab.lab.units import human_bytes
+from qoslab.report import Figure, Section, Text, write_report
 
 FIO_START_S = 0.5  # fio's own start-up and teardown per run, for the time estimate
 
@@ -189,32 +190,47 @@ def _shown(table: pd.DataFrame) -> pd.DataFrame:
     return table[SHOWN_COLUMNS].reset_index(drop=True)
 
 
+def _figure(figure: Figure, caption: str) -> Figure:
+    figure.caption = caption
+    return figure
+
+
 def _report(out, name, table, bins, knee, summary, meta, studies) -> None:
     target, env, o = meta["target"], meta["environment"], meta["options"]
-    intro = [
-        f"Target <code>{target['path']}</code> ({target['kind']}, "
-        f"{human_bytes(target['size_bytes'])} addressed), scheduler "
-        f"<code>{env.get('scheduler', 'n/a')}</code>, kernel {env['kernel']}, "
-        f"{meta['fio_version']}. Each data point is its own fio run of {o['runtime_s']:g} s "
-        f"after {o['ramp_s']:g} s of warm-up (excluded from the statistics), with direct I/O. "
-        "Latencies are fio's total latency (submission + completion) in µs.",
+    intro = Text(
+        f"Each data point is its own fio run of {o['runtime_s']:g} s after {o['ramp_s']:g} s "
+        "of warm-up (excluded from the statistics), with direct I/O and no group_reporting. "
+        "Latencies are fio's total latency (submission + completion) in µs."
+    )
+    facts = [
+        (
+            "target",
+            f"{target['path']} ({target['kind']}, {human_bytes(target['size_bytes'])} addressed)",
+        ),
+        ("scheduler", env.get("scheduler", "n/a")),
+        ("kernel", env["kernel"]),
+        ("fio", meta["fio_version"]),
     ]
     fig_dir = out / "figures"
     sections = [
         _SECTIONS[study](table[table.study == study], bins, knee, fig_dir) for study in studies
     ]
-    write_report(out / "report.html", f"qoslab lab study {name}", intro, sections, meta)
+    sections[0].items.insert(0, intro)
+    sections.append(environment_section(meta, env))
+    write_report(out / "report.html", f"qoslab lab study {name}", sections, facts=facts)
 
 
 def _baseline_section(t, bins, knee, fig_dir) -> Section:
     return Section(
         "Baseline (QD 1)",
         [
-            "One I/O at a time: the device's unloaded service time per access pattern. "
-            "Left: IOPS and MB/s; right: mean and percentile latency (log scale)."
+            Text(
+                "One I/O at a time: the device's unloaded service time per access pattern. "
+                "Left: IOPS and MB/s; right: mean and percentile latency (log scale)."
+            ),
+            _figure(figures.baseline(t, fig_dir / "baseline.png"), "QD 1 baselines"),
+            frame_table(_shown(t), "Baseline runs"),
         ],
-        [(figures.baseline(t, fig_dir / "baseline.png"), "QD 1 baselines")],
-        [("Baseline runs", _shown(t))],
     )
 
 
@@ -222,11 +238,13 @@ def _bs_sweep_section(t, bins, knee, fig_dir) -> Section:
     return Section(
         "Block-size sweep",
         [
-            "Small blocks are bounded by the cost per command (IOPS), large ones by "
-            "bandwidth (MB/s). Where MB/s flattens, the transfer path is saturated."
+            Text(
+                "Small blocks are bounded by the cost per command (IOPS), large ones by "
+                "bandwidth (MB/s). Where MB/s flattens, the transfer path is saturated."
+            ),
+            _figure(figures.bs_sweep(t, fig_dir / "bs-sweep.png"), "IOPS and MB/s vs block size"),
+            frame_table(_shown(t), "Block-size sweep"),
         ],
-        [(figures.bs_sweep(t, fig_dir / "bs-sweep.png"), "IOPS and MB/s vs block size")],
-        [("Block-size sweep", _shown(t))],
     )
 
 
@@ -235,11 +253,13 @@ def _mix_sweep_section(t, bins, knee, fig_dir) -> Section:
     return Section(
         "Read/write mix",
         [
-            "4K random I/O from all reads to all writes. Left: IOPS per direction, stacked; "
-            "right: p99 per direction."
+            Text(
+                "4K random I/O from all reads to all writes. Left: IOPS per direction, "
+                "stacked; right: p99 per direction."
+            ),
+            _figure(figures.mix_sweep(t, fig_dir / "mix-sweep.png"), "IOPS and p99 by mix"),
+            frame_table(t[columns], "Mix sweep"),
         ],
-        [(figures.mix_sweep(t, fig_dir / "mix-sweep.png"), "IOPS and p99 by mix")],
-        [("Mix sweep", t[columns])],
     )
 
 
@@ -254,28 +274,26 @@ def _qd_sweep_section(t, bins, knee, fig_dir) -> Section:
     return Section(
         "Queue-depth sweep",
         [
-            f"{found}; the rule: {knee.rule.describe()}.",
-            "Throughput vs latency: one point per depth; the curve turns upward once extra "
-            "depth only adds queueing. Little's law: L = IOPS x mean latency equals the queue "
-            "depth when fio keeps the queue full (the grey band is ±10 %).",
-        ],
-        [
-            (
+            Text(f"{found}; the rule: {knee.rule.describe()}."),
+            Text(
+                "Throughput vs latency: one point per depth; the curve turns upward once extra "
+                "depth only adds queueing. Little's law: L = IOPS x mean latency equals the "
+                "queue depth when fio keeps the queue full (the grey band is ±10 %)."
+            ),
+            _figure(
                 figures.qd_tradeoff(sweep, knee.depth, fig_dir / "qd-tradeoff.png"),
                 "Throughput vs latency, knee marked",
             ),
-            (
+            _figure(
                 figures.littles_law(sweep, fig_dir / "littles-law.png"),
                 "Little's law: I/Os in flight vs queue depth",
             ),
-            (
+            _figure(
                 figures.latency_cdfs(bins, labels, "4K random read", fig_dir / "qd-cdf.png"),
                 "Latency distribution per queue depth",
             ),
-        ],
-        [
-            ("Queue-depth sweep", sweep[[*SHOWN_COLUMNS, "littles_l", "littles_ratio"]]),
-            ("Knee rule, step by step", steps),
+            frame_table(sweep[[*SHOWN_COLUMNS, "littles_l", "littles_ratio"]], "Queue-depth sweep"),
+            frame_table(steps, "Knee rule, step by step"),
         ],
     )
 
@@ -285,17 +303,17 @@ def _tails_section(t, bins, knee, fig_dir) -> Section:
     return Section(
         "Tail latency",
         [
-            "p50/p95/p99/p99.9 at mid queue depth and at the knee: how far the tail "
-            "stretches beyond the median as the device approaches saturation."
-        ],
-        [
-            (figures.tails_bars(t, fig_dir / "tails.png"), "Tail percentiles"),
-            (
+            Text(
+                "p50/p95/p99/p99.9 at mid queue depth and at the knee: how far the tail "
+                "stretches beyond the median as the device approaches saturation."
+            ),
+            _figure(figures.tails_bars(t, fig_dir / "tails.png"), "Tail percentiles"),
+            _figure(
                 figures.latency_cdfs(bins, labels, "tails", fig_dir / "tails-cdf.png"),
                 "Latency CDFs at mid depth and at the knee",
             ),
+            frame_table(_shown(t), "Tails"),
         ],
-        [("Tails", _shown(t))],
     )
 
 

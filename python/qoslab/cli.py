@@ -34,8 +34,10 @@ def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
+    from qoslab.sim.cli import register as register_sim
 
     app.add_typer(nvmelite)
+    register_sim(app)
     app.add_typer(lab)
 
 

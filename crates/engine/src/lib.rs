@@ -1,14 +1,24 @@
 //! The event kernel of qoslab's timed simulator.
 //!
-//! Kept deliberately small: simulated time, a deterministic event queue and named random
-//! streams. Models (queues, devices, schedulers) live in their own crates and only use these.
+//! Kept deliberately small: simulated time, a deterministic event queue, named random streams,
+//! the request every stage shares, the hooks a stage implements, statistics, and tunable
+//! tables. Models (queues, devices, schedulers) live in their own crates and only use these.
 
 pub mod queue;
 pub mod request;
 pub mod rng;
+pub mod series;
+pub mod stage;
+pub mod stats;
 pub mod time;
+pub mod tunable;
+pub mod units;
 
 pub use queue::EventQueue;
-pub use request::{IoPrio, IoPrioClass, Op};
+pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};
 pub use rng::RngStream;
+pub use series::{IntervalRow, IntervalSeries};
+pub use stage::{Harness, STAGE_API_VERSION, Stage, StageCtx};
+pub use stats::{LatencyHist, Moments};
 pub use time::Ns;
+pub use tunable::{ConfigDoc, ConfigError, RawValue, Settings, Tunable, Unit, Value};

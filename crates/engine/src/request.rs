@@ -1,4 +1,11 @@
-//! What every stage of the I/O path agrees on about an I/O: its operation and its priority.
+//! The one request type that flows through every stage of the simulated I/O path, and the
+//! arena it lives in.
+//!
+//! A request is created when a job issues an I/O and freed when the job sees it complete; in
+//! between, stages pass its [`ReqId`] around and read or stamp the fields they own. The arena
+//! reuses freed slots, so memory follows the number of outstanding I/Os, not the run length.
+
+use crate::time::Ns;
 
 /// The operation of one I/O, as the block layer and NVMe see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -12,9 +19,32 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every op, in [`Op::index`] order.
+    pub const ALL: [Op; 4] = [Op::Read, Op::Write, Op::Trim, Op::Flush];
+
     /// Index into per-op tables, in fio's reporting order (read, write, trim); flush last.
     pub const fn index(self) -> usize {
         self as usize
+    }
+
+    /// fio's name for the data direction (`read`, `write`, `trim`; flush is fio's `sync`).
+    pub const fn fio_name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Trim => "trim",
+            Op::Flush => "sync",
+        }
+    }
+
+    /// Whether data moves from the host to the device.
+    pub const fn carries_data_to_device(self) -> bool {
+        matches!(self, Op::Write)
+    }
+
+    /// Whether data moves from the device to the host.
+    pub const fn carries_data_to_host(self) -> bool {
+        matches!(self, Op::Read)
     }
 }
 
@@ -35,4 +65,276 @@ pub enum IoPrioClass {
 pub struct IoPrio {
     pub class: IoPrioClass,
     pub level: u8,
+}
+
+bitflags::bitflags! {
+    /// Ordering and durability attributes of a request (Linux REQ_* / NVMe command bits).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct ReqFlags: u16 {
+        /// Force Unit Access: the write is durable on media before it completes.
+        const FUA = 1 << 0;
+        /// Flush the volatile write cache before this request (Linux REQ_PREFLUSH).
+        const PREFLUSH = 1 << 1;
+        /// Synchronous I/O (the submitter waits for it; Linux REQ_SYNC).
+        const SYNC = 1 << 2;
+        /// An ordering point: later requests of the same stream must not overtake it.
+        const ORDERED = 1 << 3;
+        /// Issued again after a timeout, abort or controller reset.
+        const REQUEUED = 1 << 4;
+        /// One command of a larger request split at the transfer-size limit (MDTS).
+        const SPLIT = 1 << 5;
+        /// Cancelled by a controller reset while the media still held it: its completion is
+        /// dropped when it arrives, and only then is the slot freed.
+        const ORPHAN = 1 << 6;
+    }
+}
+
+/// How a request ended, as the host sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum IoStatus {
+    #[default]
+    Ok,
+    /// The media reported an error (e.g. a read of lost data after a power failure).
+    MediaError,
+    /// Aborted by an NVMe Abort command or a controller reset.
+    Aborted,
+    /// The device lost power with the request outstanding.
+    PowerLoss,
+}
+
+/// The identity of a request in a [`Requests`] arena: an index, cheap to copy and to store in
+/// events and queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReqId(pub u32);
+
+impl Default for ReqId {
+    fn default() -> Self {
+        ReqId::NONE
+    }
+}
+
+impl ReqId {
+    /// "No request" (for parents of top-level requests and empty slots).
+    pub const NONE: ReqId = ReqId(u32::MAX);
+
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    pub const fn is_none(self) -> bool {
+        self.0 == u32::MAX
+    }
+}
+
+/// When the request passed each point of the path. A stage stamps only its own fields; a
+/// field that the path does not have (no block layer, no interrupt) keeps the previous stamp's
+/// value, so differences between neighbours are always meaningful.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// The job issued the I/O (fio's start of submission latency).
+    pub queued_ns: Ns,
+    /// The host driver wrote the command into a submission queue and rang the doorbell (fio's
+    /// end of submission latency, start of completion latency).
+    pub dispatched_ns: Ns,
+    /// The controller fetched the command from the submission queue.
+    pub fetched_ns: Ns,
+    /// The media started working on the command.
+    pub media_start_ns: Ns,
+    /// The media finished it.
+    pub media_done_ns: Ns,
+    /// The controller posted the completion queue entry.
+    pub cq_posted_ns: Ns,
+    /// The interrupt that announced the entry reached the host.
+    pub interrupt_ns: Ns,
+    /// The job saw the I/O complete.
+    pub completed_ns: Ns,
+}
+
+/// One I/O (or, after an MDTS split, one NVMe command of a larger I/O).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub op: Op,
+    pub flags: ReqFlags,
+    pub prio: IoPrio,
+    pub status: IoStatus,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    /// The submitting job (index into the run's job table).
+    pub job: u32,
+    /// The host CPU (and so the NVMe queue pair) the job runs on.
+    pub core: u16,
+    /// The NVMe submission queue the command went through (set by the host driver).
+    pub sq: u16,
+    /// The request this one is a part of (MDTS split, requeue), or [`ReqId::NONE`].
+    pub parent: ReqId,
+    /// Parts of this request still outstanding (for a split parent), else 0.
+    pub pending_parts: u32,
+    /// Times this I/O was requeued after a timeout or reset.
+    pub retries: u16,
+    /// Free for the stage that currently holds the request (e.g. a command id, a queue slot).
+    /// Stages must not rely on it surviving a hand-off.
+    pub stage_tag: u64,
+    pub t: Stamps,
+}
+
+impl Request {
+    /// A request for `len_bytes` at `offset_bytes`, issued by `job` at `now`.
+    pub fn new(op: Op, offset_bytes: u64, len_bytes: u64, job: u32, now: Ns) -> Self {
+        Request {
+            op,
+            flags: ReqFlags::empty(),
+            prio: IoPrio::default(),
+            status: IoStatus::Ok,
+            offset_bytes,
+            len_bytes,
+            job,
+            core: 0,
+            sq: 0,
+            parent: ReqId::NONE,
+            pending_parts: 0,
+            retries: 0,
+            stage_tag: 0,
+            t: Stamps {
+                queued_ns: now,
+                ..Stamps::default()
+            },
+        }
+    }
+}
+
+/// The arena holding every outstanding request; slots of completed requests are reused.
+///
+/// No `Vec` growth happens once the number of outstanding requests has peaked, so the hot path
+/// does not allocate.
+#[derive(Debug, Default)]
+pub struct Requests {
+    slots: Vec<Request>,
+    live: Vec<bool>,
+    free: Vec<u32>,
+    outstanding: usize,
+}
+
+impl Requests {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An arena with room for `n` outstanding requests before it grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Requests {
+            slots: Vec::with_capacity(n),
+            live: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            outstanding: 0,
+        }
+    }
+
+    /// Stores `req` and returns its id.
+    pub fn alloc(&mut self, req: Request) -> ReqId {
+        self.outstanding += 1;
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = req;
+            self.live[i as usize] = true;
+            ReqId(i)
+        } else {
+            let i = u32::try_from(self.slots.len()).expect("more than 2^32 outstanding requests");
+            assert!(i != u32::MAX, "request arena full");
+            self.slots.push(req);
+            self.live.push(true);
+            ReqId(i)
+        }
+    }
+
+    /// Releases the slot of `id`; the id may be handed out again by the next `alloc`.
+    ///
+    /// # Panics
+    /// When `id` is not live: freeing twice is a bug in a stage.
+    pub fn free(&mut self, id: ReqId) {
+        assert!(self.live[id.index()], "request {id:?} freed twice");
+        self.live[id.index()] = false;
+        self.free.push(id.0);
+        self.outstanding -= 1;
+    }
+
+    /// Requests allocated and not yet freed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// The most requests ever outstanding at once (the arena's size).
+    pub fn high_water(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_live(&self, id: ReqId) -> bool {
+        self.live.get(id.index()).copied().unwrap_or(false)
+    }
+
+    /// Ids of every live request, in slot order (deterministic).
+    pub fn live_ids(&self) -> impl Iterator<Item = ReqId> + '_ {
+        self.live
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| **l)
+            .map(|(i, _)| ReqId(i as u32))
+    }
+}
+
+impl std::ops::Index<ReqId> for Requests {
+    type Output = Request;
+    #[inline]
+    fn index(&self, id: ReqId) -> &Request {
+        debug_assert!(self.live[id.index()], "request {id:?} used after free");
+        &self.slots[id.index()]
+    }
+}
+
+impl std::ops::IndexMut<ReqId> for Requests {
+    #[inline]
+    fn index_mut(&mut self, id: ReqId) -> &mut Request {
+        debug_assert!(self.live[id.index()], "request {id:?} used after free");
+        &mut self.slots[id.index()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_slots_are_reused_so_the_arena_tracks_outstanding_requests() {
+        let mut reqs = Requests::new();
+        for round in 0..1000u64 {
+            let a = reqs.alloc(Request::new(Op::Read, round * 4096, 4096, 0, round));
+            let b = reqs.alloc(Request::new(Op::Write, 0, 512, 1, round));
+            assert_eq!(reqs[a].offset_bytes, round * 4096);
+            assert_eq!(reqs[b].op, Op::Write);
+            reqs.free(a);
+            reqs.free(b);
+        }
+        assert_eq!(reqs.outstanding(), 0);
+        assert_eq!(reqs.high_water(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "freed twice")]
+    fn double_free_is_a_bug() {
+        let mut reqs = Requests::new();
+        let a = reqs.alloc(Request::new(Op::Read, 0, 4096, 0, 0));
+        reqs.free(a);
+        reqs.free(a);
+    }
+
+    #[test]
+    fn live_ids_lists_outstanding_requests_in_slot_order() {
+        let mut reqs = Requests::new();
+        let ids: Vec<_> = (0..4)
+            .map(|i| reqs.alloc(Request::new(Op::Read, i, 1, 0, 0)))
+            .collect();
+        reqs.free(ids[1]);
+        assert_eq!(
+            reqs.live_ids().collect::<Vec<_>>(),
+            vec![ids[0], ids[2], ids[3]]
+        );
+    }
 }

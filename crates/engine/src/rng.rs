@@ -4,7 +4,9 @@
 //! name (as fio derives one seed per purpose from `randseed`). Adding a component or a draw in
 //! one component therefore never shifts another component's draws.
 
-use rand_core::{Rng, SeedableRng};
+use std::convert::Infallible;
+
+use rand_core::{Rng, SeedableRng, TryRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -33,6 +35,12 @@ impl RngStream {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
+    /// Exponentially distributed with the given mean (inversion of the uniform draw).
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        // 1 - u lies in (0, 1], so the logarithm is finite.
+        -(1.0 - self.uniform()).ln() * mean
+    }
+
     /// Uniform integer in [0, n) without modulo bias (Lemire's multiply-shift with rejection).
     pub fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0, "below(0) has no values");
@@ -43,6 +51,21 @@ impl RngStream {
                 return (m >> 64) as u64;
             }
         }
+    }
+}
+
+/// So that `rand_distr` distributions can draw from a stream: `dist.sample(&mut stream)`.
+impl TryRng for RngStream {
+    type Error = Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok((self.state.next_u64() >> 32) as u32)
+    }
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.state.next_u64())
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        self.state.fill_bytes(dst);
+        Ok(())
     }
 }
 
@@ -84,6 +107,26 @@ mod tests {
             .map(|&c| (c as f64 - expected).powi(2) / expected)
             .sum();
         assert!(chi2 < 148.2, "chi2 = {chi2}");
+    }
+
+    #[test]
+    fn exponential_draws_have_the_requested_mean() {
+        let mut rng = RngStream::new(3, "exp");
+        let n = 1_000_000;
+        let mean = (0..n).map(|_| rng.exponential(250.0)).sum::<f64>() / n as f64;
+        // Standard error 250/sqrt(1e6) = 0.25: 1.5 is six of them.
+        assert!((mean - 250.0).abs() < 1.5, "mean = {mean}");
+    }
+
+    #[test]
+    fn rand_distr_distributions_draw_from_a_stream() {
+        use rand_distr::{Distribution, LogNormal};
+        let mut rng = RngStream::new(4, "lognormal");
+        let d = LogNormal::new(0.0, 0.5).unwrap();
+        let n = 400_000;
+        let mean = (0..n).map(|_| d.sample(&mut rng)).sum::<f64>() / n as f64;
+        let expected = (0.5f64 * 0.5 / 2.0).exp();
+        assert!((mean / expected - 1.0).abs() < 0.005, "mean = {mean}");
     }
 
     #[test]

@@ -4,10 +4,12 @@
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod sim;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nvmelite::register(m)?;
+    sim::register(m)?;
     Ok(())
 }

@@ -1,0 +1,763 @@
+//! Tunables as data: each model declares its knobs once, in a table of [`Tunable`]s (name,
+//! unit, default, range, help). The same table validates TOML files and `--set key=value`
+//! overrides, prints the CLI help and generates the docs, so they cannot drift apart.
+//!
+//! A configuration file is read into a [`ConfigDoc`] (every key flattened to a dotted path with
+//! its line number); each owner takes its section with [`ConfigDoc::section`], and whatever is
+//! left over at the end is an unknown key and an error.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::time::Ns;
+use crate::units::{parse_duration_ns, parse_rate_bytes_per_ns, parse_size};
+
+/// What a tunable measures, which decides how its value is written and checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    /// Time in ns: an integer, or a string with a unit (`"1.5us"`).
+    Ns,
+    /// A byte count: an integer, or a string with a size suffix (`"4KiB"`, `"128k"`).
+    Bytes,
+    /// A plain non-negative integer.
+    Count,
+    /// A fraction, usually in [0, 1]; `"7%"` is accepted.
+    Ratio,
+    /// A dimensionless real number.
+    Real,
+    /// A data rate in bytes per ns (= GB/s): a number, or a string such as `"500MB/s"`.
+    BytesPerNs,
+    Bool,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// Free text (a name, a file path).
+    Text,
+    /// A list of real numbers.
+    Reals,
+}
+
+impl Unit {
+    /// The unit as printed in help and docs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Bytes => "bytes",
+            Unit::Count => "count",
+            Unit::Ratio => "fraction",
+            Unit::Real => "number",
+            Unit::BytesPerNs => "GB/s",
+            Unit::Bool => "bool",
+            Unit::Choice(_) => "choice",
+            Unit::Text => "text",
+            Unit::Reals => "list",
+        }
+    }
+
+    fn expected(&self) -> String {
+        match self {
+            Unit::Ns => "a time like 250ns, 1.5us or 2ms".into(),
+            Unit::Bytes => "a size like 4096, 4k or 4KiB".into(),
+            Unit::Count => "a non-negative integer".into(),
+            Unit::Ratio => "a fraction like 0.07 or 7%".into(),
+            Unit::Real => "a number".into(),
+            Unit::BytesPerNs => "a rate like 1.0 (GB/s) or 500MB/s".into(),
+            Unit::Bool => "true or false".into(),
+            Unit::Choice(words) => format!("one of {}", words.join(", ")),
+            Unit::Text => "a string".into(),
+            Unit::Reals => "a list of numbers".into(),
+        }
+    }
+}
+
+/// A tunable's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(u64),
+    Real(f64),
+    Bool(bool),
+    Text(Cow<'static, str>),
+    Reals(Cow<'static, [f64]>),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Real(v) => write!(f, "{v}"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::Text(v) => write!(f, "{v}"),
+            Value::Reals(v) => {
+                let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+                write!(f, "[{}]", parts.join(", "))
+            }
+        }
+    }
+}
+
+/// One knob of a model: declared once, used by the parser, the CLI help and the docs.
+#[derive(Clone, Debug)]
+pub struct Tunable {
+    /// Key in its section, with the unit in the name where there is one (`fetch_ns`). May be
+    /// dotted (`flash.read_ns`) for a model with sub-tables.
+    pub name: &'static str,
+    pub unit: Unit,
+    pub default: Value,
+    /// Inclusive range for numeric values (ignored for others).
+    pub min: f64,
+    pub max: f64,
+    pub help: &'static str,
+}
+
+impl Tunable {
+    const fn new(name: &'static str, unit: Unit, default: Value, help: &'static str) -> Self {
+        Tunable {
+            name,
+            unit,
+            default,
+            min: 0.0,
+            max: f64::INFINITY,
+            help,
+        }
+    }
+    pub const fn ns(name: &'static str, default_ns: Ns, help: &'static str) -> Self {
+        Self::new(name, Unit::Ns, Value::Int(default_ns), help)
+    }
+    pub const fn bytes(name: &'static str, default: u64, help: &'static str) -> Self {
+        Self::new(name, Unit::Bytes, Value::Int(default), help)
+    }
+    pub const fn count(name: &'static str, default: u64, help: &'static str) -> Self {
+        Self::new(name, Unit::Count, Value::Int(default), help)
+    }
+    pub const fn ratio(name: &'static str, default: f64, help: &'static str) -> Self {
+        Self::new(name, Unit::Ratio, Value::Real(default), help).range(0.0, 1.0)
+    }
+    pub const fn real(name: &'static str, default: f64, help: &'static str) -> Self {
+        Self::new(name, Unit::Real, Value::Real(default), help)
+    }
+    pub const fn rate(name: &'static str, default_gb_per_s: f64, help: &'static str) -> Self {
+        Self::new(name, Unit::BytesPerNs, Value::Real(default_gb_per_s), help)
+    }
+    pub const fn flag(name: &'static str, default: bool, help: &'static str) -> Self {
+        Self::new(name, Unit::Bool, Value::Bool(default), help)
+    }
+    pub const fn choice(
+        name: &'static str,
+        words: &'static [&'static str],
+        default: &'static str,
+        help: &'static str,
+    ) -> Self {
+        Self::new(
+            name,
+            Unit::Choice(words),
+            Value::Text(Cow::Borrowed(default)),
+            help,
+        )
+    }
+    pub const fn text(name: &'static str, default: &'static str, help: &'static str) -> Self {
+        Self::new(name, Unit::Text, Value::Text(Cow::Borrowed(default)), help)
+    }
+    pub const fn reals(name: &'static str, default: &'static [f64], help: &'static str) -> Self {
+        Self::new(
+            name,
+            Unit::Reals,
+            Value::Reals(Cow::Borrowed(default)),
+            help,
+        )
+    }
+    /// Restricts a numeric tunable to [min, max].
+    pub const fn range(mut self, min: f64, max: f64) -> Self {
+        self.min = min;
+        self.max = max;
+        self
+    }
+
+    /// Reads `raw` as this tunable's value, or says what was expected.
+    pub fn parse(&self, raw: &RawValue) -> Result<Value, String> {
+        let bad = || {
+            format!(
+                "expected {}{}, got {raw}",
+                self.unit.expected(),
+                self.range_text()
+            )
+        };
+        let value = match (&self.unit, raw) {
+            (Unit::Ns, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
+            (Unit::Ns, RawValue::Real(v)) if *v >= 0.0 => Value::Int(v.round() as u64),
+            (Unit::Ns, RawValue::Text(s)) => Value::Int(parse_duration_ns(s).ok_or_else(bad)?),
+            (Unit::Bytes, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
+            (Unit::Bytes, RawValue::Text(s)) => Value::Int(parse_size(s).ok_or_else(bad)?),
+            (Unit::Count, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
+            (Unit::Ratio, RawValue::Text(s)) => match s.trim().strip_suffix('%') {
+                Some(p) => Value::Real(p.trim().parse::<f64>().map_err(|_| bad())? / 100.0),
+                None => return Err(bad()),
+            },
+            (Unit::Ratio | Unit::Real, RawValue::Int(v)) => Value::Real(*v as f64),
+            (Unit::Ratio | Unit::Real, RawValue::Real(v)) => Value::Real(*v),
+            (Unit::BytesPerNs, RawValue::Int(v)) => Value::Real(*v as f64),
+            (Unit::BytesPerNs, RawValue::Real(v)) => Value::Real(*v),
+            (Unit::BytesPerNs, RawValue::Text(s)) => {
+                Value::Real(parse_rate_bytes_per_ns(s).ok_or_else(bad)?)
+            }
+            (Unit::Bool, RawValue::Bool(b)) => Value::Bool(*b),
+            (Unit::Choice(words), RawValue::Text(s)) => {
+                let w = words
+                    .iter()
+                    .find(|w| w.eq_ignore_ascii_case(s))
+                    .ok_or_else(bad)?;
+                Value::Text(Cow::Borrowed(w))
+            }
+            (Unit::Text, RawValue::Text(s)) => Value::Text(Cow::Owned(s.clone())),
+            (Unit::Reals, RawValue::List(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        RawValue::Int(v) => out.push(*v as f64),
+                        RawValue::Real(v) => out.push(*v),
+                        _ => return Err(bad()),
+                    }
+                }
+                Value::Reals(Cow::Owned(out))
+            }
+            _ => return Err(bad()),
+        };
+        let number = match &value {
+            Value::Int(v) => Some(*v as f64),
+            Value::Real(v) => Some(*v),
+            _ => None,
+        };
+        if let Some(x) = number
+            && (x.is_nan() || x < self.min || x > self.max)
+        {
+            return Err(bad());
+        }
+        Ok(value)
+    }
+
+    fn range_text(&self) -> String {
+        let numeric = matches!(
+            self.unit,
+            Unit::Ns | Unit::Bytes | Unit::Count | Unit::Ratio | Unit::Real | Unit::BytesPerNs
+        );
+        match (numeric, self.min > 0.0, self.max.is_finite()) {
+            (false, _, _) | (true, false, false) => String::new(),
+            (true, true, false) => format!(" of at least {}", self.min),
+            (true, _, true) => format!(" between {} and {}", self.min, self.max),
+        }
+    }
+}
+
+/// A value as written in a file or on the command line, before it is given a unit.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawValue {
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+    Text(String),
+    List(Vec<RawValue>),
+}
+
+impl fmt::Display for RawValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RawValue::Int(v) => write!(f, "{v}"),
+            RawValue::Real(v) => write!(f, "{v}"),
+            RawValue::Bool(v) => write!(f, "{v}"),
+            RawValue::Text(s) => write!(f, "'{s}'"),
+            RawValue::List(items) => {
+                let parts: Vec<String> = items.iter().map(|x| x.to_string()).collect();
+                write!(f, "[{}]", parts.join(", "))
+            }
+        }
+    }
+}
+
+impl RawValue {
+    /// Reads the value part of `--set key=value`: a TOML value if it is one (`4`, `1.5`,
+    /// `true`, `[1, 2]`, `"x"`), else the bare text (`1.5us`, `wrr`).
+    pub fn from_cli(text: &str) -> RawValue {
+        let doc = format!("v = {text}");
+        if let Ok(table) = toml::de::DeTable::parse(&doc)
+            && let Some(v) = table.get_ref().get("v")
+            && let Ok(raw) = RawValue::from_toml(v.get_ref())
+        {
+            return raw;
+        }
+        RawValue::Text(text.trim().to_string())
+    }
+
+    fn from_toml(v: &toml::de::DeValue<'_>) -> Result<RawValue, &'static str> {
+        use toml::de::DeValue;
+        Ok(match v {
+            DeValue::String(s) => RawValue::Text(s.to_string()),
+            DeValue::Integer(i) => {
+                let text = i.as_str().replace('_', "");
+                let parsed = match i.radix() {
+                    10 => text.parse::<i64>(),
+                    r => i64::from_str_radix(&text, r),
+                };
+                RawValue::Int(parsed.map_err(|_| "an integer out of range")?)
+            }
+            DeValue::Float(x) => RawValue::Real(
+                x.as_str()
+                    .replace('_', "")
+                    .parse()
+                    .map_err(|_| "a bad float")?,
+            ),
+            DeValue::Boolean(b) => RawValue::Bool(*b),
+            DeValue::Datetime(_) => return Err("a date"),
+            DeValue::Array(items) => RawValue::List(
+                items
+                    .iter()
+                    .map(|x| RawValue::from_toml(x.get_ref()))
+                    .collect::<Result<_, _>>()?,
+            ),
+            DeValue::Table(_) => return Err("a table"),
+        })
+    }
+}
+
+/// A bad configuration: where (file and line when known) and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: Option<PathBuf>,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ConfigError {
+            path: None,
+            line: None,
+            message: message.into(),
+        }
+    }
+    pub fn at(path: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
+        ConfigError {
+            path: Some(path.to_path_buf()),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.path, self.line) {
+            (Some(p), Some(l)) => write!(f, "{}:{l}: {}", p.display(), self.message),
+            (Some(p), None) => write!(f, "{}: {}", p.display(), self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The values of one section's tunables, defaults filled in.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    section: String,
+    table: &'static [Tunable],
+    values: Vec<Value>,
+    given: Vec<bool>,
+}
+
+impl Settings {
+    /// Every tunable of `table` at its default.
+    pub fn defaults(section: &str, table: &'static [Tunable]) -> Self {
+        Settings {
+            section: section.to_string(),
+            table,
+            values: table.iter().map(|t| t.default.clone()).collect(),
+            given: vec![false; table.len()],
+        }
+    }
+
+    pub fn section(&self) -> &str {
+        &self.section
+    }
+
+    pub fn table(&self) -> &'static [Tunable] {
+        self.table
+    }
+
+    fn position(&self, name: &str) -> usize {
+        self.table
+            .iter()
+            .position(|t| t.name == name)
+            .unwrap_or_else(|| panic!("tunable '{name}' is not declared in [{}]", self.section))
+    }
+
+    /// Sets `name` from `raw`; `Err` says what was expected.
+    pub fn set(&mut self, name: &str, raw: &RawValue) -> Result<(), String> {
+        let Some(i) = self.table.iter().position(|t| t.name == name) else {
+            let known: Vec<&str> = self.table.iter().map(|t| t.name).collect();
+            return Err(format!(
+                "unknown key '{}.{name}' (known: {})",
+                self.section,
+                known.join(", ")
+            ));
+        };
+        let value = self.table[i]
+            .parse(raw)
+            .map_err(|e| format!("field '{}.{name}': {e}", self.section))?;
+        self.values[i] = value;
+        self.given[i] = true;
+        Ok(())
+    }
+
+    /// Whether `name` was given explicitly (not left at its default).
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given[self.position(name)]
+    }
+
+    pub fn value(&self, name: &str) -> &Value {
+        &self.values[self.position(name)]
+    }
+
+    /// An integer tunable (ns, bytes, count).
+    pub fn u64(&self, name: &str) -> u64 {
+        match self.value(name) {
+            Value::Int(v) => *v,
+            other => panic!("tunable '{name}' is {other:?}, not an integer"),
+        }
+    }
+
+    /// A numeric tunable as f64.
+    pub fn f64(&self, name: &str) -> f64 {
+        match self.value(name) {
+            Value::Int(v) => *v as f64,
+            Value::Real(v) => *v,
+            other => panic!("tunable '{name}' is {other:?}, not a number"),
+        }
+    }
+
+    pub fn bool(&self, name: &str) -> bool {
+        match self.value(name) {
+            Value::Bool(v) => *v,
+            other => panic!("tunable '{name}' is {other:?}, not a bool"),
+        }
+    }
+
+    /// A choice or text tunable.
+    pub fn str(&self, name: &str) -> &str {
+        match self.value(name) {
+            Value::Text(v) => v,
+            other => panic!("tunable '{name}' is {other:?}, not text"),
+        }
+    }
+
+    pub fn reals(&self, name: &str) -> &[f64] {
+        match self.value(name) {
+            Value::Reals(v) => v,
+            other => panic!("tunable '{name}' is {other:?}, not a list"),
+        }
+    }
+
+    /// (name, value) of every tunable, in table order (for reports).
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        self.table.iter().map(|t| t.name).zip(self.values.iter())
+    }
+}
+
+/// One key of a configuration file, flattened: `media.flash.read_ns = 75000` at line 12.
+#[derive(Clone, Debug)]
+struct Entry {
+    key: String,
+    value: RawValue,
+    line: usize,
+    used: bool,
+}
+
+/// A TOML configuration file read for its tunables: every key flattened to a dotted path with
+/// its line, so each error names the file and line.
+#[derive(Clone, Debug)]
+pub struct ConfigDoc {
+    path: PathBuf,
+    entries: Vec<Entry>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl ConfigDoc {
+    /// Reads and parses the TOML file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::at(path, None, format!("cannot read: {e}")))?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses `text` as the contents of `path` (which is used in messages only).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let table = toml::de::DeTable::parse(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let msg = e
+                .message()
+                .lines()
+                .next()
+                .unwrap_or("invalid TOML")
+                .to_string();
+            ConfigError::at(path, line, format!("invalid TOML: {msg}"))
+        })?;
+        let mut entries = Vec::new();
+        Self::flatten(path, text, "", table.get_ref(), &mut entries)?;
+        Ok(ConfigDoc {
+            path: path.to_path_buf(),
+            entries,
+        })
+    }
+
+    fn flatten(
+        path: &Path,
+        text: &str,
+        prefix: &str,
+        table: &toml::de::DeTable<'_>,
+        out: &mut Vec<Entry>,
+    ) -> Result<(), ConfigError> {
+        for (key, value) in table.iter() {
+            let name = if prefix.is_empty() {
+                key.get_ref().to_string()
+            } else {
+                format!("{prefix}.{}", key.get_ref())
+            };
+            let line = line_of(text, key.span().start);
+            if let toml::de::DeValue::Table(sub) = value.get_ref() {
+                Self::flatten(path, text, &name, sub, out)?;
+                continue;
+            }
+            let raw = RawValue::from_toml(value.get_ref()).map_err(|what| {
+                ConfigError::at(
+                    path,
+                    Some(line),
+                    format!("field '{name}': {what} is not a setting"),
+                )
+            })?;
+            out.push(Entry {
+                key: name,
+                value: raw,
+                line,
+                used: false,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The raw value of `key` (a dotted path), marking it used.
+    pub fn take(&mut self, key: &str) -> Option<(RawValue, usize)> {
+        let e = self.entries.iter_mut().find(|e| e.key == key)?;
+        e.used = true;
+        Some((e.value.clone(), e.line))
+    }
+
+    /// A text value of `key`, marking it used; an error if it is not text.
+    pub fn take_text(&mut self, key: &str) -> Result<Option<String>, ConfigError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some((RawValue::Text(s), _)) => Ok(Some(s)),
+            Some((other, line)) => Err(ConfigError::at(
+                &self.path,
+                Some(line),
+                format!("field '{key}': expected a string, got {other}"),
+            )),
+        }
+    }
+
+    /// Applies every key under `[section]` to a [`Settings`] over `table`; keys under the
+    /// section that the table does not declare are errors.
+    pub fn section(
+        &mut self,
+        section: &str,
+        table: &'static [Tunable],
+    ) -> Result<Settings, ConfigError> {
+        let mut settings = Settings::defaults(section, table);
+        let prefix = format!("{section}.");
+        for e in self.entries.iter_mut().filter(|e| !e.used) {
+            let Some(name) = e.key.strip_prefix(&prefix) else {
+                continue;
+            };
+            e.used = true;
+            settings
+                .set(name, &e.value)
+                .map_err(|msg| ConfigError::at(&self.path, Some(e.line), msg))?;
+        }
+        Ok(settings)
+    }
+
+    /// Fails on the first key nobody took: a misspelt or unsupported setting.
+    pub fn finish(&self) -> Result<(), ConfigError> {
+        match self.entries.iter().find(|e| !e.used) {
+            None => Ok(()),
+            Some(e) => Err(ConfigError::at(
+                &self.path,
+                Some(e.line),
+                format!("unknown key '{}'", e.key),
+            )),
+        }
+    }
+}
+
+/// Applies one `--set section.key=value` override to the settings it names.
+pub fn apply_override(assignment: &str, settings: &mut [&mut Settings]) -> Result<(), ConfigError> {
+    let err = |msg: String| ConfigError::new(format!("--set {assignment}: {msg}"));
+    let (key, value) = assignment
+        .split_once('=')
+        .ok_or_else(|| err("expected section.key=value".into()))?;
+    let (section, name) = key
+        .trim()
+        .split_once('.')
+        .ok_or_else(|| err("expected section.key=value".into()))?;
+    let known: Vec<String> = settings.iter().map(|s| s.section().to_string()).collect();
+    let target = settings
+        .iter_mut()
+        .find(|s| s.section() == section)
+        .ok_or_else(|| {
+            err(format!(
+                "unknown section '{section}' (known: {})",
+                known.join(", ")
+            ))
+        })?;
+    target.set(name, &RawValue::from_cli(value)).map_err(err)
+}
+
+/// The tunables of one section as a Markdown table (for docs and `--help`).
+pub fn markdown_table(section: &str, table: &[Tunable]) -> String {
+    let mut out =
+        String::from("| key | unit | default | range | meaning |\n|---|---|---|---|---|\n");
+    for t in table {
+        let range = match t.unit {
+            Unit::Choice(words) => words.join(" \\| "),
+            Unit::Ns | Unit::Bytes | Unit::Count | Unit::Ratio | Unit::Real | Unit::BytesPerNs => {
+                let max = if t.max.is_finite() {
+                    t.max.to_string()
+                } else {
+                    "∞".into()
+                };
+                format!("{} – {max}", t.min)
+            }
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "| `{section}.{}` | {} | `{}` | {range} | {} |\n",
+            t.name,
+            t.unit.label(),
+            t.default,
+            t.help
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static TABLE: &[Tunable] = &[
+        Tunable::ns("fetch_ns", 100, "time to fetch one command"),
+        Tunable::bytes("mdts_bytes", 131072, "largest transfer of one command"),
+        Tunable::count("servers", 1, "parallel servers").range(1.0, 1024.0),
+        Tunable::ratio("op_ratio", 0.07, "over-provisioning"),
+        Tunable::rate("lane_rate", 1.0, "per-lane rate"),
+        Tunable::choice("arbitration", &["rr", "wrr"], "rr", "arbitration"),
+        Tunable::flag("plp", false, "power-loss protection"),
+        Tunable::reals("weights", &[1.0, 2.0], "weights"),
+    ];
+
+    fn doc(text: &str) -> ConfigDoc {
+        ConfigDoc::parse(Path::new("dev.toml"), text).unwrap()
+    }
+
+    #[test]
+    fn values_are_read_with_their_units() {
+        let mut d = doc(
+            "[c]\nfetch_ns = \"1.5us\"\nmdts_bytes = \"128k\"\nservers = 4\nop_ratio = \"28%\"\n\
+             lane_rate = \"500MB/s\"\narbitration = \"WRR\"\nplp = true\nweights = [8, 4, 1]\n",
+        );
+        let s = d.section("c", TABLE).unwrap();
+        d.finish().unwrap();
+        assert_eq!(s.u64("fetch_ns"), 1500);
+        assert_eq!(s.u64("mdts_bytes"), 131072);
+        assert_eq!(s.u64("servers"), 4);
+        assert_eq!(s.f64("op_ratio"), 0.28);
+        assert_eq!(s.f64("lane_rate"), 0.5);
+        assert_eq!(s.str("arbitration"), "wrr");
+        assert!(s.bool("plp"));
+        assert_eq!(s.reals("weights"), &[8.0, 4.0, 1.0]);
+    }
+
+    #[test]
+    fn defaults_fill_what_the_file_leaves_out() {
+        let mut d = doc("[c]\nservers = 2\n");
+        let s = d.section("c", TABLE).unwrap();
+        assert_eq!(s.u64("fetch_ns"), 100);
+        assert!(!s.is_given("fetch_ns"));
+        assert!(s.is_given("servers"));
+    }
+
+    #[test]
+    fn a_wrong_unit_names_file_line_field_and_expectation() {
+        let mut d = doc("[c]\nservers = 2\nfetch_ns = \"4KiB\"\n");
+        let err = d.section("c", TABLE).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "dev.toml:3: field 'c.fetch_ns': expected a time like 250ns, 1.5us or 2ms, got '4KiB'"
+        );
+    }
+
+    #[test]
+    fn out_of_range_and_unknown_keys_are_errors() {
+        let mut d = doc("[c]\nservers = 0\n");
+        let err = d.section("c", TABLE).unwrap_err().to_string();
+        assert!(err.starts_with("dev.toml:2: field 'c.servers': expected a non-negative integer between 1 and 1024, got 0"), "{err}");
+        let mut d = doc("[c]\nservrs = 2\n");
+        let err = d.section("c", TABLE).unwrap_err().to_string();
+        assert!(
+            err.starts_with("dev.toml:2: unknown key 'c.servrs'"),
+            "{err}"
+        );
+        let mut d = doc("x = 1\n[c]\n");
+        d.section("c", TABLE).unwrap();
+        assert_eq!(
+            d.finish().unwrap_err().to_string(),
+            "dev.toml:1: unknown key 'x'"
+        );
+    }
+
+    #[test]
+    fn toml_syntax_errors_carry_the_line() {
+        let err = ConfigDoc::parse(Path::new("d.toml"), "[c]\nservers = = 2\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+    }
+
+    #[test]
+    fn cli_overrides_take_bare_words_and_units() {
+        let mut s = Settings::defaults("c", TABLE);
+        apply_override("c.arbitration=wrr", &mut [&mut s]).unwrap();
+        apply_override("c.fetch_ns=2us", &mut [&mut s]).unwrap();
+        apply_override("c.weights=[4, 2, 1]", &mut [&mut s]).unwrap();
+        assert_eq!(s.str("arbitration"), "wrr");
+        assert_eq!(s.u64("fetch_ns"), 2000);
+        assert_eq!(s.reals("weights"), &[4.0, 2.0, 1.0]);
+        let err = apply_override("c.servers=many", &mut [&mut s]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--set c.servers=many: field 'c.servers'"),
+            "{err}"
+        );
+        let err = apply_override("d.x=1", &mut [&mut s]).unwrap_err();
+        assert!(err.to_string().contains("unknown section 'd'"), "{err}");
+    }
+
+    #[test]
+    fn the_markdown_table_lists_every_tunable() {
+        let md = markdown_table("c", TABLE);
+        assert_eq!(md.lines().count(), 2 + TABLE.len());
+        assert!(md.contains("| `c.fetch_ns` | ns | `100` | 0 – ∞ | time to fetch one command |"));
+    }
+}

@@ -1,0 +1,326 @@
+//! An analytic device: c identical servers in front of one FIFO queue (M/G/c when arrivals
+//! are Poisson), with fixed, exponential, lognormal or empirical service times. Its value is
+//! that queueing theory predicts it exactly, which checks the whole path around it.
+
+use std::collections::VecDeque;
+
+use qoslab_engine::time::ns_from_f64;
+use qoslab_engine::{
+    ConfigError, IoStatus, Ns, Op, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
+};
+
+use crate::service::{QuantileTable, Service};
+use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
+
+/// Tunables of `[media] model = "analytic"`.
+pub static ANALYTIC_TUNABLES: &[Tunable] = &[
+    Tunable::count("servers", 1, "commands served in parallel (c)").range(1.0, 65536.0),
+    Tunable::choice(
+        "service",
+        &["fixed", "exponential", "lognormal", "empirical"],
+        "exponential",
+        "service-time distribution of reads and writes",
+    ),
+    Tunable::ns(
+        "service_mean_ns",
+        10_000,
+        "mean read service time (the fixed time for `fixed`)",
+    ),
+    Tunable::ns(
+        "write_mean_ns",
+        0,
+        "mean write service time; 0 = same as service_mean_ns",
+    ),
+    Tunable::real(
+        "service_cv",
+        0.5,
+        "coefficient of variation (stddev/mean) for `lognormal`",
+    )
+    .range(0.0, 100.0),
+    Tunable::reals(
+        "service_points_ns",
+        &[],
+        "for `empirical`: service times at the percentiles of service_points_pct",
+    ),
+    Tunable::reals(
+        "service_points_pct",
+        &[],
+        "for `empirical`: increasing percentiles (0-100) of service_points_ns; empty = equally spaced from 0 to 100",
+    ),
+    Tunable::rate(
+        "transfer_rate",
+        0.0,
+        "media data rate added to each read and write as len / rate; 0 = size-independent",
+    ),
+    Tunable::ns("flush_ns", 0, "service time of a flush (occupies a server)"),
+    Tunable::ns(
+        "trim_ns",
+        0,
+        "service time of a deallocate (occupies a server)",
+    ),
+    Tunable::bytes("capacity_bytes", 1 << 40, "addressable capacity").range(512.0, 1.8e19),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerDone(pub u32);
+
+/// c servers, one FIFO queue.
+#[derive(Debug)]
+pub struct AnalyticDevice {
+    /// The command each server is working on.
+    busy_with: Vec<Option<ReqId>>,
+    /// Idle servers (a stack: which idle server takes a command does not change any time).
+    idle: Vec<u32>,
+    waiting: VecDeque<ReqId>,
+    read: Service,
+    write: Service,
+    transfer_rate: f64,
+    flush_ns: Ns,
+    trim_ns: Ns,
+    capacity_bytes: u64,
+    rng: RngStream,
+    served: u64,
+}
+
+impl AnalyticDevice {
+    /// A device with `servers` servers and the given read and write service.
+    pub fn new(servers: u32, read: Service, write: Service, seed: u64) -> Self {
+        AnalyticDevice {
+            busy_with: vec![None; servers as usize],
+            idle: (0..servers).rev().collect(),
+            waiting: VecDeque::new(),
+            read,
+            write,
+            transfer_rate: 0.0,
+            flush_ns: 0,
+            trim_ns: 0,
+            capacity_bytes: 1 << 40,
+            rng: RngStream::new(seed, "media/service"),
+            served: 0,
+        }
+    }
+
+    fn service_ns(&mut self, op: Op, len_bytes: u64) -> Ns {
+        let base = match op {
+            Op::Read => self.read.sample_ns(&mut self.rng),
+            Op::Write => self.write.sample_ns(&mut self.rng),
+            Op::Flush => return self.flush_ns,
+            Op::Trim => return self.trim_ns,
+        };
+        if self.transfer_rate > 0.0 {
+            base + ns_from_f64(len_bytes as f64 / self.transfer_rate)
+        } else {
+            base
+        }
+    }
+
+    fn start(&mut self, id: ReqId, server: u32, ctx: &mut impl StageCtx<ServerDone>) {
+        let now = ctx.now_ns();
+        let req = &mut ctx.reqs_mut()[id];
+        req.t.media_start_ns = now;
+        let (op, len) = (req.op, req.len_bytes);
+        let service = self.service_ns(op, len);
+        self.busy_with[server as usize] = Some(id);
+        ctx.schedule(now + service, ServerDone(server));
+    }
+
+    /// Commands served so far.
+    pub fn served(&self) -> u64 {
+        self.served
+    }
+}
+
+impl Stage for AnalyticDevice {
+    type Event = ServerDone;
+
+    #[inline]
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<ServerDone>) {
+        match self.idle.pop() {
+            Some(server) => self.start(id, server, ctx),
+            None => self.waiting.push_back(id),
+        }
+    }
+
+    #[inline]
+    fn on_event(&mut self, ServerDone(server): ServerDone, ctx: &mut impl StageCtx<ServerDone>) {
+        let id = self.busy_with[server as usize]
+            .take()
+            .expect("a server finished without a command");
+        let now = ctx.now_ns();
+        ctx.reqs_mut()[id].t.media_done_ns = now;
+        self.served += 1;
+        ctx.complete(id);
+        match self.waiting.pop_front() {
+            Some(next) => self.start(next, server, ctx),
+            None => self.idle.push(server),
+        }
+    }
+
+    fn abort(&mut self, id: ReqId, _ctx: &mut impl StageCtx<ServerDone>) -> bool {
+        match self.waiting.iter().position(|&w| w == id) {
+            Some(i) => {
+                self.waiting.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn reset(&mut self, ctx: &mut impl StageCtx<ServerDone>) {
+        // Queued commands are dropped at once; those on a server finish their service.
+        for id in std::mem::take(&mut self.waiting) {
+            ctx.reqs_mut()[id].status = IoStatus::Aborted;
+            ctx.complete(id);
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        vec![("commands_served".into(), self.served as f64)]
+    }
+}
+
+impl Device for AnalyticDevice {
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::ABORT_QUEUED
+    }
+}
+
+fn service_from(s: &Settings, mean_ns: f64) -> Result<Service, ConfigError> {
+    let field = |name: &str, msg: String| ConfigError::new(format!("field 'media.{name}': {msg}"));
+    Ok(match s.str("service") {
+        "fixed" => Service::Fixed(mean_ns as Ns),
+        "exponential" => Service::Exponential { mean_ns },
+        "lognormal" => {
+            Service::lognormal(mean_ns, s.f64("service_cv")).map_err(|e| field("service_cv", e))?
+        }
+        "empirical" => {
+            let points = s.reals("service_points_ns");
+            let pcts = s.reals("service_points_pct");
+            let table = if pcts.is_empty() {
+                QuantileTable::from_sorted_points(points)
+            } else {
+                QuantileTable::new(pcts, points)
+            }
+            .map_err(|e| field("service_points_ns", e))?;
+            Service::Empirical(table)
+        }
+        other => unreachable!("choice '{other}' not declared"),
+    })
+}
+
+impl DeviceModel for AnalyticDevice {
+    const NAME: &'static str = "analytic";
+    const HELP: &'static str =
+        "c servers and one FIFO queue; fixed, exponential, lognormal or empirical service";
+    const TUNABLES: &'static [Tunable] = ANALYTIC_TUNABLES;
+
+    fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
+        let read_mean = s.u64("service_mean_ns") as f64;
+        let write_mean = match s.u64("write_mean_ns") {
+            0 => read_mean,
+            w => w as f64,
+        };
+        let read = service_from(s, read_mean)?;
+        let write = match s.str("service") {
+            // An empirical table is one distribution; a separate write mean rescales it.
+            "empirical" => match &read {
+                Service::Empirical(t) if s.u64("write_mean_ns") != 0 => {
+                    let k = write_mean / t.mean();
+                    let pts: Vec<f64> =
+                        s.reals("service_points_ns").iter().map(|v| v * k).collect();
+                    let pcts = s.reals("service_points_pct");
+                    Service::Empirical(
+                        if pcts.is_empty() {
+                            QuantileTable::from_sorted_points(&pts)
+                        } else {
+                            QuantileTable::new(pcts, &pts)
+                        }
+                        .map_err(ConfigError::new)?,
+                    )
+                }
+                other => other.clone(),
+            },
+            _ => service_from(s, write_mean)?,
+        };
+        let mut dev = AnalyticDevice::new(s.u64("servers") as u32, read, write, ctx.seed);
+        dev.transfer_rate = s.f64("transfer_rate");
+        dev.flush_ns = s.u64("flush_ns");
+        dev.trim_ns = s.u64("trim_ns");
+        dev.capacity_bytes = s.u64("capacity_bytes");
+        Ok(dev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qoslab_engine::{Harness, Request};
+
+    fn read(at: Ns) -> Request {
+        Request::new(Op::Read, 0, 4096, 0, at)
+    }
+
+    #[test]
+    fn one_fixed_server_serves_in_arrival_order_back_to_back() {
+        let dev = AnalyticDevice::new(1, Service::Fixed(100), Service::Fixed(100), 1);
+        let mut h = Harness::new(dev);
+        let a = h.submit_at(0, read(0));
+        let b = h.submit_at(10, read(10));
+        let c = h.submit_at(500, read(500));
+        h.run();
+        assert_eq!(h.completed, vec![(a, 100), (b, 200), (c, 600)]);
+        assert_eq!(h.reqs[b].t.media_start_ns, 100);
+    }
+
+    #[test]
+    fn c_servers_work_in_parallel() {
+        let dev = AnalyticDevice::new(4, Service::Fixed(100), Service::Fixed(100), 1);
+        let mut h = Harness::new(dev);
+        for _ in 0..8 {
+            h.submit_at(0, read(0));
+        }
+        h.run();
+        let times: Vec<Ns> = h.completed.iter().map(|&(_, t)| t).collect();
+        assert_eq!(times, vec![100, 100, 100, 100, 200, 200, 200, 200]);
+    }
+
+    #[test]
+    fn reset_drops_queued_commands_and_lets_started_ones_finish() {
+        let dev = AnalyticDevice::new(1, Service::Fixed(100), Service::Fixed(100), 1);
+        let mut h = Harness::new(dev);
+        let a = h.submit_at(0, read(0));
+        let b = h.submit_at(0, read(0));
+        h.run_until(50);
+        h.reset();
+        assert_eq!(h.completed, vec![(b, 50)]);
+        assert_eq!(h.reqs[b].status, IoStatus::Aborted);
+        h.run();
+        assert_eq!(h.completed, vec![(b, 50), (a, 100)]);
+    }
+
+    #[test]
+    fn abort_withdraws_only_queued_commands() {
+        let dev = AnalyticDevice::new(1, Service::Fixed(100), Service::Fixed(100), 1);
+        let mut h = Harness::new(dev);
+        let a = h.submit_at(0, read(0));
+        let b = h.submit_at(0, read(0));
+        h.run_until(10);
+        assert!(!h.abort(a));
+        assert!(h.abort(b));
+        h.run();
+        assert_eq!(h.completed, vec![(a, 100)]);
+    }
+
+    #[test]
+    fn transfer_rate_adds_the_size_term() {
+        let mut dev = AnalyticDevice::new(1, Service::Fixed(100), Service::Fixed(100), 1);
+        dev.transfer_rate = 2.0; // bytes per ns
+        let mut h = Harness::new(dev);
+        let a = h.submit_at(0, read(0));
+        h.run();
+        assert_eq!(h.completed, vec![(a, 100 + 2048)]);
+    }
+}

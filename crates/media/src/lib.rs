@@ -1,0 +1,85 @@
+//! What serves a command at the end of the I/O path.
+//!
+//! A device is a [`Stage`] with no stage below it: the NVMe controller hands it commands
+//! through `submit`, it runs its own timed events through `on_event` (a server finishing, a
+//! flash program, a channel transfer, garbage collection, a cache drain, a power failure), and
+//! it reports each command done with `ctx.complete(id)`, after setting the request's status
+//! and its `media_start_ns` / `media_done_ns` stamps. Nothing else in the simulator needs to
+//! know how a device works inside.
+//!
+//! A device that a configuration file can name also implements [`DeviceModel`] (name, help,
+//! tunable table, constructor) and is listed once in [`registry`].
+
+pub mod analytic;
+pub mod empirical;
+pub mod registry;
+pub mod service;
+
+use std::path::Path;
+
+pub use analytic::AnalyticDevice;
+pub use empirical::EmpiricalDevice;
+pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
+pub use registry::{ModelVisitor, model_names, visit_model};
+
+bitflags::bitflags! {
+    /// What a device can do, as flags (like fio's engine flags), not as a class tree.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct DeviceCaps: u32 {
+        /// Has a volatile write cache: FLUSH and FUA change what is durable and when.
+        const VOLATILE_WRITE_CACHE = 1 << 0;
+        /// Honours FUA on writes.
+        const FUA = 1 << 1;
+        /// Does something with deallocate (trim) besides completing it.
+        const DEALLOCATE = 1 << 2;
+        /// Can withdraw a queued command on an NVMe Abort.
+        const ABORT_QUEUED = 1 << 3;
+        /// Has power-loss protection: a power failure loses nothing acknowledged.
+        const POWER_LOSS_PROTECTION = 1 << 4;
+    }
+}
+
+/// A device: the last stage of a path.
+pub trait Device: Stage {
+    /// Bytes the host may address.
+    fn capacity_bytes(&self) -> u64;
+
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::empty()
+    }
+}
+
+/// What a model's constructor gets besides its settings.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildCtx<'a> {
+    /// The run's seed: derive every random stream from it with a name of your own
+    /// (`RngStream::new(ctx.seed, "media/service")`).
+    pub seed: u64,
+    /// The folder of the device file, to resolve relative paths in it (`None` for presets
+    /// given as text).
+    pub config_dir: Option<&'a Path>,
+}
+
+impl BuildCtx<'_> {
+    /// `file` as written in the device file, resolved against that file's folder.
+    pub fn resolve(&self, file: &str) -> std::path::PathBuf {
+        match self.config_dir {
+            Some(dir) if Path::new(file).is_relative() => dir.join(file),
+            _ => Path::new(file).to_path_buf(),
+        }
+    }
+}
+
+/// A device model that a device file names in `[media] model = "..."`.
+pub trait DeviceModel: Device + Sized {
+    /// The name used in device files (`analytic`, `ssd`, ...).
+    const NAME: &'static str;
+    /// One line for `qoslab sim --list-devices` and the docs.
+    const HELP: &'static str;
+    /// Every key the model reads from `[media]` (besides `model`).
+    const TUNABLES: &'static [Tunable];
+
+    /// Builds the model. Errors name the field (`field 'media.servers': ...`); the caller adds
+    /// the file and line.
+    fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError>;
+}

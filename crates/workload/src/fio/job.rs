@@ -1,0 +1,302 @@
+//! The typed result of parsing: one [`Job`] per job section, with every option qoslab models.
+
+use std::path::PathBuf;
+
+use qoslab_engine::{IoPrioClass, Ns, Op};
+
+use super::values::{KbBase, SizeSpec};
+
+/// Per-direction values indexed by [`Op::index`]: reads, writes, trims (fio's order).
+pub type PerOp<T> = [T; 3];
+
+/// fio's `rw` patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RwPattern {
+    Read,
+    Write,
+    Trim,
+    RandRead,
+    RandWrite,
+    RandTrim,
+    /// `rw` / `readwrite`: sequential mixed reads and writes.
+    ReadWrite,
+    RandRw,
+    /// Sequential trims, each followed by a write of the same block.
+    TrimWrite,
+    RandTrimWrite,
+}
+
+impl RwPattern {
+    /// The names fio accepts, in its own order (`fio --cmdhelp=rw`).
+    pub const NAMES: [(&'static str, RwPattern); 11] = [
+        ("read", RwPattern::Read),
+        ("write", RwPattern::Write),
+        ("trim", RwPattern::Trim),
+        ("randread", RwPattern::RandRead),
+        ("randwrite", RwPattern::RandWrite),
+        ("randtrim", RwPattern::RandTrim),
+        ("rw", RwPattern::ReadWrite),
+        ("readwrite", RwPattern::ReadWrite),
+        ("randrw", RwPattern::RandRw),
+        ("trimwrite", RwPattern::TrimWrite),
+        ("randtrimwrite", RwPattern::RandTrimWrite),
+    ];
+
+    pub fn is_random(self) -> bool {
+        matches!(
+            self,
+            RwPattern::RandRead
+                | RwPattern::RandWrite
+                | RwPattern::RandTrim
+                | RwPattern::RandRw
+                | RwPattern::RandTrimWrite
+        )
+    }
+
+    /// Whether the job issues I/Os of direction `op`.
+    pub fn issues(self, op: Op) -> bool {
+        use RwPattern::*;
+        match op {
+            Op::Read => matches!(self, Read | RandRead | ReadWrite | RandRw),
+            Op::Write => matches!(
+                self,
+                Write | RandWrite | ReadWrite | RandRw | TrimWrite | RandTrimWrite
+            ),
+            Op::Trim => matches!(self, Trim | RandTrim | TrimWrite | RandTrimWrite),
+            Op::Flush => false,
+        }
+    }
+}
+
+/// `rate_process`: how a rate cap spaces submissions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RateProcess {
+    /// Fixed spacing (one I/O every `1/rate_iops`, or every `len/rate` for byte rates).
+    #[default]
+    Linear,
+    /// Exponential gaps with the same mean: a Poisson arrival process.
+    Poisson,
+}
+
+/// `thinktime_blocks_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ThinkBlocksType {
+    /// The stall starts once `thinktime_blocks` I/Os have completed (fio's default): the job
+    /// drains its queue, then thinks.
+    #[default]
+    Complete,
+    /// The stall starts once `thinktime_blocks` I/Os have been issued, without draining.
+    Issue,
+}
+
+/// One zone of `random_distribution=zoned:` (percentages) or `zoned_abs:` (bytes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Zone {
+    /// Share of the accesses, in percent.
+    pub access_pct: f64,
+    /// Extent of the zone: percent of the region (`zoned`) or bytes (`zoned_abs`).
+    pub extent: ZoneExtent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ZoneExtent {
+    Percent(f64),
+    Bytes(u64),
+}
+
+/// `random_distribution`: how random offsets are spread over the region.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Distribution {
+    /// Uniform; without replacement within a pass unless `norandommap` (fio's default).
+    #[default]
+    Random,
+    /// Block popularity follows Zipf's law with exponent `theta`.
+    Zipf {
+        theta: f64,
+        center: Option<f64>,
+    },
+    /// Pareto with fio's parameter `h`: a fraction `h` of the blocks gets `1-h` of the I/O.
+    Pareto {
+        h: f64,
+        center: Option<f64>,
+    },
+    /// fio's "normal": see [`crate::generator`] for the exact law.
+    Normal {
+        dev_pct: f64,
+        center: Option<f64>,
+    },
+    Zoned(Vec<Zone>),
+}
+
+/// Where an option came from, for messages about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub path: PathBuf,
+    pub line: u64,
+}
+
+/// One job of a job file, after `[global]` options and its own section have been applied.
+///
+/// A job with `numjobs=N` is one `Job`; the generator is built once per clone.
+/// Sizes are bytes, times nanoseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// Position of the job section in the file (0-based), the key of its random streams.
+    pub index: usize,
+    /// `name=`, or the section name.
+    pub name: String,
+    /// Where the job's section starts.
+    pub location: Location,
+    pub rw: RwPattern,
+    /// The `:<nr>` suffix of `rw`: for sequential patterns, bytes skipped after each I/O
+    /// (`rw=write:4k`); for random ones, a new random offset every `nr` I/Os
+    /// (`rw=randread:8`), the others following sequentially.
+    pub rw_modifier: Option<u64>,
+    /// `rw_sequencer=identical`: with a `:<nr>` random pattern, repeat the same offset
+    /// instead of continuing sequentially.
+    pub rw_identical: bool,
+    /// Percent of mixed I/Os that are reads (`rwmixread`, or 100 - `rwmixwrite`).
+    pub rwmixread: f64,
+    pub bs: PerOp<u64>,
+    /// `bsrange`: lengths drawn uniformly among the multiples of the minimum in the range.
+    pub bsrange: PerOp<Option<(u64, u64)>>,
+    /// `bssplit`: (length, percent) pairs; percents sum to 100.
+    pub bssplit: PerOp<Vec<(u64, f64)>>,
+    /// `blockalign`; `None` means aligned to the direction's minimum block size.
+    pub blockalign: PerOp<Option<u64>>,
+    pub size: Option<SizeSpec>,
+    pub offset: SizeSpec,
+    pub offset_increment: SizeSpec,
+    pub filesize: Option<u64>,
+    pub io_size: Option<u64>,
+    pub number_ios: Option<u64>,
+    /// `loops`: how many times the region is covered (io_size defaults to size x loops).
+    pub loops: u64,
+    pub runtime_ns: Option<Ns>,
+    pub time_based: bool,
+    pub ramp_time_ns: Ns,
+    pub iodepth: u32,
+    pub iodepth_batch_submit: u32,
+    pub numjobs: u32,
+    pub thinktime_ns: Ns,
+    pub thinktime_blocks: u64,
+    pub thinktime_blocks_type: ThinkBlocksType,
+    /// `rate` in bytes per second per direction.
+    pub rate_bytes_per_s: PerOp<Option<u64>>,
+    pub rate_iops: PerOp<Option<u64>>,
+    pub rate_process: RateProcess,
+    pub random_distribution: PerOp<Distribution>,
+    pub norandommap: bool,
+    pub randrepeat: bool,
+    pub randseed: Option<u64>,
+    /// `prio` (0 highest .. 7).
+    pub prio: Option<u8>,
+    pub prioclass: Option<IoPrioClass>,
+    /// `cmdprio_percentage` for reads and writes (trims use the write value).
+    pub cmdprio_percentage: PerOp<f64>,
+    pub cmdprio_class: PerOp<IoPrioClass>,
+    pub cmdprio: PerOp<u8>,
+    pub stonewall: bool,
+    pub new_group: bool,
+    pub group_reporting: bool,
+    /// Reporting group: starts at 0, a new one at every `stonewall` or `new_group`.
+    pub group_id: u32,
+    pub percentile_list: Vec<f64>,
+    pub direct: bool,
+    pub ioengine: String,
+    pub filename: Option<String>,
+    pub log_avg_msec: Option<u64>,
+    pub kb_base: KbBase,
+    /// The options as written in the job's own section, in order, values after `${ENV}`
+    /// expansion (what fio's JSON echoes as "job options").
+    pub options: Vec<(String, String)>,
+    /// Accepted-and-ignored options that were set, with where, for a warning.
+    pub ignored: Vec<(String, Location)>,
+}
+
+/// fio's default `percentile_list`.
+pub const DEFAULT_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+impl Job {
+    /// A job with fio's defaults, as if its section held only `name`.
+    pub fn with_defaults(name: &str, index: usize, location: Location) -> Self {
+        Self {
+            index,
+            name: name.to_string(),
+            location,
+            rw: RwPattern::Read,
+            rw_modifier: None,
+            rw_identical: false,
+            rwmixread: 50.0,
+            bs: [4096; 3],
+            bsrange: [None; 3],
+            bssplit: Default::default(),
+            blockalign: [None; 3],
+            size: None,
+            offset: SizeSpec::Bytes(0),
+            offset_increment: SizeSpec::Bytes(0),
+            filesize: None,
+            io_size: None,
+            number_ios: None,
+            loops: 1,
+            runtime_ns: None,
+            time_based: false,
+            ramp_time_ns: 0,
+            iodepth: 1,
+            iodepth_batch_submit: 1,
+            numjobs: 1,
+            thinktime_ns: 0,
+            thinktime_blocks: 1,
+            thinktime_blocks_type: ThinkBlocksType::Complete,
+            rate_bytes_per_s: [None; 3],
+            rate_iops: [None; 3],
+            rate_process: RateProcess::Linear,
+            random_distribution: Default::default(),
+            norandommap: false,
+            randrepeat: true,
+            randseed: None,
+            prio: None,
+            prioclass: None,
+            cmdprio_percentage: [0.0; 3],
+            cmdprio_class: [IoPrioClass::RealTime; 3],
+            cmdprio: [0; 3],
+            stonewall: false,
+            new_group: false,
+            group_reporting: false,
+            group_id: 0,
+            percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            direct: false,
+            ioengine: "psync".to_string(),
+            filename: None,
+            log_avg_msec: None,
+            kb_base: KbBase::Binary,
+            options: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+
+    /// Smallest and largest I/O length the job can issue for `op`.
+    pub fn len_bounds(&self, op: Op) -> (u64, u64) {
+        let d = op.index().min(2);
+        if !self.bssplit[d].is_empty() {
+            let lens = self.bssplit[d].iter().map(|&(l, _)| l);
+            (lens.clone().min().unwrap(), lens.max().unwrap())
+        } else if let Some(r) = self.bsrange[d] {
+            r
+        } else {
+            (self.bs[d], self.bs[d])
+        }
+    }
+}
+
+/// A parsed job file: its jobs in file order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobFile {
+    pub path: PathBuf,
+    pub jobs: Vec<Job>,
+    /// Options of all `[global]` sections, in order (fio's JSON "global options").
+    pub global_options: Vec<(String, String)>,
+}

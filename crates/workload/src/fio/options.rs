@@ -1,0 +1,1151 @@
+//! Every fio option qoslab knows, declared once (after fio's `fio_options[]` table).
+//!
+//! Each entry gives the name, aliases, value kind, unit, default and help, and whether qoslab
+//! models it or only accepts it. The same table drives the job-file parser, the error
+//! messages ("expected a size like 4k") and the option list in docs/workload.md
+//! ([`options_markdown`]). An option missing here is an error naming the option and line.
+
+use qoslab_engine::{IoPrioClass, Ns};
+
+use super::job::{Distribution, Job, RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent};
+use super::values::{
+    KbBase, PerOpValues, SizeSpec, TimeUnit, parse_bool, parse_int, parse_percent, parse_range,
+    parse_size, parse_size_or_percent, parse_time, split_per_op,
+};
+
+/// How an option's value is read, and where it goes in a [`Job`].
+pub enum Kind {
+    /// A size in bytes with fio's suffixes.
+    Size(fn(&mut Job, u64)),
+    /// A size, or a percentage of the file or device.
+    SizeOrPercent(fn(&mut Job, SizeSpec)),
+    /// `read,write,trim` sizes (see fio's `bs`), each at least 1.
+    SizePerOp(fn(&mut Job, PerOpValues<u64>)),
+    /// `read,write,trim` ranges such as `1k-4k`.
+    RangePerOp(fn(&mut Job, PerOpValues<(u64, u64)>)),
+    /// A duration; the unit applies when the value has no suffix.
+    Time(TimeUnit, fn(&mut Job, Ns)),
+    /// An integer in `[min, max]` (fio lets integers carry size suffixes too).
+    Int {
+        min: u64,
+        max: u64,
+        set: fn(&mut Job, u64),
+    },
+    /// `read,write,trim` integers in `[min, max]`.
+    IntPerOp {
+        min: u64,
+        max: u64,
+        set: fn(&mut Job, PerOpValues<u64>),
+    },
+    /// `0` or `1`; the bare option name means 1.
+    Bool(fn(&mut Job, bool)),
+    /// One of the listed words; the setter gets its index.
+    Choice(&'static [&'static str], fn(&mut Job, usize)),
+    /// A value with its own grammar; `expected` describes it for error messages.
+    Text {
+        expected: &'static str,
+        set: fn(&mut Job, &str) -> Result<(), String>,
+    },
+    /// Accepted and ignored: it does not change what a simulated run does.
+    Ignored,
+}
+
+/// One fio option: the row of the table.
+pub struct OptionSpec {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub kind: Kind,
+    /// Unit of the value, e.g. "bytes", "s" (the default unit of a time), "%".
+    pub unit: &'static str,
+    /// fio's default, as text ("" when there is none).
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+impl OptionSpec {
+    pub fn is_ignored(&self) -> bool {
+        matches!(self.kind, Kind::Ignored)
+    }
+
+    /// What a good value looks like, for "expected ..., got 'x'".
+    pub fn expected(&self) -> String {
+        match &self.kind {
+            Kind::Size(_) => "a size like 4k".into(),
+            Kind::SizeOrPercent(_) => "a size like 4k or a percentage like 20%".into(),
+            Kind::SizePerOp(_) => "a size like 4k, or read,write,trim sizes like 4k,8k".into(),
+            Kind::RangePerOp(_) => "a range like 1k-4k, or read,write,trim ranges".into(),
+            Kind::Time(unit, _) => {
+                format!(
+                    "a time like 10{} (us, ms, s, m, h, d; default unit {})",
+                    unit.name(),
+                    unit.name()
+                )
+            }
+            Kind::Int { min, max, .. } | Kind::IntPerOp { min, max, .. } => {
+                let per_op = if matches!(self.kind, Kind::IntPerOp { .. }) {
+                    " (or read,write,trim values)"
+                } else {
+                    ""
+                };
+                if *max == u64::MAX {
+                    format!("an integer >= {min}{per_op}")
+                } else {
+                    format!("an integer between {min} and {max}{per_op}")
+                }
+            }
+            Kind::Bool(_) => "0 or 1".into(),
+            Kind::Choice(words, _) => format!("one of {}", words.join(", ")),
+            Kind::Text { expected, .. } => (*expected).into(),
+            Kind::Ignored => "anything".into(),
+        }
+    }
+
+    /// The value type as the docs show it.
+    fn type_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Size(_) => "size",
+            Kind::SizeOrPercent(_) => "size or %",
+            Kind::SizePerOp(_) => "size[,size][,size]",
+            Kind::RangePerOp(_) => "range[,range][,range]",
+            Kind::Time(..) => "time",
+            Kind::Int { .. } => "int",
+            Kind::IntPerOp { .. } => "int[,int][,int]",
+            Kind::Bool(_) => "bool",
+            Kind::Choice(..) => "choice",
+            Kind::Text { .. } => "text",
+            Kind::Ignored => "any",
+        }
+    }
+
+    /// Parses `value` and stores it in `job`; the error text is the part after
+    /// "option 'NAME': ".
+    pub fn apply(&self, job: &mut Job, value: &str) -> Result<(), String> {
+        let kb = job.kb_base;
+        let bad = |detail: String| {
+            format!(
+                "expected {}, got '{}' ({detail})",
+                self.expected(),
+                value.trim()
+            )
+        };
+        let in_range = |v: u64, min: u64, max: u64| -> Result<u64, String> {
+            if v < min || v > max {
+                Err(format!(
+                    "expected {}, got '{}'",
+                    self.expected(),
+                    value.trim()
+                ))
+            } else {
+                Ok(v)
+            }
+        };
+        match &self.kind {
+            Kind::Size(set) => set(job, parse_size(value, kb).map_err(bad)?),
+            Kind::SizeOrPercent(set) => set(job, parse_size_or_percent(value, kb).map_err(bad)?),
+            Kind::SizePerOp(set) => {
+                let v = split_per_op(value, |f| {
+                    let s = parse_size(f, kb)?;
+                    if s == 0 {
+                        Err("must be at least 1".into())
+                    } else {
+                        Ok(s)
+                    }
+                })
+                .map_err(bad)?;
+                set(job, v)
+            }
+            Kind::RangePerOp(set) => {
+                let v = split_per_op(value, |f| {
+                    let r = parse_range(f, kb)?;
+                    if r.0 == 0 {
+                        Err("must be at least 1".into())
+                    } else {
+                        Ok(r)
+                    }
+                })
+                .map_err(bad)?;
+                set(job, v)
+            }
+            Kind::Time(unit, set) => set(job, parse_time(value, *unit).map_err(bad)?),
+            Kind::Int { min, max, set } => {
+                let v = parse_int(value, kb).map_err(bad)?;
+                set(job, in_range(v, *min, *max)?)
+            }
+            Kind::IntPerOp { min, max, set } => {
+                let v = split_per_op(value, |f| parse_int(f, kb)).map_err(bad)?;
+                for x in v.iter().flatten() {
+                    in_range(*x, *min, *max)?;
+                }
+                set(job, v)
+            }
+            Kind::Bool(set) => set(
+                job,
+                parse_bool(value)
+                    .map_err(|_| format!("expected 0 or 1, got '{}'", value.trim()))?,
+            ),
+            Kind::Choice(words, set) => {
+                let v = value.trim();
+                let i = words
+                    .iter()
+                    .position(|w| *w == v)
+                    .ok_or_else(|| format!("expected {}, got '{v}'", self.expected()))?;
+                set(job, i)
+            }
+            Kind::Text { set, .. } => set(job, value.trim()).map_err(|detail| {
+                format!(
+                    "expected {}, got '{}' ({detail})",
+                    self.expected(),
+                    value.trim()
+                )
+            })?,
+            Kind::Ignored => {}
+        }
+        Ok(())
+    }
+}
+
+fn fill<T: Clone>(dst: &mut [T; 3], src: PerOpValues<T>) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if let Some(v) = s {
+            *d = v;
+        }
+    }
+}
+
+fn fill_opt<T: Clone>(dst: &mut [Option<T>; 3], src: PerOpValues<T>) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if s.is_some() {
+            *d = s;
+        }
+    }
+}
+
+fn set_rw(job: &mut Job, v: &str) -> Result<(), String> {
+    let (name, modifier) = match v.split_once(':') {
+        Some((n, m)) => (n, Some(m)),
+        None => (v, None),
+    };
+    job.rw = RwPattern::NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, p)| p)
+        .ok_or_else(|| format!("unknown pattern '{name}'"))?;
+    job.rw_modifier = match modifier {
+        None => None,
+        Some(m) => {
+            let n = parse_int(m, job.kb_base)?;
+            if n == 0 {
+                return Err("the :<nr> suffix must be at least 1".into());
+            }
+            Some(n)
+        }
+    };
+    Ok(())
+}
+
+/// `bssplit=4k/10:64k/50:32k/40[,...]`: blank percentages share what is left evenly.
+fn set_bssplit(job: &mut Job, v: &str) -> Result<(), String> {
+    let kb = job.kb_base;
+    let lists = split_per_op(v, |field| {
+        let mut entries: Vec<(u64, Option<f64>)> = Vec::new();
+        for item in field.split(':') {
+            let (len, pct) = item.split_once('/').unwrap_or((item, ""));
+            let len = parse_size(len, kb)?;
+            if len == 0 {
+                return Err("a block size must be at least 1".into());
+            }
+            let pct = if pct.trim().is_empty() {
+                None
+            } else {
+                Some(parse_percent(pct)?)
+            };
+            entries.push((len, pct));
+        }
+        let given: f64 = entries.iter().filter_map(|e| e.1).sum();
+        let blanks = entries.iter().filter(|e| e.1.is_none()).count();
+        if given > 100.0 + 1e-9 {
+            return Err(format!("percentages add up to {given}, above 100"));
+        }
+        let share = if blanks > 0 {
+            (100.0 - given) / blanks as f64
+        } else {
+            0.0
+        };
+        let out: Vec<(u64, f64)> = entries
+            .into_iter()
+            .map(|(l, p)| (l, p.unwrap_or(share)))
+            .collect();
+        let total: f64 = out.iter().map(|e| e.1).sum();
+        if (total - 100.0).abs() > 1e-6 {
+            return Err(format!("percentages add up to {total}, not 100"));
+        }
+        Ok(out)
+    })?;
+    fill_split(&mut job.bssplit, lists);
+    Ok(())
+}
+
+fn fill_split(dst: &mut [Vec<(u64, f64)>; 3], src: PerOpValues<Vec<(u64, f64)>>) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if let Some(v) = s {
+            *d = v;
+        }
+    }
+}
+
+fn parse_center(s: Option<&str>) -> Result<Option<f64>, String> {
+    match s {
+        None => Ok(None),
+        Some(c) => {
+            let c: f64 = c
+                .trim()
+                .parse()
+                .map_err(|_| "the center must be a number".to_string())?;
+            if !(0.0..=1.0).contains(&c) {
+                return Err("the center must lie in [0, 1]".into());
+            }
+            Ok(Some(c))
+        }
+    }
+}
+
+fn parse_distribution(field: &str, kb: KbBase) -> Result<Distribution, String> {
+    let field = field.trim();
+    // fio's HOWTO writes both `zoned_abs:` and `zoned_abs=`.
+    let (kind, rest) = match field.find([':', '=']) {
+        Some(i) => (&field[..i], Some(&field[i + 1..])),
+        None => (field, None),
+    };
+    let float = |s: &str, what: &str| -> Result<f64, String> {
+        s.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{what} must be a number"))
+    };
+    match kind {
+        "random" if rest.is_none() => Ok(Distribution::Random),
+        "zipf" | "pareto" | "normal" => {
+            let mut parts = rest.unwrap_or("").splitn(2, ':');
+            let p = parts.next().filter(|s| !s.trim().is_empty());
+            let center = parse_center(parts.next())?;
+            match kind {
+                "zipf" => {
+                    // fio's default theta when none is given.
+                    let theta = p
+                        .map(|s| float(s, "zipf theta"))
+                        .transpose()?
+                        .unwrap_or(1.1);
+                    if !(theta > 0.0 && theta.is_finite()) {
+                        return Err("zipf theta must be above 0".into());
+                    }
+                    Ok(Distribution::Zipf { theta, center })
+                }
+                "pareto" => {
+                    let h = p.map(|s| float(s, "pareto h")).transpose()?.unwrap_or(0.2);
+                    if !(h > 0.0 && h < 1.0) {
+                        return Err("pareto h must lie strictly between 0 and 1".into());
+                    }
+                    Ok(Distribution::Pareto { h, center })
+                }
+                _ => {
+                    let dev_pct = p
+                        .map(|s| float(s, "normal deviation"))
+                        .transpose()?
+                        .unwrap_or(0.0);
+                    if !(0.0..=100.0).contains(&dev_pct) {
+                        return Err("the normal deviation must lie in [0, 100]".into());
+                    }
+                    Ok(Distribution::Normal { dev_pct, center })
+                }
+            }
+        }
+        "zoned" | "zoned_abs" => {
+            let rest = rest.ok_or("zones are missing, e.g. zoned:60/10:40/90")?;
+            let mut zones = Vec::new();
+            for item in rest.split(':') {
+                let (a, e) = item
+                    .split_once('/')
+                    .ok_or_else(|| format!("zone '{item}' is not access%/extent"))?;
+                let access_pct = parse_percent(a)?;
+                let extent = if kind == "zoned" {
+                    ZoneExtent::Percent(parse_percent(e)?)
+                } else {
+                    ZoneExtent::Bytes(parse_size(e, kb)?)
+                };
+                zones.push(Zone { access_pct, extent });
+            }
+            if zones.len() > 256 {
+                return Err("at most 256 zones".into());
+            }
+            let access: f64 = zones.iter().map(|z| z.access_pct).sum();
+            if (access - 100.0).abs() > 1e-6 {
+                return Err(format!(
+                    "zone access percentages add up to {access}, not 100"
+                ));
+            }
+            if kind == "zoned" {
+                let extent: f64 = zones
+                    .iter()
+                    .map(|z| match z.extent {
+                        ZoneExtent::Percent(p) => p,
+                        ZoneExtent::Bytes(_) => 0.0,
+                    })
+                    .sum();
+                if (extent - 100.0).abs() > 1e-6 {
+                    return Err(format!("zone sizes add up to {extent}%, not 100%"));
+                }
+            }
+            Ok(Distribution::Zoned(zones))
+        }
+        _ => Err(format!("unknown distribution '{kind}'")),
+    }
+}
+
+fn set_distribution(job: &mut Job, v: &str) -> Result<(), String> {
+    let kb = job.kb_base;
+    let d = split_per_op(v, |f| parse_distribution(f, kb))?;
+    for (dst, src) in job.random_distribution.iter_mut().zip(d) {
+        if let Some(x) = src {
+            *dst = x;
+        }
+    }
+    Ok(())
+}
+
+fn set_percentile_list(job: &mut Job, v: &str) -> Result<(), String> {
+    let mut list = Vec::new();
+    for p in v.split(':') {
+        let x = parse_percent(p)?;
+        list.push(x);
+    }
+    if list.is_empty() {
+        return Err("empty list".into());
+    }
+    list.sort_by(f64::total_cmp);
+    job.percentile_list = list;
+    Ok(())
+}
+
+fn set_cmdprio_percentage(job: &mut Job, v: &str) -> Result<(), String> {
+    let fields: Vec<&str> = v.split(',').collect();
+    if fields.len() > 2 {
+        return Err("at most two values (read,write)".into());
+    }
+    let vals = split_per_op(v, parse_percent)?;
+    // fio takes reads and writes only; trims follow writes.
+    fill(&mut job.cmdprio_percentage, [vals[0], vals[1], vals[1]]);
+    Ok(())
+}
+
+fn prio_class(n: u64) -> IoPrioClass {
+    match n {
+        1 => IoPrioClass::RealTime,
+        2 => IoPrioClass::BestEffort,
+        3 => IoPrioClass::Idle,
+        _ => IoPrioClass::None,
+    }
+}
+
+fn name_text(job: &mut Job, v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Err("empty name".into());
+    }
+    job.name = v.to_string();
+    Ok(())
+}
+
+macro_rules! opt {
+    ($name:expr, [$($alias:expr),*], $kind:expr, $unit:expr, $default:expr, $help:expr) => {
+        OptionSpec {
+            name: $name,
+            aliases: &[$($alias),*],
+            kind: $kind,
+            unit: $unit,
+            default: $default,
+            help: $help,
+        }
+    };
+}
+
+macro_rules! ignored {
+    ($name:expr, [$($alias:expr),*], $why:expr) => {
+        opt!($name, [$($alias),*], Kind::Ignored, "", "", $why)
+    };
+}
+
+const MAX_U32: u64 = u32::MAX as u64;
+
+/// The option table. Order: as the docs list them (modeled first, then accepted-and-ignored).
+pub static OPTIONS: &[OptionSpec] = &[
+    opt!(
+        "name",
+        [],
+        Kind::Text {
+            expected: "a job name",
+            set: name_text
+        },
+        "",
+        "section name",
+        "Name of the job; defaults to the section name."
+    ),
+    opt!(
+        "description",
+        [],
+        Kind::Text {
+            expected: "text",
+            set: |_, _| Ok(())
+        },
+        "",
+        "",
+        "Free-text description of the job (kept only in the echoed options)."
+    ),
+    opt!(
+        "rw",
+        ["readwrite"],
+        Kind::Text {
+            expected: "an I/O pattern like randread or write:4k (read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite)",
+            set: set_rw
+        },
+        "",
+        "read",
+        "I/O pattern. A `:<nr>` suffix skips `nr` bytes after each sequential I/O, or draws a new random offset every `nr` I/Os."
+    ),
+    opt!(
+        "rw_sequencer",
+        [],
+        Kind::Choice(&["sequential", "identical"], |j, i| j.rw_identical = i == 1),
+        "",
+        "sequential",
+        "With `rw=rand*:<nr>`, whether the I/Os between random offsets follow sequentially or repeat the same offset."
+    ),
+    opt!(
+        "rwmixread",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = v as f64
+        },
+        "%",
+        "50",
+        "Percentage of a mixed workload's I/Os that are reads."
+    ),
+    opt!(
+        "rwmixwrite",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = 100.0 - v as f64
+        },
+        "%",
+        "50",
+        "Percentage of a mixed workload's I/Os that are writes (the later of rwmixread/rwmixwrite wins)."
+    ),
+    opt!(
+        "bs",
+        ["blocksize"],
+        Kind::SizePerOp(|j, v| fill(&mut j.bs, v)),
+        "bytes",
+        "4096",
+        "Block size; `read,write,trim` values per direction."
+    ),
+    opt!(
+        "bsrange",
+        ["blocksize_range"],
+        Kind::RangePerOp(|j, v| fill_opt(&mut j.bsrange, v)),
+        "bytes",
+        "",
+        "Range of block sizes; lengths are multiples of the minimum, drawn uniformly."
+    ),
+    opt!(
+        "bssplit",
+        [],
+        Kind::Text {
+            expected: "size/percent pairs like 4k/10:64k/90",
+            set: set_bssplit
+        },
+        "bytes/%",
+        "",
+        "Weighted block sizes; blank percentages share the remainder evenly."
+    ),
+    opt!(
+        "blockalign",
+        ["ba"],
+        Kind::SizePerOp(|j, v| fill_opt(&mut j.blockalign, v)),
+        "bytes",
+        "minimum bs",
+        "Alignment of random offsets."
+    ),
+    opt!(
+        "size",
+        [],
+        Kind::SizeOrPercent(|j, v| j.size = Some(v)),
+        "bytes or %",
+        "device size",
+        "Region of the file or device to do I/O in, and the default amount of I/O."
+    ),
+    opt!(
+        "offset",
+        [],
+        Kind::SizeOrPercent(|j, v| j.offset = v),
+        "bytes or %",
+        "0",
+        "Start of the I/O region."
+    ),
+    opt!(
+        "offset_increment",
+        [],
+        Kind::SizeOrPercent(|j, v| j.offset_increment = v),
+        "bytes or %",
+        "0",
+        "Added to `offset` once per `numjobs` clone (clone i starts at offset + i x increment)."
+    ),
+    opt!(
+        "filesize",
+        [],
+        Kind::Size(|j, v| j.filesize = Some(v)),
+        "bytes",
+        "",
+        "Size of the file; overrides `size` as the region, `size` then only sets the amount of I/O."
+    ),
+    opt!(
+        "io_size",
+        ["io_limit"],
+        Kind::Size(|j, v| j.io_size = Some(v)),
+        "bytes",
+        "size",
+        "Amount of I/O to do; may exceed `size`, the region is then covered again."
+    ),
+    opt!(
+        "number_ios",
+        [],
+        Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.number_ios = Some(v)
+        },
+        "I/Os",
+        "",
+        "Stop after this many I/Os (never extends the job)."
+    ),
+    opt!(
+        "loops",
+        [],
+        Kind::Int {
+            min: 1,
+            max: MAX_U32,
+            set: |j, v| j.loops = v
+        },
+        "",
+        "1",
+        "Run the job this many times over the region."
+    ),
+    opt!(
+        "runtime",
+        ["timeout"],
+        Kind::Time(TimeUnit::S, |j, v| j.runtime_ns = (v > 0).then_some(v)),
+        "s",
+        "0 (none)",
+        "Stop after this long, counted after `ramp_time`."
+    ),
+    opt!(
+        "time_based",
+        [],
+        Kind::Bool(|j, v| j.time_based = v),
+        "",
+        "0",
+        "Run for the whole `runtime`, covering the region again as often as needed."
+    ),
+    opt!(
+        "ramp_time",
+        [],
+        Kind::Time(TimeUnit::S, |j, v| j.ramp_time_ns = v),
+        "s",
+        "0",
+        "Run this long before recording statistics."
+    ),
+    opt!(
+        "iodepth",
+        [],
+        Kind::Int {
+            min: 1,
+            max: 65535,
+            set: |j, v| j.iodepth = v as u32
+        },
+        "I/Os",
+        "1",
+        "Number of I/Os kept in flight."
+    ),
+    opt!(
+        "iodepth_batch_submit",
+        ["iodepth_batch"],
+        Kind::Int {
+            min: 0,
+            max: 65535,
+            set: |j, v| j.iodepth_batch_submit = (v as u32).max(1)
+        },
+        "I/Os",
+        "1",
+        "Number of I/Os submitted at once (0 means 1)."
+    ),
+    opt!(
+        "numjobs",
+        [],
+        Kind::Int {
+            min: 1,
+            max: 65535,
+            set: |j, v| j.numjobs = v as u32
+        },
+        "",
+        "1",
+        "Number of clones of this job."
+    ),
+    opt!(
+        "thinktime",
+        [],
+        Kind::Time(TimeUnit::Us, |j, v| j.thinktime_ns = v),
+        "us",
+        "0",
+        "Stall between I/Os (after every `thinktime_blocks` I/Os)."
+    ),
+    opt!(
+        "thinktime_blocks",
+        [],
+        Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.thinktime_blocks = v
+        },
+        "I/Os",
+        "1",
+        "Number of I/Os between stalls."
+    ),
+    opt!(
+        "thinktime_blocks_type",
+        [],
+        Kind::Choice(
+            &["complete", "issue"],
+            |j, i| j.thinktime_blocks_type = if i == 0 {
+                ThinkBlocksType::Complete
+            } else {
+                ThinkBlocksType::Issue
+            }
+        ),
+        "",
+        "complete",
+        "Whether the stall waits for the queue to drain (`complete`) or not (`issue`)."
+    ),
+    opt!(
+        "rate",
+        [],
+        Kind::IntPerOp {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| fill_opt(&mut j.rate_bytes_per_s, v)
+        },
+        "bytes/s",
+        "",
+        "Bandwidth cap per direction."
+    ),
+    opt!(
+        "rate_iops",
+        [],
+        Kind::IntPerOp {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| fill_opt(&mut j.rate_iops, v)
+        },
+        "I/Os/s",
+        "",
+        "IOPS cap per direction."
+    ),
+    opt!(
+        "rate_process",
+        [],
+        Kind::Choice(&["linear", "poisson"], |j, i| j.rate_process = if i == 0 {
+            RateProcess::Linear
+        } else {
+            RateProcess::Poisson
+        }),
+        "",
+        "linear",
+        "Spacing of capped I/Os: fixed (`linear`) or exponential gaps (`poisson`)."
+    ),
+    opt!(
+        "random_distribution",
+        [],
+        Kind::Text {
+            expected: "random, zipf:THETA, pareto:H, normal:DEV, zoned:A/S:..., or zoned_abs:A/SIZE:...",
+            set: set_distribution
+        },
+        "",
+        "random",
+        "Distribution of random offsets; an optional `:center` in [0,1] for zipf, pareto and normal."
+    ),
+    opt!(
+        "norandommap",
+        [],
+        Kind::Bool(|j, v| j.norandommap = v),
+        "",
+        "0",
+        "Draw random offsets with replacement instead of covering every block once per pass."
+    ),
+    opt!(
+        "randrepeat",
+        [],
+        Kind::Bool(|j, v| j.randrepeat = v),
+        "",
+        "1",
+        "qoslab is always repeatable; kept for fio compatibility."
+    ),
+    opt!(
+        "randseed",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.randseed = Some(v)
+        },
+        "",
+        "run seed",
+        "Seed of this job's random streams instead of the run seed."
+    ),
+    opt!(
+        "prio",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 7,
+            set: |j, v| j.prio = Some(v as u8)
+        },
+        "",
+        "",
+        "I/O priority level, 0 (highest) to 7."
+    ),
+    opt!(
+        "prioclass",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 3,
+            set: |j, v| j.prioclass = Some(prio_class(v))
+        },
+        "",
+        "",
+        "I/O priority class: 0 none, 1 real-time, 2 best-effort, 3 idle."
+    ),
+    opt!(
+        "cmdprio_percentage",
+        [],
+        Kind::Text {
+            expected: "a percentage, or read,write percentages",
+            set: set_cmdprio_percentage
+        },
+        "%",
+        "0",
+        "Share of I/Os issued with priority `cmdprio_class`/`cmdprio`."
+    ),
+    opt!(
+        "cmdprio_class",
+        [],
+        Kind::IntPerOp {
+            min: 0,
+            max: 3,
+            set: |j, v| fill(&mut j.cmdprio_class, v.map(|x| x.map(prio_class)))
+        },
+        "",
+        "1",
+        "Priority class of the `cmdprio_percentage` I/Os."
+    ),
+    opt!(
+        "cmdprio",
+        [],
+        Kind::IntPerOp {
+            min: 0,
+            max: 7,
+            set: |j, v| fill(&mut j.cmdprio, v.map(|x| x.map(|y| y as u8)))
+        },
+        "",
+        "0",
+        "Priority level of the `cmdprio_percentage` I/Os."
+    ),
+    opt!(
+        "stonewall",
+        ["wait_for_previous"],
+        Kind::Bool(|j, v| j.stonewall = v),
+        "",
+        "0",
+        "Wait for the jobs before this one to finish; starts a new reporting group."
+    ),
+    opt!(
+        "new_group",
+        [],
+        Kind::Bool(|j, v| j.new_group = v),
+        "",
+        "0",
+        "Start a new reporting group."
+    ),
+    opt!(
+        "group_reporting",
+        [],
+        Kind::Bool(|j, v| j.group_reporting = v),
+        "",
+        "0",
+        "Report a group's jobs together."
+    ),
+    opt!(
+        "percentile_list",
+        [],
+        Kind::Text {
+            expected: "percentiles like 99:99.9",
+            set: set_percentile_list
+        },
+        "%",
+        "1:5:...:99.99",
+        "Completion-latency percentiles to report."
+    ),
+    opt!(
+        "direct",
+        [],
+        Kind::Bool(|j, v| j.direct = v),
+        "",
+        "0",
+        "Non-buffered I/O (O_DIRECT)."
+    ),
+    opt!(
+        "buffered",
+        [],
+        Kind::Bool(|j, v| j.direct = !v),
+        "",
+        "1",
+        "The opposite of `direct`."
+    ),
+    opt!(
+        "ioengine",
+        [],
+        Kind::Text {
+            expected: "an engine name",
+            set: |j, v| {
+                j.ioengine = v.to_string();
+                Ok(())
+            }
+        },
+        "",
+        "psync",
+        "How fio issues I/O; kept for the report, the simulator's path is set by its device."
+    ),
+    opt!(
+        "filename",
+        [],
+        Kind::Text {
+            expected: "a file or device name",
+            set: |j, v| {
+                j.filename = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "",
+        "File or device the job uses."
+    ),
+    opt!(
+        "log_avg_msec",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.log_avg_msec = (v > 0).then_some(v)
+        },
+        "ms",
+        "0",
+        "Averaging interval of the per-interval logs."
+    ),
+    opt!(
+        "kb_base",
+        [],
+        Kind::Choice(&["1024", "1000"], |j, i| j.kb_base = if i == 0 {
+            KbBase::Binary
+        } else {
+            KbBase::Decimal
+        }),
+        "",
+        "1024",
+        "Meaning of unit prefixes in sizes (see 'Sizes and times')."
+    ),
+    // Accepted and ignored: they change how fio runs on a host, not the simulated I/O.
+    ignored!("thread", [], "Threads instead of processes."),
+    ignored!(
+        "thinktime_spin",
+        [],
+        "CPU-spinning part of `thinktime`; the stall lasts `thinktime` either way."
+    ),
+    ignored!(
+        "iodepth_batch_complete_min",
+        ["iodepth_batch_complete"],
+        "Reaping batch size on the host."
+    ),
+    ignored!(
+        "iodepth_batch_complete_max",
+        [],
+        "Reaping batch size on the host."
+    ),
+    ignored!("iodepth_low", [], "Refill watermark of the host's queue."),
+    ignored!(
+        "random_generator",
+        [],
+        "qoslab draws from its own named streams."
+    ),
+    ignored!(
+        "lat_percentiles",
+        [],
+        "Reporting choice; qoslab reports all latencies."
+    ),
+    ignored!(
+        "clat_percentiles",
+        [],
+        "Reporting choice; qoslab reports all latencies."
+    ),
+    ignored!(
+        "slat_percentiles",
+        [],
+        "Reporting choice; qoslab reports all latencies."
+    ),
+    ignored!("disable_lat", [], "Host-side measurement switch."),
+    ignored!("disable_clat", [], "Host-side measurement switch."),
+    ignored!("disable_slat", [], "Host-side measurement switch."),
+    ignored!(
+        "disable_bw_measurement",
+        ["disable_bw"],
+        "Host-side measurement switch."
+    ),
+    ignored!("gtod_reduce", [], "Host-side clock-call reduction."),
+    ignored!("clocksource", [], "Host clock choice."),
+    ignored!(
+        "write_lat_log",
+        [],
+        "fio log files; `qoslab sim --timeseries` writes qoslab's."
+    ),
+    ignored!(
+        "write_bw_log",
+        [],
+        "fio log files; `qoslab sim --timeseries` writes qoslab's."
+    ),
+    ignored!(
+        "write_iops_log",
+        [],
+        "fio log files; `qoslab sim --timeseries` writes qoslab's."
+    ),
+    ignored!("write_hist_log", [], "fio log files."),
+    ignored!("log_hist_msec", [], "fio log files."),
+    ignored!("per_job_logs", [], "fio log files."),
+    ignored!("invalidate", [], "Page-cache invalidation on the host."),
+    ignored!("allow_mounted_write", [], "Host safety check."),
+    ignored!("refill_buffers", [], "Data buffer contents."),
+    ignored!("scramble_buffers", [], "Data buffer contents."),
+    ignored!("zero_buffers", [], "Data buffer contents."),
+    ignored!("buffer_compress_percentage", [], "Data buffer contents."),
+    ignored!("buffer_compress_chunk", [], "Data buffer contents."),
+    ignored!("buffer_pattern", [], "Data buffer contents."),
+    ignored!("dedupe_percentage", [], "Data buffer contents."),
+    ignored!("cpus_allowed", [], "Host CPU affinity."),
+    ignored!("cpus_allowed_policy", [], "Host CPU affinity."),
+    ignored!("cpumask", [], "Host CPU affinity."),
+    ignored!("numa_cpu_nodes", [], "Host NUMA placement."),
+    ignored!("numa_mem_policy", [], "Host NUMA placement."),
+    ignored!("nice", [], "Host process priority."),
+    ignored!("hipri", [], "io_uring polled completions on the host."),
+    ignored!("fixedbufs", [], "io_uring registered buffers on the host."),
+    ignored!(
+        "registerfiles",
+        [],
+        "io_uring registered files on the host."
+    ),
+    ignored!(
+        "sqthread_poll",
+        [],
+        "io_uring submission thread on the host."
+    ),
+    ignored!(
+        "sqthread_poll_cpu",
+        [],
+        "io_uring submission thread on the host."
+    ),
+    ignored!("nonvectored", [], "io_uring opcode choice on the host."),
+    ignored!("force_async", [], "io_uring submission flag on the host."),
+    ignored!(
+        "userspace_reap",
+        [],
+        "libaio completion reaping on the host."
+    ),
+    ignored!("create_on_open", [], "File creation on the host."),
+    ignored!("fallocate", [], "File creation on the host."),
+    ignored!("unlink", [], "File clean-up on the host."),
+    ignored!("lockmem", [], "Host memory locking."),
+    ignored!(
+        "exitall",
+        [],
+        "Stop all jobs when one finishes (the simulator runs every job to its end)."
+    ),
+    ignored!("eta", [], "Console progress display."),
+    ignored!("eta_newline", [], "Console progress display."),
+    ignored!("stats", [], "Statistics are always collected."),
+];
+
+/// The spec for `name` or one of its aliases.
+pub fn find(name: &str) -> Option<&'static OptionSpec> {
+    OPTIONS
+        .iter()
+        .find(|o| o.name == name || o.aliases.contains(&name))
+}
+
+/// The option list of docs/workload.md, generated from [`OPTIONS`].
+pub fn options_markdown() -> String {
+    let mut out = String::from(
+        "| option | aliases | type | unit | default | what it does |\n|---|---|---|---|---|---|\n",
+    );
+    for o in OPTIONS.iter().filter(|o| !o.is_ignored()) {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            o.name,
+            o.aliases
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            o.type_name(),
+            o.unit,
+            o.default,
+            o.help
+        ));
+    }
+    out.push_str("\nAccepted and ignored (they change how fio runs on a host, not the simulated I/O):\n\n| option | aliases | why it has no effect |\n|---|---|---|\n");
+    for o in OPTIONS.iter().filter(|o| o.is_ignored()) {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            o.name,
+            o.aliases
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            o.help
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_name_and_alias_is_declared_once() {
+        let mut seen = HashSet::new();
+        for o in OPTIONS {
+            for n in std::iter::once(&o.name).chain(o.aliases) {
+                assert!(seen.insert(*n), "option '{n}' declared twice");
+            }
+        }
+    }
+}

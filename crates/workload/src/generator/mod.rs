@@ -1,0 +1,525 @@
+//! Per-job I/O generators: what the next I/O is, when it may be submitted, and when the
+//! job is done.
+//!
+//! A [`JobGen`] is built from a parsed [`Job`], the clone index (`0..numjobs`) and the run
+//! seed, and then called on the simulator's hot path: [`JobGen::next_io`] allocates nothing.
+//!
+//! # Random streams
+//! Each draw comes from a named [`RngStream`] seeded with the job's `randseed` if it has one,
+//! else the run seed. Stream names are `job<I>.<C>/<purpose>` with `I` the job's section
+//! index, `C` the clone index, and purpose `offset`, `bs`, `mix`, `arrival` or `prio`. So
+//! adding a job, a clone or a kind of draw never shifts the draws of another.
+//!
+//! # What qoslab does where fio leaves a choice
+//! - Random offsets: as fio by default (`norandommap=0`), every block of the region is
+//!   visited once per pass, in an order that is the same on every pass (fio 3.33 repeats its
+//!   order too, with `randrepeat=1`). qoslab uses a keyed permutation instead of fio's bitmap
+//!   so memory does not grow with the device. With `norandommap=1`, offsets are uniform with
+//!   replacement. A non-uniform `random_distribution` always draws with replacement (as fio).
+//! - Blocks are `blockalign` bytes (default: the smallest block size of the directions the
+//!   job issues); an offset is `region_start + block * blockalign`, and only blocks where the
+//!   largest I/O fits are drawn, so every I/O lies inside the region.
+//! - Mixed workloads draw each I/O's direction independently with probability
+//!   `rwmixread`% (fio draws runs of one direction, with the same long-run shares).
+//! - Sequential patterns keep one position per direction (as fio's `rw=rw` does) and wrap to
+//!   the region start when the next I/O would cross its end.
+//! - Zipf ranks are exact (rejection-inversion); fio 3.33 uses Gray et al.'s approximation,
+//!   exact for the two hottest ranks only. Pareto and normal follow fio's own laws (see
+//!   `dist.rs`). Ranks are scattered over the region by a bijection, or laid out from
+//!   `center` when the option gives one.
+//! - Pacing: `rate`/`rate_iops` give each direction a schedule (linear: evenly spaced;
+//!   poisson: exponential gaps with the same mean); [`GenIo::not_before_ns`] is the later of
+//!   that schedule and the previous I/O's, so I/Os leave in generation order.
+//! - `thinktime`: after every `thinktime_blocks` I/Os the next one carries
+//!   [`GenIo::think_before_ns`]; with `thinktime_blocks_type=complete` (the default) the
+//!   job first waits for its in-flight I/Os to complete ([`GenIo::drain_before`]).
+//! - End: [`JobGen::next_io`] returns `None` once `io_size` (default `size` x `loops`)
+//!   bytes or `number_ios` I/Os have been generated; `time_based` jobs never run out and
+//!   stop at [`JobGen::end_ns`] (`ramp_time + runtime`), which also bounds other jobs.
+
+mod dist;
+
+use qoslab_engine::{IoPrio, IoPrioClass, Ns, Op, RngStream};
+use rand_distr::Distribution as _;
+
+use crate::WorkloadError;
+use crate::fio::{Distribution, Job, RateProcess, RwPattern, ThinkBlocksType};
+pub use dist::Permutation;
+use dist::{BlockSampler, Draw, LenSampler};
+
+const NS_PER_S: u128 = 1_000_000_000;
+
+/// One generated I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenIo {
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub prio: IoPrio,
+    /// Earliest submission time from `rate`/`rate_iops`, in ns since the job started
+    /// (0 without a cap). Non-decreasing from one I/O to the next.
+    pub not_before_ns: Ns,
+    /// Think time to spend before submitting this I/O (0: none).
+    pub think_before_ns: Ns,
+    /// Whether the job waits for all its in-flight I/Os to complete before the think time.
+    pub drain_before: bool,
+}
+
+/// The region and amount of I/O of one job clone, resolved against the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub region_start_bytes: u64,
+    pub region_len_bytes: u64,
+    /// `None` for time-based jobs.
+    pub io_limit_bytes: Option<u64>,
+    pub io_limit_ios: Option<u64>,
+}
+
+/// Per-direction pacing state.
+#[derive(Clone, Copy, Debug, Default)]
+struct RateClock {
+    /// Interval per I/O (`rate_iops`), in ns as a ratio `NS_PER_S / iops`.
+    iops: Option<u64>,
+    bytes_per_s: Option<u64>,
+    /// I/Os and bytes scheduled so far (linear schedule is computed exactly from these).
+    ios: u64,
+    bytes: u64,
+    /// Poisson schedule position, in ns.
+    poisson_ns: f64,
+}
+
+impl RateClock {
+    fn capped(&self) -> bool {
+        self.iops.is_some() || self.bytes_per_s.is_some()
+    }
+
+    /// Mean gap before an I/O of `len` bytes, in ns: the stricter of the two caps.
+    fn mean_gap_ns(&self, len: u64) -> f64 {
+        let a = self.iops.map_or(0.0, |r| 1e9 / r as f64);
+        let b = self
+            .bytes_per_s
+            .map_or(0.0, |r| len as f64 * 1e9 / r as f64);
+        a.max(b)
+    }
+
+    /// Scheduled time of the next I/O of `len` bytes, then advances the schedule.
+    fn next(&mut self, len: u64, process: RateProcess, rng: &mut RngStream) -> Ns {
+        let at = match process {
+            RateProcess::Linear => {
+                let a = self.iops.map_or(0, |r| {
+                    (u128::from(self.ios) * NS_PER_S / u128::from(r)) as u64
+                });
+                let b = self.bytes_per_s.map_or(0, |r| {
+                    (u128::from(self.bytes) * NS_PER_S / u128::from(r)) as u64
+                });
+                a.max(b)
+            }
+            RateProcess::Poisson => {
+                let gap: f64 = rand_distr::Exp1.sample(&mut Draw(rng));
+                self.poisson_ns += gap * self.mean_gap_ns(len);
+                self.poisson_ns as Ns
+            }
+        };
+        self.ios += 1;
+        self.bytes += len;
+        at
+    }
+}
+
+/// The generator of one clone of one job.
+#[derive(Clone, Debug)]
+pub struct JobGen {
+    pattern: RwPattern,
+    rw_modifier: Option<u64>,
+    rw_identical: bool,
+    read_share: f64,
+    extent: Extent,
+    align_bytes: u64,
+    /// Blocks where the longest I/O still fits.
+    nblocks: u64,
+    len: [LenSampler; 3],
+    blocks: [BlockSampler; 3],
+    permutation: Option<Permutation>,
+    perm_pos: u64,
+    seq_pos: [u64; 3],
+    /// For `rand*:<nr>`: I/Os left before the next random offset, per direction.
+    run_left: [u64; 3],
+    pending_write: Option<(u64, u64)>,
+    rng_offset: RngStream,
+    rng_bs: RngStream,
+    rng_mix: RngStream,
+    rng_arrival: RngStream,
+    rng_prio: RngStream,
+    rate: [RateClock; 3],
+    rate_process: RateProcess,
+    last_not_before_ns: Ns,
+    think_ns: Ns,
+    think_every: u64,
+    think_drain: bool,
+    since_think: u64,
+    prio: IoPrio,
+    cmdprio_pct: [f64; 3],
+    cmdprio: [IoPrio; 3],
+    bytes_done: u64,
+    ios_done: u64,
+    ramp_ns: Ns,
+    end_ns: Option<Ns>,
+    iodepth: u32,
+    batch_submit: u32,
+    name: String,
+}
+
+fn ops_of(p: RwPattern) -> impl Iterator<Item = Op> {
+    [Op::Read, Op::Write, Op::Trim]
+        .into_iter()
+        .filter(move |&op| p.issues(op))
+}
+
+impl JobGen {
+    /// A generator for a job whose region is known without a device (`size` or `filesize`
+    /// in bytes).
+    pub fn new(job: &Job, clone: u32, run_seed: u64) -> Result<Self, WorkloadError> {
+        Self::on_device(job, clone, run_seed, None)
+    }
+
+    /// A generator for a job on a device of `device_bytes` (needed when `size` is missing
+    /// or a percentage, or `offset` is a percentage).
+    pub fn on_device(
+        job: &Job,
+        clone: u32,
+        run_seed: u64,
+        device_bytes: Option<u64>,
+    ) -> Result<Self, WorkloadError> {
+        let err = |m: String| {
+            WorkloadError::at(
+                &job.location.path,
+                job.location.line,
+                format!("job '{}': {m}", job.name),
+            )
+        };
+        if clone >= job.numjobs {
+            return Err(err(format!(
+                "clone {clone} of a job with numjobs={}",
+                job.numjobs
+            )));
+        }
+        let extent = resolve_extent(job, clone, device_bytes).map_err(err)?;
+        let seed = job.randseed.unwrap_or(run_seed);
+        let stream = |purpose: &str| {
+            RngStream::new(seed, &format!("job{}.{}/{}", job.index, clone, purpose))
+        };
+        let mut rng_offset = stream("offset");
+
+        let issued: Vec<Op> = ops_of(job.rw).collect();
+        let mut min_len = u64::MAX;
+        let mut max_len = 0;
+        let mut align_bytes = u64::MAX;
+        for &op in &issued {
+            let (lo, hi) = job.len_bounds(op);
+            min_len = min_len.min(lo);
+            max_len = max_len.max(hi);
+            align_bytes = align_bytes.min(job.blockalign[op.index()].unwrap_or(lo));
+        }
+        if max_len > extent.region_len_bytes {
+            return Err(err(format!(
+                "the region of {} bytes cannot hold a {max_len}-byte I/O",
+                extent.region_len_bytes
+            )));
+        }
+        let nblocks = (extent.region_len_bytes - max_len) / align_bytes + 1;
+
+        let uses_permutation = job.rw.is_random()
+            && !job.norandommap
+            && issued
+                .iter()
+                .any(|op| job.random_distribution[op.index()] == Distribution::Random);
+        let permutation = uses_permutation.then(|| Permutation::new(nblocks, &mut rng_offset));
+        let mut blocks = Vec::with_capacity(3);
+        for d in 0..3 {
+            blocks.push(
+                BlockSampler::new(
+                    &job.random_distribution[d],
+                    nblocks,
+                    align_bytes,
+                    !job.norandommap,
+                    &mut rng_offset,
+                )
+                .map_err(err)?,
+            );
+        }
+        let blocks: [BlockSampler; 3] = blocks.try_into().expect("three directions");
+        let len = [0, 1, 2].map(|d| LenSampler::new(job.bs[d], job.bsrange[d], &job.bssplit[d]));
+
+        let rate = [0, 1, 2].map(|d| RateClock {
+            iops: job.rate_iops[d],
+            bytes_per_s: job.rate_bytes_per_s[d],
+            ..RateClock::default()
+        });
+        let prio = match (job.prioclass, job.prio) {
+            (Some(class), level) => IoPrio {
+                class,
+                level: level.unwrap_or(0),
+            },
+            (None, Some(level)) => IoPrio {
+                class: IoPrioClass::BestEffort,
+                level,
+            },
+            (None, None) => IoPrio::default(),
+        };
+        let cmdprio = [0, 1, 2].map(|d| IoPrio {
+            class: job.cmdprio_class[d],
+            level: job.cmdprio[d],
+        });
+
+        Ok(Self {
+            pattern: job.rw,
+            rw_modifier: job.rw_modifier,
+            rw_identical: job.rw_identical,
+            read_share: job.rwmixread / 100.0,
+            extent,
+            align_bytes,
+            nblocks,
+            len,
+            blocks,
+            permutation,
+            perm_pos: 0,
+            seq_pos: [extent.region_start_bytes; 3],
+            run_left: [0; 3],
+            pending_write: None,
+            rng_offset,
+            rng_bs: stream("bs"),
+            rng_mix: stream("mix"),
+            rng_arrival: stream("arrival"),
+            rng_prio: stream("prio"),
+            rate,
+            rate_process: job.rate_process,
+            last_not_before_ns: 0,
+            think_ns: job.thinktime_ns,
+            think_every: job.thinktime_blocks,
+            think_drain: job.thinktime_blocks_type == ThinkBlocksType::Complete,
+            since_think: 0,
+            prio,
+            cmdprio_pct: job.cmdprio_percentage,
+            cmdprio,
+            bytes_done: 0,
+            ios_done: 0,
+            ramp_ns: job.ramp_time_ns,
+            end_ns: job.runtime_ns.map(|r| job.ramp_time_ns + r),
+            iodepth: job.iodepth,
+            batch_submit: job.iodepth_batch_submit,
+            name: job.name.clone(),
+        })
+    }
+
+    /// The next I/O, or `None` once the job's amount of I/O is done. Allocates nothing.
+    pub fn next_io(&mut self) -> Option<GenIo> {
+        if self
+            .extent
+            .io_limit_bytes
+            .is_some_and(|l| self.bytes_done >= l)
+            || self.extent.io_limit_ios.is_some_and(|l| self.ios_done >= l)
+        {
+            return None;
+        }
+        let (op, offset_bytes, len_bytes) = if let Some((off, len)) = self.pending_write.take() {
+            (Op::Write, off, len)
+        } else {
+            let op = self.next_op();
+            let len = self.len[op.index()].draw(&mut self.rng_bs);
+            let off = self.next_offset(op, len);
+            if matches!(
+                self.pattern,
+                RwPattern::TrimWrite | RwPattern::RandTrimWrite
+            ) {
+                self.pending_write = Some((off, len));
+            }
+            (op, off, len)
+        };
+        let d = op.index();
+        let prio =
+            if self.cmdprio_pct[d] > 0.0 && self.rng_prio.uniform() * 100.0 < self.cmdprio_pct[d] {
+                self.cmdprio[d]
+            } else {
+                self.prio
+            };
+        if self.rate[d].capped() {
+            let at = self.rate[d].next(len_bytes, self.rate_process, &mut self.rng_arrival);
+            self.last_not_before_ns = self.last_not_before_ns.max(at);
+        }
+        let mut think_before_ns = 0;
+        if self.think_ns > 0 {
+            if self.since_think == self.think_every {
+                think_before_ns = self.think_ns;
+                self.since_think = 0;
+            }
+            self.since_think += 1;
+        }
+        self.bytes_done += len_bytes;
+        self.ios_done += 1;
+        Some(GenIo {
+            op,
+            offset_bytes,
+            len_bytes,
+            prio,
+            not_before_ns: self.last_not_before_ns,
+            think_before_ns,
+            drain_before: think_before_ns > 0 && self.think_drain,
+        })
+    }
+
+    fn next_op(&mut self) -> Op {
+        use RwPattern::*;
+        match self.pattern {
+            Read | RandRead => Op::Read,
+            Write | RandWrite => Op::Write,
+            Trim | RandTrim | TrimWrite | RandTrimWrite => Op::Trim,
+            ReadWrite | RandRw => {
+                if self.rng_mix.uniform() < self.read_share {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        }
+    }
+
+    fn next_offset(&mut self, op: Op, len: u64) -> u64 {
+        let d = op.index();
+        let start = self.extent.region_start_bytes;
+        let end = start + self.extent.region_len_bytes;
+        if !self.pattern.is_random() {
+            let mut off = self.seq_pos[d];
+            if off + len > end {
+                off = start;
+            }
+            self.seq_pos[d] = off + len + self.rw_modifier.unwrap_or(0);
+            return off;
+        }
+        if self.rw_modifier.is_some() && self.run_left[d] > 0 {
+            // Inside a run of `rw=rand*:<nr>`: continue from the last offset.
+            self.run_left[d] -= 1;
+            let mut off = self.seq_pos[d];
+            if off + len > end {
+                off = start;
+            }
+            self.seq_pos[d] = if self.rw_identical { off } else { off + len };
+            return off;
+        }
+        let perm = &self.permutation;
+        let pos = &mut self.perm_pos;
+        let nblocks = self.nblocks;
+        let block = self.blocks[d].draw(&mut self.rng_offset, || {
+            let p = perm.as_ref().expect("permuted sampling has a permutation");
+            let b = p.at(*pos);
+            *pos = (*pos + 1) % nblocks;
+            b
+        });
+        let off = start + block * self.align_bytes;
+        if let Some(nr) = self.rw_modifier {
+            self.run_left[d] = nr - 1;
+            self.seq_pos[d] = if self.rw_identical { off } else { off + len };
+        }
+        off
+    }
+
+    /// Where the job's I/O goes and how much of it there is.
+    pub fn extent(&self) -> Extent {
+        self.extent
+    }
+
+    /// Statistics start this long after the job starts (`ramp_time`).
+    pub fn ramp_ns(&self) -> Ns {
+        self.ramp_ns
+    }
+
+    /// The job issues nothing at or after this time (`ramp_time + runtime`), if bounded.
+    pub fn end_ns(&self) -> Option<Ns> {
+        self.end_ns
+    }
+
+    pub fn iodepth(&self) -> u32 {
+        self.iodepth
+    }
+
+    /// I/Os submitted together (`iodepth_batch_submit`).
+    pub fn batch_submit(&self) -> u32 {
+        self.batch_submit
+    }
+
+    /// I/Os generated so far.
+    pub fn ios_generated(&self) -> u64 {
+        self.ios_done
+    }
+
+    /// Bytes generated so far.
+    pub fn bytes_generated(&self) -> u64 {
+        self.bytes_done
+    }
+
+    pub fn job_name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Region and amount of I/O for clone `clone`, per fio's rules for `size`, `filesize`,
+/// `offset`, `offset_increment`, `io_size`, `loops`, `number_ios` and `time_based`.
+fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Extent, String> {
+    let need_device = |what: &str| {
+        format!("{what} needs the device size; give size= in bytes or run on a device")
+    };
+    let offset = job
+        .offset
+        .resolve(device_bytes)
+        .ok_or_else(|| need_device("a percentage offset"))?;
+    let increment = job
+        .offset_increment
+        .resolve(device_bytes)
+        .ok_or_else(|| need_device("a percentage offset_increment"))?;
+    let start = offset
+        .checked_add(
+            increment
+                .checked_mul(u64::from(clone))
+                .ok_or("offset overflows")?,
+        )
+        .ok_or("offset overflows")?;
+    let size = match job.size {
+        Some(s) => Some(
+            s.resolve(device_bytes)
+                .ok_or_else(|| need_device("a percentage size"))?,
+        ),
+        None => None,
+    };
+    let region_len = match (job.filesize, size, device_bytes) {
+        (Some(f), _, _) => f,
+        (None, Some(s), _) => s,
+        (None, None, Some(dev)) => dev
+            .checked_sub(start)
+            .ok_or("offset lies beyond the device")?,
+        (None, None, None) => {
+            return Err("size is not set and there is no device to take it from".into());
+        }
+    };
+    if region_len == 0 {
+        return Err("the I/O region is empty".into());
+    }
+    if let Some(dev) = device_bytes
+        && start + region_len > dev
+    {
+        return Err(format!(
+            "the region [{start}, {}) lies beyond the device's {dev} bytes",
+            start + region_len
+        ));
+    }
+    // `size` with `filesize` only sets the amount of I/O (fio's HOWTO, filesize).
+    let per_loop = job
+        .io_size
+        .or(if job.filesize.is_some() { size } else { None })
+        .unwrap_or(region_len);
+    let io_limit_bytes = (!job.time_based).then(|| per_loop.saturating_mul(job.loops));
+    Ok(Extent {
+        region_start_bytes: start,
+        region_len_bytes: region_len,
+        io_limit_bytes,
+        io_limit_ios: job.number_ios,
+    })
+}

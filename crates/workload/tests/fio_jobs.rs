@@ -1,0 +1,306 @@
+//! Job files as fio users write them, parsed end to end.
+
+use std::path::{Path, PathBuf};
+
+use qoslab_engine::{IoPrioClass, Op};
+use qoslab_workload::fio::{
+    Distribution, RateProcess, RwPattern, SizeSpec, ThinkBlocksType, Zone, ZoneExtent,
+    parse_job_file, parse_job_str,
+};
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn parse(text: &str) -> qoslab_workload::fio::JobFile {
+    parse_job_str(text, Path::new("t.fio"), no_env).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn parse_err(text: &str) -> String {
+    parse_job_str(text, Path::new("t.fio"), no_env)
+        .unwrap_err()
+        .to_string()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("qoslab-workload-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn global_options_apply_to_every_job_and_jobs_override_them() {
+    let f = parse(
+        "; a comment\n[global]\nbs=8k\niodepth=4\nsize=1g\n\n[a]\nrw=randread\n# another\n[b]\nrw=write\nbs=64k\niodepth=1 ; trailing\n",
+    );
+    assert_eq!(f.jobs.len(), 2);
+    let (a, b) = (&f.jobs[0], &f.jobs[1]);
+    assert_eq!(
+        (a.name.as_str(), a.rw, a.bs, a.iodepth),
+        ("a", RwPattern::RandRead, [8192; 3], 4)
+    );
+    assert_eq!(
+        (b.name.as_str(), b.rw, b.bs, b.iodepth),
+        ("b", RwPattern::Write, [65536; 3], 1)
+    );
+    assert_eq!(a.size, Some(SizeSpec::Bytes(1 << 30)));
+    assert_eq!(
+        f.global_options,
+        vec![
+            ("bs".to_string(), "8k".to_string()),
+            ("iodepth".to_string(), "4".to_string()),
+            ("size".to_string(), "1g".to_string()),
+        ]
+    );
+    assert_eq!(
+        b.options,
+        vec![
+            ("rw".to_string(), "write".to_string()),
+            ("bs".to_string(), "64k".to_string()),
+            ("iodepth".to_string(), "1".to_string()),
+        ]
+    );
+    assert_eq!((a.index, b.index), (0, 1));
+    assert_eq!(b.location.line, 10);
+}
+
+#[test]
+fn every_listed_option_is_typed() {
+    let f = parse(
+        "[j]\nname=custom\nrw=randrw:8\nrwmixwrite=30\nbs=4k,16k\nbsrange=1k-4k\nbssplit=4k/50:1k/:32k/\nblockalign=8k\n\
+         size=10%\noffset=1m\nfilesize=2g\nio_size=4g\nnumber_ios=1000\nruntime=2m\ntime_based\nramp_time=500ms\n\
+         iodepth=32\niodepth_batch_submit=8\nnumjobs=4\nthinktime=10\nthinktime_blocks=4\nthinktime_blocks_type=issue\n\
+         rate=1m,2m\nrate_iops=100\nrate_process=poisson\nrandom_distribution=zipf:1.2\nrandseed=42\n\
+         prio=3\nprioclass=2\ncmdprio_percentage=10,20\nstonewall\nnew_group\ngroup_reporting\n\
+         percentile_list=99.9:50:99\ndirect=1\nioengine=io_uring\nfilename=/dev/nvme0n1\nnorandommap\n",
+    );
+    let j = &f.jobs[0];
+    assert_eq!(j.name, "custom");
+    assert_eq!((j.rw, j.rw_modifier), (RwPattern::RandRw, Some(8)));
+    assert_eq!(j.rwmixread, 70.0);
+    assert_eq!(j.bs, [4096, 16384, 16384]);
+    assert_eq!(j.bsrange, [Some((1024, 4096)); 3]);
+    assert_eq!(
+        j.bssplit[0],
+        vec![(4096, 50.0), (1024, 25.0), (32768, 25.0)]
+    );
+    assert_eq!(j.blockalign, [Some(8192); 3]);
+    assert_eq!(j.size, Some(SizeSpec::Percent(10.0)));
+    assert_eq!(j.offset, SizeSpec::Bytes(1 << 20));
+    assert_eq!(
+        (j.filesize, j.io_size, j.number_ios),
+        (Some(2 << 30), Some(4 << 30), Some(1000))
+    );
+    assert_eq!(
+        (j.runtime_ns, j.time_based, j.ramp_time_ns),
+        (Some(120_000_000_000), true, 500_000_000)
+    );
+    assert_eq!((j.iodepth, j.iodepth_batch_submit, j.numjobs), (32, 8, 4));
+    assert_eq!(
+        (j.thinktime_ns, j.thinktime_blocks, j.thinktime_blocks_type),
+        (10_000, 4, ThinkBlocksType::Issue)
+    );
+    assert_eq!(
+        j.rate_bytes_per_s,
+        [Some(1 << 20), Some(2 << 20), Some(2 << 20)]
+    );
+    assert_eq!(j.rate_iops, [Some(100); 3]);
+    assert_eq!(j.rate_process, RateProcess::Poisson);
+    assert_eq!(
+        j.random_distribution[0],
+        Distribution::Zipf {
+            theta: 1.2,
+            center: None
+        }
+    );
+    assert_eq!(j.randseed, Some(42));
+    assert_eq!(
+        (j.prio, j.prioclass),
+        (Some(3), Some(IoPrioClass::BestEffort))
+    );
+    assert_eq!(j.cmdprio_percentage, [10.0, 20.0, 20.0]);
+    assert!(j.stonewall && j.new_group && j.group_reporting && j.direct && j.norandommap);
+    assert_eq!(j.percentile_list, vec![50.0, 99.0, 99.9]);
+    assert_eq!(
+        (j.ioengine.as_str(), j.filename.as_deref()),
+        ("io_uring", Some("/dev/nvme0n1"))
+    );
+}
+
+#[test]
+fn zoned_distributions_keep_their_zones() {
+    let f = parse(
+        "[j]\nrw=randread\nsize=1g\nrandom_distribution=zoned:60/10:30/20:8/30:2/40\n[k]\nrw=randread\nsize=1g\nrandom_distribution=zoned_abs=60/20G:40/100G\n",
+    );
+    let Distribution::Zoned(z) = &f.jobs[0].random_distribution[0] else {
+        panic!()
+    };
+    assert_eq!(
+        z[0],
+        Zone {
+            access_pct: 60.0,
+            extent: ZoneExtent::Percent(10.0)
+        }
+    );
+    assert_eq!(z.len(), 4);
+    let Distribution::Zoned(z) = &f.jobs[1].random_distribution[1] else {
+        panic!()
+    };
+    assert_eq!(
+        z[1],
+        Zone {
+            access_pct: 40.0,
+            extent: ZoneExtent::Bytes(100 << 30)
+        }
+    );
+}
+
+#[test]
+fn stonewall_and_new_group_start_reporting_groups() {
+    let f = parse("[a]\n[b]\n[c]\nstonewall\n[d]\n[e]\nnew_group\n");
+    let groups: Vec<u32> = f.jobs.iter().map(|j| j.group_id).collect();
+    assert_eq!(groups, vec![0, 0, 1, 1, 2]);
+}
+
+#[test]
+fn environment_variables_expand_and_missing_ones_are_errors() {
+    let env = |n: &str| match n {
+        "SIZE" => Some("64m".to_string()),
+        "NUMJOBS" => Some("4".to_string()),
+        _ => None,
+    };
+    let f = parse_job_str(
+        "[w]\nrw=randwrite\nsize=${SIZE}\nnumjobs=${NUMJOBS}\n",
+        Path::new("t.fio"),
+        env,
+    )
+    .unwrap();
+    assert_eq!(
+        (f.jobs[0].size, f.jobs[0].numjobs),
+        (Some(SizeSpec::Bytes(64 << 20)), 4)
+    );
+    let e = parse_job_str("[w]\nsize=${NOPE}\n", Path::new("t.fio"), env).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.fio:2: environment variable 'NOPE' is not set"
+    );
+}
+
+#[test]
+fn includes_pull_options_into_the_including_section() {
+    let d = tmpdir("include");
+    std::fs::write(d.join("glob-include.fio"), "thread=1\ngroup_reporting=1\n").unwrap();
+    std::fs::write(d.join("test-include.fio"), "ioengine=libaio\niodepth=4\n").unwrap();
+    std::fs::write(
+        d.join("including.fio"),
+        "[global]\nfilename=/tmp/test\nfilesize=1m\ninclude glob-include.fio\n\n[test]\nrw=randread\nbs=4k\ntime_based=1\nruntime=10\ninclude test-include.fio\n",
+    )
+    .unwrap();
+    let f = parse_job_file(d.join("including.fio"), no_env).unwrap();
+    let j = &f.jobs[0];
+    assert!(j.group_reporting);
+    assert_eq!(
+        (j.ioengine.as_str(), j.iodepth, j.filesize),
+        ("libaio", 4, Some(1 << 20))
+    );
+    assert_eq!(j.ignored.len(), 1, "thread is accepted and ignored");
+    assert_eq!(j.ignored[0].0, "thread");
+
+    std::fs::write(d.join("bad-include.fio"), "iodepth=x\n").unwrap();
+    std::fs::write(d.join("outer.fio"), "[j]\ninclude bad-include.fio\n").unwrap();
+    let e = parse_job_file(d.join("outer.fio"), no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.ends_with("bad-include.fio:1: option 'iodepth': expected an integer between 1 and 65535, got 'x' (no number)"), "{e}");
+
+    std::fs::write(d.join("loop.fio"), "[j]\ninclude loop2.fio\n").unwrap();
+    std::fs::write(d.join("loop2.fio"), "include loop2.fio\n").unwrap();
+    let e = parse_job_file(d.join("loop.fio"), no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("includes itself"), "{e}");
+}
+
+#[test]
+fn bad_input_names_file_line_and_what_was_expected() {
+    assert_eq!(
+        parse_err("[j]\nbs=x\n"),
+        "t.fio:2: option 'bs': expected a size like 4k, or read,write,trim sizes like 4k,8k, got 'x' (no number)"
+    );
+    assert_eq!(
+        parse_err("[j]\nsize=4q\n"),
+        "t.fio:2: option 'size': expected a size like 4k or a percentage like 20%, got '4q' (unknown unit 'q')"
+    );
+    assert_eq!(
+        parse_err("[j]\n\niodepth=-1\n"),
+        "t.fio:3: option 'iodepth': expected an integer between 1 and 65535, got '-1' (negative values are not allowed)"
+    );
+    assert_eq!(
+        parse_err("[j]\nfoo=1\n"),
+        "t.fio:2: unknown option 'foo' (see docs/workload.md for the options qoslab models)"
+    );
+    assert_eq!(
+        parse_err("[j]\nverify=md5\n"),
+        "t.fio:2: unknown option 'verify' (see docs/workload.md for the options qoslab models)"
+    );
+    assert_eq!(
+        parse_err("bs=4k\n[j]\n"),
+        "t.fio:1: option 'bs' outside of a [section]"
+    );
+    assert_eq!(
+        parse_err("[j]\nrw=randfoo\n").split(" (").last().unwrap(),
+        "unknown pattern 'randfoo')"
+    );
+    assert_eq!(
+        parse_err("[j]\nruntime=5sec\n"),
+        "t.fio:2: option 'runtime': expected a time like 10s (us, ms, s, m, h, d; default unit s), got '5sec' (unit 'sec' is ambiguous: fio 3.33 reads it as microseconds; write s or m)"
+    );
+    assert_eq!(
+        parse_err("[j]\nsize=1.5g\n"),
+        "t.fio:2: option 'size': expected a size like 4k or a percentage like 20%, got '1.5g' (fractional values are not accepted (fio 3.33 would silently truncate them))"
+    );
+    assert_eq!(
+        parse_err("[j]\ntime_based\n"),
+        "t.fio:1: job 'j': time_based needs a runtime"
+    );
+    assert_eq!(
+        parse_err("[j]\nrandom_distribution=zoned:60/10:30/90\n")
+            .split(" (")
+            .last()
+            .unwrap(),
+        "zone access percentages add up to 90, not 100)"
+    );
+    assert_eq!(
+        parse_err("[j]\nbssplit=4k/60:8k/60\n")
+            .split(" (")
+            .last()
+            .unwrap(),
+        "percentages add up to 120, above 100)"
+    );
+    assert_eq!(
+        parse_err("[global]\nprio=9\n"),
+        "t.fio:2: option 'prio': expected an integer between 0 and 7, got '9'"
+    );
+    assert_eq!(
+        parse_err("[global]\n"),
+        "t.fio: no job sections (only [global] or nothing)"
+    );
+    assert_eq!(
+        parse_err("[j\n"),
+        "t.fio:1: section header '[j' lacks its closing ']'"
+    );
+    assert!(
+        parse_job_file("/nonexistent/x.fio", no_env)
+            .unwrap_err()
+            .to_string()
+            .starts_with("/nonexistent/x.fio: cannot read job file")
+    );
+}
+
+#[test]
+fn len_bounds_reflect_bs_bsrange_and_bssplit() {
+    let f = parse("[a]\nbs=4k,64k\n[b]\nbsrange=1k-16k\n[c]\nbssplit=4k/50:128k/50\n");
+    assert_eq!(f.jobs[0].len_bounds(Op::Write), (65536, 65536));
+    assert_eq!(f.jobs[1].len_bounds(Op::Read), (1024, 16384));
+    assert_eq!(f.jobs[2].len_bounds(Op::Read), (4096, 131072));
+}

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from lab_helpers import lab_env, loops_backed_by, needs_root, qoslab_device, registry_entries
-from qoslab.fio import read_fio_json
+from qoslab.fio import parse_fio_json, read_fio_json
 
 pytestmark = [pytest.mark.root, needs_root]
 
@@ -46,7 +48,7 @@ def study_all(tmp_path_factory):
             env=lab_env(state),
         )
         assert done.returncode == 0, done.stderr
-        yield device, out
+        yield SimpleNamespace(device=device, out=out, state=state)
     # Clean-up verified: no loop device on the backing file, no file, no record.
     assert loops_backed_by(backing) == []
     assert not backing.exists()
@@ -58,7 +60,7 @@ def table(out: Path) -> pd.DataFrame:
 
 
 def test_qd_sweep_obeys_littles_law_at_every_depth(study_all):
-    _device, out = study_all
+    out = study_all.out
     sweep = table(out).query("study == 'qd-sweep'").sort_values("qd")
     assert sweep.qd.tolist() == DEPTHS
     for row in sweep.itertuples():
@@ -73,7 +75,7 @@ def test_qd_sweep_obeys_littles_law_at_every_depth(study_all):
 
 
 def test_percentiles_are_ordered_in_every_row(study_all):
-    _device, out = study_all
+    out = study_all.out
     t = table(out)
     assert set(t.study) == {"baseline", "bs-sweep", "mix-sweep", "qd-sweep", "tails"}
     assert (t.pct_of == "lat").all()
@@ -83,7 +85,7 @@ def test_percentiles_are_ordered_in_every_row(study_all):
 
 
 def test_table_agrees_with_the_raw_fio_output(study_all):
-    _device, out = study_all
+    out = study_all.out
     t = table(out)
     assert len(t) == t.run.nunique() + 1  # one row per run, two for the 50 % mix
     for row in t.itertuples():
@@ -100,7 +102,7 @@ def test_table_agrees_with_the_raw_fio_output(study_all):
 
 
 def test_mix_sweep_directions_follow_the_read_share(study_all):
-    _device, out = study_all
+    out = study_all.out
     mix = table(out).query("study == 'mix-sweep'")
     assert set(zip(mix.rwmixread, mix.op, strict=True)) == {
         (100, "read"),
@@ -113,7 +115,7 @@ def test_mix_sweep_directions_follow_the_read_share(study_all):
 
 
 def test_job_files_and_metadata_record_the_run(study_all):
-    device, out = study_all
+    device, out = study_all.device, study_all.out
     for job_file in (out / "jobs").rglob("*.fio"):
         text = job_file.read_text()
         assert "group_reporting" not in text.replace("no group_reporting", "")
@@ -135,7 +137,7 @@ def test_job_files_and_metadata_record_the_run(study_all):
 
 
 def test_knee_tails_and_report(study_all):
-    _device, out = study_all
+    out = study_all.out
     summary = json.loads((out / "summary.json").read_text())
     knee = summary["knee"]
     assert knee["rule"] == {"min_gain": 0.1, "tail_ratio": 1.0, "text": knee["rule"]["text"]}
@@ -160,3 +162,68 @@ def test_knee_tails_and_report(study_all):
     assert html.count("<svg") == len(figures)  # inline, the page stands alone
     assert "Knee" in html or "No knee" in html
     assert not list(out.parent.glob(f".{out.name}.partial-*"))
+
+
+@pytest.fixture(scope="module")
+def calibration(study_all, tmp_path_factory):
+    """Two more qd-sweeps of the same device, then `qoslab lab calibrate` on all three."""
+    from conftest import run_qoslab
+
+    tmp = tmp_path_factory.mktemp("calibrate")
+    sweeps = [study_all.out]
+    for i in (2, 3):
+        out = tmp / f"sweep{i}"
+        done = run_qoslab(
+            "lab",
+            "study",
+            "qd-sweep",
+            "--target",
+            study_all.device,
+            "--out",
+            out,
+            "--runtime",
+            "1s",
+            "--ramp",
+            "250ms",
+            "--quiet",
+            env=lab_env(study_all.state),
+        )
+        assert done.returncode == 0, done.stderr
+        sweeps.append(out)
+    device_toml = tmp / "loop.toml"
+    done = run_qoslab("lab", "calibrate", *sweeps, "--out", device_toml)
+    assert done.returncode == 0, done.stderr
+    return device_toml, done.stdout
+
+
+def test_calibrated_device_predicts_the_held_out_depths(calibration):
+    device_toml, stdout = calibration
+    comparison = pd.read_csv(device_toml.with_name("loop.calibration.csv"))
+    assert comparison.iodepth.tolist() == DEPTHS
+    held = comparison[comparison.role == "held out"]
+    assert held.iodepth.tolist() == [2, 8, 32]
+    for row in held.itertuples():
+        assert abs(row.p50_error) <= 0.15, f"QD {row.iodepth}: {row}"
+        assert abs(row.p99_error) <= 0.25, f"QD {row.iodepth}: {row}"
+    fitted = comparison[comparison.role == "fitted"]
+    assert (fitted.p50_error.abs() <= 0.05).all()
+    assert "held out" in stdout
+
+
+def test_calibration_writes_a_profile_the_simulator_reads(calibration, qoslab):
+    device_toml, _ = calibration
+    profile = tomllib.loads(device_toml.with_name("loop.profile.toml").read_text())
+    assert profile["format"] == "qoslab-empirical-1"
+    assert [p["iodepth"] for p in profile["point"]] == [1, 4, 16, 64, 128]
+    for point in profile["point"]:
+        assert point["clat_ns"] == sorted(point["clat_ns"])
+    # Re-run one held-out depth through `qoslab sim` by hand: the table shows what sim says.
+    job = device_toml.with_name("qd8.fio")
+    job.write_text("[qd8]\nrw=randread\nbs=4096\niodepth=8\ntime_based\nruntime=2s\n")
+    done = qoslab("sim", job, "--device", device_toml, "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    sim = parse_fio_json(done.stdout).jobs[0].ops["read"].latency["clat"]
+    row = pd.read_csv(device_toml.with_name("loop.calibration.csv")).set_index("iodepth").loc[8]
+    assert sim.percentiles_ns[50.0] / 1e3 == pytest.approx(row.predicted_p50_us, rel=1e-6)
+    html = device_toml.with_name("loop.calibration.html").read_text()
+    assert html.count("<svg") == 1

@@ -306,3 +306,45 @@ def sched(
             quiet=quiet,
         )
     typer.echo(f"wrote {path}/report.html")
+
+
+# ---- calibration -----------------------------------------------------------------------------
+
+
+@app.command("calibrate")
+def calibrate(
+    results_dirs: list[Path] = typer.Argument(
+        ..., help="Output directories of studies with a qd-sweep (merged per depth)."
+    ),
+    out: Path = typer.Option(..., "--out", help="Device file to write (e.g. device.toml)."),
+    holdout: str | None = typer.Option(
+        None, "--holdout", help="Depths left out of the fit (default: every second inner one)."
+    ),
+    sim_runtime: str = typer.Option("2s", "--sim-runtime", help="Simulated time per depth."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the simulation."),
+) -> None:
+    """Fit the simulator's empirical device to a measured qd-sweep and check its predictions."""
+    from qoslab.lab.calibrate import calibrate as run_calibration
+
+    for d in results_dirs:
+        if not d.is_dir():
+            raise InputError("no such directory", path=d)
+    held = None if holdout is None else list(_int_list(holdout, "--holdout"))
+    table = run_calibration(
+        results_dirs,
+        out,
+        holdout=held,
+        sim_runtime_s=_duration(sim_runtime, "--sim-runtime"),
+        seed=seed,
+    )
+    typer.echo(
+        f"{'QD':>4}  {'role':<8}  {'p50 meas':>9} {'pred':>9} {'err':>6}  "
+        f"{'p99 meas':>9} {'pred':>9} {'err':>6}   (µs)"
+    )
+    for r in table.itertuples():
+        typer.echo(
+            f"{r.iodepth:>4}  {r.role:<8}  {r.measured_p50_us:>9.1f} {r.predicted_p50_us:>9.1f} "
+            f"{r.p50_error:>+6.1%}  {r.measured_p99_us:>9.1f} {r.predicted_p99_us:>9.1f} "
+            f"{r.p99_error:>+6.1%}"
+        )
+    typer.echo(f"wrote {out}, {out.stem}.profile.toml, {out.stem}.calibration.csv/.html")

@@ -258,3 +258,47 @@ def latency_series(ts: pd.DataFrame, scheds: list[str], path: Path) -> Figure:
     axes[0][0].set_ylabel("mean latency per window (µs)")
     axes[0][0].legend(fontsize=8)
     return _save(fig, path)
+
+
+# ---- calibration ---------------------------------------------------------------------------
+
+
+def calibration(comparison: pd.DataFrame, path: Path) -> Figure:
+    c = comparison.sort_values("iodepth")
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    held = c.role == "held out"
+    for name, color in (("p50", "#0072B2"), ("p99", "#D55E00")):
+        ax.plot(
+            c.iodepth,
+            c[f"measured_{name}_us"],
+            color=color,
+            lw=1,
+            marker="o",
+            ms=0,
+            label=f"measured {name}",
+        )
+        ax.plot(
+            c.iodepth,
+            c[f"predicted_{name}_us"],
+            color=color,
+            lw=1,
+            ls="--",
+            label=f"predicted {name}",
+        )
+        ax.scatter(c.iodepth[~held], c[f"measured_{name}_us"][~held], color=color, zorder=3)
+        ax.scatter(
+            c.iodepth[held],
+            c[f"measured_{name}_us"][held],
+            facecolors="white",
+            edgecolors=color,
+            zorder=3,
+            s=60,
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(c.iodepth), [str(d) for d in c.iodepth])
+    ax.set_xlabel("queue depth (hollow: held out of the fit)")
+    ax.set_ylabel("total latency (µs)")
+    ax.set_title("Empirical device: measured vs simulated")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -19,7 +19,9 @@ The fit (docs/lab.md, "Calibration"):
    behind a cost-free host and controller (the measured latencies hold the real host's costs).
 5. Run `qoslab sim` with that device at every measured depth and compare its p50 and p99
    with the measurement: the held-out depths show how well the device predicts what it was
-   not fitted to.
+   not fitted to. With several sweeps, the comparison also gives each depth's *spread*, how
+   far the sweeps disagree with each other ((largest - smallest) / merged value): a
+   prediction cannot be judged more finely than the measurement repeats.
 
 Outputs beside `--out device.toml`: `device.profile.toml`, `device.calibration.csv` (one row per
 depth: measured and predicted p50/p99, errors) and `device.calibration.html` (the figure and
@@ -55,6 +57,14 @@ class Measured:
     quantiles_ns: np.ndarray  # at PROFILE_PERCENTILES
     p50_ns: float
     p99_ns: float
+    # (largest - smallest) / merged value over the separate sweeps: how repeatable the
+    # measurement itself is at this depth (0 with a single sweep).
+    p50_spread: float = 0.0
+    p99_spread: float = 0.0
+
+
+def _spread(values: list[float], merged: float) -> float:
+    return (max(values) - min(values)) / merged if len(values) > 1 and merged > 0 else 0.0
 
 
 def _read_study(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -107,6 +117,10 @@ def load_sweeps(results_dirs: list[Path]) -> tuple[list[Measured], list[dict]]:
         values = np.array([q[p] for p in PROFILE_PERCENTILES])
         values[0], values[-1] = min(hist), max(hist)
         seconds = (rows.runtime_ms / 1000.0).sum()
+        per_sweep = [
+            percentiles_from_bins(g.groupby("value_ns")["count"].sum().to_dict(), (50.0, 99.0))
+            for _key, g in hist_rows.groupby(["source_dir", "run"])
+        ]
         measured.append(
             Measured(
                 iodepth=int(depth),
@@ -116,6 +130,8 @@ def load_sweeps(results_dirs: list[Path]) -> tuple[list[Measured], list[dict]]:
                 quantiles_ns=np.maximum.accumulate(values),
                 p50_ns=q[50.0],
                 p99_ns=q[99.0],
+                p50_spread=_spread([p[50.0] for p in per_sweep], q[50.0]),
+                p99_spread=_spread([p[99.0] for p in per_sweep], q[99.0]),
             )
         )
     return measured, metas
@@ -256,9 +272,11 @@ def calibrate(
                 "measured_p50_us": m.p50_ns / 1e3,
                 "predicted_p50_us": p50 / 1e3,
                 "p50_error": p50 / m.p50_ns - 1.0,
+                "p50_spread": m.p50_spread,
                 "measured_p99_us": m.p99_ns / 1e3,
                 "predicted_p99_us": p99 / 1e3,
                 "p99_error": p99 / m.p99_ns - 1.0,
+                "p99_spread": m.p99_spread,
                 "measured_iops": m.iops,
                 "predicted_iops": iops,
             }
@@ -302,6 +320,12 @@ def _report(out: Path, comparison: pd.DataFrame, source: str) -> None:
                     "total-latency distribution became one profile point (latency made "
                     "non-decreasing in depth per quantile); `qoslab sim` then ran a 4K random "
                     f"read at every measured depth with that device. {worst}"
+                ),
+                Text(
+                    "p50_spread and p99_spread: how far the separate sweeps disagree with each "
+                    "other at that depth, (largest - smallest) / merged value. On a shared or "
+                    "virtual disk the tail comes and goes with other load, and a prediction "
+                    "cannot be judged more finely than the measurement repeats."
                 ),
                 figure,
                 frame_table(comparison, "Measured vs predicted"),

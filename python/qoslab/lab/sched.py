@@ -29,7 +29,7 @@ from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata, scheduler_restored, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import FioJob, Runner
+from qoslab.lab.runner import FioJob, Runner, find_fio
 from qoslab.lab.target import prepare_target
 from qoslab.lab.units import fio_ms
 from qoslab.report import Section, Text, write_report
@@ -100,6 +100,7 @@ def run_sched(
     quiet: bool = False,
 ) -> Path:
     jobs = _jobs(opts)  # validates the priorities before anything is touched
+    find_fio()
     registry = Registry()
     per_run_s = opts.runtime_s + opts.ramp_s + 0.5
     total_s = per_run_s * opts.reps * len(opts.schedulers)

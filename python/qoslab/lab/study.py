@@ -40,7 +40,7 @@ from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import Runner
+from qoslab.lab.runner import Runner, find_fio
 from qoslab.lab.target import prepare_target, release_target
 from qoslab.lab.units import human_bytes
 from qoslab.report import Figure, Section, Text, write_report
@@ -80,6 +80,7 @@ def run_study(
     points = [p for s in planned for p in plan(s, opts)]
     per_run_s = opts.runtime_s + opts.ramp_s + FIO_START_S
     total_s = per_run_s * (len(points) + (2 if "tails" in studies else 0))
+    find_fio()  # before anything is created or written
     registry = Registry()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     with lab_progress(quiet) as progress, staged(out) as tmp:

@@ -126,3 +126,23 @@ def test_study_on_a_file_without_root(qoslab):
         assert (work / "qoslab" / "created.json").read_text().strip() == "[]"
     finally:
         shutil.rmtree(work)
+
+
+def test_without_fio_the_study_stops_before_writing_anything(qoslab, tmp_path):
+    target = tmp_path / "data.img"
+    done = qoslab(
+        "lab",
+        "study",
+        "qd-sweep",
+        "--target",
+        target,
+        "--size",
+        "16M",
+        "--out",
+        tmp_path / "out",
+        env={**os.environ, "PATH": str(tmp_path), "QOSLAB_STATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "qoslab: error: fio is not installed" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not target.exists() and not (tmp_path / "out").exists()

@@ -265,6 +265,7 @@ def sched(
     db_iodepth: int = typer.Option(4, "--db-iodepth", min=1, help="database_sim queue depth."),
     backup_iodepth: int = typer.Option(16, "--backup-iodepth", min=1, help="backup_sim depth."),
     log_msec: int = typer.Option(100, "--log-msec", min=1, help="Latency log window (ms)."),
+    size: str = typer.Option("10G", "--size", help="Region both jobs address."),
     out: Path = typer.Option(Path("out/lab/sched"), "--out", help="Output directory."),
     destructive_ok: str | None = typer.Option(
         None, "--destructive-ok", help="Allow this one device qoslab did not create (exact path)."
@@ -301,6 +302,7 @@ def sched(
             target,
             out=out,
             opts=opts,
+            size=_size(size, "--size"),
             destructive_ok=destructive_ok,
             precondition=precondition,
             quiet=quiet,

@@ -55,7 +55,8 @@ def bs_label(size: int) -> str:
     return f"{size // KiB}k" if size % KiB == 0 else f"{size}b"
 
 
-def global_options(target_path: str, size_bytes: int, opts: StudyOptions) -> dict[str, object]:
+def global_options(target_path: str, size_bytes: int, opts) -> dict[str, object]:
+    """The `[global]` section of every lab run (`opts` has runtime_s, ramp_s, ioengine)."""
     return {
         "filename": target_path,
         "size": size_bytes,

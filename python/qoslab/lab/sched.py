@@ -25,13 +25,13 @@ from qoslab.errors import InputError
 from qoslab.fio import jobs_table
 from qoslab.fio.logs import read_fio_log
 from qoslab.lab.outdir import staged
+from qoslab.lab.plans import global_options
 from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata, scheduler_restored, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner, find_fio
 from qoslab.lab.target import prepare_target
-from qoslab.lab.units import fio_ms
 from qoslab.report import Section, Text, write_report
 
 JOBS = ("database_sim", "backup_sim")
@@ -95,6 +95,7 @@ def run_sched(
     *,
     out: Path,
     opts: SchedOptions,
+    size: int = 10 << 30,
     destructive_ok: str | None = None,
     precondition: bool = True,
     quiet: bool = False,
@@ -108,7 +109,7 @@ def run_sched(
     with lab_progress(quiet) as progress, staged(out) as tmp:
         target = prepare_target(
             target_arg,
-            1 << 62,  # the whole device
+            size,
             registry=registry,
             destructive_ok=destructive_ok,
             precondition=precondition,
@@ -123,16 +124,7 @@ def run_sched(
                 f"(available: {', '.join(available)}; `modprobe` the missing ones)"
             )
         env_before = device_metadata(target.disk)
-        g = {
-            "filename": target.path,
-            "size": target.size_bytes,
-            "ioengine": opts.ioengine,
-            "direct": 1,
-            "time_based": None,
-            "runtime": fio_ms(opts.runtime_s),
-            "ramp_time": fio_ms(opts.ramp_s),
-            "lat_percentiles": 1,
-        }
+        g = global_options(target.path, target.size_bytes, opts)
         runner = Runner(tmp, target, progress, total_s)
         frames, series = [], []
         with scheduler_restored(target.disk):

@@ -146,3 +146,25 @@ def test_without_fio_the_study_stops_before_writing_anything(qoslab, tmp_path):
     assert "qoslab: error: fio is not installed" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not target.exists() and not (tmp_path / "out").exists()
+
+
+def test_an_output_directory_that_is_not_qoslabs_is_never_replaced(qoslab, tmp_path):
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    done = qoslab(
+        "lab",
+        "study",
+        "qd-sweep",
+        "--target",
+        tmp_path / "data.img",
+        "--size",
+        "16M",
+        "--out",
+        precious,
+        env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "is not an earlier qoslab lab output" in done.stderr
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    assert not (tmp_path / "data.img").exists()

@@ -32,12 +32,13 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
+    from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
-
-    app.add_typer(nvmelite)
     from qoslab.sim.cli import register as register_sim
 
+    app.add_typer(nvmelite)
     register_sim(app)
+    app.add_typer(lab)
 
 
 _register_studies()

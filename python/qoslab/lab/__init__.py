@@ -1,0 +1,1 @@
+"""The real-device fio lab: loop devices, characterisation studies, kernel schedulers."""

@@ -1,0 +1,50 @@
+"""Sizes and durations as the lab's command line takes them.
+
+Sizes are binary: `4k` = `4K` = `4KiB` = 4096 bytes, `10G` = 10 GiB, a bare number is bytes.
+(fio's own parser differs: in its default kb_base=1024 mode `4KiB` means 4000 bytes, so the
+lab writes job files in plain bytes.) Durations take `us`, `ms`, `s`, `m`, `h`; a bare number
+is seconds.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$", re.IGNORECASE)
+_DURATION_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """Bytes from `4k`, `256M`, `10GiB` or `4096`; ValueError names `what` otherwise."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"{what}: expected a size like 4k, 256M or 10G, got {text!r}")
+    value = float(m.group(1)) * (1 << _SIZE_SHIFT[m.group(2).lower()])
+    if value != int(value) or value <= 0:
+        raise ValueError(f"{what}: expected a positive whole number of bytes, got {text!r}")
+    return int(value)
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Seconds from `30s`, `500ms`, `2m` or `1.5`; ValueError names `what` otherwise."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"{what}: expected a duration like 30s, 500ms or 2m, got {text!r}")
+    unit = m.group(2).lower() if m.group(2) else None
+    return float(m.group(1)) * _DURATION_S[unit]
+
+
+def fio_ms(seconds: float) -> str:
+    """A duration as a fio time value in whole milliseconds (`1500ms`)."""
+    return f"{round(seconds * 1000)}ms"
+
+
+def human_bytes(n: float) -> str:
+    """`268435456` -> `256 MiB` (for messages and reports)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

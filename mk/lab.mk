@@ -1,5 +1,5 @@
 # The real-device fio lab (study 3 and the kernel half of study 5).
-#   make lab-demo   a 512 MiB loop device, a qd-sweep and a scheduler run on it, then cleanup
+#   make lab-demo   (separate from make demo, which touches no block device) a 512 MiB loop device, a qd-sweep and a scheduler run on it, then cleanup
 # Needs root (loop devices, sysfs); without root it says so and does nothing.
 LAB_OUT  ?= out/lab
 LAB_SIZE ?= 512M
@@ -16,5 +16,3 @@ lab-demo: $(VENV)/.core tools
 	  --out $(LAB_OUT)/qd-sweep; \
 	$(QOSLAB) lab sched --target "$$dev" --schedulers none,mq-deadline,kyber,bfq --reps 2 \
 	  --runtime 2s --ramp 500ms --out $(LAB_OUT)/sched
-
-DEMO_TARGETS += lab-demo

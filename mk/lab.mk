@@ -1,5 +1,6 @@
 # The real-device fio lab (study 3 and the kernel half of study 5).
-#   make lab-demo   (separate from make demo, which touches no block device) a 512 MiB loop device, a qd-sweep and a scheduler run on it, then cleanup
+#   make lab-demo   a 512 MiB loop device, a qd-sweep and a scheduler run on it, then cleanup
+#                   (not part of `make demo`, which touches no block device)
 # Needs root (loop devices, sysfs); without root it says so and does nothing.
 LAB_OUT  ?= out/lab
 LAB_SIZE ?= 512M

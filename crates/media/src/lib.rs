@@ -12,8 +12,10 @@
 
 pub mod analytic;
 pub mod empirical;
+pub mod hdd;
 pub mod registry;
 pub mod service;
+pub mod ssd;
 
 use std::path::Path;
 
@@ -21,6 +23,7 @@ pub use analytic::AnalyticDevice;
 pub use empirical::EmpiricalDevice;
 pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
 pub use registry::{ModelVisitor, model_names, visit_model};
+pub use ssd::Ssd;
 
 bitflags::bitflags! {
     /// What a device can do, as flags (like fio's engine flags), not as a class tree.

@@ -1,0 +1,1 @@
+//! A hard disk drive (see `docs/media.md`).

@@ -86,7 +86,8 @@ impl Batch {
 
 #[derive(Clone, Debug)]
 struct Die {
-    queues: [VecDeque<OpId>; CLASSES],
+    /// Waiting operations per (class, plane of the die): `class * planes_per_die + plane`.
+    queues: Vec<VecDeque<OpId>>,
     state: DieState,
     batch: Batch,
     /// Bumped when a scheduled `DieReady` must be ignored (a suspension moved its time).
@@ -120,12 +121,16 @@ pub struct FlashStats {
     pub erases: u64,
     pub multiplane_commands: u64,
     pub suspensions: u64,
+    /// Sum over channels of the time they were held.
+    pub channel_busy_ns: u64,
 }
 
 pub struct FlashArray {
     dies: Vec<Die>,
     channels: Vec<Channel>,
     ops: Vec<FlashOp>,
+    /// Arrival order of each operation (FIFO across the planes of a die).
+    op_seq: Vec<u64>,
     free_ops: Vec<OpId>,
     seq: u64,
     pages_per_plane: u32,
@@ -163,7 +168,7 @@ impl FlashArray {
         let g = &cfg.geo;
         let dies = (0..g.dies())
             .map(|d| Die {
-                queues: Default::default(),
+                queues: vec![VecDeque::new(); CLASSES * g.planes_per_die as usize],
                 state: DieState::Idle,
                 batch: Batch {
                     ops: [0; MAX_MULTIPLANE],
@@ -180,6 +185,7 @@ impl FlashArray {
             dies,
             channels: vec![Channel::default(); g.channels as usize],
             ops: Vec::new(),
+            op_seq: Vec::new(),
             free_ops: Vec::new(),
             seq: 0,
             pages_per_plane: g.pages_per_plane(),
@@ -234,18 +240,23 @@ impl FlashArray {
 
     /// Queues `op` on its die.
     pub fn submit(&mut self, op: FlashOp, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.seq += 1;
         let id = match self.free_ops.pop() {
             Some(id) => {
                 self.ops[id as usize] = op;
+                self.op_seq[id as usize] = self.seq;
                 id
             }
             None => {
                 self.ops.push(op);
+                self.op_seq.push(self.seq);
                 (self.ops.len() - 1) as OpId
             }
         };
         let d = self.die_of(op.ppa);
-        self.dies[d as usize].queues[op.class as usize].push_back(id);
+        let plane = self.plane_of(op.ppa) % self.planes_per_die;
+        let q = op.class as usize * self.planes_per_die as usize + plane as usize;
+        self.dies[d as usize].queues[q].push_back(id);
         let now = ctx.now_ns();
         let die = &self.dies[d as usize];
         match die.state {
@@ -296,7 +307,12 @@ impl FlashArray {
         } else {
             CLASSES
         };
-        let Some(class) = (0..classes).find(|&c| !die.queues[c].is_empty()) else {
+        let ppd = self.planes_per_die as usize;
+        let Some(class) = (0..classes).find(|&c| {
+            die.queues[c * ppd..(c + 1) * ppd]
+                .iter()
+                .any(|q| !q.is_empty())
+        }) else {
             if let Some((batch, remaining)) = die.suspended.take() {
                 die.batch = batch;
                 die.state = DieState::Array;
@@ -311,7 +327,14 @@ impl FlashArray {
             }
             return;
         };
-        let first = die.queues[class].pop_front().expect("non-empty");
+        // The oldest head among the class's plane queues goes first; heads of the same kind on
+        // the die's other planes may join it in one multi-plane command.
+        let queues = &mut die.queues[class * ppd..(class + 1) * ppd];
+        let lead = (0..ppd)
+            .filter(|&p| !queues[p].is_empty())
+            .min_by_key(|&p| self.op_seq[queues[p][0] as usize])
+            .expect("a non-empty queue");
+        let first = queues[lead].pop_front().expect("non-empty");
         let kind = self.ops[first as usize].kind;
         let mut batch = Batch {
             ops: [first; MAX_MULTIPLANE],
@@ -319,20 +342,19 @@ impl FlashArray {
             out: 0,
         };
         if self.cfg.multiplane > 1 {
-            // Join queued operations of the same kind on other planes of this die (looking a
-            // few entries deep, as a controller's command window does).
-            let mut used_planes = 1u32 << (self.plane_of(self.ops[first as usize].ppa) % 32);
-            let queue = &mut self.dies[d as usize].queues[class];
-            let mut i = 0;
-            while i < queue.len().min(16) && (batch.len as usize) < self.cfg.multiplane {
-                let cand = self.ops[queue[i] as usize];
-                let bit = 1u32 << (cand.ppa / self.pages_per_plane % 32);
-                if cand.kind == kind && used_planes & bit == 0 {
-                    used_planes |= bit;
-                    batch.ops[batch.len as usize] = queue.remove(i).expect("in range");
+            for (p, queue) in queues.iter_mut().enumerate() {
+                if batch.len as usize == self.cfg.multiplane {
+                    break;
+                }
+                if p == lead {
+                    continue;
+                }
+                if let Some(&head) = queue.front()
+                    && self.ops[head as usize].kind == kind
+                {
+                    queue.pop_front();
+                    batch.ops[batch.len as usize] = head;
                     batch.len += 1;
-                } else {
-                    i += 1;
                 }
             }
             if batch.len > 1 {
@@ -426,6 +448,7 @@ impl FlashArray {
         let end = now + duration_ns;
         let ch = self.dies[d as usize].channel;
         self.channels[ch as usize].busy_until = end;
+        self.stats.channel_busy_ns += duration_ns;
         if data_out {
             let die = &self.dies[d as usize];
             ctx.schedule(
@@ -452,8 +475,17 @@ impl FlashArray {
 
     /// `ChannelFree(ch)`: hand the channel to the most urgent waiter.
     pub fn on_channel_free(&mut self, ch: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
         let channel = &mut self.channels[ch as usize];
         channel.wake_pending = false;
+        if channel.busy_until > now {
+            // Granted at once to a request that found it free after this wake-up was set.
+            if !channel.waiters.is_empty() {
+                channel.wake_pending = true;
+                ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
+            }
+            return;
+        }
         let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
             let w = &channel.waiters[i];
             (w.class, w.data_out, w.seq)

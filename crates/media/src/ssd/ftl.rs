@@ -224,7 +224,9 @@ impl Ftl {
     /// the copy is stale and stays invalid. Returns whether the copy became the valid one.
     pub fn commit_gc(&mut self, lpa: u32, src: u32, dst: u32) -> bool {
         let b = self.geo.block_of_ppa(dst);
-        let moved = self.l2p[lpa as usize] == src;
+        // The source still holds the page's valid copy exactly when its reverse entry does
+        // (a host rewrite clears it); checking there touches the victim block, not the map.
+        let moved = self.p2l[src as usize] == lpa;
         if moved {
             self.invalidate(src);
             self.l2p[lpa as usize] = dst;

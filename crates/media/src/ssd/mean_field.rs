@@ -42,7 +42,7 @@ fn tails(b: usize, c: f64, rule: Rule) -> Vec<f64> {
                 // j (s - above) - c (1 - s^d) rises with s, is <= 0 at s = above and >= 0 at 1.
                 let f = |x: f64| jf * (x - above) - c * (1.0 - x.powi(d as i32));
                 let (mut lo, mut hi) = (above, 1.0);
-                for _ in 0..60 {
+                for _ in 0..50 {
                     let mid = 0.5 * (lo + hi);
                     if f(mid) < 0.0 {
                         lo = mid;

@@ -29,7 +29,9 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
-    pass
+    from qoslab.sim.cli import register as register_sim
+
+    register_sim(app)
 
 
 _register_studies()

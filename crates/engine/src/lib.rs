@@ -7,7 +7,9 @@
 pub mod queue;
 pub mod request;
 pub mod rng;
+pub mod series;
 pub mod stage;
+pub mod stats;
 pub mod time;
 pub mod tunable;
 pub mod units;
@@ -15,6 +17,8 @@ pub mod units;
 pub use queue::EventQueue;
 pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};
 pub use rng::RngStream;
+pub use series::{IntervalRow, IntervalSeries};
 pub use stage::{Harness, STAGE_API_VERSION, Stage, StageCtx};
+pub use stats::{LatencyHist, Moments};
 pub use time::Ns;
 pub use tunable::{ConfigDoc, ConfigError, RawValue, Settings, Tunable, Unit, Value};

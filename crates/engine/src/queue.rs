@@ -1,39 +1,20 @@
-//! The event queue: a binary heap ordered by (time, insertion sequence).
+//! The event queue: a min-heap ordered by (time, insertion sequence).
 //!
 //! Events scheduled for the same instant come out in the order they were scheduled, so a run
 //! never depends on heap internals, addresses or hashing.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//!
+//! The heap is 4-ary over one packed u128 key (time in the high 64 bits, sequence in the low):
+//! the simulator pushes and pops a few events per simulated I/O, and a flatter heap with one
+//! integer comparison per step does that in about half the time of `std`'s binary heap of
+//! tuple keys. (Hand-written for that reason; the ordering contract is the same.)
 
 use crate::time::Ns;
 
-struct Entry<E> {
-    at_ns: Ns,
-    seq: u64,
-    event: E,
-}
-
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at_ns, self.seq) == (other.at_ns, other.seq)
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at_ns, self.seq).cmp(&(other.at_ns, other.seq))
-    }
-}
+const ARITY: usize = 4;
 
 /// Pending events of one simulation, earliest first, FIFO among equal times.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Reverse<Entry<E>>>,
+    heap: Vec<(u128, E)>,
     next_seq: u64,
     now_ns: Ns,
 }
@@ -44,10 +25,15 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+#[inline]
+fn key(at_ns: Ns, seq: u64) -> u128 {
+    (u128::from(at_ns) << 64) | u128::from(seq)
+}
+
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            heap: Vec::new(),
             next_seq: 0,
             now_ns: 0,
         }
@@ -63,15 +49,26 @@ impl<E> EventQueue<E> {
     /// # Panics
     /// When `at_ns` lies before the current time: a model that schedules into the past has a
     /// bug that would otherwise silently reorder history.
+    #[inline]
     pub fn schedule(&mut self, at_ns: Ns, event: E) {
         assert!(
             at_ns >= self.now_ns,
             "event scheduled in the past: {at_ns} < {}",
             self.now_ns
         );
-        let seq = self.next_seq;
+        let k = key(at_ns, self.next_seq);
         self.next_seq += 1;
-        self.heap.push(Reverse(Entry { at_ns, seq, event }));
+        // Sift up: move parents down until the new key's place is found.
+        let mut i = self.heap.len();
+        self.heap.push((k, event));
+        while i > 0 {
+            let parent = (i - 1) / ARITY;
+            if self.heap[parent].0 <= k {
+                break;
+            }
+            self.heap.swap(i, parent);
+            i = parent;
+        }
     }
 
     /// Schedules `event` `delay_ns` after the current time.
@@ -80,15 +77,47 @@ impl<E> EventQueue<E> {
     }
 
     /// Removes the earliest event and advances the clock to it.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Ns, E)> {
-        let Reverse(entry) = self.heap.pop()?;
-        self.now_ns = entry.at_ns;
-        Some((entry.at_ns, entry.event))
+        let last = self.heap.pop()?;
+        let (k, event) = if self.heap.is_empty() {
+            last
+        } else {
+            let top = std::mem::replace(&mut self.heap[0], last);
+            self.sift_down();
+            top
+        };
+        let at_ns = (k >> 64) as Ns;
+        self.now_ns = at_ns;
+        Some((at_ns, event))
+    }
+
+    fn sift_down(&mut self) {
+        let n = self.heap.len();
+        let mut i = 0;
+        loop {
+            let first = i * ARITY + 1;
+            if first >= n {
+                return;
+            }
+            let end = (first + ARITY).min(n);
+            let mut best = first;
+            for c in first + 1..end {
+                if self.heap[c].0 < self.heap[best].0 {
+                    best = c;
+                }
+            }
+            if self.heap[best].0 >= self.heap[i].0 {
+                return;
+            }
+            self.heap.swap(i, best);
+            i = best;
+        }
     }
 
     /// Time of the next event without removing it.
     pub fn peek_time_ns(&self) -> Option<Ns> {
-        self.heap.peek().map(|Reverse(e)| e.at_ns)
+        self.heap.first().map(|(k, _)| (k >> 64) as Ns)
     }
 
     pub fn len(&self) -> usize {
@@ -132,5 +161,39 @@ mod tests {
         q.schedule(100, ());
         q.pop();
         q.schedule(99, ());
+    }
+
+    #[test]
+    fn many_interleaved_events_come_out_sorted_and_stable() {
+        // A pseudo-random schedule checked against a stable sort of the same events.
+        let mut q = EventQueue::new();
+        let mut expected = Vec::new();
+        let mut x: u64 = 12345;
+        let mut id = 0u32;
+        for round in 0..200 {
+            for _ in 0..(x % 17) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let at = q.now_ns() + (x >> 58); // small delays: many ties
+                q.schedule(at, id);
+                expected.push((at, id));
+                id += 1;
+            }
+            for _ in 0..(round % 5) {
+                if let Some(e) = q.pop() {
+                    let pos = expected
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, (t, i))| (*t, *i))
+                        .map(|(p, _)| p)
+                        .unwrap();
+                    assert_eq!(e, expected.remove(pos));
+                }
+            }
+        }
+        expected.sort();
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, expected);
     }
 }

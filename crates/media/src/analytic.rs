@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use qoslab_engine::time::ns_from_f64;
 use qoslab_engine::{
     ConfigError, IoStatus, Ns, Op, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
 };
@@ -107,7 +108,7 @@ impl AnalyticDevice {
             Op::Trim => return self.trim_ns,
         };
         if self.transfer_rate > 0.0 {
-            base + (len_bytes as f64 / self.transfer_rate).round() as Ns
+            base + ns_from_f64(len_bytes as f64 / self.transfer_rate)
         } else {
             base
         }

@@ -27,7 +27,8 @@
 
 use std::path::Path;
 
-use qoslab_engine::{ConfigError, Ns, Op, ReqId, RngStream, Settings, Stage, StageCtx, Tunable};
+use qoslab_engine::time::ns_from_f64;
+use qoslab_engine::{ConfigError, Op, ReqId, RngStream, Settings, Stage, StageCtx, Tunable};
 use serde::Deserialize;
 
 use crate::service::QuantileTable;
@@ -234,7 +235,7 @@ impl Stage for EmpiricalDevice {
         let op = req.op;
         let u = self.rng.uniform();
         let latency = match self.profile.for_op(op) {
-            Some(p) => p.latency_ns(self.in_flight, u).round() as Ns,
+            Some(p) => ns_from_f64(p.latency_ns(self.in_flight, u)),
             None => 0,
         };
         ctx.schedule(now + latency, Done(id));

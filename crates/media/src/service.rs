@@ -1,5 +1,6 @@
 //! Service-time distributions of the analytic and empirical devices.
 
+use qoslab_engine::time::ns_from_f64;
 use qoslab_engine::{Ns, RngStream};
 use rand_distr::{Distribution, LogNormal};
 
@@ -128,9 +129,9 @@ impl Service {
     pub fn sample_ns(&self, rng: &mut RngStream) -> Ns {
         match self {
             Service::Fixed(ns) => *ns,
-            Service::Exponential { mean_ns } => rng.exponential(*mean_ns).round() as Ns,
-            Service::LogNormal { dist, .. } => dist.sample(rng).round() as Ns,
-            Service::Empirical(t) => t.sample(rng).round() as Ns,
+            Service::Exponential { mean_ns } => ns_from_f64(rng.exponential(*mean_ns)),
+            Service::LogNormal { dist, .. } => ns_from_f64(dist.sample(rng)),
+            Service::Empirical(t) => ns_from_f64(t.sample(rng)),
         }
     }
 }

@@ -48,7 +48,7 @@ const CQE_BYTES: u64 = 16;
 pub enum NvmeEvent {
     /// A tail doorbell write reaches the controller.
     Doorbell { sq: u16, epoch: u32 },
-    /// The fetch engine finished the batch it was fetching.
+    /// The fetch engine is free again and entries are waiting for it.
     FetchDone { epoch: u32 },
     /// Controller processing (and write data transfer) is done: the command goes to the media.
     MediaSubmit { id: ReqId, epoch: u32 },
@@ -138,8 +138,10 @@ pub struct Nvme {
     arbiter: AnyArbiter,
     views: Vec<SqView>,
     link: PcieLink,
-    fetch_busy: bool,
-    fetch_batch: Vec<ReqId>,
+    /// The fetch engine is busy until then.
+    fetch_free_at: Ns,
+    /// A FetchDone event is pending to restart fetching.
+    fetch_wake_scheduled: bool,
     /// Commands fetched and not yet finished by the media.
     outstanding: u32,
     cmds: Vec<Cmd>,
@@ -209,8 +211,8 @@ impl Nvme {
             cqs,
             orders,
             views,
-            fetch_busy: false,
-            fetch_batch: Vec::new(),
+            fetch_free_at: 0,
+            fetch_wake_scheduled: false,
             outstanding: 0,
             cmds: Vec::new(),
             epoch: 0,
@@ -342,9 +344,12 @@ impl Nvme {
 
     // ---- controller: fetch and media -------------------------------------------------------
 
+    /// Fetches what arbitration allows. The fetch engine is serial: a batch of n entries
+    /// occupies it for n x fetch_ns, but it needs an event only when entries wait for it; a
+    /// fetched command goes to the media at its ready time directly.
     fn try_fetch(&mut self, ctx: &mut impl StageCtx<NvmeEvent>) {
         loop {
-            if self.fetch_busy || self.resetting {
+            if self.resetting {
                 return;
             }
             let room = match self.cfg.max_outstanding {
@@ -355,18 +360,33 @@ impl Nvme {
                 return;
             }
             let limit = self.cfg.fetch_limit_per_sq;
+            let mut any = false;
             for (v, sq) in self.views.iter_mut().zip(&self.sqs) {
                 let mut avail = sq.fetchable();
                 if limit > 0 {
                     avail = avail.min(limit.saturating_sub(sq.fetched_open));
                 }
                 v.available = avail;
+                any |= avail > 0;
+            }
+            if !any {
+                return;
+            }
+            let now = ctx.now_ns();
+            if self.fetch_free_at > now {
+                if !self.fetch_wake_scheduled {
+                    self.fetch_wake_scheduled = true;
+                    ctx.schedule(
+                        self.fetch_free_at,
+                        NvmeEvent::FetchDone { epoch: self.epoch },
+                    );
+                }
+                return;
             }
             let Some((sqi, n)) = self.arbiter.pick(&self.views) else {
                 return;
             };
             let n = n.min(room);
-            let now = ctx.now_ns();
             let class = self.sqs[sqi].class as usize;
             self.stats.fetched_by_class[class] += n as u64;
             self.outstanding += n;
@@ -379,40 +399,28 @@ impl Nvme {
                     SQE_BYTES * n as u64,
                 ));
             }
-            if done_at == now {
-                for _ in 0..n {
-                    let id = self.sqs[sqi].fetch_entry();
-                    self.fetched(id, ctx);
-                }
-            } else {
-                self.fetch_busy = true;
-                for _ in 0..n {
-                    let id = self.sqs[sqi].fetch_entry();
-                    self.fetch_batch.push(id);
-                }
-                ctx.schedule(done_at, NvmeEvent::FetchDone { epoch: self.epoch });
+            self.fetch_free_at = done_at;
+            for _ in 0..n {
+                let id = self.sqs[sqi].fetch_entry();
+                self.fetched(id, done_at, ctx);
             }
         }
     }
 
-    fn fetched(&mut self, id: ReqId, ctx: &mut impl StageCtx<NvmeEvent>) {
+    /// Command `id` was fetched (its entry arrives at `at`): it goes to the media after the
+    /// controller's processing and, for a write, the data transfer.
+    fn fetched(&mut self, id: ReqId, at: Ns, ctx: &mut impl StageCtx<NvmeEvent>) {
         let now = ctx.now_ns();
         let c = self.cmd(id);
         c.state = CmdState::Fetched;
-        let (sqi, abort) = (c.sq as usize, c.abort_requested);
+        let sqi = c.sq as usize;
         if self.cfg.completion_order != CompletionOrder::Device {
             self.orders[sqi].fetched(id);
         }
         let req = &mut ctx.reqs_mut()[id];
-        req.t.fetched_ns = now;
-        if abort {
-            req.status = IoStatus::Aborted;
-            self.stats.aborts_succeeded += 1;
-            self.controller_done(id, ctx);
-            return;
-        }
+        req.t.fetched_ns = at;
         let (op, len) = (req.op, req.len_bytes);
-        let mut ready = now + self.cfg.cmd_ns;
+        let mut ready = at + self.cfg.cmd_ns;
         if op.carries_data_to_device() {
             ready = self.link.transfer(Direction::ToDevice, ready, len);
         }
@@ -800,8 +808,8 @@ impl Nvme {
             cq.reset();
         }
         self.outstanding = 0;
-        self.fetch_busy = false;
-        self.fetch_batch.clear();
+        self.fetch_free_at = now;
+        self.fetch_wake_scheduled = false;
         self.link.reset(now);
         ctx.reset_below();
         cancelled.sort_by_key(|&id| (ctx.reqs()[id].t.queued_ns, id));
@@ -873,13 +881,7 @@ impl Stage for Nvme {
                 if epoch != current => {}
             NvmeEvent::Doorbell { sq, .. } => self.on_doorbell(sq as usize, ctx),
             NvmeEvent::FetchDone { .. } => {
-                self.fetch_busy = false;
-                let batch = std::mem::take(&mut self.fetch_batch);
-                for &id in &batch {
-                    self.fetched(id, ctx);
-                }
-                self.fetch_batch = batch;
-                self.fetch_batch.clear();
+                self.fetch_wake_scheduled = false;
                 self.try_fetch(ctx);
             }
             NvmeEvent::MediaSubmit { id, .. } => self.hand_to_media(id, ctx),

@@ -7,6 +7,7 @@
 //! adds no events; bookings are served in the order the simulator makes them.
 
 use qoslab_engine::Ns;
+use qoslab_engine::time::ns_from_f64;
 
 /// Host to device (SQ entries, write data) or device to host (read data, CQ entries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +20,7 @@ pub enum Direction {
 pub struct PcieLink {
     /// lanes x lane rate, bytes per ns; 0 = transfers take no time.
     bytes_per_ns: f64,
+    ns_per_byte: f64,
     tlp_payload_bytes: u64,
     tlp_overhead_bytes: u64,
     free_at_ns: [Ns; 2],
@@ -32,8 +34,14 @@ impl PcieLink {
         tlp_payload_bytes: u32,
         tlp_overhead_bytes: u32,
     ) -> Self {
+        let bytes_per_ns = lane_rate * lanes as f64;
         PcieLink {
-            bytes_per_ns: lane_rate * lanes as f64,
+            bytes_per_ns,
+            ns_per_byte: if bytes_per_ns > 0.0 {
+                1.0 / bytes_per_ns
+            } else {
+                0.0
+            },
             tlp_payload_bytes: tlp_payload_bytes.max(1) as u64,
             tlp_overhead_bytes: tlp_overhead_bytes as u64,
             free_at_ns: [0; 2],
@@ -55,7 +63,7 @@ impl PcieLink {
         if !self.enabled() || bytes == 0 {
             return 0;
         }
-        (self.wire_bytes(bytes) as f64 / self.bytes_per_ns).round() as Ns
+        ns_from_f64(self.wire_bytes(bytes) as f64 * self.ns_per_byte)
     }
 
     /// Books a transfer of `bytes` that may start at `start_ns`; returns when it ends.

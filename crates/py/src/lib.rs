@@ -3,8 +3,11 @@
 
 use pyo3::prelude::*;
 
+mod sim;
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    sim::register(m)?;
     Ok(())
 }

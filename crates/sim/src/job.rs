@@ -1,0 +1,440 @@
+//! Jobs at the top of the path: each clone of a fio job (or a trace replay) issues I/Os as fio
+//! would (queue depth, batches, rate caps, think time, ramp and run time) and records what
+//! completes.
+
+use std::io::BufRead;
+
+use qoslab_engine::{IntervalSeries, LatencyHist, Moments, Ns, Op, Request};
+use qoslab_workload::WorkloadError;
+use qoslab_workload::generator::{GenIo, JobGen};
+use qoslab_workload::trace::{ReplaySpeed, TraceReader};
+
+/// Where a job's I/Os come from.
+pub enum Source {
+    Gen(Box<JobGen>),
+    Trace(Box<TraceSource>),
+}
+
+/// Open-loop replay of a trace at its timestamps (scaled by the speed), offsets wrapped into
+/// the device.
+pub struct TraceSource {
+    pub reader: TraceReader<Box<dyn BufRead>>,
+    pub speed: ReplaySpeed,
+    pub capacity_bytes: u64,
+}
+
+impl Source {
+    fn next(&mut self) -> Result<Option<GenIo>, WorkloadError> {
+        match self {
+            Source::Gen(g) => Ok(g.next_io()),
+            Source::Trace(t) => {
+                let Some(rec) = t.reader.next().transpose()? else {
+                    return Ok(None);
+                };
+                let len = rec.len_bytes.min(t.capacity_bytes);
+                let span = t.capacity_bytes - len + 1;
+                Ok(Some(GenIo {
+                    op: rec.op,
+                    offset_bytes: rec.offset_bytes % span,
+                    len_bytes: len,
+                    prio: Default::default(),
+                    not_before_ns: t.speed.scale(rec.timestamp_ns),
+                    think_before_ns: 0,
+                    drain_before: false,
+                }))
+            }
+        }
+    }
+}
+
+/// What one op of one job did.
+#[derive(Clone, Debug, Default)]
+pub struct OpStats {
+    pub ios: u64,
+    pub bytes: u64,
+    pub slat: Moments,
+    pub clat: LatencyHist,
+    pub lat: LatencyHist,
+    /// bandwidth and IOPS samples over fio's 500 ms averaging window (`bw_avg_time`).
+    pub bw_samples: Moments,
+    pub iops_samples: Moments,
+}
+
+impl OpStats {
+    pub fn merge(&mut self, o: &OpStats) {
+        self.ios += o.ios;
+        self.bytes += o.bytes;
+        self.slat.merge(&o.slat);
+        self.clat.merge(&o.clat);
+        self.lat.merge(&o.lat);
+        self.bw_samples.merge(&o.bw_samples);
+        self.iops_samples.merge(&o.iops_samples);
+    }
+}
+
+/// fio's depth buckets for `iodepth_level` (1, 2, 4, ..., >=64) and for submit/complete batch
+/// sizes (0, 4, 8, ..., >=64).
+pub const DEPTH_BUCKETS: usize = 7;
+
+pub fn depth_level_bucket(depth: u32) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+pub fn batch_bucket(n: u32) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+/// Statistics of one job clone (or a merged group).
+#[derive(Clone, Debug, Default)]
+pub struct JobStats {
+    /// read, write, trim, sync (flush).
+    pub ops: [OpStats; 4],
+    pub iodepth_level: [u64; DEPTH_BUCKETS],
+    pub submit_batches: [u64; DEPTH_BUCKETS],
+    pub complete_batches: [u64; DEPTH_BUCKETS],
+    pub errors: u64,
+    /// Simulated time the job ran after its ramp (ns).
+    pub runtime_ns: Ns,
+}
+
+impl JobStats {
+    pub fn merge(&mut self, o: &JobStats) {
+        for (a, b) in self.ops.iter_mut().zip(&o.ops) {
+            a.merge(b);
+        }
+        for k in 0..DEPTH_BUCKETS {
+            self.iodepth_level[k] += o.iodepth_level[k];
+            self.submit_batches[k] += o.submit_batches[k];
+            self.complete_batches[k] += o.complete_batches[k];
+        }
+        self.errors += o.errors;
+        self.runtime_ns = self.runtime_ns.max(o.runtime_ns);
+    }
+}
+
+/// Bandwidth sampling over fixed windows, as fio's `bw_avg_time` (500 ms).
+#[derive(Clone, Debug)]
+struct Sampler {
+    window_ns: Ns,
+    start_ns: Ns,
+    ios: [u64; 4],
+    bytes: [u64; 4],
+    active: [bool; 4],
+}
+
+pub const BW_WINDOW_NS: Ns = 500_000_000;
+
+impl Sampler {
+    fn close_until(&mut self, t: Ns, stats: &mut JobStats) {
+        while t >= self.start_ns + self.window_ns {
+            for k in 0..4 {
+                if self.active[k] {
+                    let secs = self.window_ns as f64 / 1e9;
+                    let op = &mut stats.ops[k];
+                    op.bw_samples
+                        .record((self.bytes[k] as f64 / 1024.0 / secs).round() as u64);
+                    op.iops_samples
+                        .record((self.ios[k] as f64 / secs).round() as u64);
+                }
+                self.ios[k] = 0;
+                self.bytes[k] = 0;
+            }
+            self.start_ns += self.window_ns;
+        }
+    }
+}
+
+/// What remains of a job clone after the run.
+#[derive(Clone, Debug)]
+pub struct JobResult {
+    pub name: String,
+    pub def: usize,
+    pub clone: u32,
+    pub group: u32,
+    pub stats: JobStats,
+    pub issued: u64,
+}
+
+/// One running job clone.
+pub struct JobRun {
+    /// Name shown in the report.
+    pub name: String,
+    /// Index of the job section (for options echo and grouping).
+    pub def: usize,
+    pub clone: u32,
+    pub group: u32,
+    pub core: u16,
+    source: Source,
+    iodepth: u32,
+    batch: u32,
+    pub start_ns: Ns,
+    ramp_ns: Ns,
+    /// End of the run time after the start (None: until the I/O amount is done).
+    end_after_ns: Option<Ns>,
+    pub inflight: u32,
+    pending: Option<GenIo>,
+    think_until: Option<Ns>,
+    /// Earliest time a wake-up is scheduled for (to avoid duplicates).
+    pub wake_at: Option<Ns>,
+    exhausted: bool,
+    pub started: bool,
+    pub finished: bool,
+    pub stats: JobStats,
+    pub series: Option<IntervalSeries>,
+    /// Interval of the time series, if one is kept.
+    series_interval_ns: Option<Ns>,
+    issues: [bool; 4],
+    sampler: Sampler,
+    pub last_complete_ns: Ns,
+    last_complete_batch: (Ns, u32),
+    pub issued: u64,
+}
+
+/// What the job asks of the simulator after it ran.
+pub enum Pump {
+    /// Wake the job at this time.
+    WakeAt(Ns),
+    /// Nothing: it waits for completions (or is done).
+    Wait,
+}
+
+impl JobRun {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        def: usize,
+        clone: u32,
+        group: u32,
+        core: u16,
+        source: Source,
+        iodepth: u32,
+        batch: u32,
+        ramp_ns: Ns,
+        end_after_ns: Option<Ns>,
+        issues: [bool; 4],
+        series_interval_ns: Option<Ns>,
+    ) -> Self {
+        JobRun {
+            name,
+            def,
+            clone,
+            group,
+            core,
+            source,
+            iodepth: iodepth.max(1),
+            batch: batch.clamp(1, iodepth.max(1)),
+            start_ns: 0,
+            ramp_ns,
+            end_after_ns,
+            inflight: 0,
+            pending: None,
+            think_until: None,
+            wake_at: None,
+            exhausted: false,
+            started: false,
+            finished: false,
+            stats: JobStats::default(),
+            series: None,
+            series_interval_ns,
+            issues,
+            sampler: Sampler {
+                window_ns: BW_WINDOW_NS,
+                start_ns: 0,
+                ios: [0; 4],
+                bytes: [0; 4],
+                active: issues,
+            },
+            last_complete_ns: 0,
+            last_complete_batch: (Ns::MAX, 0),
+            issued: 0,
+        }
+    }
+
+    pub fn start(&mut self, now: Ns) {
+        self.started = true;
+        self.start_ns = now;
+        self.sampler.start_ns = now + self.ramp_ns;
+        if let Some(interval) = self.series_interval_ns {
+            let ops: Vec<Op> = Op::ALL
+                .into_iter()
+                .filter(|op| self.issues[op.index()])
+                .collect();
+            self.series = Some(IntervalSeries::new(interval, now + self.ramp_ns, &ops));
+        }
+        self.last_complete_ns = now + self.ramp_ns;
+    }
+
+    fn ramp_end(&self) -> Ns {
+        self.start_ns + self.ramp_ns
+    }
+
+    /// Issues what the job may issue now, through `submit`; says when to wake it next.
+    pub fn pump(
+        &mut self,
+        now: Ns,
+        mut submit: impl FnMut(Request),
+    ) -> Result<Pump, WorkloadError> {
+        let mut submitted = 0u32;
+        let result = loop {
+            if self.exhausted {
+                break Pump::Wait;
+            }
+            if let Some(end) = self.end_after_ns
+                && now >= self.start_ns + end
+            {
+                self.exhausted = true;
+                break Pump::Wait;
+            }
+            if self.pending.is_none() {
+                self.pending = self.source.next()?;
+                if self.pending.is_none() {
+                    self.exhausted = true;
+                    break Pump::Wait;
+                }
+            }
+            let io = self.pending.expect("just filled");
+            if io.think_before_ns > 0 {
+                match self.think_until {
+                    None => {
+                        if io.drain_before && self.inflight > 0 {
+                            break Pump::Wait;
+                        }
+                        let until = now + io.think_before_ns;
+                        self.think_until = Some(until);
+                        break Pump::WakeAt(until);
+                    }
+                    Some(until) if now < until => break Pump::WakeAt(until),
+                    Some(_) => {}
+                }
+            }
+            let due = self.start_ns + io.not_before_ns;
+            if due > now {
+                break Pump::WakeAt(due);
+            }
+            // iodepth_batch_submit: a batch starts only when it fits whole.
+            let free = self.iodepth - self.inflight;
+            if free == 0 || (submitted.is_multiple_of(self.batch) && free < self.batch) {
+                break Pump::Wait;
+            }
+            self.pending = None;
+            self.think_until = None;
+            self.inflight += 1;
+            self.issued += 1;
+            submitted += 1;
+            self.stats.iodepth_level[depth_level_bucket(self.inflight)] += 1;
+            let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
+            req.prio = io.prio;
+            req.core = self.core;
+            submit(req);
+        };
+        if submitted > 0 {
+            // One submit call per batch, as fio counts them.
+            let mut left = submitted;
+            while left > 0 {
+                let n = left.min(self.batch);
+                self.stats.submit_batches[batch_bucket(n)] += 1;
+                left -= n;
+            }
+        }
+        if self.exhausted && self.inflight == 0 {
+            self.finished = true;
+        }
+        Ok(result)
+    }
+
+    /// Records a completed request of this job.
+    pub fn complete(&mut self, req: &Request) {
+        self.inflight -= 1;
+        let t = &req.t;
+        let done = t.completed_ns;
+        if done >= self.ramp_end() {
+            let k = req.op.index();
+            let op = &mut self.stats.ops[k];
+            let clat = done - t.dispatched_ns;
+            let lat = done - t.queued_ns;
+            op.ios += 1;
+            op.bytes += req.len_bytes;
+            op.slat.record(t.dispatched_ns - t.queued_ns);
+            op.clat.record(clat);
+            op.lat.record(lat);
+            if req.status != qoslab_engine::IoStatus::Ok {
+                self.stats.errors += 1;
+            }
+            self.sampler.close_until(done, &mut self.stats);
+            self.sampler.ios[k] += 1;
+            self.sampler.bytes[k] += req.len_bytes;
+            if let Some(s) = &mut self.series {
+                s.record(req.op, done, clat, req.len_bytes);
+            }
+            if self.last_complete_batch.0 == done {
+                self.last_complete_batch.1 += 1;
+            } else {
+                if self.last_complete_batch.1 > 0 {
+                    self.stats.complete_batches[batch_bucket(self.last_complete_batch.1)] += 1;
+                }
+                self.last_complete_batch = (done, 1);
+            }
+            self.last_complete_ns = self.last_complete_ns.max(done);
+        }
+        if self.exhausted && self.inflight == 0 {
+            self.finished = true;
+        }
+    }
+
+    pub fn into_result(self) -> JobResult {
+        JobResult {
+            name: self.name,
+            def: self.def,
+            clone: self.clone,
+            group: self.group,
+            stats: self.stats,
+            issued: self.issued,
+        }
+    }
+
+    /// Closes the job's books at the end of the run.
+    pub fn finish_stats(&mut self) {
+        if self.last_complete_batch.1 > 0 {
+            self.stats.complete_batches[batch_bucket(self.last_complete_batch.1)] += 1;
+            self.last_complete_batch.1 = 0;
+        }
+        let end = self.last_complete_ns;
+        self.sampler.close_until(end, &mut self.stats);
+        self.stats.runtime_ns = end.saturating_sub(self.ramp_end());
+        if let Some(s) = &mut self.series {
+            s.finish(end);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_and_batch_buckets_match_fios_labels() {
+        assert_eq!(depth_level_bucket(1), 0);
+        assert_eq!(depth_level_bucket(32), 5);
+        assert_eq!(depth_level_bucket(64), 6);
+        assert_eq!(batch_bucket(1), 1);
+        assert_eq!(batch_bucket(4), 1);
+        assert_eq!(batch_bucket(5), 2);
+        assert_eq!(batch_bucket(100), 6);
+    }
+}

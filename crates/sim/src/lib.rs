@@ -1,0 +1,355 @@
+//! `qoslab sim`: a fio job file (or a trace) and a device file in, fio's JSON out.
+//!
+//! [`run`] builds the path for each seed (jobs from `qoslab-workload`, the NVMe stage from
+//! `qoslab-nvme`, the device model named in the device file from `qoslab-media`), runs it with
+//! [`run::simulate`], and renders the result in fio's `normal`, `json` or `json+` format.
+//! With `repeat > 1`, the seeds run in parallel (rayon) and the report gives each figure's mean
+//! and 95 % confidence interval; the output does not depend on the number of threads.
+
+pub mod device;
+pub mod job;
+pub mod report;
+pub mod run;
+
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use qoslab_engine::{ConfigError, Ns};
+use qoslab_media::{DeviceModel, ModelVisitor, visit_model};
+use qoslab_nvme::Nvme;
+use qoslab_workload::WorkloadError;
+use qoslab_workload::fio::JobFile;
+use qoslab_workload::generator::JobGen;
+use qoslab_workload::trace::ReplaySpeed;
+use rayon::prelude::*;
+
+pub use device::DeviceConfig;
+use job::{JobRun, Source, TraceSource};
+pub use qoslab_workload::trace::TraceFormat;
+pub use report::OutputFormat;
+use run::{LoopOptions, Outcome};
+
+/// A bad input, or a run that cannot go on: one line, `FILE:LINE: message` when a file and
+/// line are known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimError {
+    pub path: Option<PathBuf>,
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+impl SimError {
+    pub fn new(message: impl Into<String>) -> Self {
+        SimError {
+            path: None,
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.path, self.line) {
+            (Some(p), Some(l)) => write!(f, "{}:{l}: {}", p.display(), self.message),
+            (Some(p), None) => write!(f, "{}: {}", p.display(), self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<WorkloadError> for SimError {
+    fn from(e: WorkloadError) -> Self {
+        SimError {
+            path: e.path,
+            line: e.line,
+            message: e.message,
+        }
+    }
+}
+
+impl From<ConfigError> for SimError {
+    fn from(e: ConfigError) -> Self {
+        SimError {
+            path: e.path,
+            line: e.line.map(|l| l as u64),
+            message: e.message,
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub enum WorkloadSpec {
+    Jobs(JobFile),
+    Trace {
+        path: PathBuf,
+        /// `None`: detect from the file.
+        format: Option<TraceFormat>,
+        speed: f64,
+        /// Most I/Os of the trace outstanding at once (0: no cap).
+        qd_cap: u32,
+    },
+}
+
+impl WorkloadSpec {
+    /// Reads a fio job file (`${ENV}` from the process environment).
+    pub fn job_file(path: &Path) -> Result<Self, SimError> {
+        let file = qoslab_workload::fio::parse_job_file(path, |n| std::env::var(n).ok())?;
+        Ok(WorkloadSpec::Jobs(file))
+    }
+}
+
+/// Everything `qoslab sim` needs.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub workload: WorkloadSpec,
+    pub device: DeviceConfig,
+    pub seed: u64,
+    pub repeat: u32,
+    pub format: OutputFormat,
+    /// Interval of the time series (`log_avg_msec`); `None` = no time series.
+    pub series_interval_ns: Option<Ns>,
+    pub progress: bool,
+}
+
+/// The result of `run`.
+pub struct SimOutput {
+    /// The report in the requested format.
+    pub text: String,
+    /// The time series as CSV (header included), when asked for.
+    pub series_csv: Option<String>,
+    /// Simulated I/Os over all runs and the events handled (for benchmarks).
+    pub ios: u64,
+    pub events: u64,
+    /// Most requests outstanding at once in any run.
+    pub max_outstanding: usize,
+}
+
+/// The header of the time-series CSV.
+pub const SERIES_HEADER: &str =
+    "time_ms,job,job_index,op,ios,iops,bytes_per_s,lat_mean_ns,lat_p99_ns";
+
+/// Builds the job clones of one run.
+fn build_jobs(
+    opts: &SimOptions,
+    seed: u64,
+    capacity: u64,
+    cores: u32,
+) -> Result<Vec<JobRun>, SimError> {
+    let series = opts.series_interval_ns;
+    match &opts.workload {
+        WorkloadSpec::Jobs(file) => {
+            let mut out = Vec::new();
+            for job in &file.jobs {
+                let interval = job
+                    .log_avg_msec
+                    .filter(|&ms| ms > 0)
+                    .map(|ms| ms * 1_000_000)
+                    .or(series);
+                for clone in 0..job.numjobs {
+                    let g = JobGen::on_device(job, clone, seed, Some(capacity))?;
+                    let issues = [
+                        job.rw.issues(qoslab_engine::Op::Read),
+                        job.rw.issues(qoslab_engine::Op::Write),
+                        job.rw.issues(qoslab_engine::Op::Trim),
+                        false,
+                    ];
+                    let core = (out.len() as u32 % cores) as u16;
+                    out.push(JobRun::new(
+                        job.name.clone(),
+                        job.index,
+                        clone,
+                        job.group_id,
+                        core,
+                        Source::Gen(Box::new(g.clone())),
+                        job.iodepth,
+                        job.iodepth_batch_submit,
+                        g.ramp_ns(),
+                        g.end_ns(),
+                        issues,
+                        series.and(interval),
+                    ));
+                }
+            }
+            Ok(out)
+        }
+        WorkloadSpec::Trace {
+            path,
+            format,
+            speed,
+            qd_cap,
+        } => {
+            let reader = qoslab_workload::trace::open(path, *format)?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "trace".into());
+            let depth = if *qd_cap == 0 { u32::MAX / 2 } else { *qd_cap };
+            Ok(vec![JobRun::new(
+                name,
+                0,
+                0,
+                0,
+                0,
+                Source::Trace(Box::new(TraceSource {
+                    reader,
+                    speed: ReplaySpeed::new(*speed)?,
+                    capacity_bytes: capacity,
+                })),
+                depth,
+                1,
+                0,
+                None,
+                [true, true, true, true],
+                series,
+            )])
+        }
+    }
+}
+
+/// Number of job clones (for `host.cores = 0`).
+fn clone_count(spec: &WorkloadSpec) -> u32 {
+    match spec {
+        WorkloadSpec::Jobs(f) => f.jobs.iter().map(|j| j.numjobs).sum::<u32>().max(1),
+        WorkloadSpec::Trace { .. } => 1,
+    }
+}
+
+/// One run with one seed on model `D`.
+struct RunOnce<'a, 'w> {
+    opts: &'a SimOptions,
+    seed: u64,
+    series: Option<&'w mut dyn Write>,
+}
+
+impl ModelVisitor for RunOnce<'_, '_> {
+    type Output = Result<Outcome, SimError>;
+    fn visit<D: DeviceModel>(self) -> Self::Output {
+        let dev: D = self.opts.device.build_media(self.seed)?;
+        let capacity = dev.capacity_bytes();
+        let cfg = self
+            .opts
+            .device
+            .nvme_config(clone_count(&self.opts.workload))?;
+        let cores = cfg.cores;
+        let jobs = build_jobs(self.opts, self.seed, capacity, cores)?;
+        let nvme = Nvme::new(cfg, self.seed);
+        run::simulate(
+            dev,
+            nvme,
+            jobs,
+            LoopOptions {
+                progress: self.opts.progress,
+            },
+            self.series,
+        )
+    }
+}
+
+fn run_seed(
+    opts: &SimOptions,
+    seed: u64,
+    series: Option<&mut dyn Write>,
+) -> Result<Outcome, SimError> {
+    let model = opts.device.model.clone();
+    visit_model(&model, RunOnce { opts, seed, series })
+        .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))?
+}
+
+/// Runs one seed of `opts` on a device built in code rather than named in the device file
+/// (the device file's host, controller and link sections still apply): for models under
+/// development and for tests.
+pub fn run_on_device<D: qoslab_media::Device>(
+    opts: &SimOptions,
+    dev: D,
+) -> Result<SimOutput, SimError> {
+    let cfg = opts.device.nvme_config(clone_count(&opts.workload))?;
+    let jobs = build_jobs(opts, opts.seed, dev.capacity_bytes(), cfg.cores)?;
+    let nvme = Nvme::new(cfg, opts.seed);
+    let outcome = run::simulate(dev, nvme, jobs, LoopOptions::default(), None)?;
+    let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
+    Ok(SimOutput {
+        text,
+        series_csv: None,
+        ios: outcome.jobs.iter().map(|j| j.issued).sum(),
+        events: outcome.events,
+        max_outstanding: outcome.max_outstanding,
+    })
+}
+
+/// Runs the simulation as `opts` says and renders the report.
+pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
+    let repeat = opts.repeat.max(1);
+    let want_series = opts.series_interval_ns.is_some()
+        || matches!(&opts.workload, WorkloadSpec::Jobs(f) if f.jobs.iter().any(|j| j.log_avg_msec.is_some()));
+    let seeds: Vec<u64> = (0..repeat as u64)
+        .map(|i| opts.seed.wrapping_add(i))
+        .collect();
+    let results: Vec<Result<(Outcome, Vec<u8>), SimError>> = if repeat == 1 {
+        let mut buf = Vec::new();
+        let out = run_seed(
+            opts,
+            seeds[0],
+            want_series.then_some(&mut buf as &mut dyn Write),
+        );
+        vec![out.map(|o| (o, buf))]
+    } else {
+        let quiet = SimOptions {
+            progress: false,
+            ..opts.clone()
+        };
+        seeds
+            .par_iter()
+            .map(|&seed| {
+                let mut buf = Vec::new();
+                run_seed(
+                    &quiet,
+                    seed,
+                    want_series.then_some(&mut buf as &mut dyn Write),
+                )
+                .map(|o| (o, buf))
+            })
+            .collect()
+    };
+    let mut outcomes = Vec::with_capacity(results.len());
+    let mut csv = String::new();
+    for (k, r) in results.into_iter().enumerate() {
+        let (o, buf) = r?;
+        if want_series {
+            let text = String::from_utf8(buf).expect("the series is ASCII");
+            if repeat == 1 {
+                csv.push_str(&text);
+            } else {
+                for line in text.lines() {
+                    csv.push_str(&format!("{},{line}\n", seeds[k]));
+                }
+            }
+        }
+        outcomes.push(o);
+    }
+    let text = report::render(opts, &seeds, &outcomes)?;
+    let header = if repeat == 1 {
+        SERIES_HEADER.to_string()
+    } else {
+        format!("seed,{SERIES_HEADER}")
+    };
+    Ok(SimOutput {
+        text,
+        series_csv: want_series.then(|| format!("{header}\n{csv}")),
+        ios: outcomes
+            .iter()
+            .flat_map(|o| o.jobs.iter())
+            .map(|j| j.issued)
+            .sum(),
+        events: outcomes.iter().map(|o| o.events).sum(),
+        max_outstanding: outcomes
+            .iter()
+            .map(|o| o.max_outstanding)
+            .max()
+            .unwrap_or(0),
+    })
+}

@@ -1,0 +1,40 @@
+//! Helpers shared by the simulator's integration tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use qoslab_sim::{DeviceConfig, OutputFormat, SimOptions, WorkloadSpec};
+use serde_json::Value;
+
+/// Options for a job file given as text, on a device given as TOML text plus overrides.
+pub fn options(job: &str, device: &str, overrides: &[&str], seed: u64) -> SimOptions {
+    let file = qoslab_workload::fio::parse_job_str(job, Path::new("test.fio"), |_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let device = DeviceConfig::from_text(device, "test-device.toml", &overrides)
+        .unwrap_or_else(|e| panic!("{e}"));
+    SimOptions {
+        workload: WorkloadSpec::Jobs(file),
+        device,
+        seed,
+        repeat: 1,
+        format: OutputFormat::Json,
+        series_interval_ns: None,
+        progress: false,
+    }
+}
+
+/// Runs and parses the JSON report.
+pub fn run_json(opts: &SimOptions) -> Value {
+    let out = qoslab_sim::run(opts).unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&out.text).unwrap()
+}
+
+pub fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// An analytic device with free NVMe path and the given media keys.
+pub fn analytic(media: &str) -> String {
+    format!("description = \"test\"\n[media]\nmodel = \"analytic\"\n{media}\n")
+}

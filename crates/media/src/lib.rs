@@ -21,6 +21,7 @@ use std::path::Path;
 
 pub use analytic::AnalyticDevice;
 pub use empirical::EmpiricalDevice;
+pub use hdd::Hdd;
 pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
 pub use registry::{ModelVisitor, model_names, visit_model};
 pub use ssd::Ssd;

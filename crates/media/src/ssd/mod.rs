@@ -1126,4 +1126,4 @@ impl Stage for Ssd {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -140,6 +140,8 @@ pub struct FlashArray {
     pub done: Vec<(OpId, FlashOp)>,
     pub stats: FlashStats,
     cfg: Timing,
+    /// Dies of each chip that are not idle (chip-exclusive scheduling).
+    chip_busy: Vec<u32>,
 }
 
 /// The part of the configuration the array needs, copied for locality.
@@ -161,6 +163,8 @@ struct Timing {
     suspend_program_ns: Ns,
     suspend_min_remaining_ns: Ns,
     channel_rate: f64,
+    chip_exclusive: bool,
+    dies_per_chip: u32,
 }
 
 impl FlashArray {
@@ -193,6 +197,7 @@ impl FlashArray {
             pages_per_block: g.pages_per_block,
             done: Vec::new(),
             stats: FlashStats::default(),
+            chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
             cfg: Timing {
                 read_ns: cfg.cell.read_ns.clone(),
                 program_ns: cfg.cell.program_ns.clone(),
@@ -214,6 +219,8 @@ impl FlashArray {
                 suspend_program_ns: cfg.suspend_program_ns,
                 suspend_min_remaining_ns: cfg.suspend_min_remaining_ns,
                 channel_rate: cfg.channel_rate,
+                chip_exclusive: cfg.chip_exclusive,
+                dies_per_chip: g.dies_per_chip,
             },
         }
     }
@@ -260,8 +267,12 @@ impl FlashArray {
         let now = ctx.now_ns();
         let die = &self.dies[d as usize];
         match die.state {
-            DieState::Idle => self.start_batch(d, ctx),
-            DieState::Array if op.class <= OpClass::HostRead && die.suspended.is_none() => {
+            DieState::Idle => self.start(d, ctx),
+            DieState::Array
+                if op.class <= OpClass::HostRead
+                    && die.suspended.is_none()
+                    && !self.cfg.chip_exclusive =>
+            {
                 let kind = self.ops[die.batch.ops[0] as usize].kind;
                 let allowed = match kind {
                     OpKind::Erase => self.cfg.erase_suspend,
@@ -295,6 +306,37 @@ impl FlashArray {
                 generation: die.generation,
             },
         );
+    }
+
+    /// Lets idle die `d` take work. With chip-exclusive scheduling (MQSim's transaction
+    /// scheduler) a chip takes new commands only when all its dies are idle, and then starts
+    /// every die of the chip that has work at once (die interleaving).
+    fn start(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !self.cfg.chip_exclusive {
+            self.start_batch(d, ctx);
+            return;
+        }
+        let chip = d / self.cfg.dies_per_chip;
+        if self.chip_busy[chip as usize] > 0 {
+            return;
+        }
+        for die in chip * self.cfg.dies_per_chip..(chip + 1) * self.cfg.dies_per_chip {
+            if self.dies[die as usize].state == DieState::Idle {
+                self.start_batch(die, ctx);
+                if self.dies[die as usize].state != DieState::Idle {
+                    self.chip_busy[chip as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Die `d` finished its batch.
+    fn became_idle(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.chip_exclusive {
+            let chip = (d / self.cfg.dies_per_chip) as usize;
+            self.chip_busy[chip] -= 1;
+        }
+        self.start(d, ctx);
     }
 
     /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
@@ -525,7 +567,7 @@ impl FlashArray {
                     for &o in batch.ops() {
                         self.finish(o);
                     }
-                    self.start_batch(d, ctx);
+                    self.became_idle(d, ctx);
                 }
             }
             other => unreachable!("die {d} ready in state {other:?}"),
@@ -550,7 +592,7 @@ impl FlashArray {
             let duration = self.transfer_ns(next.bytes);
             self.request_channel(d, true, next.class, duration, ctx);
         } else {
-            self.start_batch(d, ctx);
+            self.became_idle(d, ctx);
         }
     }
 

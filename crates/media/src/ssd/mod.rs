@@ -127,6 +127,14 @@ struct HostIo {
     reserved: u32,
 }
 
+/// One piece of work waiting for a translation page (a singly linked list in a slab, so a
+/// mapping miss allocates nothing once the slab has grown).
+#[derive(Clone, Copy, Debug)]
+struct WaitNode {
+    work: Work,
+    next: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct DramJob {
     slot: u32,
@@ -204,8 +212,9 @@ pub struct Ssd {
     conts: Slab<Cont>,
     destages: Slab<Destage>,
     destage_inflight: Vec<u32>,
-    /// Translation pages being read, with the work waiting for them.
-    mapping_waits: FxHashMap<u32, Vec<Work>>,
+    /// Translation pages being read: (first, last) of the list of work waiting for them.
+    mapping_waits: FxHashMap<u32, (u32, u32)>,
+    wait_nodes: Slab<WaitNode>,
     /// Programs waiting for a free page, per plane.
     plane_waiters: Vec<VecDeque<Work>>,
     gc: Vec<PlaneGc>,
@@ -241,6 +250,7 @@ impl Ssd {
             destages: Slab::new(),
             destage_inflight: vec![0; planes],
             mapping_waits: FxHashMap::default(),
+            wait_nodes: Slab::new(),
             plane_waiters: vec![VecDeque::new(); planes],
             gc: vec![PlaneGc::default(); planes],
             gc_rng: RngStream::new(seed, "ssd/gc/victim"),
@@ -679,10 +689,14 @@ impl Ssd {
     fn with_mapping(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
         if self.cfg.mapping_cached && !self.cmt.lookup(work.lpa) {
             let tpage = work.lpa / self.cfg.translation_entries_per_page;
+            let node = self.wait_nodes.insert(WaitNode { work, next: NONE });
             match self.mapping_waits.get_mut(&tpage) {
-                Some(waiting) => waiting.push(work),
+                Some((_, last)) => {
+                    let tail = std::mem::replace(last, node);
+                    self.wait_nodes[tail].next = node;
+                }
                 None => {
-                    self.mapping_waits.insert(tpage, vec![work]);
+                    self.mapping_waits.insert(tpage, (node, node));
                     self.stats.mapping_reads += 1;
                     let op = FlashOp {
                         kind: OpKind::Read,
@@ -721,12 +735,16 @@ impl Ssd {
     }
 
     fn mapping_read_done(&mut self, tpage: u32, ctx: &mut impl StageCtx<SsdEvent>) {
-        let waiting = self.mapping_waits.remove(&tpage).unwrap_or_default();
-        for work in waiting {
+        let Some((mut node, _)) = self.mapping_waits.remove(&tpage) else {
+            return;
+        };
+        while node != NONE {
+            let WaitNode { work, next } = self.wait_nodes.remove(node);
             if let Some(evicted) = self.cmt.insert(work.lpa, false) {
                 self.mapping_write(evicted, ctx);
             }
             self.mapped(work, ctx);
+            node = next;
         }
     }
 

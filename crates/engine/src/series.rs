@@ -133,9 +133,16 @@ impl IntervalSeries {
         a.hist.record(lat_ns).expect("auto-resizing");
     }
 
-    /// Closes every interval that ends at or before `end_ns` (the end of the job).
+    /// Closes every interval up to `end_ns` (the job's last completion), the last one as a
+    /// partial interval of its own length if any I/O fell into it.
     pub fn finish(&mut self, end_ns: Ns) {
         self.close_until(end_ns);
+        if self.acc.iter().any(|a| a.ios > 0) {
+            let full = self.interval_ns;
+            self.interval_ns = (end_ns - self.start_ns).max(1);
+            self.close_until(self.start_ns + self.interval_ns);
+            self.interval_ns = full;
+        }
     }
 
     /// Takes the rows closed so far.
@@ -154,9 +161,10 @@ mod tests {
         s.record(Op::Read, 100, 50, 4096);
         s.record(Op::Read, 900, 150, 4096);
         s.record(Op::Read, 2500, 300, 4096);
-        s.finish(3000);
+        s.finish(2500);
         let rows: Vec<_> = s.drain().collect();
         assert_eq!(rows.len(), 3);
+        assert_eq!(rows[2].interval_ns, 500);
         assert_eq!((rows[0].start_ns, rows[0].ios, rows[0].bytes), (0, 2, 8192));
         assert_eq!(rows[0].lat_mean_ns, 100.0);
         assert_eq!(rows[0].iops(), 2e6);

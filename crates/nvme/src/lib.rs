@@ -142,6 +142,9 @@ pub struct Nvme {
     fetch_free_at: Ns,
     /// A FetchDone event is pending to restart fetching.
     fetch_wake_scheduled: bool,
+    /// Arrival time of the last doorbell whose fetch was booked at once (to count doorbells
+    /// shared by a batch once).
+    last_folded_doorbell_ns: Option<Ns>,
     /// Commands fetched and not yet finished by the media.
     outstanding: u32,
     cmds: Vec<Cmd>,
@@ -213,6 +216,7 @@ impl Nvme {
             views,
             fetch_free_at: 0,
             fetch_wake_scheduled: false,
+            last_folded_doorbell_ns: None,
             outstanding: 0,
             cmds: Vec::new(),
             epoch: 0,
@@ -301,16 +305,37 @@ impl Nvme {
             let p = &mut ctx.reqs_mut()[parent];
             p.t.dispatched_ns = p.t.dispatched_ns.min(written);
         }
-        let sq = &mut self.sqs[sqi];
-        let tail = sq.write_entry(id);
+        let tail = self.sqs[sqi].write_entry(id);
         let arrives = written + self.cfg.doorbell_ns;
         if arrives == now {
-            sq.db_tail = tail;
+            self.sqs[sqi].db_tail = tail;
             self.stats.doorbells += 1;
             self.try_fetch(ctx);
+        } else if self.can_fold_doorbell(sqi) {
+            // With one SQ, nothing between now and the doorbell's arrival can change what the
+            // controller will do with it (later entries arrive later, completions only make
+            // room), so the fetch is booked now instead of through a Doorbell event.
+            let sq = &mut self.sqs[sqi];
+            sq.db_tail = tail;
+            if self.last_folded_doorbell_ns != Some(arrives) {
+                self.stats.doorbells += 1;
+                self.last_folded_doorbell_ns = Some(arrives);
+            }
+            let start = arrives.max(self.fetch_free_at);
+            self.stats.fetched_by_class[sq.class as usize] += 1;
+            self.outstanding += 1;
+            sq.fetched_open += 1;
+            let id = sq.fetch_entry();
+            let mut done_at = start + self.cfg.fetch_ns;
+            if self.cfg.queue_entries_on_link {
+                done_at = done_at.max(self.link.transfer(Direction::ToDevice, start, SQE_BYTES));
+            }
+            self.fetch_free_at = done_at;
+            self.fetched(id, done_at, ctx);
         } else {
             // Entries written at the same instant share one doorbell write, as a driver
             // committing a batch does.
+            let sq = &mut self.sqs[sqi];
             match sq.db_writes.back_mut() {
                 Some(last) if last.0 == arrives => last.1 = tail,
                 _ => {
@@ -326,6 +351,18 @@ impl Nvme {
             }
         }
         self.arm_timeout_scan(written, ctx);
+    }
+
+    /// Whether the fetch of an entry just written to SQ `sqi` can be booked now: a single SQ,
+    /// no doorbell on its way and nothing waiting in it, room in the controller.
+    fn can_fold_doorbell(&self, sqi: usize) -> bool {
+        let sq = &self.sqs[sqi];
+        self.sqs.len() == 1
+            && !self.resetting
+            && sq.db_writes.is_empty()
+            && sq.fetchable() == 0
+            && (self.cfg.max_outstanding == 0 || self.outstanding < self.cfg.max_outstanding)
+            && (self.cfg.fetch_limit_per_sq == 0 || sq.fetched_open < self.cfg.fetch_limit_per_sq)
     }
 
     fn on_doorbell(&mut self, sqi: usize, ctx: &mut impl StageCtx<NvmeEvent>) {

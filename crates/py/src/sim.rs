@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use qoslab_sim::TraceFormat;
-use qoslab_sim::device::{all_tables, preset_names, preset_text, tunables_markdown};
+use qoslab_sim::device::{all_tables, preset_names, preset_text, tunables_markdown_for};
 use qoslab_sim::{DeviceConfig, OutputFormat, SimError, SimOptions, WorkloadSpec};
 
 pyo3::create_exception!(
@@ -145,10 +145,14 @@ fn sim_tunables() -> Vec<(String, String, String, String, String)> {
     out
 }
 
-/// The tunables reference as Markdown (the docs include it).
+/// The tunables reference as Markdown for the named media models (all when None).
 #[pyfunction]
-fn sim_tunables_markdown() -> String {
-    tunables_markdown()
+#[pyo3(signature = (models=None))]
+fn sim_tunables_markdown(models: Option<Vec<String>>) -> String {
+    let names: Option<Vec<&str>> = models
+        .as_ref()
+        .map(|m| m.iter().map(|s| s.as_str()).collect());
+    tunables_markdown_for(names.as_deref())
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

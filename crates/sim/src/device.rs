@@ -196,25 +196,35 @@ impl DeviceConfig {
     }
 }
 
-/// The tunable tables of a device file, as (section, tunables), media models last as
-/// `media (model = NAME)`.
-pub fn all_tables() -> Vec<(String, &'static [Tunable])> {
+/// The tunable tables of a device file, as (section, tunables): the path's sections, then the
+/// media models named in `models` (all registered models for `None`) as
+/// `media (model = "NAME")`.
+pub fn tables_for(models: Option<&[&str]>) -> Vec<(String, &'static [Tunable])> {
     let mut out = vec![
         ("host".to_string(), HOST_TUNABLES),
         ("controller".to_string(), CONTROLLER_TUNABLES),
         ("link".to_string(), LINK_TUNABLES),
     ];
     for name in model_names() {
+        if models.is_some_and(|m| !m.contains(name)) {
+            continue;
+        }
         let (_, _, t) = model_info(name).expect("registered");
         out.push((format!("media (model = \"{name}\")"), t));
     }
     out
 }
 
-/// The reference of every device-file tunable, as Markdown (docs/sim.md includes it).
-pub fn tunables_markdown() -> String {
+/// Every table (all registered models).
+pub fn all_tables() -> Vec<(String, &'static [Tunable])> {
+    tables_for(None)
+}
+
+/// The reference of the device-file tunables as Markdown, for the models in `models` (all
+/// for `None`).
+pub fn tunables_markdown_for(models: Option<&[&str]>) -> String {
     let mut out = String::new();
-    for (section, table) in all_tables() {
+    for (section, table) in tables_for(models) {
         let key_prefix = section.split(' ').next().unwrap_or(&section).to_string();
         out.push_str(&format!("### `[{section}]`\n\n"));
         if let Some(name) = section.split('"').nth(1) {
@@ -225,6 +235,11 @@ pub fn tunables_markdown() -> String {
         out.push('\n');
     }
     out
+}
+
+/// The reference of every device-file tunable, as Markdown.
+pub fn tunables_markdown() -> String {
+    tunables_markdown_for(None)
 }
 
 #[cfg(test)]

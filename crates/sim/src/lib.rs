@@ -131,7 +131,7 @@ pub struct SimOutput {
 
 /// The header of the time-series CSV.
 pub const SERIES_HEADER: &str =
-    "time_ms,job,job_index,op,ios,iops,bytes_per_s,lat_mean_ns,lat_p99_ns";
+    "time_ms,interval_ms,job,job_index,op,ios,bytes,iops,bytes_per_s,lat_mean_ns,lat_p99_ns";
 
 /// Builds the job clones of one run.
 fn build_jobs(

@@ -314,14 +314,12 @@ fn jobs_json(opts: &SimOptions, entries: &[Entry], end_ns: u64) -> Vec<Value> {
         .collect()
 }
 
-fn counters_json(list: &[(String, f64)]) -> Value {
+/// Counters as JSON: the NVMe stage's are counts (integers); a device's are real numbers as the
+/// model gives them (a ratio such as write amplification stays a float even when whole).
+fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
     let mut m = Map::new();
     for (k, v) in list {
-        let value = if v.fract() == 0.0 && v.abs() < 9e15 {
-            json!(*v as i64)
-        } else {
-            json!(v)
-        };
+        let value = if integers { json!(*v as u64) } else { json!(v) };
         m.insert(k.clone(), value);
     }
     Value::Object(m)
@@ -467,8 +465,12 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
     q.insert("device".into(), json!(opts.device.source));
     q.insert("media_model".into(), json!(opts.device.model));
     q.insert("simulated_ns".into(), json!(end_ns));
-    q.insert("nvme".into(), counters_json(&o.nvme_counters));
-    q.insert("media".into(), counters_json(&o.device_counters));
+    q.insert(
+        "events".into(),
+        json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
+    );
+    q.insert("nvme".into(), counters_json(&o.nvme_counters, true));
+    q.insert("media".into(), counters_json(&o.device_counters, false));
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, &per_run));
     }

@@ -238,12 +238,14 @@ impl<D: Device> Sim<'_, D> {
         for row in series.drain() {
             writeln!(
                 out,
-                "{},{},{},{},{},{:.3},{:.1},{:.1},{}",
+                "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{}",
                 row.start_ns / 1_000_000,
+                row.interval_ns as f64 / 1e6,
                 job.name,
                 j,
                 row.op.fio_name(),
                 row.ios,
+                row.bytes,
                 row.iops(),
                 row.bytes_per_s(),
                 row.lat_mean_ns,

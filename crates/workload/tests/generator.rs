@@ -370,3 +370,12 @@ fn offset_increment_separates_clones_and_percentages_need_a_device() {
             .contains("cannot hold")
     );
 }
+
+#[test]
+fn batch_submit_follows_fio_rules() {
+    let g = |t: &str| JobGen::new(&job(t), 0, 1).unwrap().batch_submit();
+    assert_eq!(g("size=1m\niodepth=32\n"), 1);
+    assert_eq!(g("size=1m\niodepth=32\niodepth_batch_submit=8\n"), 8);
+    assert_eq!(g("size=1m\niodepth_batch_submit=0\niodepth=16\n"), 16);
+    assert_eq!(g("size=1m\niodepth=4\niodepth_batch=8\n"), 4);
+}

@@ -75,6 +75,13 @@ fn msr_cambridge() {
     assert_eq!(names, ["wdev,0", "wdev,0", "wdev,0", "hm,1"]);
     assert_eq!(recs[0].response_ns, Some(4_128_600));
     assert_eq!((recs[3].line, skipped), (4, 0));
+    // Some copies carry the field names as a first line.
+    let with_header = format!("Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n{MSR}");
+    let (fmt, recs, _, _) = read_all(&tmp("msr-hdr.csv", with_header.as_bytes()), None);
+    assert_eq!(
+        (fmt, recs.len(), recs[0].line),
+        (TraceFormat::MsrCambridge, 4, 2)
+    );
 }
 
 // SYSTOR '17 (SNIA IOTTA): header Timestamp,Response,IOType,LUN,Offset,Size; Unix seconds with a

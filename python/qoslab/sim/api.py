@@ -73,8 +73,9 @@ def tunables() -> list[tuple[str, str, str, str, str]]:
     return _core.sim_tunables()
 
 
-def tunables_markdown() -> str:
-    return _core.sim_tunables_markdown()
+def tunables_markdown(models: list[str] | None = None) -> str:
+    """The tunables reference as Markdown; media models in `models` only (all when None)."""
+    return _core.sim_tunables_markdown(models)
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:

@@ -49,6 +49,9 @@ def sim(
     log_avg_msec: float = typer.Option(
         100.0, "--log-avg-msec", help="Interval of --timeseries in ms (a job's log_avg_msec wins)."
     ),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Plot IOPS and p99 latency over time (PNG, SVG or PDF)."
+    ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),
     list_tunables: bool = typer.Option(
         False, "--list-tunables", help="List every device-file tunable (unit, default, help)."
@@ -81,6 +84,10 @@ def sim(
         raise InputError("give either a job file or --trace FILE")
     if output_format not in FORMATS:
         raise InputError(f"--output-format: expected normal, json or json+, got '{output_format}'")
+    if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
+        raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
+    if plot is not None and repeat > 1:
+        raise InputError("--plot: draws one run; leave out --repeat")
     result = api.run(
         jobfile,
         trace=trace,
@@ -92,11 +99,15 @@ def sim(
         seed=seed,
         repeat=repeat,
         output_format=output_format,
-        log_avg_msec=log_avg_msec if timeseries is not None else None,
+        log_avg_msec=log_avg_msec if timeseries is not None or plot is not None else None,
         progress=sys.stderr.isatty(),
     )
     if timeseries is not None:
         api.write_timeseries(timeseries, result["series_csv"] or "")
+    if plot is not None:
+        from qoslab.sim.plot import timeseries_figure
+
+        timeseries_figure(result["series_csv"] or "", plot, title=str(jobfile or trace))
     if output is None:
         sys.stdout.write(result["text"])
     else:
@@ -104,4 +115,4 @@ def sim(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sim", no_args_is_help=True)(sim)
+    app.command("sim")(sim)

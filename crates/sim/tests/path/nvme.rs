@@ -210,3 +210,21 @@ fn in_order_completion_holds_fast_commands_behind_slow_ones() {
     let rd = |r: &serde_json::Value| f(&r["jobs"][0]["read"]["clat_ns"]["max"]);
     assert_eq!(rd(&device_order), rd(&in_order));
 }
+
+/// With one SQ the controller books a fetch when the entry is written instead of when its
+/// doorbell lands; with several SQs (WRR gives each core four, of which this job uses one) it
+/// waits for the Doorbell event. Both must give the same run, to the nanosecond.
+#[test]
+fn booking_the_fetch_early_changes_nothing() {
+    let job = "[global]\nbs=4k\nsize=8g\nnumber_ios=50000\n[rr]\nrw=randrw\niodepth=16\n\
+               iodepth_batch_submit=4\n";
+    let preset = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let folded = run_json(&options(job, preset, &[], 9));
+    let events = run_json(&options(job, preset, &["controller.arbitration=wrr"], 9));
+    assert_eq!(folded["jobs"], events["jobs"]);
+    assert_eq!(
+        folded["qoslab"]["nvme"]["commands"],
+        events["qoslab"]["nvme"]["commands"]
+    );
+    assert!(f(&folded["qoslab"]["events"]) < f(&events["qoslab"]["events"]));
+}

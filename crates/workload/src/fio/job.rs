@@ -176,6 +176,7 @@ pub struct Job {
     pub time_based: bool,
     pub ramp_time_ns: Ns,
     pub iodepth: u32,
+    /// I/Os submitted at once; 0 means `iodepth` (fio's rule).
     pub iodepth_batch_submit: u32,
     pub numjobs: u32,
     pub thinktime_ns: Ns,

@@ -682,11 +682,11 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Int {
             min: 0,
             max: 65535,
-            set: |j, v| j.iodepth_batch_submit = (v as u32).max(1)
+            set: |j, v| j.iodepth_batch_submit = v as u32
         },
         "I/Os",
         "1",
-        "Number of I/Os submitted at once (0 means 1)."
+        "Number of I/Os submitted at once (0 means `iodepth`)."
     ),
     opt!(
         "numjobs",

@@ -306,7 +306,10 @@ impl JobGen {
             ramp_ns: job.ramp_time_ns,
             end_ns: job.runtime_ns.map(|r| job.ramp_time_ns + r),
             iodepth: job.iodepth,
-            batch_submit: job.iodepth_batch_submit,
+            batch_submit: match job.iodepth_batch_submit {
+                0 => job.iodepth,
+                b => b.min(job.iodepth),
+            },
             name: job.name.clone(),
         })
     }
@@ -441,7 +444,8 @@ impl JobGen {
         self.iodepth
     }
 
-    /// I/Os submitted together (`iodepth_batch_submit`).
+    /// I/Os submitted together (`iodepth_batch_submit`; 0 there means `iodepth`), at most
+    /// `iodepth`.
     pub fn batch_submit(&self) -> u32 {
         self.batch_submit
     }

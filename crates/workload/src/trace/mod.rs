@@ -70,6 +70,9 @@ impl TraceFormat {
         if t.eq_ignore_ascii_case(SYSTOR_HEADER) {
             return Some(TraceFormat::Systor17);
         }
+        if t.eq_ignore_ascii_case(MSR_HEADER) {
+            return Some(TraceFormat::MsrCambridge);
+        }
         let fields: Vec<&str> = t.split(',').collect();
         if fields.len() == 7 && ["read", "write"].contains(&fields[3].to_ascii_lowercase().as_str())
         {

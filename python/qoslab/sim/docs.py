@@ -1,0 +1,60 @@
+"""Regenerates the generated parts of docs/sim.md: the tour's output excerpt and figure, and
+the tunables reference, from the code and a run of the tour job.
+
+    python -m qoslab.sim.docs docs/sim.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from qoslab.sim.api import run, tunables_markdown, write_atomically
+
+ROOT = Path(__file__).resolve().parents[3]
+TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
+EXCERPT_LINES = 32
+# The models documented here; the SSD and HDD models have their own page (docs/media.md).
+MODELS = ["analytic", "empirical"]
+
+
+def _splice(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}{end}{tail}"
+
+
+def tour_run(log_avg_msec: float | None = None) -> dict:
+    return run(TOUR_JOB, device="nvme-analytic", output_format="json", log_avg_msec=log_avg_msec)
+
+
+def tour_excerpt() -> str:
+    """The first lines of the second group's reader, as the JSON report has them."""
+    report = json.loads(tour_run()["text"])
+    reader = next(j for j in report["jobs"] if j["jobname"] == "reader")
+    lines = json.dumps({"read": reader["read"]}, indent=2).splitlines()[:EXCERPT_LINES]
+    return "```json\n" + "\n".join(lines) + "\n  ...\n```\n"
+
+
+def update(path: Path, figure: bool = True) -> bool:
+    """Rewrites the generated parts of `path`; returns whether the text changed."""
+    text = path.read_text()
+    new = _splice(text, "tunables", tunables_markdown(MODELS))
+    new = _splice(new, "tour", tour_excerpt())
+    if figure:
+        from qoslab.sim.plot import timeseries_figure
+
+        series = tour_run(log_avg_msec=20)["series_csv"]
+        timeseries_figure(
+            series, path.parent / "img" / "sim-tour.png", title="configs/jobs/tour.fio"
+        )
+    if new != text:
+        write_atomically(path, new)
+    return new != text
+
+
+if __name__ == "__main__":
+    changed = update(Path(sys.argv[1]))
+    print(f"{sys.argv[1]}: {'updated' if changed else 'up to date'}")

@@ -57,9 +57,7 @@ def test_qd1_random_read_on_mqsim_default_with_the_mapping_in_dram_is_88_9_us(qo
     assert clat["min"] == clat["max"] == expected
 
 
-def test_qd1_random_read_with_mqsims_2mib_mapping_cache_adds_a_translation_read(
-    qoslab, tmp_path
-):
+def test_qd1_random_read_with_mqsims_2mib_mapping_cache_adds_a_translation_read(qoslab, tmp_path):
     report = run_json(qoslab, tmp_path, QD1_READS.format(n=500), "mqsim-default")
     clat = report["jobs"][0]["read"]["clat_ns"]
     expected = DOORBELL + READ_REQUEST + SQ_ENTRY + MAPPING_READ + FLASH_READ + DATA + CQ_ENTRY
@@ -77,9 +75,7 @@ def test_qd1_random_read_with_mqsims_2mib_mapping_cache_adds_a_translation_read(
 def test_disk_qd1_random_read_is_seek_plus_half_a_revolution_plus_transfer(
     qoslab, tmp_path, preset, seek_ms, rpm, inner_mb_s, outer_mb_s
 ):
-    report = run_json(
-        qoslab, tmp_path, QD1_READS.format(n=5000), preset, "media.scheduler=fifo"
-    )
+    report = run_json(qoslab, tmp_path, QD1_READS.format(n=5000), preset, "media.scheduler=fifo")
     mean_ns = report["jobs"][0]["read"]["clat_ns"]["mean"]
     half_turn_ns = 60e9 / rpm / 2
     transfer_ns = 4096 / ((inner_mb_s + outer_mb_s) / 2 / 1000)
@@ -91,7 +87,9 @@ def test_sptf_at_queue_depth_32_more_than_doubles_random_read_throughput(qoslab,
     job = "[q]\nrw=randread\nbs=4k\niodepth={qd}\nnumber_ios=4000\n"
     iops = {}
     for qd, sched in [(1, "fifo"), (32, "fifo"), (32, "sptf")]:
-        report = run_json(qoslab, tmp_path, job.format(qd=qd), "hdd-7200", f"media.scheduler={sched}")
+        report = run_json(
+            qoslab, tmp_path, job.format(qd=qd), "hdd-7200", f"media.scheduler={sched}"
+        )
         iops[(qd, sched)] = report["jobs"][0]["read"]["iops"]
     assert iops[(32, "fifo")] == pytest.approx(iops[(1, "fifo")], rel=0.05)
     assert iops[(32, "sptf")] > 2 * iops[(1, "fifo")]

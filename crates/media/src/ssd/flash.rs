@@ -111,6 +111,12 @@ struct Channel {
     busy_until: Ns,
     waiters: Vec<Waiter>,
     wake_pending: bool,
+    /// The current holder is a data-out, whose own end event hands the channel on (no
+    /// separate wake-up needed).
+    held_by_data_out: bool,
+    /// A data-out just ended and its event will hand the channel on once the die has queued
+    /// its next request: requests wait for that choice.
+    handing_over: bool,
 }
 
 /// Counters of the array.
@@ -461,7 +467,7 @@ impl FlashArray {
         let now = ctx.now_ns();
         let ch = self.dies[d as usize].channel;
         let channel = &mut self.channels[ch as usize];
-        if channel.waiters.is_empty() && channel.busy_until <= now {
+        if !channel.handing_over && channel.waiters.is_empty() && channel.busy_until <= now {
             self.grant(d, data_out, duration_ns, ctx);
             return;
         }
@@ -473,9 +479,35 @@ impl FlashArray {
             seq: self.seq,
             duration_ns,
         });
+        if channel.handing_over || (channel.busy_until > now && channel.held_by_data_out) {
+            return;
+        }
         if !channel.wake_pending {
             channel.wake_pending = true;
             ctx.schedule(channel.busy_until.max(now), SsdEvent::ChannelFree(ch));
+        }
+    }
+
+    /// Hands a free channel to its most urgent waiter: data-outs and commands by class, a
+    /// command before a data-out of the same class (it sets another die working).
+    fn arbitrate(&mut self, ch: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
+        let channel = &mut self.channels[ch as usize];
+        if channel.busy_until > now {
+            return;
+        }
+        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
+            let w = &channel.waiters[i];
+            (w.class, w.data_out, w.seq)
+        }) else {
+            return;
+        };
+        let w = channel.waiters.swap_remove(best);
+        self.grant(w.die, w.data_out, w.duration_ns, ctx);
+        let channel = &mut self.channels[ch as usize];
+        if !channel.waiters.is_empty() && !channel.held_by_data_out && !channel.wake_pending {
+            channel.wake_pending = true;
+            ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
         }
     }
 
@@ -490,6 +522,7 @@ impl FlashArray {
         let end = now + duration_ns;
         let ch = self.dies[d as usize].channel;
         self.channels[ch as usize].busy_until = end;
+        self.channels[ch as usize].held_by_data_out = data_out;
         self.stats.channel_busy_ns += duration_ns;
         if data_out {
             let die = &self.dies[d as usize];
@@ -522,25 +555,13 @@ impl FlashArray {
         channel.wake_pending = false;
         if channel.busy_until > now {
             // Granted at once to a request that found it free after this wake-up was set.
-            if !channel.waiters.is_empty() {
+            if !channel.waiters.is_empty() && !channel.held_by_data_out {
                 channel.wake_pending = true;
                 ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
             }
             return;
         }
-        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
-            let w = &channel.waiters[i];
-            (w.class, w.data_out, w.seq)
-        }) else {
-            return;
-        };
-        let w = channel.waiters.swap_remove(best);
-        self.grant(w.die, w.data_out, w.duration_ns, ctx);
-        let channel = &mut self.channels[ch as usize];
-        if !channel.waiters.is_empty() {
-            channel.wake_pending = true;
-            ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
-        }
+        self.arbitrate(ch, ctx);
     }
 
     /// `DieReady`: the array finished (or a suspension took effect).
@@ -576,6 +597,14 @@ impl FlashArray {
 
     /// `DataOut`: one read's data has left the die.
     pub fn on_data_out(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let ch = self.dies[d as usize].channel;
+        self.channels[ch as usize].handing_over = true;
+        self.data_out_done(d, generation, ctx);
+        self.channels[ch as usize].handing_over = false;
+        self.arbitrate(ch, ctx);
+    }
+
+    fn data_out_done(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.generation, generation);
         debug_assert_eq!(die.state, DieState::DataOut);

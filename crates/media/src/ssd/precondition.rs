@@ -99,7 +99,8 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     let sealed_blocks = geo.blocks_per_plane - 3;
     let mut lpas: Vec<u32> = Vec::new();
     let mut model_wa = 1.0;
-    let mut model_cache: Option<(u64, Vec<u32>)> = None;
+    // Planes differ by at most one page: a handful of distinct page counts, each solved once.
+    let mut model_cache: Vec<(u64, Vec<u32>)> = Vec::new();
     for plane in 0..planes {
         let slot = slot_of_plane[plane as usize];
         let count = if mapped > slot {
@@ -119,15 +120,14 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
                     lpas.swap(i, j);
                 }
                 let pages = u64::from(count);
-                // Planes differ by at most one page; reuse the rounding of the previous one.
-                let valid = match &model_cache {
-                    Some((p, v)) if *p == pages => v.clone(),
-                    _ => {
+                let valid = match model_cache.iter().find(|(p, _)| *p == pages) {
+                    Some((_, v)) => v.clone(),
+                    None => {
                         let rho = pages as f64 / (f64::from(sealed_blocks) * f64::from(ppb));
                         let st = steady_state(ppb, rho.min(1.0 - 1e-9), rule);
                         model_wa = st.write_amplification;
                         let v = block_valid_counts(&st.x, sealed_blocks, pages, ppb);
-                        model_cache = Some((pages, v.clone()));
+                        model_cache.push((pages, v.clone()));
                         v
                     }
                 };

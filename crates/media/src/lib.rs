@@ -43,6 +43,17 @@ bitflags::bitflags! {
     }
 }
 
+/// A write a power failure took away (see [`Device::lost_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LostWrite {
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub job: u32,
+    pub queued_ns: qoslab_engine::Ns,
+    /// Whether it had completed to the host (false: it was still in flight).
+    pub acknowledged: bool,
+}
+
 /// A device: the last stage of a path.
 pub trait Device: Stage {
     /// Bytes the host may address.
@@ -50,6 +61,13 @@ pub trait Device: Stage {
 
     fn caps(&self) -> DeviceCaps {
         DeviceCaps::empty()
+    }
+
+    /// Writes lost to power failures so far, each failure's in issue order: what a
+    /// crash-consistency check compares the host's view against. Devices that lose nothing
+    /// keep the default.
+    fn lost_writes(&self) -> &[LostWrite] {
+        &[]
     }
 }
 

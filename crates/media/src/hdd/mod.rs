@@ -296,7 +296,7 @@ pub struct Hdd {
     epoch_live: VecDeque<u64>,
     epoch_base: u64,
     flushes: VecDeque<(ReqId, u64)>,
-    lost: Vec<crate::ssd::LostWrite>,
+    lost: Vec<crate::LostWrite>,
     stats: HddStats,
 }
 
@@ -384,11 +384,6 @@ impl Hdd {
     /// One revolution, ns.
     pub fn period_ns(&self) -> f64 {
         self.period_ns
-    }
-
-    /// Writes lost by power failures so far.
-    pub fn lost_writes(&self) -> &[crate::ssd::LostWrite] {
-        &self.lost
     }
 
     fn bus_ns(&self, bytes: u64) -> Ns {
@@ -616,11 +611,11 @@ impl Hdd {
 
     fn power_fail(&mut self, ctx: &mut impl StageCtx<HddEvent>) {
         // Cached writes not on the platter are gone; so is every command in the drive.
-        let mut lost: Vec<crate::ssd::LostWrite> = self
+        let mut lost: Vec<crate::LostWrite> = self
             .cached
             .iter()
             .flatten()
-            .map(|w| crate::ssd::LostWrite {
+            .map(|w| crate::LostWrite {
                 offset_bytes: w.offset,
                 len_bytes: w.len,
                 job: w.job,
@@ -639,7 +634,7 @@ impl Hdd {
             if let JobKind::Host(id) = job.kind {
                 if job.write {
                     let r = ctx.reqs()[id];
-                    lost.push(crate::ssd::LostWrite {
+                    lost.push(crate::LostWrite {
                         offset_bytes: r.offset_bytes,
                         len_bytes: r.len_bytes,
                         job: r.job,
@@ -652,7 +647,7 @@ impl Hdd {
         }
         for id in self.blocked.drain(..) {
             let r = ctx.reqs()[id];
-            lost.push(crate::ssd::LostWrite {
+            lost.push(crate::LostWrite {
                 offset_bytes: r.offset_bytes,
                 len_bytes: r.len_bytes,
                 job: r.job,
@@ -689,6 +684,10 @@ impl Device for Hdd {
             caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
         }
         caps
+    }
+
+    fn lost_writes(&self) -> &[crate::LostWrite] {
+        &self.lost
     }
 }
 

@@ -28,6 +28,7 @@ use qoslab_engine::{
     ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
 };
 
+pub use crate::LostWrite;
 use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
 
 use cache::{Destage, WriteCache};
@@ -52,17 +53,6 @@ pub enum SsdEvent {
     Complete(ReqId),
     /// The power fails now.
     PowerFail,
-}
-
-/// A write the host will not find after a power failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LostWrite {
-    pub offset_bytes: u64,
-    pub len_bytes: u64,
-    pub job: u32,
-    pub queued_ns: Ns,
-    /// Whether it had completed to the host (false: it was still in flight).
-    pub acknowledged: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,11 +269,6 @@ impl Ssd {
 
     pub fn precondition_report(&self) -> &PreconditionReport {
         &self.precondition
-    }
-
-    /// Writes lost by power failures so far, each failure's in issue order.
-    pub fn lost_writes(&self) -> &[LostWrite] {
-        &self.lost
     }
 
     /// Clears the FTL's counters (e.g. after a warm-up phase).
@@ -1051,6 +1036,10 @@ impl Device for Ssd {
             caps |= DeviceCaps::POWER_LOSS_PROTECTION;
         }
         caps
+    }
+
+    fn lost_writes(&self) -> &[LostWrite] {
+        &self.lost
     }
 }
 

@@ -103,39 +103,49 @@ impl Cmt {
     /// Caches `lpa`'s mapping (read from its translation page). Returns the logical page of a
     /// dirty entry evicted to make room, whose translation page must be written back.
     pub fn insert(&mut self, lpa: u32, dirty: bool) -> Option<u32> {
-        if let Some(&s) = self.map.get(&lpa) {
-            self.slots[s as usize].dirty |= dirty;
-            self.detach(s);
-            self.push_front(s);
-            return None;
-        }
+        use std::collections::hash_map::Entry;
+        // One probe finds or claims the key; the least recently used slot is reused if full.
+        let full = self.map.len() as u32 >= self.capacity;
+        let s = match self.map.entry(lpa) {
+            Entry::Occupied(e) => {
+                let s = *e.get();
+                self.slots[s as usize].dirty |= dirty;
+                self.detach(s);
+                self.push_front(s);
+                return None;
+            }
+            Entry::Vacant(v) => {
+                let s = if full {
+                    self.tail
+                } else {
+                    self.slots.push(Slot {
+                        lpa,
+                        dirty,
+                        prev: NIL,
+                        next: NIL,
+                    });
+                    (self.slots.len() - 1) as u32
+                };
+                v.insert(s);
+                s
+            }
+        };
         let mut written_back = None;
-        let s = if self.map.len() as u32 >= self.capacity {
-            let victim = self.tail;
-            self.detach(victim);
-            let old = self.slots[victim as usize];
+        if full {
+            self.detach(s);
+            let old = self.slots[s as usize];
             self.map.remove(&old.lpa);
             if old.dirty {
                 self.stats.dirty_evictions += 1;
                 written_back = Some(old.lpa);
             }
-            victim
-        } else {
-            self.slots.push(Slot {
-                lpa,
-                dirty,
-                prev: NIL,
-                next: NIL,
-            });
-            (self.slots.len() - 1) as u32
-        };
+        }
         self.slots[s as usize] = Slot {
             lpa,
             dirty,
             prev: NIL,
             next: NIL,
         };
-        self.map.insert(lpa, s);
         self.push_front(s);
         written_back
     }

@@ -16,11 +16,13 @@ use super::geometry::Geometry;
 /// "No page": an unmapped logical page, or a physical page holding no valid data.
 pub const NONE: u32 = u32::MAX;
 
-/// A map of `len` entries, all `NONE`. The maps are hundreds of MB read at random, so they ask
-/// the kernel for transparent huge pages before first touch: 2 MiB pages spare most of the TLB
-/// misses a 4 KiB-paged map costs on every lookup.
+/// A map of `len` entries, all unmapped. Entries hold a page number plus one, so "unmapped" is
+/// 0 and a fresh map needs no pass over it: the kernel hands out zeroed pages as they are first
+/// written (and one shared zero page to reads of a fresh drive). The maps are hundreds of MB
+/// read at random, so the allocation also asks for transparent huge pages before first touch:
+/// 2 MiB pages spare most of the TLB misses a 4 KiB-paged map costs on every lookup.
 fn map_array(len: usize) -> Vec<u32> {
-    let mut v: Vec<u32> = Vec::with_capacity(len);
+    let mut v: Vec<u32> = vec![0; len];
     #[cfg(target_os = "linux")]
     if len >= 1 << 20 {
         let page = 4096usize;
@@ -32,8 +34,19 @@ fn map_array(len: usize) -> Vec<u32> {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
     }
-    v.resize(len, NONE);
     v
+}
+
+/// An entry of a map from its page number (`NONE` = unmapped).
+#[inline]
+fn encode(page: u32) -> u32 {
+    page.wrapping_add(1)
+}
+
+/// The page number an entry holds (`NONE` if unmapped).
+#[inline]
+fn decode(entry: u32) -> u32 {
+    entry.wrapping_sub(1)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,12 +173,12 @@ impl Ftl {
 
     #[inline]
     pub fn lookup(&self, lpa: u32) -> u32 {
-        self.l2p[lpa as usize]
+        decode(self.l2p[lpa as usize])
     }
 
     #[inline]
     pub fn owner(&self, ppa: u32) -> u32 {
-        self.p2l[ppa as usize]
+        decode(self.p2l[ppa as usize])
     }
 
     pub fn free_blocks(&self, plane: u32) -> u32 {
@@ -229,12 +242,12 @@ impl Ftl {
 
     /// A host program of `lpa` into `ppa` finished: the new copy becomes the valid one.
     pub fn commit_host(&mut self, lpa: u32, ppa: u32) {
-        let old = self.l2p[lpa as usize];
+        let old = decode(self.l2p[lpa as usize]);
         if old != NONE {
             self.invalidate(old);
         }
-        self.l2p[lpa as usize] = ppa;
-        self.p2l[ppa as usize] = lpa;
+        self.l2p[lpa as usize] = encode(ppa);
+        self.p2l[ppa as usize] = encode(lpa);
         let b = self.geo.block_of_ppa(ppa);
         self.blocks[b as usize].valid += 1;
         self.program_done(b);
@@ -246,11 +259,11 @@ impl Ftl {
         let b = self.geo.block_of_ppa(dst);
         // The source still holds the page's valid copy exactly when its reverse entry does
         // (a host rewrite clears it); checking there touches the victim block, not the map.
-        let moved = self.p2l[src as usize] == lpa;
+        let moved = decode(self.p2l[src as usize]) == lpa;
         if moved {
             self.invalidate(src);
-            self.l2p[lpa as usize] = dst;
-            self.p2l[dst as usize] = lpa;
+            self.l2p[lpa as usize] = encode(dst);
+            self.p2l[dst as usize] = encode(lpa);
             self.blocks[b as usize].valid += 1;
         }
         self.program_done(b);
@@ -264,15 +277,15 @@ impl Ftl {
 
     /// Unmaps `lpa` (TRIM / deallocate).
     pub fn trim(&mut self, lpa: u32) {
-        let old = self.l2p[lpa as usize];
+        let old = decode(self.l2p[lpa as usize]);
         if old != NONE {
             self.invalidate(old);
-            self.l2p[lpa as usize] = NONE;
+            self.l2p[lpa as usize] = encode(NONE);
         }
     }
 
     fn invalidate(&mut self, ppa: u32) {
-        self.p2l[ppa as usize] = NONE;
+        self.p2l[ppa as usize] = encode(NONE);
         let b = self.geo.block_of_ppa(ppa);
         let sealed = self.blocks[b as usize].state == BlockState::Sealed;
         if sealed {
@@ -444,8 +457,9 @@ impl Ftl {
     /// The valid pages of `block` as (physical page, logical page), in page order.
     pub fn valid_in(&self, block: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
         let first = self.geo.first_ppa(block);
-        (first..first + self.geo.pages_per_block)
-            .filter_map(|ppa| Some((ppa, self.p2l[ppa as usize])).filter(|(_, l)| *l != NONE))
+        (first..first + self.geo.pages_per_block).filter_map(|ppa| {
+            Some((ppa, decode(self.p2l[ppa as usize]))).filter(|(_, l)| *l != NONE)
+        })
     }
 
     /// A victim with no valid page left was erased: it joins the free pool.
@@ -487,8 +501,8 @@ impl Ftl {
                 let lpa = lpas[next];
                 next += 1;
                 let ppa = first + off;
-                self.l2p[lpa as usize] = ppa;
-                self.p2l[ppa as usize] = lpa;
+                self.l2p[lpa as usize] = encode(ppa);
+                self.p2l[ppa as usize] = encode(lpa);
             }
             let blk = &mut self.blocks[b as usize];
             blk.valid = v as u16;
@@ -524,21 +538,17 @@ impl Ftl {
     /// Checks every invariant between the maps and the block counters (tests).
     pub fn check(&self) {
         let mut valid = vec![0u32; self.blocks.len()];
-        for (lpa, &ppa) in self.l2p.iter().enumerate() {
+        for (lpa, &entry) in self.l2p.iter().enumerate() {
+            let ppa = decode(entry);
             if ppa != NONE {
-                assert_eq!(
-                    self.p2l[ppa as usize], lpa as u32,
-                    "maps disagree at lpa {lpa}"
-                );
+                assert_eq!(self.owner(ppa), lpa as u32, "maps disagree at lpa {lpa}");
                 valid[self.geo.block_of_ppa(ppa) as usize] += 1;
             }
         }
-        for (ppa, &lpa) in self.p2l.iter().enumerate() {
+        for (ppa, &entry) in self.p2l.iter().enumerate() {
+            let lpa = decode(entry);
             if lpa != NONE {
-                assert_eq!(
-                    self.l2p[lpa as usize], ppa as u32,
-                    "stale reverse entry at {ppa}"
-                );
+                assert_eq!(self.lookup(lpa), ppa as u32, "stale reverse entry at {ppa}");
             }
         }
         for (b, blk) in self.blocks.iter().enumerate() {

@@ -49,7 +49,8 @@ def _run_measured(number_ios: int) -> dict:
 
 
 def _section(title: str, r: dict, note: str) -> str:
-    cmd = " ".join(["NUMBER_IOS=" + str(r["ios"]), "qoslab", *r["cmd"][1:]])
+    args = [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT)) else a for a in r["cmd"][1:]]
+    cmd = " ".join(["NUMBER_IOS=" + str(r["ios"]), "qoslab", *args])
     rows = [
         ("simulated I/Os", f"{r['ios']:,}"),
         ("wall time", f"{r['wall']:.2f} s"),

@@ -67,9 +67,12 @@ struct ProfileFile {
 struct PointFile {
     op: String,
     iodepth: u32,
+    /// Informative (what the run measured); accepted and not used.
     #[serde(default)]
+    #[allow(dead_code)]
     bs_bytes: Option<u64>,
     #[serde(default)]
+    #[allow(dead_code)]
     iops: Option<f64>,
     percentiles: Vec<f64>,
     clat_ns: Vec<f64>,
@@ -157,7 +160,6 @@ impl Profile {
                     n + 1
                 )));
             }
-            let _ = (p.bs_bytes, p.iops);
             let table = QuantileTable::new(&p.percentiles, &p.clat_ns).map_err(|e| {
                 err(format!(
                     "point {}: fields 'percentiles'/'clat_ns': {e}",

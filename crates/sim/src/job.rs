@@ -337,12 +337,19 @@ impl JobRun {
             self.inflight += 1;
             self.issued += 1;
             submitted += 1;
-            self.stats.iodepth_level[depth_level_bucket(self.inflight)] += 1;
+            if submitted.is_multiple_of(self.batch) {
+                // As fio does, a committed batch counts at the depth it leaves the queue at.
+                self.stats.iodepth_level[depth_level_bucket(self.inflight)] += self.batch as u64;
+            }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
             req.prio = io.prio;
             req.core = self.core;
             submit(req);
         };
+        let partial = submitted % self.batch;
+        if partial > 0 {
+            self.stats.iodepth_level[depth_level_bucket(self.inflight)] += partial as u64;
+        }
         if submitted > 0 {
             // One submit call per batch, as fio counts them.
             let mut left = submitted;

@@ -163,3 +163,23 @@ fn a_starved_queued_command_is_aborted_and_requeued_without_a_reset() {
     let max = f(&read["lat_ns"]["max"]);
     assert!((1_020_000.0..=1_030_000.0).contains(&max), "{max}");
 }
+
+/// I/Os waiting in the host for a command id when the controller resets get the ids the reset
+/// freed, even when the reset's own I/O fails and nothing else is outstanding.
+#[test]
+fn ios_waiting_for_a_command_id_go_on_after_a_reset() {
+    let job = "[qd4]\nrw=randread\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=200\n";
+    let sets = [
+        "host.sq_depth=2",
+        "host.timeout_ns=1ms",
+        "host.max_retries=0",
+    ];
+    let opts = options(job, &analytic(""), &sets, 1);
+    let out = qoslab_sim::run_on_device(&opts, StallingDevice::new(10_000, 100)).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&out.text).unwrap();
+    let n = &r["qoslab"]["nvme"];
+    assert_eq!(n["resets"], 1, "{n}");
+    assert_eq!(n["failed_ios"], 1, "{n}");
+    assert_eq!(n["max_waiting_for_command_id"], 3, "{n}");
+    assert_eq!(r["jobs"][0]["read"]["total_ios"], 200);
+}

@@ -12,15 +12,19 @@
 
 pub mod analytic;
 pub mod empirical;
+pub mod hdd;
 pub mod registry;
 pub mod service;
+pub mod ssd;
 
 use std::path::Path;
 
 pub use analytic::AnalyticDevice;
 pub use empirical::EmpiricalDevice;
+pub use hdd::Hdd;
 pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
 pub use registry::{ModelVisitor, model_names, visit_model};
+pub use ssd::Ssd;
 
 bitflags::bitflags! {
     /// What a device can do, as flags (like fio's engine flags), not as a class tree.
@@ -39,6 +43,17 @@ bitflags::bitflags! {
     }
 }
 
+/// A write a power failure took away (see [`Device::lost_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LostWrite {
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub job: u32,
+    pub queued_ns: qoslab_engine::Ns,
+    /// Whether it had completed to the host (false: it was still in flight).
+    pub acknowledged: bool,
+}
+
 /// A device: the last stage of a path.
 pub trait Device: Stage {
     /// Bytes the host may address.
@@ -46,6 +61,13 @@ pub trait Device: Stage {
 
     fn caps(&self) -> DeviceCaps {
         DeviceCaps::empty()
+    }
+
+    /// Writes lost to power failures so far, each failure's in issue order: what a
+    /// crash-consistency check compares the host's view against. Devices that lose nothing
+    /// keep the default.
+    fn lost_writes(&self) -> &[LostWrite] {
+        &[]
     }
 }
 

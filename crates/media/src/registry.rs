@@ -31,7 +31,12 @@ macro_rules! models {
     };
 }
 
-models!(crate::AnalyticDevice, crate::EmpiricalDevice);
+models!(
+    crate::AnalyticDevice,
+    crate::EmpiricalDevice,
+    crate::Ssd,
+    crate::Hdd
+);
 
 /// (name, help, tunables) of the model called `name`.
 pub fn model_info(

@@ -1,0 +1,632 @@
+//! Timing of the flash array: dies that execute one command at a time, and the channels their
+//! commands and data share.
+//!
+//! A read holds the channel for its command (`read_cmd_ns`), then its die for tR, then the
+//! channel again to move the data out; the die stays busy until the data has left its page
+//! register. A program holds the channel for command and data in, then the die for tPROG; an
+//! erase holds the channel for its command, then the die for tBERS. Each die serves its queue
+//! by class (mapping reads, host reads, host writes, GC), FIFO within a class, and may join
+//! operations of the same kind on its other planes into one multi-plane command. Channels serve
+//! waiting dies by class, data out before commands. A read may suspend an erase (or program)
+//! that still has `suspend_min_remaining_ns` to run; the die resumes it when no read waits.
+//!
+//! The channel is held as a reservation (`busy_until`): an event is scheduled only when a die
+//! waits for it, so an uncontended read costs two events (array done, data out done).
+
+use std::collections::VecDeque;
+
+use qoslab_engine::{Ns, StageCtx};
+
+use super::SsdEvent;
+use super::config::SsdConfig;
+
+pub type OpId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Program,
+    Erase,
+}
+
+/// Who wants the operation; the lower, the sooner a die and a channel serve it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum OpClass {
+    /// A translation-page read on a mapping-cache miss: every host request behind it waits.
+    Mapping = 0,
+    HostRead = 1,
+    HostWrite = 2,
+    Gc = 3,
+}
+
+const CLASSES: usize = 4;
+/// Most planes one multi-plane command addresses (ONFI's limit, as MQSim's command tables).
+const MAX_MULTIPLANE: usize = 4;
+
+/// One flash operation and the continuation its owner wants called when it is done.
+#[derive(Clone, Copy, Debug)]
+pub struct FlashOp {
+    pub kind: OpKind,
+    pub class: OpClass,
+    /// Target page (an erase: any page of the block).
+    pub ppa: u32,
+    /// Bytes moved over the channel (read: out; program: in).
+    pub bytes: u32,
+    /// Owner's continuation.
+    pub owner: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DieState {
+    Idle,
+    /// Waiting for the channel to send the batch's command (and program data).
+    WaitCommand,
+    /// The array is working on the batch.
+    Array,
+    /// Moving read data out: waiting for or holding the channel.
+    DataOut,
+    /// Suspending the running erase or program; free again at the next `DieReady`.
+    Suspending,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Batch {
+    ops: [OpId; MAX_MULTIPLANE],
+    len: u8,
+    /// Data-outs done so far (reads).
+    out: u8,
+}
+
+impl Batch {
+    fn ops(&self) -> &[OpId] {
+        &self.ops[..self.len as usize]
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Die {
+    /// Waiting operations per (class, plane of the die): `class * planes_per_die + plane`.
+    queues: Vec<VecDeque<OpId>>,
+    state: DieState,
+    batch: Batch,
+    /// Bumped when a scheduled `DieReady` must be ignored (a suspension moved its time).
+    generation: u32,
+    array_done_ns: Ns,
+    suspended: Option<(Batch, Ns)>,
+    channel: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiter {
+    die: u32,
+    data_out: bool,
+    class: OpClass,
+    seq: u64,
+    duration_ns: Ns,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Channel {
+    busy_until: Ns,
+    waiters: Vec<Waiter>,
+    wake_pending: bool,
+    /// The current holder is a data-out, whose own end event hands the channel on (no
+    /// separate wake-up needed).
+    held_by_data_out: bool,
+    /// A data-out just ended and its event will hand the channel on once the die has queued
+    /// its next request: requests wait for that choice.
+    handing_over: bool,
+}
+
+/// Counters of the array.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlashStats {
+    pub reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    pub multiplane_commands: u64,
+    pub suspensions: u64,
+    /// Sum over channels of the time they were held.
+    pub channel_busy_ns: u64,
+}
+
+pub struct FlashArray {
+    dies: Vec<Die>,
+    channels: Vec<Channel>,
+    ops: Vec<FlashOp>,
+    /// Arrival order of each operation (FIFO across the planes of a die).
+    op_seq: Vec<u64>,
+    free_ops: Vec<OpId>,
+    seq: u64,
+    pages_per_plane: u32,
+    planes_per_die: u32,
+    pages_per_block: u32,
+    /// Operations finished since the owner last drained them.
+    pub done: Vec<(OpId, FlashOp)>,
+    pub stats: FlashStats,
+    cfg: Timing,
+    /// Dies of each chip that are not idle (chip-exclusive scheduling).
+    chip_busy: Vec<u32>,
+}
+
+/// The part of the configuration the array needs, copied for locality.
+#[derive(Clone, Debug)]
+struct Timing {
+    read_ns: Vec<Ns>,
+    program_ns: Vec<Ns>,
+    erase_ns: Ns,
+    read_cmd_ns: Ns,
+    read_cmd_per_plane_ns: Ns,
+    program_cmd_ns: Ns,
+    program_cmd_per_plane_ns: Ns,
+    erase_cmd_ns: Ns,
+    erase_cmd_per_plane_ns: Ns,
+    multiplane: usize,
+    erase_suspend: bool,
+    program_suspend: bool,
+    suspend_erase_ns: Ns,
+    suspend_program_ns: Ns,
+    suspend_min_remaining_ns: Ns,
+    channel_rate: f64,
+    chip_exclusive: bool,
+    dies_per_chip: u32,
+}
+
+impl FlashArray {
+    pub fn new(cfg: &SsdConfig) -> Self {
+        let g = &cfg.geo;
+        let dies = (0..g.dies())
+            .map(|d| Die {
+                queues: vec![VecDeque::new(); CLASSES * g.planes_per_die as usize],
+                state: DieState::Idle,
+                batch: Batch {
+                    ops: [0; MAX_MULTIPLANE],
+                    len: 0,
+                    out: 0,
+                },
+                generation: 0,
+                array_done_ns: 0,
+                suspended: None,
+                channel: g.channel_of_die(d),
+            })
+            .collect();
+        FlashArray {
+            dies,
+            channels: vec![Channel::default(); g.channels as usize],
+            ops: Vec::new(),
+            op_seq: Vec::new(),
+            free_ops: Vec::new(),
+            seq: 0,
+            pages_per_plane: g.pages_per_plane(),
+            planes_per_die: g.planes_per_die,
+            pages_per_block: g.pages_per_block,
+            done: Vec::new(),
+            stats: FlashStats::default(),
+            chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
+            cfg: Timing {
+                read_ns: cfg.cell.read_ns.clone(),
+                program_ns: cfg.cell.program_ns.clone(),
+                erase_ns: cfg.erase_ns,
+                read_cmd_ns: cfg.read_cmd_ns,
+                read_cmd_per_plane_ns: cfg.read_cmd_per_plane_ns,
+                program_cmd_ns: cfg.program_cmd_ns,
+                program_cmd_per_plane_ns: cfg.program_cmd_per_plane_ns,
+                erase_cmd_ns: cfg.erase_cmd_ns,
+                erase_cmd_per_plane_ns: cfg.erase_cmd_per_plane_ns,
+                multiplane: if cfg.multiplane {
+                    (g.planes_per_die as usize).min(MAX_MULTIPLANE)
+                } else {
+                    1
+                },
+                erase_suspend: cfg.erase_suspend,
+                program_suspend: cfg.program_suspend,
+                suspend_erase_ns: cfg.suspend_erase_ns,
+                suspend_program_ns: cfg.suspend_program_ns,
+                suspend_min_remaining_ns: cfg.suspend_min_remaining_ns,
+                channel_rate: cfg.channel_rate,
+                chip_exclusive: cfg.chip_exclusive,
+                dies_per_chip: g.dies_per_chip,
+            },
+        }
+    }
+
+    /// Operations queued or running.
+    pub fn in_flight(&self) -> usize {
+        self.ops.len() - self.free_ops.len()
+    }
+
+    #[inline]
+    fn die_of(&self, ppa: u32) -> u32 {
+        ppa / self.pages_per_plane / self.planes_per_die
+    }
+
+    #[inline]
+    fn plane_of(&self, ppa: u32) -> u32 {
+        ppa / self.pages_per_plane
+    }
+
+    #[inline]
+    fn transfer_ns(&self, bytes: u32) -> Ns {
+        (f64::from(bytes) / self.cfg.channel_rate).round() as Ns
+    }
+
+    /// Queues `op` on its die.
+    pub fn submit(&mut self, op: FlashOp, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.seq += 1;
+        let id = match self.free_ops.pop() {
+            Some(id) => {
+                self.ops[id as usize] = op;
+                self.op_seq[id as usize] = self.seq;
+                id
+            }
+            None => {
+                self.ops.push(op);
+                self.op_seq.push(self.seq);
+                (self.ops.len() - 1) as OpId
+            }
+        };
+        let d = self.die_of(op.ppa);
+        let plane = self.plane_of(op.ppa) % self.planes_per_die;
+        let q = op.class as usize * self.planes_per_die as usize + plane as usize;
+        self.dies[d as usize].queues[q].push_back(id);
+        let now = ctx.now_ns();
+        let die = &self.dies[d as usize];
+        match die.state {
+            DieState::Idle => self.start(d, ctx),
+            DieState::Array
+                if op.class <= OpClass::HostRead
+                    && die.suspended.is_none()
+                    && !self.cfg.chip_exclusive =>
+            {
+                let kind = self.ops[die.batch.ops[0] as usize].kind;
+                let allowed = match kind {
+                    OpKind::Erase => self.cfg.erase_suspend,
+                    OpKind::Program => self.cfg.program_suspend,
+                    OpKind::Read => false,
+                };
+                if allowed && die.array_done_ns >= now + self.cfg.suspend_min_remaining_ns {
+                    self.suspend(d, kind, ctx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn suspend(&mut self, d: u32, kind: OpKind, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
+        let cost = if kind == OpKind::Erase {
+            self.cfg.suspend_erase_ns
+        } else {
+            self.cfg.suspend_program_ns
+        };
+        let die = &mut self.dies[d as usize];
+        die.suspended = Some((die.batch, die.array_done_ns - now));
+        die.generation = die.generation.wrapping_add(1);
+        die.state = DieState::Suspending;
+        self.stats.suspensions += 1;
+        ctx.schedule(
+            now + cost,
+            SsdEvent::DieReady {
+                die: d,
+                generation: die.generation,
+            },
+        );
+    }
+
+    /// Lets idle die `d` take work. With chip-exclusive scheduling (MQSim's transaction
+    /// scheduler) a chip takes new commands only when all its dies are idle, and then starts
+    /// every die of the chip that has work at once (die interleaving).
+    fn start(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !self.cfg.chip_exclusive {
+            self.start_batch(d, ctx);
+            return;
+        }
+        let chip = d / self.cfg.dies_per_chip;
+        if self.chip_busy[chip as usize] > 0 {
+            return;
+        }
+        for die in chip * self.cfg.dies_per_chip..(chip + 1) * self.cfg.dies_per_chip {
+            if self.dies[die as usize].state == DieState::Idle {
+                self.start_batch(die, ctx);
+                if self.dies[die as usize].state != DieState::Idle {
+                    self.chip_busy[chip as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Die `d` finished its batch.
+    fn became_idle(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.chip_exclusive {
+            let chip = (d / self.cfg.dies_per_chip) as usize;
+            self.chip_busy[chip] -= 1;
+        }
+        self.start(d, ctx);
+    }
+
+    /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
+    fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let die = &mut self.dies[d as usize];
+        debug_assert_eq!(die.state, DieState::Idle);
+        // While an erase or program is suspended only reads may run.
+        let classes = if die.suspended.is_some() {
+            OpClass::HostRead as usize + 1
+        } else {
+            CLASSES
+        };
+        let ppd = self.planes_per_die as usize;
+        let Some(class) = (0..classes).find(|&c| {
+            die.queues[c * ppd..(c + 1) * ppd]
+                .iter()
+                .any(|q| !q.is_empty())
+        }) else {
+            if let Some((batch, remaining)) = die.suspended.take() {
+                die.batch = batch;
+                die.state = DieState::Array;
+                die.array_done_ns = ctx.now_ns() + remaining;
+                ctx.schedule(
+                    die.array_done_ns,
+                    SsdEvent::DieReady {
+                        die: d,
+                        generation: die.generation,
+                    },
+                );
+            }
+            return;
+        };
+        // The oldest head among the class's plane queues goes first; heads of the same kind on
+        // the die's other planes may join it in one multi-plane command.
+        let queues = &mut die.queues[class * ppd..(class + 1) * ppd];
+        let lead = (0..ppd)
+            .filter(|&p| !queues[p].is_empty())
+            .min_by_key(|&p| self.op_seq[queues[p][0] as usize])
+            .expect("a non-empty queue");
+        let first = queues[lead].pop_front().expect("non-empty");
+        let kind = self.ops[first as usize].kind;
+        let mut batch = Batch {
+            ops: [first; MAX_MULTIPLANE],
+            len: 1,
+            out: 0,
+        };
+        if self.cfg.multiplane > 1 {
+            for (p, queue) in queues.iter_mut().enumerate() {
+                if batch.len as usize == self.cfg.multiplane {
+                    break;
+                }
+                if p == lead {
+                    continue;
+                }
+                if let Some(&head) = queue.front()
+                    && self.ops[head as usize].kind == kind
+                {
+                    queue.pop_front();
+                    batch.ops[batch.len as usize] = head;
+                    batch.len += 1;
+                }
+            }
+            if batch.len > 1 {
+                self.stats.multiplane_commands += 1;
+            }
+        }
+        let extra = Ns::from(batch.len - 1);
+        let command_ns = match kind {
+            OpKind::Read => {
+                self.stats.reads += u64::from(batch.len);
+                self.cfg.read_cmd_ns + extra * self.cfg.read_cmd_per_plane_ns
+            }
+            OpKind::Program => {
+                self.stats.programs += u64::from(batch.len);
+                let data: Ns = batch
+                    .ops()
+                    .iter()
+                    .map(|&o| self.transfer_ns(self.ops[o as usize].bytes))
+                    .sum();
+                self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data
+            }
+            OpKind::Erase => {
+                self.stats.erases += u64::from(batch.len);
+                self.cfg.erase_cmd_ns + extra * self.cfg.erase_cmd_per_plane_ns
+            }
+        };
+        let die = &mut self.dies[d as usize];
+        die.batch = batch;
+        die.state = DieState::WaitCommand;
+        let class = self.ops[first as usize].class;
+        self.request_channel(d, false, class, command_ns, ctx);
+    }
+
+    /// Array time of the die's batch: the slowest of its planes.
+    fn array_ns(&self, batch: &Batch) -> Ns {
+        batch
+            .ops()
+            .iter()
+            .map(|&o| {
+                let op = &self.ops[o as usize];
+                let page = op.ppa % self.pages_per_block;
+                match op.kind {
+                    OpKind::Read => self.cfg.read_ns[page as usize % self.cfg.read_ns.len()],
+                    OpKind::Program => {
+                        self.cfg.program_ns[page as usize % self.cfg.program_ns.len()]
+                    }
+                    OpKind::Erase => self.cfg.erase_ns,
+                }
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn request_channel(
+        &mut self,
+        d: u32,
+        data_out: bool,
+        class: OpClass,
+        duration_ns: Ns,
+        ctx: &mut impl StageCtx<SsdEvent>,
+    ) {
+        let now = ctx.now_ns();
+        let ch = self.dies[d as usize].channel;
+        let channel = &mut self.channels[ch as usize];
+        if !channel.handing_over && channel.waiters.is_empty() && channel.busy_until <= now {
+            self.grant(d, data_out, duration_ns, ctx);
+            return;
+        }
+        self.seq += 1;
+        channel.waiters.push(Waiter {
+            die: d,
+            data_out,
+            class,
+            seq: self.seq,
+            duration_ns,
+        });
+        if channel.handing_over || (channel.busy_until > now && channel.held_by_data_out) {
+            return;
+        }
+        if !channel.wake_pending {
+            channel.wake_pending = true;
+            ctx.schedule(channel.busy_until.max(now), SsdEvent::ChannelFree(ch));
+        }
+    }
+
+    /// Hands a free channel to its most urgent waiter: data-outs and commands by class, a
+    /// command before a data-out of the same class (it sets another die working).
+    fn arbitrate(&mut self, ch: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
+        let channel = &mut self.channels[ch as usize];
+        if channel.busy_until > now {
+            return;
+        }
+        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
+            let w = &channel.waiters[i];
+            (w.class, w.data_out, w.seq)
+        }) else {
+            return;
+        };
+        let w = channel.waiters.swap_remove(best);
+        self.grant(w.die, w.data_out, w.duration_ns, ctx);
+        let channel = &mut self.channels[ch as usize];
+        if !channel.waiters.is_empty() && !channel.held_by_data_out && !channel.wake_pending {
+            channel.wake_pending = true;
+            ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
+        }
+    }
+
+    fn grant(
+        &mut self,
+        d: u32,
+        data_out: bool,
+        duration_ns: Ns,
+        ctx: &mut impl StageCtx<SsdEvent>,
+    ) {
+        let now = ctx.now_ns();
+        let end = now + duration_ns;
+        let ch = self.dies[d as usize].channel;
+        self.channels[ch as usize].busy_until = end;
+        self.channels[ch as usize].held_by_data_out = data_out;
+        self.stats.channel_busy_ns += duration_ns;
+        if data_out {
+            let die = &self.dies[d as usize];
+            ctx.schedule(
+                end,
+                SsdEvent::DataOut {
+                    die: d,
+                    generation: die.generation,
+                },
+            );
+        } else {
+            let array = self.array_ns(&self.dies[d as usize].batch);
+            let die = &mut self.dies[d as usize];
+            die.state = DieState::Array;
+            die.array_done_ns = end + array;
+            ctx.schedule(
+                die.array_done_ns,
+                SsdEvent::DieReady {
+                    die: d,
+                    generation: die.generation,
+                },
+            );
+        }
+    }
+
+    /// `ChannelFree(ch)`: hand the channel to the most urgent waiter.
+    pub fn on_channel_free(&mut self, ch: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
+        let channel = &mut self.channels[ch as usize];
+        channel.wake_pending = false;
+        if channel.busy_until > now {
+            // Granted at once to a request that found it free after this wake-up was set.
+            if !channel.waiters.is_empty() && !channel.held_by_data_out {
+                channel.wake_pending = true;
+                ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
+            }
+            return;
+        }
+        self.arbitrate(ch, ctx);
+    }
+
+    /// `DieReady`: the array finished (or a suspension took effect).
+    pub fn on_die_ready(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let die = &mut self.dies[d as usize];
+        if die.generation != generation {
+            return;
+        }
+        match die.state {
+            DieState::Suspending => {
+                die.state = DieState::Idle;
+                self.start_batch(d, ctx);
+            }
+            DieState::Array => {
+                let first = self.ops[die.batch.ops[0] as usize];
+                if first.kind == OpKind::Read {
+                    die.state = DieState::DataOut;
+                    let bytes = first.bytes;
+                    let duration = self.transfer_ns(bytes);
+                    self.request_channel(d, true, first.class, duration, ctx);
+                } else {
+                    let batch = die.batch;
+                    die.state = DieState::Idle;
+                    for &o in batch.ops() {
+                        self.finish(o);
+                    }
+                    self.became_idle(d, ctx);
+                }
+            }
+            other => unreachable!("die {d} ready in state {other:?}"),
+        }
+    }
+
+    /// `DataOut`: one read's data has left the die.
+    pub fn on_data_out(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let ch = self.dies[d as usize].channel;
+        self.channels[ch as usize].handing_over = true;
+        self.data_out_done(d, generation, ctx);
+        self.channels[ch as usize].handing_over = false;
+        self.arbitrate(ch, ctx);
+    }
+
+    fn data_out_done(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let die = &mut self.dies[d as usize];
+        debug_assert_eq!(die.generation, generation);
+        debug_assert_eq!(die.state, DieState::DataOut);
+        let op = die.batch.ops[die.batch.out as usize];
+        die.batch.out += 1;
+        let more = die.batch.out < die.batch.len;
+        let next = die.batch.ops[die.batch.out.min(die.batch.len - 1) as usize];
+        if !more {
+            die.state = DieState::Idle;
+        }
+        self.finish(op);
+        if more {
+            let next = self.ops[next as usize];
+            let duration = self.transfer_ns(next.bytes);
+            self.request_channel(d, true, next.class, duration, ctx);
+        } else {
+            self.became_idle(d, ctx);
+        }
+    }
+
+    fn finish(&mut self, o: OpId) {
+        self.done.push((o, self.ops[o as usize]));
+        self.free_ops.push(o);
+    }
+}

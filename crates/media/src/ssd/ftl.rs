@@ -1,0 +1,699 @@
+//! The page-level flash translation layer: the page map, block bookkeeping, page allocation
+//! and the choice of garbage-collection victims. No timing here: the device model asks for a
+//! page, issues the flash operations, and commits the mapping when the program has finished.
+//!
+//! Memory: the forward map (logical page -> physical page) and the reverse map (physical page
+//! -> logical page, which a real drive keeps in each page's spare area) are plain `u32` arrays,
+//! 4 bytes per page each; blocks cost about 32 bytes each. No hash maps.
+
+use std::collections::VecDeque;
+
+use qoslab_engine::RngStream;
+
+use super::config::GcPolicy;
+use super::geometry::Geometry;
+
+/// "No page": an unmapped logical page, or a physical page holding no valid data.
+pub const NONE: u32 = u32::MAX;
+
+/// A map of `len` entries, all unmapped. Entries hold a page number plus one, so "unmapped" is
+/// 0 and a fresh map needs no pass over it: the kernel hands out zeroed pages as they are first
+/// written (and one shared zero page to reads of a fresh drive). The maps are hundreds of MB
+/// read at random, so the allocation also asks for transparent huge pages before first touch:
+/// 2 MiB pages spare most of the TLB misses a 4 KiB-paged map costs on every lookup.
+fn map_array(len: usize) -> Vec<u32> {
+    let mut v: Vec<u32> = vec![0; len];
+    #[cfg(target_os = "linux")]
+    if len >= 1 << 20 {
+        let page = 4096usize;
+        let start = v.as_mut_ptr() as usize & !(page - 1);
+        let end = v.as_mut_ptr() as usize + len * 4;
+        // SAFETY: madvise only advises the kernel about the allocation's pages (rounded to page
+        // boundaries); it reads and writes no memory. A failure (THP disabled) changes nothing.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    v
+}
+
+/// An entry of a map from its page number (`NONE` = unmapped).
+#[inline]
+fn encode(page: u32) -> u32 {
+    page.wrapping_add(1)
+}
+
+/// The page number an entry holds (`NONE` if unmapped).
+#[inline]
+fn decode(entry: u32) -> u32 {
+    entry.wrapping_sub(1)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockState {
+    Free,
+    /// Being written (a frontier), or full with programs still in flight.
+    Open,
+    /// Full and settled: a GC candidate.
+    Sealed,
+    /// Chosen by GC: its valid pages are being moved out, then it is erased.
+    Victim,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    valid: u16,
+    /// Pages handed out for programming.
+    written: u16,
+    /// Pages handed out whose program has not finished.
+    pending: u16,
+    state: BlockState,
+    erase_count: u32,
+    /// The host-write clock when the block was sealed (FIFO order, cost-benefit age).
+    sealed_at: u64,
+    /// Links in the plane's list of sealed blocks with the same valid count.
+    prev: u32,
+    next: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Plane {
+    free: VecDeque<u32>,
+    host_open: u32,
+    gc_open: u32,
+    /// Head of the list of sealed blocks with `i` valid pages (global block numbers).
+    buckets: Vec<u32>,
+    /// Sealed blocks in sealing order (FIFO policy).
+    fifo: VecDeque<u32>,
+}
+
+/// Counters for the report.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FtlStats {
+    /// Pages programmed with host data.
+    pub host_programs: u64,
+    /// Pages programmed by GC to move valid data.
+    pub gc_programs: u64,
+    pub erases: u64,
+    pub gc_victims: u64,
+    /// Valid pages found in victims when chosen (their sum over victims).
+    pub victim_valid_pages: u64,
+}
+
+impl FtlStats {
+    /// Flash page programs per host page program.
+    pub fn write_amplification(&self) -> f64 {
+        if self.host_programs == 0 {
+            return 0.0;
+        }
+        (self.host_programs + self.gc_programs) as f64 / self.host_programs as f64
+    }
+}
+
+pub struct Ftl {
+    pub geo: Geometry,
+    l2p: Vec<u32>,
+    p2l: Vec<u32>,
+    blocks: Vec<Block>,
+    planes: Vec<Plane>,
+    policy: GcPolicy,
+    /// Host page writes so far: the clock of block ages.
+    clock: u64,
+    pub stats: FtlStats,
+}
+
+impl Ftl {
+    /// A fresh drive: every block erased, no logical page mapped.
+    pub fn new(geo: Geometry, logical_pages: u32, policy: GcPolicy) -> Self {
+        let ppb = geo.pages_per_block as usize;
+        let blocks = vec![
+            Block {
+                valid: 0,
+                written: 0,
+                pending: 0,
+                state: BlockState::Free,
+                erase_count: 0,
+                sealed_at: 0,
+                prev: NONE,
+                next: NONE,
+            };
+            geo.blocks() as usize
+        ];
+        let planes = (0..geo.planes())
+            .map(|p| Plane {
+                free: (0..geo.blocks_per_plane)
+                    .map(|b| geo.block_index(p, b))
+                    .collect(),
+                host_open: NONE,
+                gc_open: NONE,
+                buckets: vec![NONE; ppb + 1],
+                fifo: VecDeque::new(),
+            })
+            .collect();
+        Ftl {
+            l2p: map_array(logical_pages as usize),
+            p2l: map_array(geo.physical_pages() as usize),
+            blocks,
+            planes,
+            policy,
+            clock: 0,
+            stats: FtlStats::default(),
+            geo,
+        }
+    }
+
+    pub fn logical_pages(&self) -> u32 {
+        self.l2p.len() as u32
+    }
+
+    /// Bytes held by the forward and reverse maps.
+    pub fn map_bytes(&self) -> usize {
+        (self.l2p.len() + self.p2l.len()) * 4
+    }
+
+    #[inline]
+    pub fn lookup(&self, lpa: u32) -> u32 {
+        decode(self.l2p[lpa as usize])
+    }
+
+    #[inline]
+    pub fn owner(&self, ppa: u32) -> u32 {
+        decode(self.p2l[ppa as usize])
+    }
+
+    pub fn free_blocks(&self, plane: u32) -> u32 {
+        self.planes[plane as usize].free.len() as u32
+    }
+
+    pub fn valid_pages(&self, block: u32) -> u32 {
+        u32::from(self.blocks[block as usize].valid)
+    }
+
+    pub fn block_state(&self, block: u32) -> BlockState {
+        self.blocks[block as usize].state
+    }
+
+    pub fn erase_count(&self, block: u32) -> u32 {
+        self.blocks[block as usize].erase_count
+    }
+
+    /// A page for a host program in `plane`, or `None` when the plane has no free page left
+    /// for the host (its last free block is kept for GC, which needs somewhere to copy to).
+    pub fn alloc_host(&mut self, plane: u32) -> Option<u32> {
+        let ppa = self.alloc(plane, false)?;
+        self.stats.host_programs += 1;
+        self.clock += 1;
+        Some(ppa)
+    }
+
+    /// A page for a GC copy in `plane`, or `None` when the plane has no free block at all.
+    pub fn alloc_gc(&mut self, plane: u32) -> Option<u32> {
+        let ppa = self.alloc(plane, true)?;
+        self.stats.gc_programs += 1;
+        Some(ppa)
+    }
+
+    fn alloc(&mut self, plane: u32, for_gc: bool) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as u16;
+        let pl = &mut self.planes[plane as usize];
+        let open = if for_gc { pl.gc_open } else { pl.host_open };
+        let block = if open != NONE && self.blocks[open as usize].written < ppb {
+            open
+        } else {
+            let reserve = if for_gc { 0 } else { 1 };
+            if pl.free.len() <= reserve {
+                return None;
+            }
+            let b = pl.free.pop_front().expect("checked");
+            if for_gc {
+                pl.gc_open = b;
+            } else {
+                pl.host_open = b;
+            }
+            self.blocks[b as usize].state = BlockState::Open;
+            b
+        };
+        let blk = &mut self.blocks[block as usize];
+        let ppa = self.geo.first_ppa(block) + u32::from(blk.written);
+        blk.written += 1;
+        blk.pending += 1;
+        Some(ppa)
+    }
+
+    /// A host program of `lpa` into `ppa` finished: the new copy becomes the valid one.
+    pub fn commit_host(&mut self, lpa: u32, ppa: u32) {
+        let old = decode(self.l2p[lpa as usize]);
+        if old != NONE {
+            self.invalidate(old);
+        }
+        self.l2p[lpa as usize] = encode(ppa);
+        self.p2l[ppa as usize] = encode(lpa);
+        let b = self.geo.block_of_ppa(ppa);
+        self.blocks[b as usize].valid += 1;
+        self.program_done(b);
+    }
+
+    /// A GC copy of `lpa` from `src` to `dst` finished. If the host rewrote the page meanwhile
+    /// the copy is stale and stays invalid. Returns whether the copy became the valid one.
+    pub fn commit_gc(&mut self, lpa: u32, src: u32, dst: u32) -> bool {
+        let b = self.geo.block_of_ppa(dst);
+        // The source still holds the page's valid copy exactly when its reverse entry does
+        // (a host rewrite clears it); checking there touches the victim block, not the map.
+        let moved = decode(self.p2l[src as usize]) == lpa;
+        if moved {
+            self.invalidate(src);
+            self.l2p[lpa as usize] = encode(dst);
+            self.p2l[dst as usize] = encode(lpa);
+            self.blocks[b as usize].valid += 1;
+        }
+        self.program_done(b);
+        moved
+    }
+
+    /// A program into `ppa` was lost (power failure): the page stays invalid.
+    pub fn abort_program(&mut self, ppa: u32) {
+        self.program_done(self.geo.block_of_ppa(ppa));
+    }
+
+    /// Unmaps `lpa` (TRIM / deallocate).
+    pub fn trim(&mut self, lpa: u32) {
+        let old = decode(self.l2p[lpa as usize]);
+        if old != NONE {
+            self.invalidate(old);
+            self.l2p[lpa as usize] = encode(NONE);
+        }
+    }
+
+    fn invalidate(&mut self, ppa: u32) {
+        self.p2l[ppa as usize] = encode(NONE);
+        let b = self.geo.block_of_ppa(ppa);
+        let sealed = self.blocks[b as usize].state == BlockState::Sealed;
+        if sealed {
+            self.unlink(b);
+        }
+        self.blocks[b as usize].valid -= 1;
+        if sealed {
+            self.link(b);
+        }
+    }
+
+    fn program_done(&mut self, b: u32) {
+        let ppb = self.geo.pages_per_block as u16;
+        let blk = &mut self.blocks[b as usize];
+        blk.pending -= 1;
+        if blk.pending == 0 && blk.written == ppb && blk.state == BlockState::Open {
+            self.seal(b);
+        }
+    }
+
+    fn seal(&mut self, b: u32) {
+        let plane = self.plane_of_block(b);
+        let blk = &mut self.blocks[b as usize];
+        blk.state = BlockState::Sealed;
+        blk.sealed_at = self.clock;
+        let pl = &mut self.planes[plane as usize];
+        if pl.host_open == b {
+            pl.host_open = NONE;
+        }
+        if pl.gc_open == b {
+            pl.gc_open = NONE;
+        }
+        if self.policy == GcPolicy::Fifo {
+            pl.fifo.push_back(b);
+        }
+        self.link(b);
+    }
+
+    #[inline]
+    fn plane_of_block(&self, b: u32) -> u32 {
+        b / self.geo.blocks_per_plane
+    }
+
+    fn link(&mut self, b: u32) {
+        let plane = self.plane_of_block(b) as usize;
+        let v = self.blocks[b as usize].valid as usize;
+        let head = self.planes[plane].buckets[v];
+        self.blocks[b as usize].prev = NONE;
+        self.blocks[b as usize].next = head;
+        if head != NONE {
+            self.blocks[head as usize].prev = b;
+        }
+        self.planes[plane].buckets[v] = b;
+    }
+
+    fn unlink(&mut self, b: u32) {
+        let plane = self.plane_of_block(b) as usize;
+        let Block {
+            prev, next, valid, ..
+        } = self.blocks[b as usize];
+        if prev == NONE {
+            self.planes[plane].buckets[valid as usize] = next;
+        } else {
+            self.blocks[prev as usize].next = next;
+        }
+        if next != NONE {
+            self.blocks[next as usize].prev = prev;
+        }
+    }
+
+    /// Chooses a GC victim in `plane` by the policy and marks it, or `None` if no sealed block
+    /// has an invalid page (collecting it would free nothing).
+    pub fn select_victim(&mut self, plane: u32, rng: &mut RngStream) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as usize;
+        let victim = match self.policy {
+            GcPolicy::Greedy => self.pick_greedy(plane),
+            // When none of the d draws has an invalid page, take the greedy choice rather
+            // than stall a plane whose writers wait for a free block.
+            GcPolicy::Rga(d) => self
+                .pick_rga(plane, d, rng)
+                .or_else(|| self.pick_greedy(plane)),
+            GcPolicy::CostBenefit => self.pick_cost_benefit(plane),
+            GcPolicy::Fifo => {
+                let pl = &mut self.planes[plane as usize];
+                let mut found = None;
+                while let Some(b) = pl.fifo.pop_front() {
+                    if self.blocks[b as usize].state == BlockState::Sealed {
+                        found = Some(b);
+                        break;
+                    }
+                }
+                match found {
+                    Some(b) if (self.blocks[b as usize].valid as usize) < ppb => Some(b),
+                    Some(b) => {
+                        // Nothing to gain from the oldest block: it stays first in line and
+                        // the emptiest block goes instead.
+                        self.planes[plane as usize].fifo.push_front(b);
+                        self.pick_greedy(plane)
+                    }
+                    None => None,
+                }
+            }
+        }?;
+        self.unlink(victim);
+        let blk = &mut self.blocks[victim as usize];
+        blk.state = BlockState::Victim;
+        self.stats.gc_victims += 1;
+        self.stats.victim_valid_pages += u64::from(blk.valid);
+        Some(victim)
+    }
+
+    /// A sealed block with the fewest valid pages, if any has an invalid page.
+    fn pick_greedy(&self, plane: u32) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as usize;
+        self.planes[plane as usize].buckets[..ppb]
+            .iter()
+            .copied()
+            .find(|&h| h != NONE)
+    }
+
+    /// Best of `d` sealed blocks drawn uniformly (with replacement) from the plane.
+    fn pick_rga(&self, plane: u32, d: u32, rng: &mut RngStream) -> Option<u32> {
+        let bpp = u64::from(self.geo.blocks_per_plane);
+        let mut best: Option<u32> = None;
+        let mut drawn = 0;
+        // Sealed blocks are nearly all of a plane in steady state; the bound on attempts only
+        // matters on an almost empty drive.
+        for _ in 0..64 * d {
+            let b = self.geo.block_index(plane, rng.below(bpp) as u32);
+            let blk = &self.blocks[b as usize];
+            if blk.state != BlockState::Sealed {
+                continue;
+            }
+            if best.is_none_or(|x| blk.valid < self.blocks[x as usize].valid) {
+                best = Some(b);
+            }
+            drawn += 1;
+            if drawn == d {
+                break;
+            }
+        }
+        best.filter(|&b| u32::from(self.blocks[b as usize].valid) < self.geo.pages_per_block)
+    }
+
+    /// Rosenblum and Ousterhout's cost-benefit choice: the most (1 - u) / (2u) x age.
+    fn pick_cost_benefit(&self, plane: u32) -> Option<u32> {
+        let ppb = f64::from(self.geo.pages_per_block);
+        let mut best: Option<(f64, u32)> = None;
+        for &head in &self.planes[plane as usize].buckets[..self.geo.pages_per_block as usize] {
+            let mut b = head;
+            while b != NONE {
+                let blk = &self.blocks[b as usize];
+                let u = f64::from(blk.valid) / ppb;
+                let age = (self.clock - blk.sealed_at + 1) as f64;
+                let score = if u == 0.0 {
+                    f64::INFINITY
+                } else {
+                    (1.0 - u) / (2.0 * u) * age
+                };
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((score, b));
+                }
+                b = blk.next;
+            }
+        }
+        best.map(|(_, b)| b)
+    }
+
+    /// The valid pages of `block` as (physical page, logical page), in page order.
+    pub fn valid_in(&self, block: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let first = self.geo.first_ppa(block);
+        (first..first + self.geo.pages_per_block).filter_map(|ppa| {
+            Some((ppa, decode(self.p2l[ppa as usize]))).filter(|(_, l)| *l != NONE)
+        })
+    }
+
+    /// A victim with no valid page left was erased: it joins the free pool.
+    ///
+    /// # Panics
+    /// When the block still holds valid data (erasing it would lose data).
+    pub fn erase_done(&mut self, block: u32) {
+        let plane = self.plane_of_block(block);
+        let blk = &mut self.blocks[block as usize];
+        assert_eq!(blk.valid, 0, "erasing block {block} with valid pages");
+        blk.state = BlockState::Free;
+        blk.written = 0;
+        blk.pending = 0;
+        blk.erase_count += 1;
+        self.stats.erases += 1;
+        self.planes[plane as usize].free.push_back(block);
+    }
+
+    // ---- preconditioning: state written directly, see precondition.rs --------------------
+
+    /// Puts `lpas` (all striped to `plane`) into the plane's blocks: block i of the plane gets
+    /// `valid[i]` of them at the page offsets `offsets` chooses; the blocks are sealed, in the
+    /// order given (earliest first). The remaining blocks stay free.
+    pub(crate) fn place(
+        &mut self,
+        plane: u32,
+        valid: &[u32],
+        lpas: &[u32],
+        mut offsets: impl FnMut(u32, &mut Vec<u32>),
+    ) {
+        let ppb = self.geo.pages_per_block;
+        let mut next = 0usize;
+        let mut slots = Vec::with_capacity(ppb as usize);
+        for (i, &v) in valid.iter().enumerate() {
+            let b = self.geo.block_index(plane, i as u32);
+            offsets(v, &mut slots);
+            let first = self.geo.first_ppa(b);
+            for &off in &slots {
+                let lpa = lpas[next];
+                next += 1;
+                let ppa = first + off;
+                self.l2p[lpa as usize] = encode(ppa);
+                self.p2l[ppa as usize] = encode(lpa);
+            }
+            let blk = &mut self.blocks[b as usize];
+            blk.valid = v as u16;
+            blk.written = ppb as u16;
+            blk.pending = 0;
+            blk.state = BlockState::Open;
+            self.seal(b);
+            self.clock += u64::from(ppb - v).max(1);
+        }
+        assert_eq!(next, lpas.len(), "placement left logical pages out");
+        let pl = &mut self.planes[plane as usize];
+        pl.free = (valid.len() as u32..self.geo.blocks_per_plane)
+            .map(|b| self.geo.block_index(plane, b))
+            .collect();
+    }
+
+    /// Writes `lpas` (all striped to `plane`) in order into fresh blocks, as a sequential fill
+    /// does; the last block stays open for the host.
+    pub(crate) fn place_sequential(&mut self, plane: u32, lpas: &[u32]) {
+        for &lpa in lpas {
+            let ppa = self
+                .alloc(plane, false)
+                .expect("a sequential fill fits in the plane");
+            self.commit_host(lpa, ppa);
+        }
+    }
+
+    /// Clears the counters (after preconditioning).
+    pub fn reset_stats(&mut self) {
+        self.stats = FtlStats::default();
+    }
+
+    /// Checks every invariant between the maps and the block counters (tests).
+    pub fn check(&self) {
+        let mut valid = vec![0u32; self.blocks.len()];
+        for (lpa, &entry) in self.l2p.iter().enumerate() {
+            let ppa = decode(entry);
+            if ppa != NONE {
+                assert_eq!(self.owner(ppa), lpa as u32, "maps disagree at lpa {lpa}");
+                valid[self.geo.block_of_ppa(ppa) as usize] += 1;
+            }
+        }
+        for (ppa, &entry) in self.p2l.iter().enumerate() {
+            let lpa = decode(entry);
+            if lpa != NONE {
+                assert_eq!(self.lookup(lpa), ppa as u32, "stale reverse entry at {ppa}");
+            }
+        }
+        for (b, blk) in self.blocks.iter().enumerate() {
+            assert_eq!(u32::from(blk.valid), valid[b], "valid count of block {b}");
+        }
+        for (p, pl) in self.planes.iter().enumerate() {
+            for (v, &head) in pl.buckets.iter().enumerate() {
+                let mut b = head;
+                while b != NONE {
+                    let blk = &self.blocks[b as usize];
+                    assert_eq!(
+                        blk.valid as usize, v,
+                        "block {b} in the wrong list of plane {p}"
+                    );
+                    assert_eq!(blk.state, BlockState::Sealed);
+                    b = blk.next;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(policy: GcPolicy) -> Ftl {
+        let geo = Geometry::new(1, 1, 1, 1, 16, 8, 4096);
+        Ftl::new(geo, 96, policy)
+    }
+
+    /// Writes `lpa` as the device model would: allocate, then commit.
+    fn write(ftl: &mut Ftl, lpa: u32) -> bool {
+        match ftl.alloc_host(0) {
+            Some(ppa) => {
+                ftl.commit_host(lpa, ppa);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Collects one victim completely, as the timed GC does in steps.
+    fn collect(ftl: &mut Ftl, rng: &mut RngStream) -> bool {
+        let Some(v) = ftl.select_victim(0, rng) else {
+            return false;
+        };
+        let moves: Vec<_> = ftl.valid_in(v).collect();
+        for (src, lpa) in moves {
+            let dst = ftl.alloc_gc(0).expect("gc has a block");
+            assert!(ftl.commit_gc(lpa, src, dst));
+        }
+        ftl.erase_done(v);
+        true
+    }
+
+    #[test]
+    fn rewriting_a_page_invalidates_the_old_copy() {
+        let mut ftl = small(GcPolicy::Greedy);
+        assert!(write(&mut ftl, 5));
+        let first = ftl.lookup(5);
+        assert!(write(&mut ftl, 5));
+        assert_ne!(ftl.lookup(5), first);
+        assert_eq!(ftl.owner(first), NONE);
+        ftl.check();
+    }
+
+    #[test]
+    fn the_host_cannot_take_the_last_free_block() {
+        let mut ftl = small(GcPolicy::Greedy);
+        let mut n = 0;
+        while write(&mut ftl, n % 96) {
+            n += 1;
+        }
+        // 15 blocks of 8 pages for the host, the 16th kept for GC.
+        assert_eq!(n, 15 * 8);
+        assert_eq!(ftl.free_blocks(0), 1);
+        assert!(ftl.alloc_gc(0).is_some());
+    }
+
+    #[test]
+    fn greedy_takes_the_block_with_fewest_valid_pages_and_gc_keeps_the_maps_consistent() {
+        let mut ftl = small(GcPolicy::Greedy);
+        let mut rng = RngStream::new(1, "gc");
+        for lpa in 0..96 {
+            assert!(write(&mut ftl, lpa));
+        }
+        // Rewrite three pages of block 0 and one of block 1.
+        for lpa in [0, 1, 2, 9] {
+            assert!(write(&mut ftl, lpa));
+        }
+        let v = ftl.select_victim(0, &mut rng).unwrap();
+        assert_eq!(v, 0);
+        assert_eq!(ftl.valid_pages(v), 5);
+        assert_eq!(
+            ftl.valid_in(v).map(|(_, l)| l).collect::<Vec<_>>(),
+            vec![3, 4, 5, 6, 7]
+        );
+        let moves: Vec<_> = ftl.valid_in(v).collect();
+        for (src, lpa) in moves {
+            let dst = ftl.alloc_gc(0).unwrap();
+            assert!(ftl.commit_gc(lpa, src, dst));
+        }
+        ftl.erase_done(v);
+        assert_eq!(ftl.erase_count(0), 1);
+        ftl.check();
+    }
+
+    #[test]
+    fn a_gc_copy_overtaken_by_a_host_write_stays_invalid() {
+        let mut ftl = small(GcPolicy::Greedy);
+        let mut rng = RngStream::new(1, "gc");
+        for lpa in 0..96 {
+            assert!(write(&mut ftl, lpa));
+        }
+        assert!(write(&mut ftl, 0));
+        let v = ftl.select_victim(0, &mut rng).unwrap();
+        let (src, lpa) = ftl.valid_in(v).next().unwrap();
+        let dst = ftl.alloc_gc(0).unwrap();
+        assert!(write(&mut ftl, lpa)); // the host rewrites it while the copy is in flight
+        assert!(!ftl.commit_gc(lpa, src, dst));
+        assert_eq!(ftl.owner(dst), NONE);
+        ftl.check();
+    }
+
+    #[test]
+    fn every_policy_sustains_random_overwrites_forever() {
+        for policy in [
+            GcPolicy::Greedy,
+            GcPolicy::Rga(3),
+            GcPolicy::CostBenefit,
+            GcPolicy::Fifo,
+        ] {
+            let mut ftl = small(policy);
+            let mut rng = RngStream::new(7, "gc");
+            let mut pick = RngStream::new(7, "lpa");
+            for i in 0..20_000u32 {
+                let lpa = if i < 96 { i } else { pick.below(96) as u32 };
+                while ftl.free_blocks(0) < 2 {
+                    assert!(collect(&mut ftl, &mut rng), "{policy:?} found no victim");
+                }
+                assert!(write(&mut ftl, lpa), "{policy:?} ran out of space");
+            }
+            ftl.check();
+            assert!(ftl.stats.write_amplification() > 1.0);
+        }
+    }
+}

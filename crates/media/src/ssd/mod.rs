@@ -1,0 +1,1136 @@
+//! A NAND-flash SSD: channels, dies and planes (`flash`), a page-level FTL with over-
+//! provisioning, static striping and garbage collection (`ftl`), a cached mapping table
+//! (`cmt`), a DRAM write cache with FLUSH, FUA and power-loss protection (`cache`), and a
+//! preconditioner that starts the drive in steady state (`precondition`).
+//!
+//! A host request is split into logical pages (the flash page is the mapping unit). A read is
+//! served from the write cache when it holds every sector asked for, else from flash after its
+//! mapping is known (a CMT miss first reads the translation page). A write enters the cache
+//! (one DRAM access) and completes; destaging programs whole pages, reading the old page first
+//! when only part of it is in the cache (read-modify-write). GC runs per plane when its free
+//! blocks fall below the threshold, on the same dies and channels as host I/O. See
+//! docs/media.md for the model, its parameters and its validation.
+
+pub mod cache;
+pub mod cmt;
+pub mod config;
+pub mod flash;
+pub mod ftl;
+pub mod geometry;
+pub mod mean_field;
+pub mod precondition;
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+use qoslab_engine::{
+    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
+};
+
+pub use crate::LostWrite;
+use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
+
+use cache::{Destage, WriteCache};
+use cmt::Cmt;
+use config::SsdConfig;
+use flash::{FlashArray, FlashOp, OpClass, OpKind};
+use ftl::{Ftl, NONE};
+use precondition::{PreconditionReport, precondition};
+
+/// The SSD's own timed events.
+#[derive(Clone, Copy, Debug)]
+pub enum SsdEvent {
+    /// A channel may serve its next waiting die.
+    ChannelFree(u32),
+    /// A die's array operation ended (or a suspension took effect).
+    DieReady { die: u32, generation: u32 },
+    /// A read's data finished moving out over the channel.
+    DataOut { die: u32, generation: u32 },
+    /// The DRAM access in progress finished.
+    DramDone,
+    /// A request whose media work is done completes after the controller overhead.
+    Complete(ReqId),
+    /// The power fails now.
+    PowerFail,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WorkKind {
+    /// A page of a host read.
+    Read,
+    /// A page leaving the write cache.
+    Destage,
+    /// A page of a write that bypasses the cache (no cache configured).
+    Direct,
+}
+
+/// One logical page of work, carried through mapping lookup, read-modify-write and program.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    kind: WorkKind,
+    lpa: u32,
+    /// Read: bytes to move. Writes: bytes of the page the new data covers.
+    bytes: u32,
+    /// Host slot (Read, Direct) or destage slot (Destage).
+    owner: u32,
+    /// The power epoch the data belongs to; a program finishing in a later one was lost.
+    epoch: u32,
+}
+
+/// What a finished flash operation means.
+#[derive(Clone, Copy, Debug)]
+enum Cont {
+    Read(Work),
+    Mapping(u32),
+    MappingWrite,
+    Rmw(Work),
+    Program {
+        work: Work,
+        ppa: u32,
+    },
+    GcRead {
+        lpa: u32,
+        src: u32,
+        plane: u32,
+    },
+    GcProgram {
+        lpa: u32,
+        src: u32,
+        dst: u32,
+        plane: u32,
+    },
+    Erase {
+        block: u32,
+        plane: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct HostIo {
+    id: ReqId,
+    /// Completed early by a power failure: parts still running are dropped when they end.
+    dead: bool,
+    parts: u32,
+    overhead_ns: Ns,
+    /// Cache pages reserved for this write while its data moves into DRAM.
+    reserved: u32,
+}
+
+/// One piece of work waiting for a translation page (a singly linked list in a slab, so a
+/// mapping miss allocates nothing once the slab has grown).
+#[derive(Clone, Copy, Debug)]
+struct WaitNode {
+    work: Work,
+    next: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct DramJob {
+    slot: u32,
+    bytes: u64,
+    write: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PlaneGc {
+    victim: Option<u32>,
+    moves_left: u32,
+}
+
+/// Counters of the device besides those of its parts.
+#[derive(Clone, Copy, Debug, Default)]
+struct DeviceStats {
+    cache_read_hits: u64,
+    mapping_reads: u64,
+    mapping_writes: u64,
+    rmw_reads: u64,
+    out_of_range: u64,
+}
+
+/// A slab of values addressed by `u32`, reusing freed slots.
+#[derive(Debug)]
+struct Slab<T> {
+    items: Vec<T>,
+    free: Vec<u32>,
+}
+
+impl<T: Copy> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+    fn insert(&mut self, v: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = v;
+                i
+            }
+            None => {
+                self.items.push(v);
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+    fn remove(&mut self, i: u32) -> T {
+        self.free.push(i);
+        self.items[i as usize]
+    }
+}
+
+impl<T> std::ops::Index<u32> for Slab<T> {
+    type Output = T;
+    fn index(&self, i: u32) -> &T {
+        &self.items[i as usize]
+    }
+}
+impl<T> std::ops::IndexMut<u32> for Slab<T> {
+    fn index_mut(&mut self, i: u32) -> &mut T {
+        &mut self.items[i as usize]
+    }
+}
+
+pub struct Ssd {
+    cfg: SsdConfig,
+    ftl: Ftl,
+    flash: FlashArray,
+    cmt: Cmt,
+    cache: WriteCache,
+    host: Slab<HostIo>,
+    conts: Slab<Cont>,
+    destages: Slab<Destage>,
+    destage_inflight: Vec<u32>,
+    /// Translation pages being read: (first, last) of the list of work waiting for them.
+    mapping_waits: FxHashMap<u32, (u32, u32)>,
+    wait_nodes: Slab<WaitNode>,
+    /// Programs waiting for a free page, per plane.
+    plane_waiters: Vec<VecDeque<Work>>,
+    gc: Vec<PlaneGc>,
+    gc_rng: RngStream,
+    /// Writes waiting for room in the cache, in arrival order.
+    blocked: VecDeque<u32>,
+    /// FLUSHes (or pre-flushes of writes) waiting for an epoch to drain: (slot, epoch, then
+    /// start the write).
+    flush_waiters: VecDeque<(u32, u64, bool)>,
+    dram_busy: Option<DramJob>,
+    dram_queue: VecDeque<DramJob>,
+    power_epoch: u32,
+    lost: Vec<LostWrite>,
+    stats: DeviceStats,
+    precondition: PreconditionReport,
+    scratch_moves: Vec<(u32, u32)>,
+    scratch_durable: Vec<u32>,
+}
+
+impl Ssd {
+    /// A drive as `cfg` describes it, preconditioned if asked; `seed` is the run's seed, from
+    /// which the GC's random victim draws and the preconditioner's placement are derived.
+    pub fn new(cfg: SsdConfig, seed: u64) -> Self {
+        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let report = precondition(&mut ftl, &cfg, seed);
+        let planes = cfg.geo.planes() as usize;
+        Ssd {
+            flash: FlashArray::new(&cfg),
+            cmt: Cmt::new(cfg.cmt_entries),
+            cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes()),
+            host: Slab::new(),
+            conts: Slab::new(),
+            destages: Slab::new(),
+            destage_inflight: vec![0; planes],
+            mapping_waits: FxHashMap::default(),
+            wait_nodes: Slab::new(),
+            plane_waiters: vec![VecDeque::new(); planes],
+            gc: vec![PlaneGc::default(); planes],
+            gc_rng: RngStream::new(seed, "ssd/gc/victim"),
+            blocked: VecDeque::new(),
+            flush_waiters: VecDeque::new(),
+            dram_busy: None,
+            dram_queue: VecDeque::new(),
+            power_epoch: 0,
+            lost: Vec::new(),
+            stats: DeviceStats::default(),
+            precondition: report,
+            scratch_moves: Vec::new(),
+            scratch_durable: Vec::new(),
+            ftl,
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &SsdConfig {
+        &self.cfg
+    }
+
+    pub fn ftl(&self) -> &Ftl {
+        &self.ftl
+    }
+
+    pub fn precondition_report(&self) -> &PreconditionReport {
+        &self.precondition
+    }
+
+    /// Clears the FTL's counters (e.g. after a warm-up phase).
+    pub fn reset_ftl_stats(&mut self) {
+        self.ftl.reset_stats();
+    }
+
+    // ---- request entry points --------------------------------------------------------------
+
+    fn new_slot(&mut self, id: ReqId, parts: u32, overhead_ns: Ns) -> u32 {
+        self.host.insert(HostIo {
+            id,
+            dead: false,
+            parts,
+            overhead_ns,
+            reserved: 0,
+        })
+    }
+
+    /// Logical pages of a byte range: (lpa, byte offset in page, bytes).
+    fn pages(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u32, u32)> + use<> {
+        let page = u64::from(self.cfg.geo.page_bytes);
+        let end = offset + len.max(1);
+        let first = offset / page;
+        let last = (end - 1) / page;
+        (first..=last).map(move |lpa| {
+            let start = offset.max(lpa * page);
+            let stop = end.min((lpa + 1) * page);
+            (lpa, (start - lpa * page) as u32, (stop - start) as u32)
+        })
+    }
+
+    fn sector_mask(&self, start: u32, bytes: u32) -> u64 {
+        let s = self.cfg.sector_bytes();
+        let first = start / s;
+        let last = (start + bytes.max(1) - 1) / s;
+        let n = last - first + 1;
+        let ones = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        ones << first
+    }
+
+    fn submit_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+        let (offset, len) = {
+            let r = &ctx.reqs()[id];
+            (r.offset_bytes, r.len_bytes)
+        };
+        let pages: Vec<_> = self.pages(offset, len).collect();
+        let slot = self.new_slot(id, pages.len() as u32, self.cfg.read_overhead_ns);
+        for (lpa, start, bytes) in pages {
+            if lpa >= u64::from(self.cfg.logical_pages) {
+                self.out_of_range(slot, ctx);
+                continue;
+            }
+            let lpa = lpa as u32;
+            if self.cfg.cache_pages > 0 {
+                let mask = self.sector_mask(start, bytes);
+                if self.cache.read_hit(lpa, mask) {
+                    self.stats.cache_read_hits += 1;
+                    self.dram_request(
+                        DramJob {
+                            slot,
+                            bytes: u64::from(bytes),
+                            write: false,
+                        },
+                        ctx,
+                    );
+                    continue;
+                }
+            }
+            let work = Work {
+                kind: WorkKind::Read,
+                lpa,
+                bytes,
+                owner: slot,
+                epoch: self.power_epoch,
+            };
+            self.with_mapping(work, ctx);
+        }
+    }
+
+    fn out_of_range(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.stats.out_of_range += 1;
+        let id = self.host[slot].id;
+        if !self.host[slot].dead {
+            ctx.reqs_mut()[id].status = IoStatus::MediaError;
+        }
+        self.part_done(slot, ctx);
+    }
+
+    fn submit_write(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+        let flags = ctx.reqs()[id].flags;
+        if flags.contains(ReqFlags::PREFLUSH) && self.volatile_cache() {
+            let slot = self.new_slot(id, 1, self.cfg.write_overhead_ns);
+            let epoch = self.cache.close_epoch();
+            if self.cache.drained(epoch) {
+                self.start_write(slot, ctx);
+            } else {
+                self.flush_waiters.push_back((slot, epoch, true));
+                self.pump_all(ctx);
+            }
+            return;
+        }
+        let slot = self.new_slot(id, 1, self.cfg.write_overhead_ns);
+        self.start_write(slot, ctx);
+    }
+
+    fn volatile_cache(&self) -> bool {
+        self.cfg.cache_pages > 0 && !self.cfg.plp
+    }
+
+    /// Starts a write whose pre-flush (if any) is done.
+    fn start_write(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let id = self.host[slot].id;
+        let (offset, len) = {
+            let r = &ctx.reqs()[id];
+            (r.offset_bytes, r.len_bytes)
+        };
+        if self.cfg.cache_pages == 0 {
+            let pages: Vec<_> = self.pages(offset, len).collect();
+            self.host[slot].parts = pages.len() as u32;
+            for (lpa, _, bytes) in pages {
+                if lpa >= u64::from(self.cfg.logical_pages) {
+                    self.out_of_range(slot, ctx);
+                    continue;
+                }
+                let work = Work {
+                    kind: WorkKind::Direct,
+                    lpa: lpa as u32,
+                    bytes,
+                    owner: slot,
+                    epoch: self.power_epoch,
+                };
+                self.with_mapping(work, ctx);
+            }
+            return;
+        }
+        if self
+            .pages(offset, len)
+            .any(|(lpa, _, _)| lpa >= u64::from(self.cfg.logical_pages))
+        {
+            self.out_of_range(slot, ctx);
+            return;
+        }
+        if !self.blocked.is_empty() || !self.try_admit(slot, ctx) {
+            self.blocked.push_back(slot);
+            self.pump_all(ctx);
+        }
+    }
+
+    /// Reserves cache room for a write and starts moving its data into DRAM.
+    fn try_admit(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) -> bool {
+        let id = self.host[slot].id;
+        let (offset, len) = {
+            let r = &ctx.reqs()[id];
+            (r.offset_bytes, r.len_bytes)
+        };
+        let new_pages = self
+            .pages(offset, len)
+            .filter(|&(lpa, _, _)| !self.cache.holds(lpa as u32))
+            .count() as u32;
+        // A write larger than the whole cache is admitted into an empty one.
+        let fits = self.cache.room() >= new_pages || self.cache.room() == self.cache.capacity();
+        if !fits {
+            return false;
+        }
+        self.cache.reserve(new_pages);
+        self.host[slot].reserved = new_pages;
+        self.dram_request(
+            DramJob {
+                slot,
+                bytes: len,
+                write: true,
+            },
+            ctx,
+        );
+        true
+    }
+
+    fn unblock_writes(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        while let Some(&slot) = self.blocked.front() {
+            if !self.try_admit(slot, ctx) {
+                break;
+            }
+            self.blocked.pop_front();
+        }
+    }
+
+    fn submit_flush(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+        let slot = self.new_slot(id, 1, self.cfg.flush_overhead_ns);
+        if !self.volatile_cache() {
+            self.part_done(slot, ctx);
+            return;
+        }
+        let epoch = self.cache.close_epoch();
+        if self.cache.drained(epoch) {
+            self.part_done(slot, ctx);
+        } else {
+            self.flush_waiters.push_back((slot, epoch, false));
+            self.pump_all(ctx);
+        }
+    }
+
+    fn submit_trim(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+        let (offset, len) = {
+            let r = &ctx.reqs()[id];
+            (r.offset_bytes, r.len_bytes)
+        };
+        let page = self.cfg.geo.page_bytes;
+        let slot = self.new_slot(id, 1, self.cfg.write_overhead_ns);
+        let pages: Vec<_> = self.pages(offset, len).collect();
+        for (lpa, _, bytes) in pages {
+            // Only whole pages can be deallocated; partial ones keep their data.
+            if bytes != page || lpa >= u64::from(self.cfg.logical_pages) {
+                continue;
+            }
+            let lpa = lpa as u32;
+            let mut durable = std::mem::take(&mut self.scratch_durable);
+            self.cache.discard(lpa, &mut durable);
+            self.settle(&mut durable, ctx);
+            self.scratch_durable = durable;
+            self.ftl.trim(lpa);
+            if self.cfg.mapping_cached
+                && let Some(evicted) = self.cmt.update(lpa)
+            {
+                self.mapping_write(evicted, ctx);
+            }
+        }
+        self.check_flushes(ctx);
+        self.part_done(slot, ctx);
+    }
+
+    // ---- completion ---------------------------------------------------------------------------
+
+    fn part_done(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let io = &mut self.host[slot];
+        io.parts -= 1;
+        if io.parts > 0 {
+            return;
+        }
+        let io = self.host.remove(slot);
+        if io.dead {
+            return;
+        }
+        let now = ctx.now_ns();
+        ctx.reqs_mut()[io.id].t.media_done_ns = now;
+        if io.overhead_ns == 0 {
+            ctx.complete(io.id);
+        } else {
+            ctx.schedule(now + io.overhead_ns, SsdEvent::Complete(io.id));
+        }
+    }
+
+    // ---- DRAM --------------------------------------------------------------------------------
+
+    fn dram_request(&mut self, job: DramJob, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.dram_busy.is_none() {
+            self.dram_start(job, ctx);
+        } else {
+            self.dram_queue.push_back(job);
+        }
+    }
+
+    fn dram_start(&mut self, job: DramJob, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.dram_busy = Some(job);
+        let at = ctx.now_ns() + self.cfg.dram_access_ns(job.bytes);
+        ctx.schedule(at, SsdEvent::DramDone);
+    }
+
+    fn on_dram_done(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        let job = self.dram_busy.take().expect("a DRAM access was running");
+        if let Some(next) = self.dram_queue.pop_front() {
+            self.dram_start(next, ctx);
+        }
+        if job.write {
+            self.write_into_cache(job.slot, ctx);
+        } else {
+            self.part_done(job.slot, ctx);
+        }
+    }
+
+    /// A write's data is in DRAM: it becomes a record and its pages dirty.
+    fn write_into_cache(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let io = self.host[slot];
+        self.cache.release(io.reserved);
+        self.host[slot].reserved = 0;
+        if io.dead {
+            // The power failed while the data was on its way: it never entered the cache.
+            self.part_done(slot, ctx);
+            return;
+        }
+        let req = ctx.reqs()[io.id];
+        let pages: Vec<_> = self.pages(req.offset_bytes, req.len_bytes).collect();
+        let fua = req.flags.contains(ReqFlags::FUA) && !self.cfg.plp;
+        let rec = self.cache.new_record(
+            req.offset_bytes,
+            req.len_bytes,
+            req.job,
+            req.t.queued_ns,
+            pages.len() as u32,
+            if fua { slot } else { u32::MAX },
+        );
+        for (lpa, start, bytes) in pages {
+            let lpa = lpa as u32;
+            let plane = self.cfg.geo.stripe(lpa).0;
+            let mask = self.sector_mask(start, bytes);
+            self.cache.write(lpa, plane, mask, rec);
+            if fua {
+                self.cache.promote(lpa);
+            }
+            self.pump(plane, ctx);
+        }
+        if !fua {
+            self.part_done(slot, ctx);
+        }
+    }
+
+    // ---- destaging ---------------------------------------------------------------------------
+
+    fn destage_wanted(&self) -> bool {
+        self.cfg.writeback_start == 0.0
+            || f64::from(self.cache.dirty_entries)
+                > self.cfg.writeback_start * f64::from(self.cache.capacity())
+            || !self.flush_waiters.is_empty()
+            || !self.blocked.is_empty()
+    }
+
+    /// Starts destaging `plane`'s dirty pages up to its in-flight limit (only FUA pages when
+    /// the cache is not due to destage).
+    fn pump(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        while self.destage_inflight[plane as usize] < self.cfg.destage_per_plane {
+            if !(self.destage_wanted() || self.cache.urgent(plane)) {
+                break;
+            }
+            let Some(d) = self.cache.next_destage(plane) else {
+                break;
+            };
+            self.destage_inflight[plane as usize] += 1;
+            let slot = self.destages.insert(d);
+            let covered = d.present.count_ones() * self.cfg.sector_bytes();
+            let work = Work {
+                kind: WorkKind::Destage,
+                lpa: d.lpa,
+                bytes: covered.min(self.cfg.geo.page_bytes),
+                owner: slot,
+                epoch: self.power_epoch,
+            };
+            self.with_mapping(work, ctx);
+        }
+    }
+
+    fn pump_all(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cache.dirty_entries == 0 {
+            return;
+        }
+        for plane in 0..self.cfg.geo.planes() {
+            if self.cache.queued(plane) > 0 {
+                self.pump(plane, ctx);
+            }
+        }
+    }
+
+    fn destage_done(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let d = self.destages.remove(slot);
+        let plane = self.cfg.geo.stripe(d.lpa).0;
+        self.destage_inflight[plane as usize] -= 1;
+        let mut durable = std::mem::take(&mut self.scratch_durable);
+        self.cache.destage_done(&d, &mut durable);
+        self.settle(&mut durable, ctx);
+        self.scratch_durable = durable;
+        self.check_flushes(ctx);
+        self.unblock_writes(ctx);
+        self.pump(plane, ctx);
+    }
+
+    /// Records that reached flash: wake their FUA writers and free them.
+    fn settle(&mut self, durable: &mut Vec<u32>, ctx: &mut impl StageCtx<SsdEvent>) {
+        for r in durable.drain(..) {
+            let waiter = self.cache.record(r).waiter;
+            self.cache.free_record(r);
+            if waiter != u32::MAX {
+                self.part_done(waiter, ctx);
+            }
+        }
+    }
+
+    fn check_flushes(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        while let Some(&(slot, epoch, then_write)) = self.flush_waiters.front() {
+            if !self.cache.drained(epoch) {
+                break;
+            }
+            self.flush_waiters.pop_front();
+            if then_write {
+                self.start_write(slot, ctx);
+            } else {
+                self.part_done(slot, ctx);
+            }
+        }
+    }
+
+    // ---- mapping -----------------------------------------------------------------------------
+
+    /// Runs `work` once its mapping entry is in DRAM.
+    fn with_mapping(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.mapping_cached && !self.cmt.lookup(work.lpa) {
+            let tpage = work.lpa / self.cfg.translation_entries_per_page;
+            let node = self.wait_nodes.insert(WaitNode { work, next: NONE });
+            match self.mapping_waits.get_mut(&tpage) {
+                Some((_, last)) => {
+                    let tail = std::mem::replace(last, node);
+                    self.wait_nodes[tail].next = node;
+                }
+                None => {
+                    self.mapping_waits.insert(tpage, (node, node));
+                    self.stats.mapping_reads += 1;
+                    let op = FlashOp {
+                        kind: OpKind::Read,
+                        class: OpClass::Mapping,
+                        ppa: self.translation_ppa(tpage),
+                        bytes: self.cfg.translation_read_bytes,
+                        owner: self.conts.insert(Cont::Mapping(tpage)),
+                    };
+                    self.flash.submit(op, ctx);
+                }
+            }
+            return;
+        }
+        self.mapped(work, ctx);
+    }
+
+    /// Where translation page `tpage` sits: striped like a logical page. Translation pages
+    /// live in a region of their own, outside the blocks GC manages.
+    fn translation_ppa(&self, tpage: u32) -> u32 {
+        let (plane, local) = self.cfg.geo.stripe(tpage);
+        let per_plane = self.cfg.geo.pages_per_plane();
+        plane * per_plane + local % per_plane
+    }
+
+    fn mapping_write(&mut self, lpa: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.stats.mapping_writes += 1;
+        let tpage = lpa / self.cfg.translation_entries_per_page;
+        let op = FlashOp {
+            kind: OpKind::Program,
+            class: OpClass::HostWrite,
+            ppa: self.translation_ppa(tpage),
+            bytes: self.cfg.geo.page_bytes,
+            owner: self.conts.insert(Cont::MappingWrite),
+        };
+        self.flash.submit(op, ctx);
+    }
+
+    fn mapping_read_done(&mut self, tpage: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let Some((mut node, _)) = self.mapping_waits.remove(&tpage) else {
+            return;
+        };
+        while node != NONE {
+            let WaitNode { work, next } = self.wait_nodes.remove(node);
+            if let Some(evicted) = self.cmt.insert(work.lpa, false) {
+                self.mapping_write(evicted, ctx);
+            }
+            self.mapped(work, ctx);
+            node = next;
+        }
+    }
+
+    /// The mapping of `work`'s page is known: read it, or prepare its program.
+    fn mapped(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
+        match work.kind {
+            WorkKind::Read => {
+                let mut ppa = self.ftl.lookup(work.lpa);
+                if ppa == NONE {
+                    if !self.cfg.unmapped_reads_hit_flash {
+                        self.part_done(work.owner, ctx);
+                        return;
+                    }
+                    // Never written: read where the page would be, as MQSim does.
+                    ppa = self.translation_ppa(work.lpa);
+                }
+                let op = FlashOp {
+                    kind: OpKind::Read,
+                    class: OpClass::HostRead,
+                    ppa,
+                    bytes: work.bytes,
+                    owner: self.conts.insert(Cont::Read(work)),
+                };
+                self.flash.submit(op, ctx);
+            }
+            WorkKind::Destage | WorkKind::Direct => {
+                let old = self.ftl.lookup(work.lpa);
+                let partial = work.bytes < self.cfg.geo.page_bytes;
+                if partial && old != NONE {
+                    // The rest of the page is on flash: read it, then program the whole page.
+                    self.stats.rmw_reads += 1;
+                    let op = FlashOp {
+                        kind: OpKind::Read,
+                        class: OpClass::HostWrite,
+                        ppa: old,
+                        bytes: self.cfg.geo.page_bytes - work.bytes,
+                        owner: self.conts.insert(Cont::Rmw(work)),
+                    };
+                    self.flash.submit(op, ctx);
+                } else {
+                    self.program(work, ctx);
+                }
+            }
+        }
+    }
+
+    fn program(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
+        let plane = self.cfg.geo.stripe(work.lpa).0;
+        if !self.plane_waiters[plane as usize].is_empty() {
+            self.plane_waiters[plane as usize].push_back(work);
+        } else if let Some(ppa) = self.ftl.alloc_host(plane) {
+            self.issue_program(work, ppa, ctx);
+        } else {
+            self.plane_waiters[plane as usize].push_back(work);
+        }
+        self.maybe_gc(plane, ctx);
+    }
+
+    fn issue_program(&mut self, work: Work, ppa: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let op = FlashOp {
+            kind: OpKind::Program,
+            class: OpClass::HostWrite,
+            ppa,
+            bytes: self.cfg.geo.page_bytes,
+            owner: self.conts.insert(Cont::Program { work, ppa }),
+        };
+        self.flash.submit(op, ctx);
+    }
+
+    fn program_done(&mut self, work: Work, ppa: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if work.epoch != self.power_epoch && !(work.kind == WorkKind::Destage && self.cfg.plp) {
+            // The power failed after this program started: its data is lost (a destage slot
+            // of the old epoch has nobody to tell).
+            self.ftl.abort_program(ppa);
+            match work.kind {
+                WorkKind::Destage => {
+                    self.destages.remove(work.owner);
+                }
+                WorkKind::Direct => self.part_done(work.owner, ctx),
+                WorkKind::Read => unreachable!("reads do not program"),
+            }
+            return;
+        }
+        self.ftl.commit_host(work.lpa, ppa);
+        if self.cfg.mapping_cached
+            && let Some(evicted) = self.cmt.update(work.lpa)
+        {
+            self.mapping_write(evicted, ctx);
+        }
+        match work.kind {
+            WorkKind::Destage => self.destage_done(work.owner, ctx),
+            WorkKind::Direct => self.part_done(work.owner, ctx),
+            WorkKind::Read => unreachable!("reads do not program"),
+        }
+    }
+
+    // ---- garbage collection ------------------------------------------------------------------
+
+    /// Starts collecting a victim in `plane` if its free blocks ran low and none is running.
+    fn maybe_gc(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        loop {
+            if self.gc[plane as usize].victim.is_some()
+                || self.ftl.free_blocks(plane) >= self.cfg.gc_start_free_blocks
+            {
+                return;
+            }
+            let Some(victim) = self.ftl.select_victim(plane, &mut self.gc_rng) else {
+                return;
+            };
+            let mut moves = std::mem::take(&mut self.scratch_moves);
+            moves.clear();
+            moves.extend(self.ftl.valid_in(victim));
+            if !self.cfg.gc_timed {
+                for &(src, lpa) in &moves {
+                    let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
+                    self.ftl.commit_gc(lpa, src, dst);
+                }
+                self.scratch_moves = moves;
+                self.ftl.erase_done(victim);
+                self.retry_plane(plane, ctx);
+                continue;
+            }
+            self.gc[plane as usize] = PlaneGc {
+                victim: Some(victim),
+                moves_left: moves.len() as u32,
+            };
+            if moves.is_empty() {
+                self.issue_erase(victim, plane, ctx);
+            }
+            for &(src, lpa) in &moves {
+                let op = FlashOp {
+                    kind: OpKind::Read,
+                    class: OpClass::Gc,
+                    ppa: src,
+                    bytes: self.cfg.geo.page_bytes,
+                    owner: self.conts.insert(Cont::GcRead { lpa, src, plane }),
+                };
+                self.flash.submit(op, ctx);
+            }
+            self.scratch_moves = moves;
+            return;
+        }
+    }
+
+    fn issue_erase(&mut self, block: u32, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let op = FlashOp {
+            kind: OpKind::Erase,
+            class: OpClass::Gc,
+            ppa: self.cfg.geo.first_ppa(block),
+            bytes: 0,
+            owner: self.conts.insert(Cont::Erase { block, plane }),
+        };
+        self.flash.submit(op, ctx);
+    }
+
+    /// Gives freed pages of `plane` to the programs waiting for them.
+    fn retry_plane(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        while let Some(&work) = self.plane_waiters[plane as usize].front() {
+            let Some(ppa) = self.ftl.alloc_host(plane) else {
+                break;
+            };
+            self.plane_waiters[plane as usize].pop_front();
+            self.issue_program(work, ppa, ctx);
+        }
+    }
+
+    // ---- flash completions -------------------------------------------------------------------
+
+    fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        while let Some((_, op)) = self.flash.done.pop() {
+            let cont = self.conts.remove(op.owner);
+            match cont {
+                Cont::Read(work) => self.part_done(work.owner, ctx),
+                Cont::Mapping(tpage) => self.mapping_read_done(tpage, ctx),
+                Cont::MappingWrite => {}
+                Cont::Rmw(work) => self.program(work, ctx),
+                Cont::Program { work, ppa } => self.program_done(work, ppa, ctx),
+                Cont::GcRead { lpa, src, plane } => {
+                    let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
+                    let op = FlashOp {
+                        kind: OpKind::Program,
+                        class: OpClass::Gc,
+                        ppa: dst,
+                        bytes: self.cfg.geo.page_bytes,
+                        owner: self.conts.insert(Cont::GcProgram {
+                            lpa,
+                            src,
+                            dst,
+                            plane,
+                        }),
+                    };
+                    self.flash.submit(op, ctx);
+                }
+                Cont::GcProgram {
+                    lpa,
+                    src,
+                    dst,
+                    plane,
+                } => {
+                    self.ftl.commit_gc(lpa, src, dst);
+                    let gc = &mut self.gc[plane as usize];
+                    gc.moves_left -= 1;
+                    if gc.moves_left == 0 {
+                        let victim = gc.victim.expect("a victim is being collected");
+                        self.issue_erase(victim, plane, ctx);
+                    }
+                }
+                Cont::Erase { block, plane } => {
+                    self.ftl.erase_done(block);
+                    self.gc[plane as usize].victim = None;
+                    self.retry_plane(plane, ctx);
+                    self.maybe_gc(plane, ctx);
+                }
+            }
+        }
+    }
+
+    // ---- power failure -----------------------------------------------------------------------
+
+    /// The power fails now. Without PLP every write still in the cache is lost (whether or not
+    /// it had completed); with PLP the cache reaches flash on stored energy and only writes
+    /// still in flight to the device are lost. Every outstanding request completes with
+    /// `IoStatus::PowerLoss`; the drive is back at once with what survived.
+    pub fn power_fail(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        // Programs of host data still running are lost (a destage with PLP is not: the
+        // cache it came from survives).
+        self.power_epoch += 1;
+        let lost_before = self.lost.len();
+        let mut record_waiters = Vec::new();
+        if self.volatile_cache() {
+            for rec in self.cache.live_records() {
+                self.lost.push(LostWrite {
+                    offset_bytes: rec.offset_bytes,
+                    len_bytes: rec.len_bytes,
+                    job: rec.job,
+                    queued_ns: rec.queued_ns,
+                    acknowledged: rec.acknowledged,
+                });
+                if rec.waiter != u32::MAX {
+                    record_waiters.push(rec.waiter);
+                }
+            }
+            self.cache.clear();
+            self.cmt.clear();
+            self.destage_inflight.iter_mut().for_each(|n| *n = 0);
+        }
+        let free: std::collections::HashSet<u32> = self.host.free.iter().copied().collect();
+        let mut cancelled = Vec::new();
+        for slot in 0..self.host.items.len() as u32 {
+            if free.contains(&slot) || self.host[slot].dead {
+                continue;
+            }
+            let id = self.host[slot].id;
+            let req = ctx.reqs()[id];
+            if req.op == Op::Write && !record_waiters.contains(&slot) {
+                self.lost.push(LostWrite {
+                    offset_bytes: req.offset_bytes,
+                    len_bytes: req.len_bytes,
+                    job: req.job,
+                    queued_ns: req.t.queued_ns,
+                    acknowledged: false,
+                });
+            }
+            self.host[slot].dead = true;
+            if self.volatile_cache() {
+                // The cache these pages were reserved in is gone.
+                self.host[slot].reserved = 0;
+            }
+            cancelled.push(id);
+        }
+        // Requests waiting on nothing that runs are freed now; the others when their media
+        // work ends.
+        let idle = self
+            .flush_waiters
+            .drain(..)
+            .map(|(slot, _, _)| slot)
+            .chain(self.blocked.drain(..))
+            .chain(record_waiters);
+        for slot in idle.collect::<Vec<_>>() {
+            if self.host[slot].reserved > 0 {
+                self.cache.release(self.host[slot].reserved);
+            }
+            self.host.remove(slot);
+        }
+        self.lost[lost_before..].sort_by_key(|l| (l.queued_ns, l.job, l.offset_bytes));
+        for id in cancelled {
+            ctx.reqs_mut()[id].status = IoStatus::PowerLoss;
+            ctx.complete(id);
+        }
+    }
+}
+
+impl Device for Ssd {
+    fn capacity_bytes(&self) -> u64 {
+        u64::from(self.cfg.logical_pages) * u64::from(self.cfg.geo.page_bytes)
+    }
+
+    fn caps(&self) -> DeviceCaps {
+        let mut caps = DeviceCaps::FUA | DeviceCaps::DEALLOCATE;
+        if self.volatile_cache() {
+            caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
+        }
+        if self.cfg.plp {
+            caps |= DeviceCaps::POWER_LOSS_PROTECTION;
+        }
+        caps
+    }
+
+    fn lost_writes(&self) -> &[LostWrite] {
+        &self.lost
+    }
+}
+
+impl DeviceModel for Ssd {
+    const NAME: &'static str = "ssd";
+    const HELP: &'static str = "NAND-flash SSD: channels, dies, planes, page-level FTL with GC, mapping cache, DRAM write cache, FLUSH/FUA, PLP";
+    const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
+
+    fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
+        Ok(Ssd::new(SsdConfig::from_settings(settings)?, ctx.seed))
+    }
+}
+
+impl Stage for Ssd {
+    type Event = SsdEvent;
+
+    fn start(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.power_fail_ns > 0 {
+            ctx.schedule(self.cfg.power_fail_ns, SsdEvent::PowerFail);
+        }
+    }
+
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+        let now = ctx.now_ns();
+        ctx.reqs_mut()[id].t.media_start_ns = now;
+        match ctx.reqs()[id].op {
+            Op::Read => self.submit_read(id, ctx),
+            Op::Write => self.submit_write(id, ctx),
+            Op::Flush => self.submit_flush(id, ctx),
+            Op::Trim => self.submit_trim(id, ctx),
+        }
+        self.drain_flash(ctx);
+    }
+
+    fn on_event(&mut self, ev: SsdEvent, ctx: &mut impl StageCtx<SsdEvent>) {
+        match ev {
+            SsdEvent::ChannelFree(ch) => self.flash.on_channel_free(ch, ctx),
+            SsdEvent::DieReady { die, generation } => self.flash.on_die_ready(die, generation, ctx),
+            SsdEvent::DataOut { die, generation } => self.flash.on_data_out(die, generation, ctx),
+            SsdEvent::DramDone => self.on_dram_done(ctx),
+            SsdEvent::Complete(id) => ctx.complete(id),
+            SsdEvent::PowerFail => self.power_fail(ctx),
+        }
+        self.drain_flash(ctx);
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        let f = &self.ftl.stats;
+        let a = &self.flash.stats;
+        let lookups = self.cmt.stats.hits + self.cmt.stats.misses;
+        let mut out = vec![
+            ("write_amplification".into(), f.write_amplification()),
+            ("host_page_programs".into(), f.host_programs as f64),
+            ("gc_page_programs".into(), f.gc_programs as f64),
+            ("block_erases".into(), f.erases as f64),
+            ("gc_victims".into(), f.gc_victims as f64),
+            ("flash_reads".into(), a.reads as f64),
+            ("flash_programs".into(), a.programs as f64),
+            ("multiplane_commands".into(), a.multiplane_commands as f64),
+            ("suspensions".into(), a.suspensions as f64),
+            ("rmw_reads".into(), self.stats.rmw_reads as f64),
+            ("cache_read_hits".into(), self.stats.cache_read_hits as f64),
+            ("mapping_reads".into(), self.stats.mapping_reads as f64),
+            ("mapping_writes".into(), self.stats.mapping_writes as f64),
+            (
+                "cmt_hit_ratio".into(),
+                if lookups == 0 {
+                    0.0
+                } else {
+                    self.cmt.stats.hits as f64 / lookups as f64
+                },
+            ),
+            (
+                "lost_acknowledged_writes".into(),
+                self.lost.iter().filter(|l| l.acknowledged).count() as f64,
+            ),
+            (
+                "lost_unacknowledged_writes".into(),
+                self.lost.iter().filter(|l| !l.acknowledged).count() as f64,
+            ),
+            ("out_of_range_pages".into(), self.stats.out_of_range as f64),
+        ];
+        if self.precondition.mapped_pages > 0 {
+            out.push((
+                "precondition_model_write_amplification".into(),
+                self.precondition.model_write_amplification,
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,626 @@
+//! The SSD against closed forms: exact QD1 latencies, saturation bounds, write amplification of
+//! the mean-field model, write-cache and power-loss semantics.
+
+use super::*;
+use crate::Device;
+use qoslab_engine::tunable::RawValue;
+use qoslab_engine::{EventQueue, Request, Requests};
+
+/// Runs one stage alone under a closed loop: `qd` requests outstanding, a new one issued as
+/// each completes, until `total` have completed. Returns (request, completion time) in
+/// completion order, with the requests' final state.
+pub(crate) struct ClosedLoop<S: Stage> {
+    pub dev: S,
+    pub reqs: Requests,
+    queue: EventQueue<S::Event>,
+    done: Vec<ReqId>,
+}
+
+struct Ctx<'a, E> {
+    now: Ns,
+    reqs: &'a mut Requests,
+    queue: &'a mut EventQueue<E>,
+    done: &'a mut Vec<ReqId>,
+}
+
+impl<E> StageCtx<E> for Ctx<'_, E> {
+    fn now_ns(&self) -> Ns {
+        self.now
+    }
+    fn reqs(&self) -> &Requests {
+        self.reqs
+    }
+    fn reqs_mut(&mut self) -> &mut Requests {
+        self.reqs
+    }
+    fn schedule(&mut self, at_ns: Ns, ev: E) {
+        self.queue.schedule(at_ns, ev);
+    }
+    fn dispatch(&mut self, id: ReqId) {
+        panic!("a device has nothing below it ({id:?})");
+    }
+    fn complete(&mut self, id: ReqId) {
+        self.done.push(id);
+    }
+}
+
+/// One completed request: what it was and when it ran.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Done {
+    pub op: Op,
+    pub done_ns: Ns,
+    pub latency_ns: Ns,
+    pub status: IoStatus,
+}
+
+impl<S: Stage> ClosedLoop<S> {
+    pub fn new(mut dev: S) -> Self {
+        let mut reqs = Requests::new();
+        let mut queue = EventQueue::new();
+        let mut done = Vec::new();
+        let mut ctx = Ctx {
+            now: 0,
+            reqs: &mut reqs,
+            queue: &mut queue,
+            done: &mut done,
+        };
+        dev.start(&mut ctx);
+        ClosedLoop {
+            dev,
+            reqs,
+            queue,
+            done,
+        }
+    }
+
+    pub fn now(&self) -> Ns {
+        self.queue.now_ns()
+    }
+
+    /// Submits `req` now.
+    pub fn submit(&mut self, req: Request) {
+        let id = self.reqs.alloc(req);
+        let mut ctx = Ctx {
+            now: self.queue.now_ns(),
+            reqs: &mut self.reqs,
+            queue: &mut self.queue,
+            done: &mut self.done,
+        };
+        self.dev.submit(id, &mut ctx);
+    }
+
+    /// Runs events until a request completes or nothing is left; returns the completions.
+    pub fn step(&mut self, out: &mut Vec<Done>) -> bool {
+        while self.done.is_empty() {
+            let Some((now, ev)) = self.queue.pop() else {
+                return false;
+            };
+            let mut ctx = Ctx {
+                now,
+                reqs: &mut self.reqs,
+                queue: &mut self.queue,
+                done: &mut self.done,
+            };
+            self.dev.on_event(ev, &mut ctx);
+        }
+        let now = self.queue.now_ns();
+        for id in self.done.drain(..) {
+            let r = self.reqs[id];
+            out.push(Done {
+                op: r.op,
+                done_ns: now,
+                latency_ns: now - r.t.queued_ns,
+                status: r.status,
+            });
+            self.reqs.free(id);
+        }
+        true
+    }
+
+    /// Keeps `qd` requests from `next` outstanding until `total` completed.
+    pub fn run(
+        &mut self,
+        qd: usize,
+        total: usize,
+        mut next: impl FnMut(Ns) -> Request,
+    ) -> Vec<Done> {
+        let mut out = Vec::with_capacity(total);
+        for _ in 0..qd.min(total) {
+            let now = self.now();
+            self.submit(next(now));
+        }
+        let mut issued = qd.min(total);
+        while out.len() < total {
+            let before = out.len();
+            assert!(
+                self.step(&mut out),
+                "the device stalled with requests outstanding"
+            );
+            for _ in before..out.len() {
+                if issued < total {
+                    let now = self.now();
+                    self.submit(next(now));
+                    issued += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs every pending event (the device drains its background work).
+    pub fn settle(&mut self) -> Vec<Done> {
+        let mut out = Vec::new();
+        while self.step(&mut out) {}
+        out
+    }
+}
+
+/// A device from `--set`-style overrides (`nand.erase_ns`, `2ms`) of the default (MQSim)
+/// configuration.
+pub(crate) fn ssd(overrides: &[(&str, &str)], seed: u64) -> Ssd {
+    let mut s = Settings::defaults("media", config::SSD_TUNABLES);
+    for (key, value) in overrides {
+        s.set(key, &RawValue::from_cli(value)).unwrap();
+    }
+    Ssd::new(SsdConfig::from_settings(&s).unwrap(), seed)
+}
+
+pub(crate) fn read(offset: u64, len: u64, now: Ns) -> Request {
+    Request::new(Op::Read, offset, len, 0, now)
+}
+
+pub(crate) fn write(offset: u64, len: u64, now: Ns) -> Request {
+    Request::new(Op::Write, offset, len, 0, now)
+}
+
+/// Completions per second between the `skip`-th completion and the `skip`-th from the end
+/// (leaving out the start, when every die begins at once, and the drain).
+pub(crate) fn steady_rate(done: &[Done], skip: usize) -> f64 {
+    let (a, b) = (&done[skip], &done[done.len() - 1 - skip]);
+    (done.len() - 1 - 2 * skip) as f64 / ((b.done_ns - a.done_ns) as f64 * 1e-9)
+}
+
+/// Value at quantile `q` (nearest rank) of `xs`.
+pub(crate) fn quantile(xs: &mut [Ns], q: f64) -> Ns {
+    xs.sort_unstable();
+    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+    xs[rank - 1]
+}
+
+// ---- MQSim's default drive at QD1 -------------------------------------------------------------
+
+/// Command (290 ns) + tR (75 us) + 4096 B at 3 ns/B on the channel.
+const QD1_READ_NS: Ns = 290 + 75_000 + 4096 * 3;
+/// A mapping miss first reads 512 B of the translation page: 290 ns + tR + 512 x 3 ns.
+const MAPPING_READ_NS: Ns = 290 + 75_000 + 512 * 3;
+
+#[test]
+fn qd1_4k_random_read_is_command_plus_tr_plus_transfer_exactly() {
+    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let cap = h.dev.capacity_bytes();
+    let mut rng = RngStream::new(1, "offsets");
+    let done = h.run(1, 2000, |now| read(rng.below(cap / 4096) * 4096, 4096, now));
+    assert!(
+        done.iter().all(|d| d.latency_ns == QD1_READ_NS),
+        "{:?}",
+        &done[..3]
+    );
+    assert_eq!(QD1_READ_NS, 87_578);
+}
+
+#[test]
+fn qd1_read_with_mqsims_2mib_mapping_cache_adds_one_translation_read() {
+    let mut h = ClosedLoop::new(ssd(&[], 1));
+    let cap = h.dev.capacity_bytes();
+    let mut rng = RngStream::new(1, "offsets");
+    let done = h.run(1, 2000, |now| read(rng.below(cap / 4096) * 4096, 4096, now));
+    let misses = done
+        .iter()
+        .filter(|d| d.latency_ns == QD1_READ_NS + MAPPING_READ_NS)
+        .count();
+    let hits = done.iter().filter(|d| d.latency_ns == QD1_READ_NS).count();
+    assert_eq!(hits + misses, done.len());
+    // 233,016 cached entries cover 0.37 % of 62.4 M pages.
+    assert!(misses >= 1980, "{misses} misses");
+    assert_eq!(QD1_READ_NS + MAPPING_READ_NS, 164_404);
+}
+
+// ---- saturation -------------------------------------------------------------------------------
+
+/// min(dies / tR, channels x channel rate / 4 KiB) for MQSim's default drive: the channels
+/// bind (8 x 333.3 MB/s / 4096 B = 651,042/s; 64 dies / 75 us = 853,333/s).
+fn random_read_bound_iops() -> f64 {
+    let dies: f64 = 64.0 / 75e-6;
+    let channels = 8.0 / (4096.0 * 3e-9);
+    dies.min(channels)
+}
+
+#[test]
+fn saturated_4k_random_reads_reach_the_channel_bound() {
+    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let cap = h.dev.capacity_bytes();
+    let mut rng = RngStream::new(2, "offsets");
+    let done = h.run(1024, 400_000, |now| {
+        read(rng.below(cap / 4096) * 4096, 4096, now)
+    });
+    let iops = steady_rate(&done, 2048);
+    let bound = random_read_bound_iops();
+    assert!((bound - 651_041.7).abs() < 1.0);
+    assert!(
+        iops <= bound && iops > 0.95 * bound,
+        "{iops:.0} IOPS vs {bound:.0}"
+    );
+}
+
+#[test]
+fn sequential_128k_reads_reach_the_channel_bandwidth() {
+    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let mut offset = 0;
+    let done = h.run(8, 20_000, |now| {
+        offset += 131_072;
+        read(offset - 131_072, 131_072, now)
+    });
+    let bytes_per_ns = done.len() as f64 * 131_072.0 / h.now() as f64;
+    let bound = 8.0 / 3.0; // 8 channels x 1 B / 3 ns
+    assert!(
+        bytes_per_ns <= bound && bytes_per_ns > 0.95 * bound,
+        "{bytes_per_ns:.3} GB/s vs {bound:.3}"
+    );
+}
+
+// ---- write amplification ----------------------------------------------------------------------
+
+/// The greedy fixed point of the mean-field model, written out independently of
+/// `mean_field.rs`. Blocks enter at b valid pages at the GC rate r and lose pages at rate
+/// j / (rho b), so above the victims' level j*, j x_j = c with c = rho b r (x_j = c / j). The
+/// level j* holds the rest, m = 1 - c (H_b - H_j*); the blocks leaving it downwards are
+/// collected at once, which cannot outrun what flows in: j* m <= c. The valid pages,
+/// c (b - j*) + j* m = rho b, fix c; WA = b r = c / rho.
+fn greedy_mean_field_wa(rho: f64, b: usize) -> f64 {
+    let h = |n: usize| (1..=n).map(|k| 1.0 / k as f64).sum::<f64>();
+    let target = rho * b as f64;
+    for j in (0..b).rev() {
+        let jf = j as f64;
+        let tail = h(b) - h(j);
+        let c = (target - jf) / ((b - j) as f64 - jf * tail);
+        let m = 1.0 - c * tail;
+        if c > 0.0 && (0.0..=1.0).contains(&m) && jf * m <= c {
+            return c / rho;
+        }
+    }
+    unreachable!("no level for rho {rho}")
+}
+
+#[test]
+fn the_independent_greedy_fixed_point_matches_the_model_module() {
+    for rho in [0.93, 0.85, 0.72] {
+        let ours = mean_field::steady_state(64, rho, mean_field::Rule::Greedy).write_amplification;
+        let theirs = greedy_mean_field_wa(rho, 64);
+        assert!((ours / theirs - 1.0).abs() < 1e-6, "{ours} vs {theirs}");
+    }
+}
+
+/// Uniform random page writes on a small drive (2 planes of 512 blocks of 64 pages, so that a
+/// test takes about a second) filled sequentially, after three drive writes of warm-up.
+fn measured_wa(op: &str, policy: &str, fill: &str) -> (f64, f64) {
+    let dev = ssd(
+        &[
+            ("channels", "1"),
+            ("chips_per_channel", "1"),
+            ("dies_per_chip", "1"),
+            ("planes_per_die", "2"),
+            ("blocks_per_plane", "512"),
+            ("pages_per_block", "64"),
+            ("ftl.overprovisioning", op),
+            ("ftl.gc_policy", policy),
+            ("ftl.gc_threshold", "0"),
+            ("ftl.mapping", "dram"),
+            ("cache.bytes", "0"),
+            ("precondition.fill", "1"),
+            ("precondition.pattern", fill),
+        ],
+        1,
+    );
+    let mut h = ClosedLoop::new(dev);
+    let pages = u64::from(h.dev.config().logical_pages);
+    let mut rng = RngStream::new(1, "offsets");
+    let mut next = |now| write(rng.below(pages) * 8192, 8192, now);
+    let warmup = if fill == "sequential" { 3 * pages } else { 0 };
+    h.run(16, warmup as usize, &mut next);
+    h.dev.reset_ftl_stats();
+    h.run(16, (3 * pages) as usize, &mut next);
+    // The GC keeps 2 free blocks a plane and the host and GC frontiers are half written on
+    // average: the pages in circulation are those of 509.5 of the 512 blocks.
+    let rho_eff = pages as f64 / 2.0 / (509.5 * 64.0);
+    (h.dev.ftl().stats.write_amplification(), rho_eff)
+}
+
+#[test]
+fn greedy_write_amplification_follows_the_mean_field_model_at_7_15_28_percent_op() {
+    for op in ["0.07", "0.15", "0.28"] {
+        let (wa, rho_eff) = measured_wa(op, "greedy", "sequential");
+        let rho = 1.0 - op.parse::<f64>().unwrap();
+        let model = greedy_mean_field_wa(rho, 64);
+        assert!(
+            (wa / model - 1.0).abs() < 0.10,
+            "OP {op}: WA {wa:.3} vs {model:.3}"
+        );
+        let model_eff = greedy_mean_field_wa(rho_eff, 64);
+        assert!(
+            (wa / model_eff - 1.0).abs() < 0.03,
+            "OP {op}: WA {wa:.3} vs {model_eff:.3}"
+        );
+    }
+}
+
+#[test]
+fn rga_write_amplification_follows_the_d_choices_model() {
+    let (wa, rho_eff) = measured_wa("0.07", "rga", "sequential");
+    // d = log2(512) = 9 random candidates.
+    let model = mean_field::steady_state(64, rho_eff, mean_field::Rule::Choices(9));
+    assert!(
+        (wa / model.write_amplification - 1.0).abs() < 0.05,
+        "WA {wa:.3} vs {:.3}",
+        model.write_amplification
+    );
+    let (greedy, _) = measured_wa("0.07", "greedy", "sequential");
+    assert!(
+        wa > greedy,
+        "RGA {wa:.3} should do worse than greedy {greedy:.3}"
+    );
+}
+
+#[test]
+fn random_preconditioning_starts_the_drive_in_its_steady_state() {
+    // No warm-up: the first three drive writes already show the steady-state WA.
+    let (wa, rho_eff) = measured_wa("0.07", "greedy", "random");
+    let model = greedy_mean_field_wa(rho_eff, 64);
+    assert!((wa / model - 1.0).abs() < 0.03, "WA {wa:.3} vs {model:.3}");
+}
+
+// ---- read tails under GC ----------------------------------------------------------------------
+
+/// A 70/30 random 4 KiB mix at QD32 on a small drive with MQSim's timings, filled and in GC
+/// steady state from the start. Returns the reads' latencies and the GC victims collected.
+fn mixed_read_latencies(gc_timed: &str, erase_suspend: &str) -> (Vec<Ns>, f64) {
+    let dev = ssd(
+        &[
+            ("channels", "4"),
+            ("chips_per_channel", "2"),
+            ("dies_per_chip", "1"),
+            ("planes_per_die", "2"),
+            ("blocks_per_plane", "256"),
+            ("pages_per_block", "64"),
+            ("ftl.mapping", "dram"),
+            ("ftl.gc_timed", gc_timed),
+            ("nand.erase_suspend", erase_suspend),
+            ("precondition.fill", "1"),
+        ],
+        1,
+    );
+    let mut h = ClosedLoop::new(dev);
+    let sectors = h.dev.capacity_bytes() / 4096;
+    let mut rng = RngStream::new(1, "offsets");
+    let done = h.run(32, 300_000, |now| {
+        let offset = rng.below(sectors) * 4096;
+        if rng.uniform() < 0.7 {
+            read(offset, 4096, now)
+        } else {
+            write(offset, 4096, now)
+        }
+    });
+    let victims = h
+        .dev
+        .counters()
+        .into_iter()
+        .find(|(k, _)| k == "gc_victims")
+        .unwrap()
+        .1;
+    let reads = done
+        .iter()
+        .filter(|d| d.op == Op::Read)
+        .map(|d| d.latency_ns)
+        .collect();
+    (reads, victims)
+}
+
+#[test]
+fn gc_puts_erases_into_the_read_tail_and_without_gc_work_the_tail_is_programs_only() {
+    let (mut with_gc, victims) = mixed_read_latencies("true", "false");
+    let (mut without, victims_free) = mixed_read_latencies("false", "false");
+    assert!(
+        victims > 100.0 && victims_free > 100.0,
+        "GC ran in both: {victims} {victims_free}"
+    );
+    let tail_gc = quantile(&mut with_gc, 0.9999);
+    let tail_free = quantile(&mut without, 0.9999);
+    // A read that finds its die erasing waits up to tBERS = 3.8 ms.
+    assert!(tail_gc >= 3_800_000, "p99.99 with GC {tail_gc} ns");
+    // Without GC on the dies a read waits at most for a program (750 us) and the reads queued
+    // ahead of it.
+    assert!(
+        tail_free < 1_500_000,
+        "p99.99 without GC work {tail_free} ns"
+    );
+    assert!(quantile(&mut with_gc, 0.5) > quantile(&mut without, 0.5));
+}
+
+#[test]
+fn erase_suspension_takes_erases_out_of_the_read_tail() {
+    let (mut suspended, _) = mixed_read_latencies("true", "true");
+    // A read waits at most the 700 us suspend time (or the rest of an erase shorter than the
+    // 700 us threshold) instead of tBERS.
+    assert!(quantile(&mut suspended, 0.9999) < 1_500_000);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let (a, _) = mixed_read_latencies("true", "true");
+    let (b, _) = mixed_read_latencies("true", "true");
+    assert_eq!(a, b);
+}
+
+// ---- write cache, FLUSH, FUA, power loss -------------------------------------------------------
+
+/// One die, one plane, 64 blocks of 64 pages of 8 KiB (20 % spare), a 64-page cache that destages only when
+/// it must (writeback_start = 1), MQSim's flash and DRAM timings.
+fn tiny(extra: &[(&str, &str)]) -> ClosedLoop<Ssd> {
+    let mut settings = vec![
+        ("channels", "1"),
+        ("chips_per_channel", "1"),
+        ("dies_per_chip", "1"),
+        ("planes_per_die", "1"),
+        ("blocks_per_plane", "64"),
+        ("pages_per_block", "64"),
+        ("ftl.mapping", "dram"),
+        ("cache.bytes", "512KiB"),
+        ("cache.writeback_start", "1"),
+        ("ftl.overprovisioning", "0.2"),
+    ];
+    settings.extend_from_slice(extra);
+    ClosedLoop::new(ssd(&settings, 1))
+}
+
+/// 8 KiB through MQSim's DRAM: tRCD + tCL + 4096 x 10 ns.
+const DRAM_8K_NS: Ns = 13 + 13 + 4096 * 10;
+/// Program command + 8 KiB over the channel + tPROG.
+const PROGRAM_NS: Ns = 361 + 8192 * 3 + 750_000;
+
+/// Runs one request alone and returns its latency and status.
+fn alone(h: &mut ClosedLoop<Ssd>, req: Request) -> Done {
+    h.submit(req);
+    let mut out = Vec::new();
+    assert!(h.step(&mut out));
+    assert_eq!(out.len(), 1);
+    out[0]
+}
+
+fn flush(now: Ns) -> Request {
+    Request::new(Op::Flush, 0, 0, 0, now)
+}
+
+fn fua(mut req: Request) -> Request {
+    req.flags |= ReqFlags::FUA;
+    req
+}
+
+#[test]
+fn writes_complete_at_dram_speed_until_the_cache_is_full() {
+    let mut h = tiny(&[]);
+    let mut offset = 0;
+    let done = h.run(1, 66, |now| {
+        offset += 8192;
+        write(offset - 8192, 8192, now)
+    });
+    assert!(
+        done[..64].iter().all(|d| d.latency_ns == DRAM_8K_NS),
+        "{:?}",
+        done[0]
+    );
+    // The 65th waits for the oldest page to be programmed, then moves into DRAM.
+    assert_eq!(done[64].latency_ns, PROGRAM_NS + DRAM_8K_NS);
+}
+
+#[test]
+fn flush_takes_exactly_the_time_to_program_the_dirty_pages() {
+    let mut h = tiny(&[]);
+    for i in 0..10 {
+        let now = h.now();
+        assert_eq!(
+            alone(&mut h, write(i * 8192, 8192, now)).latency_ns,
+            DRAM_8K_NS
+        );
+    }
+    let now = h.now();
+    assert_eq!(alone(&mut h, flush(now)).latency_ns, 10 * PROGRAM_NS);
+    // Nothing is dirty any more: the next flush is immediate.
+    let now = h.now();
+    assert_eq!(alone(&mut h, flush(now)).latency_ns, 0);
+}
+
+#[test]
+fn with_plp_flush_is_immediate_and_fua_needs_no_program() {
+    let mut h = tiny(&[("cache.plp", "true")]);
+    for i in 0..10 {
+        let now = h.now();
+        alone(&mut h, write(i * 8192, 8192, now));
+    }
+    let now = h.now();
+    assert_eq!(alone(&mut h, flush(now)).latency_ns, 0);
+    let now = h.now();
+    assert_eq!(
+        alone(&mut h, fua(write(0, 8192, now))).latency_ns,
+        DRAM_8K_NS
+    );
+}
+
+#[test]
+fn fua_without_plp_completes_when_its_page_is_programmed_ahead_of_older_dirty_data() {
+    let mut h = tiny(&[]);
+    for i in 0..5 {
+        let now = h.now();
+        alone(&mut h, write(i * 8192, 8192, now));
+    }
+    let now = h.now();
+    let d = alone(&mut h, fua(write(100 * 8192, 8192, now)));
+    assert_eq!(d.latency_ns, DRAM_8K_NS + PROGRAM_NS);
+}
+
+/// W1, W2, FLUSH, W3, W4 (FUA), W5, all completed, then the power fails.
+fn power_fail_after_a_script(plp: &str) -> Vec<LostWrite> {
+    let mut h = tiny(&[("cache.plp", plp), ("cache.power_fail_ns", "20ms")]);
+    let mut ids = Vec::new();
+    for (i, f) in [false, false].into_iter().enumerate() {
+        let now = h.now();
+        let mut r = write(i as u64 * 8192, 8192, now);
+        r.job = i as u32 + 1;
+        if f {
+            r = fua(r);
+        }
+        ids.push(alone(&mut h, r));
+    }
+    let now = h.now();
+    alone(&mut h, flush(now));
+    for (job, f) in [(3u32, false), (4, true), (5, false)] {
+        let now = h.now();
+        let mut r = write(u64::from(job) * 8192, 8192, now);
+        r.job = job;
+        if f {
+            r = fua(r);
+        }
+        assert_eq!(alone(&mut h, r).status, IoStatus::Ok);
+    }
+    assert!(h.now() < 20_000_000);
+    h.settle();
+    h.dev.lost_writes().to_vec()
+}
+
+#[test]
+fn power_fail_without_plp_loses_exactly_the_unflushed_non_fua_writes() {
+    let lost = power_fail_after_a_script("false");
+    let jobs: Vec<u32> = lost.iter().map(|l| l.job).collect();
+    assert_eq!(jobs, vec![3, 5]);
+    assert!(lost.iter().all(|l| l.acknowledged && l.len_bytes == 8192));
+}
+
+#[test]
+fn power_fail_with_plp_loses_no_completed_write() {
+    assert!(power_fail_after_a_script("true").is_empty());
+}
+
+#[test]
+fn a_write_in_flight_at_the_power_failure_fails_and_is_reported_unacknowledged() {
+    // The failure hits 10 us into the write's 41 us DRAM transfer.
+    let mut h = tiny(&[("cache.power_fail_ns", "10us")]);
+    let now = h.now();
+    let d = alone(&mut h, write(0, 8192, now));
+    assert_eq!(d.status, IoStatus::PowerLoss);
+    assert_eq!(d.latency_ns, 10_000);
+    h.settle();
+    let lost = h.dev.lost_writes();
+    assert_eq!(lost.len(), 1);
+    assert!(!lost[0].acknowledged);
+    // The drive works again after the failure.
+    let now = h.now();
+    assert_eq!(alone(&mut h, write(0, 8192, now)).latency_ns, DRAM_8K_NS);
+}

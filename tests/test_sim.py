@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
@@ -414,8 +416,18 @@ def test_an_empirical_device_fitted_from_a_real_fio_run_reproduces_its_latencies
         f"percentile_list={plist}\n",
     )
     sim = sim_json(qoslab, job, "--device", device)["jobs"][0]["read"]["clat_ns"]
+    # Where the profile is steep (between fio's single minimum sample and its 1st percentile)
+    # the sampling error of a quantile over n draws, 4 sigma = 4 sqrt(q(1-q)/n), moves it by
+    # many ns; fio's own percentiles are bin values, exact only to its 1/64 bin width.
+    pct = [p for p, _ in points]
+    lat = [v for _, v in points]
+    n = 200_000
     for p in PCTS:
         if p > 99:
             continue  # the last points rest on a handful of fio's samples
+        q = p / 100
+        spread = 100 * 4 * math.sqrt(q * (1 - q) / n)
+        lo = np.interp(p - spread, pct, lat) * (1 - 1 / 64)
+        hi = np.interp(p + spread, pct, lat) * (1 + 1 / 64)
         key = f"{p:.6f}"
-        assert sim["percentile"][key] == pytest.approx(clat["percentile"][key], rel=0.02), key
+        assert lo <= sim["percentile"][key] <= hi, (key, lo, sim["percentile"][key], hi)

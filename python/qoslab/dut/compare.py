@@ -17,6 +17,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from qoslab.nvmelite import RUNS_CSV_HEADER
+
 OUTPUT_LIMIT_BYTES = 100 * 1024 * 1024
 MAX_ROWS_PER_RUN = 20
 MAX_LINE_BYTES = 1 << 20  # a longer "line" is not a log line; its head is reported
@@ -28,21 +30,7 @@ END_OF_LOG = "<end of log>"
 # Bytes that never occur in a run log of a workload whose seed_id is plain text.
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-RUNS_COLUMNS = (
-    "run_id",
-    "p95_latency_step",
-    "mean_latency_step",
-    "max_latency_step",
-    "RD",
-    "FE",
-    "pending_peak",
-    "pending_area",
-    "n_ok",
-    "n_err",
-    "n_timeout",
-    "completion_rate",
-    "log_sha256",
-)
+RUNS_COLUMNS = tuple(RUNS_CSV_HEADER.split(","))
 
 # Per-run outcomes, most severe first; `status_rank` orders them.
 STATUSES = ("timeout", "output-limit", "crash", "exit", "error", "garbage", "diverged", "match")

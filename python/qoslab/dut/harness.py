@@ -17,7 +17,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -27,6 +26,7 @@ from pathlib import Path
 from qoslab.dut.compare import STATUSES, header_suffix
 from qoslab.dut.runner import BatchRunner, DutStartError, Outcome, SingleRunner, Task
 from qoslab.errors import InputError
+from qoslab.outputs import staged_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILTIN_C = "builtin:c"
@@ -141,19 +141,18 @@ class Plan:
 
 def plan_matrix(config: Path, opts: DiffOptions) -> Plan:
     from qoslab import nvmelite
-    from qoslab.nvmelite.config import _config_values
+    from qoslab.nvmelite.config import workload_paths
 
     matrix = nvmelite.load_matrix(config, submit_window=opts.submit_window)
     paths: dict[str, str] = {}
-    for entry in _config_values(config)["seeds"]:
-        path = config.parent / entry.text
+    for path, line in workload_paths(config):
         seed_id = nvmelite.load_workload(path).seed_id
         if paths.setdefault(seed_id, str(path)) != str(path):
             raise InputError(
                 f"seeds: two workloads share the seed_id '{seed_id}', so their runs cannot "
                 "be told apart",
                 path=config,
-                line=entry.line,
+                line=line,
             )
     # Poison schedules: fault NONE, k = inf, by p95 descending, ties in run_id order.
     ranked = []
@@ -299,30 +298,8 @@ class _Progress:
 # ---- output -------------------------------------------------------------------------------------
 
 
-def _prepare_out(out: Path) -> Path:
-    """A fresh temporary folder beside --out; --out itself is replaced only at the end."""
-    if out.exists() and not (
-        out.is_dir() and (not any(out.iterdir()) or (out / "summary.json").exists())
-    ):
-        raise InputError(
-            "exists and is not the output of an earlier diff; choose another --out", path=out
-        )
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    except OSError as err:
-        raise InputError(f"cannot write here: {err.strerror}", path=out) from None
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-        out.rename(old / "d")
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def _is_earlier_output(out: Path) -> bool:
+    return (out / "summary.json").exists()
 
 
 def _csv_text(header: list[str], rows) -> str:
@@ -356,8 +333,11 @@ def diff(target: Path, opts: DiffOptions) -> int:
         if target.suffix == ".json":
             raise InputError("a workload needs at least one --schedule FILE", path=target)
         plan = plan_matrix(target, opts)
-    tmp = _prepare_out(opts.out)
-    try:
+    with staged_dir(
+        opts.out,
+        is_earlier_output=_is_earlier_output,
+        refusal="exists and is not the output of an earlier diff; choose another --out",
+    ) as tmp:
         workdir = tmp / ".work"
         workdir.mkdir()
         t0 = time.monotonic()
@@ -370,10 +350,6 @@ def diff(target: Path, opts: DiffOptions) -> int:
         min_elapsed = time.monotonic() - t1
         shutil.rmtree(workdir, ignore_errors=True)
         summary = _write_results(tmp, plan, reports, minimized, opts, elapsed, min_elapsed)
-        _publish(tmp, opts.out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(summary, end="")
     return 0 if all(r.outcome.status == "match" for r in reports) else 1
 

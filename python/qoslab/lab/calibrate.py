@@ -40,6 +40,7 @@ import pandas as pd
 
 from qoslab.errors import InputError
 from qoslab.fio import parse_fio_json, percentiles_from_bins
+from qoslab.outputs import staged_file, write_file
 
 PROFILE_FORMAT = "qoslab-empirical-1"
 PROFILE_PERCENTILES = [float(p) for p in range(0, 100)] + [99.5, 99.9, 99.95, 99.99, 100.0]
@@ -259,8 +260,8 @@ def calibrate(
     )
     capacity = int(target.get("size_bytes") or (1 << 30))
     profile_path = out.with_name(f"{out.stem}.profile.toml")
-    _write(profile_path, profile_text(fit, quantiles, source, capacity))
-    _write(out, device_text(profile_path.name, source))
+    write_file(profile_path, profile_text(fit, quantiles, source, capacity))
+    write_file(out, device_text(profile_path.name, source))
     predicted = predict(out, depths, fit[0].bs_bytes, sim_runtime_s, seed)
     rows = []
     for m in measured:
@@ -283,17 +284,10 @@ def calibrate(
         )
     comparison = pd.DataFrame(rows)
     csv_path = out.with_name(f"{out.stem}.calibration.csv")
-    tmp = csv_path.with_name(f".{csv_path.name}.tmp")
-    comparison.to_csv(tmp, index=False, float_format="%.6g")
-    tmp.replace(csv_path)
+    with staged_file(csv_path) as tmp:
+        comparison.to_csv(tmp, index=False, float_format="%.6g")
     _report(out, comparison, source)
     return comparison
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _report(out: Path, comparison: pd.DataFrame, source: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from qoslab.errors import InputError
+from qoslab.outputs import staged_file
 
 app = typer.Typer(
     name="lab",
@@ -168,12 +169,11 @@ def tidy(
 
 
 def _write_table(frame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    if path.suffix == ".csv":
-        frame.to_csv(tmp, index=False, float_format="%.6g")
-    else:
-        frame.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with staged_file(path) as tmp:
+        if path.suffix == ".csv":
+            frame.to_csv(tmp, index=False, float_format="%.6g")
+        else:
+            frame.to_parquet(tmp, index=False)
 
 
 # ---- studies ---------------------------------------------------------------------------------

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
 
 from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
+from qoslab.outputs import write_files
 
 # The policy registry of the Rust core is the one list of policies.
 POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.POLICIES) + "."
@@ -21,43 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-METRIC_NAMES = (
-    "p95_latency_step",
-    "mean_latency_step",
-    "max_latency_step",
-    "RD",
-    "FE",
-    "pending_peak",
-    "pending_area",
-    "n_ok",
-    "n_err",
-    "n_timeout",
-    "completion_rate",
-    "log_sha256",
-)
-
-
-def _write_atomically(files: dict[Path, bytes]) -> None:
-    """Writes every file to a temporary name beside it, then renames them all: on any error
-    nothing is left behind."""
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for target, data in files.items():
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-            except OSError as err:
-                raise InputError(f"cannot write here: {err.strerror}", path=target) from None
-            staged.append((Path(tmp), target))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-        for tmp, target in staged:
-            try:
-                tmp.replace(target)
-            except OSError as err:
-                raise InputError(f"cannot write here: {err.strerror}", path=target) from None
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
+METRIC_NAMES = tuple(_core.RUNS_CSV_HEADER.split(","))[1:]  # runs.csv after run_id
 
 
 def _print_metrics(result) -> None:
@@ -72,7 +35,7 @@ def _emit(result, log_file: Path | None, extra: dict[Path, bytes]) -> None:
     files = dict(extra)
     if log_file is not None:
         files[log_file] = result.log
-    _write_atomically(files)
+    write_files(files)
     if log_file is None:
         sys.stdout.buffer.write(result.log)
         sys.stdout.flush()

@@ -120,14 +120,8 @@ def _config_values(path: Path) -> dict[str, _Scalar | list[_Scalar]]:
     return values
 
 
-def load_matrix(config: str | Path, submit_window: str = "inf") -> _core.Matrix:
-    """The run matrix of a config file; workload paths are relative to the config's folder.
-
-    Everything is validated before anything runs: a bad entry anywhere is an `InputError`.
-    """
-    path = Path(config)
-    values = _config_values(path)
-    workloads = []
+def _workload_paths(path: Path, values) -> list[tuple[Path, int]]:
+    found = []
     for entry in values["seeds"]:
         wpath = path.parent / entry.text
         if not wpath.is_file():
@@ -136,7 +130,25 @@ def load_matrix(config: str | Path, submit_window: str = "inf") -> _core.Matrix:
                 path=path,
                 line=entry.line,
             )
-        workloads.append(load_workload(wpath))
+        found.append((wpath, entry.line))
+    return found
+
+
+def workload_paths(config: str | Path) -> list[tuple[Path, int]]:
+    """The config's workload files, resolved against its folder, each with its line in the
+    config (for errors that point at it)."""
+    path = Path(config)
+    return _workload_paths(path, _config_values(path))
+
+
+def load_matrix(config: str | Path, submit_window: str = "inf") -> _core.Matrix:
+    """The run matrix of a config file; workload paths are relative to the config's folder.
+
+    Everything is validated before anything runs: a bad entry anywhere is an `InputError`.
+    """
+    path = Path(config)
+    values = _config_values(path)
+    workloads = [load_workload(wpath) for wpath, _ in _workload_paths(path, values)]
     git_commit = values.get("git_commit")
     commit = git_commit.text if isinstance(git_commit, _Scalar) else ""
     if commit == "auto":

@@ -8,52 +8,24 @@ then rename): an error or Ctrl-C leaves no half-written output.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import load_matrix
+from qoslab.outputs import staged_dir
 from qoslab.report import Figure, Link, Section, Table, Text, write_report
 
 FAULT_ORDER = ("NONE", "TIMEOUT", "RESET")
 
-
-def _prepare_parent(out: Path) -> list[Path]:
-    """Creates the missing parents of `out`; returns those created (to undo on failure)."""
-    if out.exists() and not out.is_dir():
-        raise InputError("--out: exists and is not a directory", path=out)
-    # The output replaces DIR whole: never do that to a directory this command did not write.
-    if out.is_dir() and any(out.iterdir()) and not (out / "runs.csv").is_file():
-        raise InputError(
-            "--out: exists, is not empty and holds no runs.csv (not an earlier output); "
-            "remove it or choose another directory",
-            path=out,
-        )
-    created = []
-    parent = out.absolute().parent
-    missing = []
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for p in reversed(missing):
-        try:
-            p.mkdir()
-        except OSError as err:
-            _remove_created(created)
-            raise InputError(
-                f"--out: cannot create the directory: {err.strerror}", path=p
-            ) from None
-        created.append(p)
-    return created
+_REFUSAL = (
+    "exists, is not empty and holds no runs.csv (not an earlier output); "
+    "remove it or choose another directory"
+)
 
 
-def _remove_created(created: list[Path]) -> None:
-    for p in reversed(created):
-        with contextlib.suppress(OSError):
-            p.rmdir()
+def _is_earlier_output(out: Path) -> bool:
+    return (out / "runs.csv").is_file()
 
 
 class _Progress:
@@ -108,13 +80,7 @@ def run_study(
     """Runs the matrix of `config` into `out` and returns the report's path (or `out`)."""
     matrix = load_matrix(config, submit_window)
     out = Path(out)
-    created = _prepare_parent(out)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.absolute().parent))
-    except OSError as err:
-        _remove_created(created)
-        raise InputError(f"--out: cannot write here: {err.strerror}", path=out) from None
-    try:
+    with staged_dir(out, is_earlier_output=_is_earlier_output, refusal=_REFUSAL) as tmp:
         with _Progress(len(matrix)) as progress:
             try:
                 summary = matrix.write(
@@ -124,28 +90,7 @@ def run_study(
                 raise InputError(f"cannot write the output: {err}", path=out) from None
         if report:
             build_report(tmp, config=config, summary=summary, submit_window=submit_window)
-        _publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_created(created)
-        raise
     return out / "report.html" if report else out
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    """Moves the finished `tmp` to `out`, replacing an older output directory."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{tmp.name}")
-        out.rename(old)
-    try:
-        tmp.rename(out)
-    except OSError:
-        if old is not None:
-            old.rename(out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 # ---- figures and report ---------------------------------------------------------------------

@@ -6,13 +6,13 @@ import base64
 import csv
 import datetime as dt
 import html
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from qoslab.outputs import write_file
 
 Cell = Any  # str, int, float, Link or None
 Format = str | Callable[[Any], str]
@@ -233,12 +233,5 @@ def write_report(path: str | Path, title: str, sections: Sequence[Section], **kw
     """Renders and writes the report atomically (temporary file, then rename)."""
     path = Path(path)
     text = render_html(title, sections, **kw)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, text)
     return path

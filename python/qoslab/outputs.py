@@ -1,0 +1,186 @@
+"""Every output qoslab writes appears whole or not at all.
+
+Files and directories are written under a hidden temporary name beside their target and
+renamed into place only when complete, so an error or Ctrl-C never leaves a half-written
+result and an earlier result survives a failed run. `tempfile` creates its files 0600 and its
+directories 0700; outputs get the permissions an ordinary `open`/`mkdir` would give (0666/0777
+less the umask), so a report written by root or by a CI job stays readable by others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from qoslab.errors import InputError
+
+
+def _read_umask() -> int:
+    # The umask can only be read by setting it; this runs once, at import.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+FILE_MODE = 0o666 & ~_UMASK
+DIR_MODE = 0o777 & ~_UMASK
+
+
+def _folder(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def write_files(files: dict[Path, bytes | str]) -> None:
+    """Writes every file under a temporary name beside it, then renames them all; on any
+    error none of them is left behind (earlier files of the same names stay as they were)."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, data in files.items():
+            target = Path(target)
+            if _is_special(target):
+                # /dev/null, /dev/stdout, a named pipe: renaming over one would replace the
+                # device node with a plain file, so it is written in place.
+                _write_in_place(target, data)
+                continue
+            try:
+                fd, tmp = tempfile.mkstemp(
+                    prefix=f".{target.name}.", suffix=".tmp", dir=_folder(target)
+                )
+            except OSError as err:
+                raise InputError(f"cannot write here: {err.strerror}", path=target) from None
+            staged.append((Path(tmp), target))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                os.fchmod(f.fileno(), FILE_MODE)
+        for tmp, target in staged:
+            try:
+                tmp.replace(target)
+            except OSError as err:
+                raise InputError(f"cannot write here: {err.strerror}", path=target) from None
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+
+def _is_special(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_in_place(path: Path, data: bytes | str) -> None:
+    try:
+        with open(path, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+    except OSError as err:
+        raise InputError(f"cannot write here: {err.strerror}", path=path) from None
+
+
+def write_file(path: Path | str, data: bytes | str) -> Path:
+    """Writes one file atomically; returns its path."""
+    write_files({Path(path): data})
+    return Path(path)
+
+
+@contextlib.contextmanager
+def staged_file(path: Path | str) -> Iterator[Path]:
+    """Yields a temporary path for a library to write (`DataFrame.to_parquet`, ...); when the
+    block ends without an error its content becomes `path`."""
+    path = Path(path)
+    special = _is_special(path)
+    try:
+        fd, name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=None if special else _folder(path)
+        )
+    except OSError as err:
+        raise InputError(f"cannot write here: {err.strerror}", path=path) from None
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        if special:
+            _write_in_place(path, tmp.read_bytes())
+        else:
+            tmp.chmod(FILE_MODE)
+            tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Creates the missing parents of `out`; returns those created, to undo on failure."""
+    missing = []
+    parent = out.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    created: list[Path] = []
+    for p in reversed(missing):
+        try:
+            p.mkdir()
+        except OSError as err:
+            _remove_dirs(created)
+            raise InputError(
+                f"--out: cannot create the directory: {err.strerror}", path=p
+            ) from None
+        created.append(p)
+    return created
+
+
+def _remove_dirs(created: list[Path]) -> None:
+    for p in reversed(created):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+
+
+@contextlib.contextmanager
+def staged_dir(
+    out: Path | str, *, is_earlier_output: Callable[[Path], bool], refusal: str
+) -> Iterator[Path]:
+    """Yields an empty hidden directory beside `out`; when the block ends without an error it
+    becomes `out`, replacing an earlier output. `out` is replaced only if it is empty or
+    `is_earlier_output(out)` holds: `--out ~` must never delete a home directory. Otherwise
+    the command stops before any work with `refusal` as the error."""
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise InputError("--out: exists and is not a directory", path=out)
+    if out.is_dir() and any(out.iterdir()) and not is_earlier_output(out):
+        raise InputError(f"--out: {refusal}", path=out)
+    created = _make_parents(out)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp.chmod(DIR_MODE)
+    except OSError as err:
+        _remove_dirs(created)
+        raise InputError(f"--out: cannot write here: {err.strerror}", path=out) from None
+    try:
+        yield tmp
+        _publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_dirs(created)
+        raise
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Renames the finished `tmp` to `out`, moving an earlier `out` aside until it succeeds."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / out.name)
+    try:
+        tmp.rename(out)
+    except OSError:
+        if old is not None:
+            (old / out.name).rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -170,6 +170,76 @@ def test_output_and_timeseries_files(qoslab, tmp_path):
     import pyarrow.parquet as papq
 
     assert papq.read_table(pq).num_rows == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "paced.fio",
+        "r.json",
+        "s.csv",
+        "s.parquet",
+    ]
+
+
+def test_a_long_series_in_parquet_is_the_csv_batch_by_batch(qoslab, tmp_path):
+    """The Parquet series is converted from the CSV in batches, one row group each; read back,
+    it is the CSV (as pandas reads it) with fixed column types, seed column included."""
+    import pandas as pd
+    import pyarrow.parquet as papq
+
+    text = "[paced]\nrw=randrw\nbs=4k\nsize=1g\nrate_iops=500,500\ntime_based=1\nruntime=1s\n"
+    job = write(tmp_path, "paced.fio", text)
+    args = ["--set", "media.service=fixed", "--repeat", "2", "--log-avg-msec", "0.05"]
+    for name in ("s.csv", "s.parquet"):
+        done = qoslab("sim", job, "--device", "ideal", *args, "--timeseries", tmp_path / name)
+        assert done.returncode == 0, done.stderr
+    from_csv = pd.read_csv(tmp_path / "s.csv")
+    parquet = papq.ParquetFile(tmp_path / "s.parquet")
+    assert parquet.metadata.num_row_groups > 1
+    assert str(parquet.schema_arrow.field("interval_ms").type) == "double"
+    assert len(from_csv) > 40_000 and set(from_csv["seed"]) == {1, 2}
+    pd.testing.assert_frame_equal(
+        parquet.read().to_pandas(), from_csv, check_dtype=False, check_exact=True
+    )
+
+
+def test_the_plot_reads_the_written_series_or_a_scratch_one(qoslab, tmp_path):
+    tour = ROOT / "configs" / "jobs" / "tour.fio"
+    with_series = ["--timeseries", tmp_path / "s.parquet", "--plot", tmp_path / "a.png"]
+    done = qoslab("sim", tour, *with_series)
+    assert done.returncode == 0, done.stderr
+    done = qoslab("sim", tour, "--plot", tmp_path / "b.png")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.png", "s.parquet"]
+
+
+def _peak_rss_mb(cmd: list) -> float:
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, rusage = os.wait4(proc.pid, 0)
+    assert status == 0, proc.stderr.read().decode()
+    return rusage.ru_maxrss / 1024
+
+
+def test_the_series_memory_does_not_grow_with_the_run(tmp_path):
+    """Rows go to the file as intervals close: a series of a million rows (43 MB of CSV)
+    takes no more memory than one of a thousand; holding it in memory, even once, would add
+    its 43 MB."""
+    from conftest import QOSLAB
+
+    # 1000 I/Os at 1000 per second: one simulated second, cut into 1 ms or 1 us intervals.
+    text = "[paced]\nrw=randread\nbs=4k\nsize=1g\nrate_iops=1000\nnumber_ios=1000\n"
+    job = write(tmp_path, "paced.fio", text)
+    peak_mb, size_mb = {}, {}
+    for interval_ms in ("1", "0.001"):
+        series = tmp_path / f"{interval_ms}.csv"
+        cmd = [QOSLAB, "sim", job, "--device", "ideal", "--output-format", "json"]
+        peak_mb[interval_ms] = _peak_rss_mb(
+            [*cmd, "--timeseries", series, "--log-avg-msec", interval_ms]
+        )
+        size_mb[interval_ms] = series.stat().st_size / 1e6
+    assert size_mb["0.001"] > 35 and size_mb["1"] < 0.1, size_mb
+    assert peak_mb["0.001"] - peak_mb["1"] < 15, peak_mb
 
 
 # ---- trace replay: one small file per format, written from the formats' public
@@ -306,6 +376,11 @@ def test_bad_job_files(qoslab, tmp_path, job, fragments):
 def test_bad_traces(qoslab, tmp_path, trace, fragments):
     path = write(tmp_path, "bad.csv", trace)
     assert_one_line_error(qoslab("sim", "--trace", path), *fragments)
+    # Found while the series is being written: neither it nor its temporary file remains.
+    for series in ("s.csv", "s.parquet"):
+        done = qoslab("sim", "--trace", path, "--timeseries", tmp_path / series)
+        assert_one_line_error(done, *fragments)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
 
 
 @pytest.mark.parametrize(
@@ -328,6 +403,20 @@ def test_bad_device_files(qoslab, tmp_path, device, fragments):
     job = write(tmp_path, "j.fio", "[j]\nrw=read\nsize=1m\n")
     dev = write(tmp_path, "dev.toml", device)
     assert_one_line_error(qoslab("sim", job, "--device", dev), *fragments)
+
+
+def test_series_and_output_paths_that_cannot_be_written(qoslab, tmp_path):
+    job = write(tmp_path, "j.fio", "[j]\nrw=read\nsize=1m\n")
+    out = tmp_path / "r.json"
+    for series in ("s.csv", "s.parquet"):
+        done = qoslab("sim", job, "--timeseries", tmp_path / "nowhere" / series, "--output", out)
+        assert_one_line_error(done, "nowhere: the folder does not exist")
+        done = qoslab("sim", job, "--timeseries", tmp_path, "--output", out)
+        assert_one_line_error(done, str(tmp_path), "is a folder")
+    done = qoslab("sim", job, "--timeseries", tmp_path / "s.csv", "--output", tmp_path / "no" / "r")
+    assert_one_line_error(done, "no: the folder does not exist")
+    assert_one_line_error(qoslab("sim", job, "--log-avg-msec", "0"), "--log-avg-msec")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.fio"]
 
 
 def test_bad_overrides_and_options(qoslab, tmp_path):

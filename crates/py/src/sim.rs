@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 
 use qoslab_sim::TraceFormat;
 use qoslab_sim::device::{all_tables, preset_names, preset_text, tunables_markdown_for};
-use qoslab_sim::{DeviceConfig, OutputFormat, SimError, SimOptions, WorkloadSpec};
+use qoslab_sim::{DeviceConfig, OutputFormat, SeriesSpec, SimError, SimOptions, WorkloadSpec};
 
 pyo3::create_exception!(
     _core,
@@ -23,13 +23,13 @@ fn to_py(e: SimError) -> PyErr {
     SimInputError::new_err((e.message, path, e.line))
 }
 
-/// Runs `qoslab sim`. Returns a dict: text, series_csv (or None), ios, events,
-/// max_outstanding.
+/// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
+/// `series_interval_ms`) if given. Returns a dict: text, ios, events, max_outstanding.
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
-    series_interval_ms=None, progress=false
+    series_path=None, series_interval_ms=100.0, progress=false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -44,7 +44,8 @@ fn sim_run<'py>(
     trace_format: Option<&str>,
     speed: f64,
     qd_cap: u32,
-    series_interval_ms: Option<f64>,
+    series_path: Option<PathBuf>,
+    series_interval_ms: f64,
     progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format = OutputFormat::from_name(output_format).ok_or_else(|| {
@@ -79,28 +80,30 @@ fn sim_run<'py>(
         }
     };
     let device = DeviceConfig::load(device, &sets).map_err(|e| to_py(e.into()))?;
-    let series_interval_ns = match series_interval_ms {
-        Some(ms) if !(ms > 0.0 && ms.is_finite()) => {
-            return Err(to_py(SimError::new(format!(
-                "--log-avg-msec: expected a positive number of ms, got {ms}"
-            ))));
-        }
-        Some(ms) => Some((ms * 1e6).round() as u64),
-        None => None,
-    };
+    let ms = series_interval_ms;
+    let interval_ns = (ms * 1e6).round();
+    // The interval is whole ns, so anything under half a ns would be no interval at all.
+    if !(interval_ns >= 1.0 && interval_ns.is_finite()) {
+        return Err(to_py(SimError::new(format!(
+            "--log-avg-msec: expected a number of ms of at least 0.000001, got {ms}"
+        ))));
+    }
+    let series = series_path.map(|path| SeriesSpec {
+        interval_ns: interval_ns as u64,
+        path,
+    });
     let opts = SimOptions {
         workload,
         device,
         seed,
         repeat: repeat.max(1),
         format,
-        series_interval_ns,
+        series,
         progress,
     };
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);
     d.set_item("text", out.text)?;
-    d.set_item("series_csv", out.series_csv)?;
     d.set_item("ios", out.ios)?;
     d.set_item("events", out.events)?;
     d.set_item("max_outstanding", out.max_outstanding)?;

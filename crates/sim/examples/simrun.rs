@@ -27,7 +27,7 @@ fn main() {
         seed: 1,
         repeat: 1,
         format: OutputFormat::Normal,
-        series_interval_ns: None,
+        series: None,
         progress: false,
     };
     let t = Instant::now();

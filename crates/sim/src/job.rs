@@ -404,6 +404,55 @@ impl JobRun {
         }
     }
 
+    /// The simulated time after its start at which the clone stops issuing (`ramp_time` +
+    /// `runtime`), if it has one.
+    pub fn time_limit_ns(&self) -> Option<Ns> {
+        self.end_after_ns
+    }
+
+    /// How far the clone is towards its end at `now`, from 0 to 1; `None` when nothing known
+    /// in advance bounds it (a trace, whose length is only known once it is read).
+    ///
+    /// A clone stops at the first of its limits it reaches (`runtime` in simulated time, the
+    /// amount of I/O of `size`/`io_size` x `loops` in bytes, `number_ios`), so its progress is
+    /// the furthest it has gone towards any of them.
+    pub fn progress(&self, now: Ns) -> Option<f64> {
+        if self.finished {
+            return Some(1.0);
+        }
+        let Source::Gen(g) = &self.source else {
+            return None;
+        };
+        let share = |done: u64, limit: u64| {
+            if limit == 0 {
+                1.0
+            } else {
+                done as f64 / limit as f64
+            }
+        };
+        // The generator has already counted the I/O waiting for a free slot.
+        let (pending_ios, pending_bytes) = self.pending.map_or((0, 0), |io| (1, io.len_bytes));
+        let extent = g.extent();
+        let elapsed_ns = if self.started {
+            now.saturating_sub(self.start_ns)
+        } else {
+            0
+        };
+        [
+            self.end_after_ns.map(|end| share(elapsed_ns, end)),
+            extent
+                .io_limit_bytes
+                .map(|limit| share(g.bytes_generated() - pending_bytes, limit)),
+            extent
+                .io_limit_ios
+                .map(|limit| share(g.ios_generated() - pending_ios, limit)),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)
+        .map(|f| f.min(1.0))
+    }
+
     pub fn into_result(self) -> JobResult {
         JobResult {
             name: self.name,

@@ -10,9 +10,9 @@ pub mod device;
 pub mod job;
 pub mod report;
 pub mod run;
+pub mod series;
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use qoslab_engine::{ConfigError, Ns};
@@ -29,6 +29,8 @@ use job::{JobRun, Source, TraceSource};
 pub use qoslab_workload::trace::TraceFormat;
 pub use report::OutputFormat;
 use run::{LoopOptions, Outcome};
+pub use series::SERIES_HEADER;
+use series::{SeriesFile, SeriesWriter};
 
 /// A bad input, or a run that cannot go on: one line, `FILE:LINE: message` when a file and
 /// line are known.
@@ -111,27 +113,30 @@ pub struct SimOptions {
     pub seed: u64,
     pub repeat: u32,
     pub format: OutputFormat,
-    /// Interval of the time series (`log_avg_msec`); `None` = no time series.
-    pub series_interval_ns: Option<Ns>,
+    /// Where to write the time series, if anywhere.
+    pub series: Option<SeriesSpec>,
     pub progress: bool,
+}
+
+/// The per-interval time series (`--timeseries`), written as CSV while the run goes.
+#[derive(Clone, Debug)]
+pub struct SeriesSpec {
+    /// Interval of the jobs that do not set their own `log_avg_msec`.
+    pub interval_ns: Ns,
+    /// The CSV file; it appears only once the whole series is written.
+    pub path: PathBuf,
 }
 
 /// The result of `run`.
 pub struct SimOutput {
     /// The report in the requested format.
     pub text: String,
-    /// The time series as CSV (header included), when asked for.
-    pub series_csv: Option<String>,
     /// Simulated I/Os over all runs and the events handled (for benchmarks).
     pub ios: u64,
     pub events: u64,
     /// Most requests outstanding at once in any run.
     pub max_outstanding: usize,
 }
-
-/// The header of the time-series CSV.
-pub const SERIES_HEADER: &str =
-    "time_ms,interval_ms,job,job_index,op,ios,bytes,iops,bytes_per_s,lat_mean_ns,lat_p99_ns";
 
 /// Builds the job clones of one run.
 fn build_jobs(
@@ -140,7 +145,7 @@ fn build_jobs(
     capacity: u64,
     cores: u32,
 ) -> Result<Vec<JobRun>, SimError> {
-    let series = opts.series_interval_ns;
+    let series = opts.series.as_ref().map(|s| s.interval_ns);
     match &opts.workload {
         WorkloadSpec::Jobs(file) => {
             let mut out = Vec::new();
@@ -223,7 +228,7 @@ fn clone_count(spec: &WorkloadSpec) -> u32 {
 struct RunOnce<'a, 'w> {
     opts: &'a SimOptions,
     seed: u64,
-    series: Option<&'w mut dyn Write>,
+    series: Option<&'w mut SeriesWriter>,
 }
 
 impl ModelVisitor for RunOnce<'_, '_> {
@@ -253,7 +258,7 @@ impl ModelVisitor for RunOnce<'_, '_> {
 fn run_seed(
     opts: &SimOptions,
     seed: u64,
-    series: Option<&mut dyn Write>,
+    series: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
     let model = opts.device.model.clone();
     visit_model(&model, RunOnce { opts, seed, series })
@@ -261,8 +266,8 @@ fn run_seed(
 }
 
 /// Runs one seed of `opts` on a device built in code rather than named in the device file
-/// (the device file's host, controller and link sections still apply): for models under
-/// development and for tests.
+/// (the device file's host, controller and link sections still apply), without a time series:
+/// for models under development and for tests.
 pub fn run_on_device<D: qoslab_media::Device>(
     opts: &SimOptions,
     dev: D,
@@ -274,72 +279,61 @@ pub fn run_on_device<D: qoslab_media::Device>(
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,
-        series_csv: None,
         ios: outcome.jobs.iter().map(|j| j.issued).sum(),
         events: outcome.events,
         max_outstanding: outcome.max_outstanding,
     })
 }
 
-/// Runs the simulation as `opts` says and renders the report.
+/// Runs the simulation as `opts` says, writes the time series if asked, and renders the
+/// report.
 pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
     let repeat = opts.repeat.max(1);
-    let want_series = opts.series_interval_ns.is_some()
-        || matches!(&opts.workload, WorkloadSpec::Jobs(f) if f.jobs.iter().any(|j| j.log_avg_msec.is_some()));
     let seeds: Vec<u64> = (0..repeat as u64)
         .map(|i| opts.seed.wrapping_add(i))
         .collect();
-    let results: Vec<Result<(Outcome, Vec<u8>), SimError>> = if repeat == 1 {
-        let mut buf = Vec::new();
-        let out = run_seed(
+    let mut series = opts
+        .series
+        .as_ref()
+        .map(|s| SeriesFile::create(&s.path, repeat > 1))
+        .transpose()?;
+    let outcomes: Vec<Outcome> = if repeat == 1 {
+        vec![run_seed(
             opts,
             seeds[0],
-            want_series.then_some(&mut buf as &mut dyn Write),
-        );
-        vec![out.map(|o| (o, buf))]
+            series.as_mut().map(SeriesFile::writer),
+        )?]
     } else {
         let quiet = SimOptions {
             progress: false,
             ..opts.clone()
         };
-        seeds
+        // Each run streams its rows to a scratch file of its own; they are appended in seed
+        // order afterwards, so the series does not depend on which run finishes first.
+        let runs: Vec<Result<(Outcome, Option<SeriesWriter>), SimError>> = seeds
             .par_iter()
             .map(|&seed| {
-                let mut buf = Vec::new();
-                run_seed(
-                    &quiet,
-                    seed,
-                    want_series.then_some(&mut buf as &mut dyn Write),
-                )
-                .map(|o| (o, buf))
+                let mut part = series.as_ref().map(|s| s.part(seed)).transpose()?;
+                let outcome = run_seed(&quiet, seed, part.as_mut())?;
+                Ok((outcome, part))
             })
-            .collect()
-    };
-    let mut outcomes = Vec::with_capacity(results.len());
-    let mut csv = String::new();
-    for (k, r) in results.into_iter().enumerate() {
-        let (o, buf) = r?;
-        if want_series {
-            let text = String::from_utf8(buf).expect("the series is ASCII");
-            if repeat == 1 {
-                csv.push_str(&text);
-            } else {
-                for line in text.lines() {
-                    csv.push_str(&format!("{},{line}\n", seeds[k]));
-                }
+            .collect();
+        let mut outcomes = Vec::with_capacity(runs.len());
+        for r in runs {
+            let (outcome, part) = r?;
+            if let (Some(s), Some(part)) = (series.as_mut(), part) {
+                s.append(part)?;
             }
+            outcomes.push(outcome);
         }
-        outcomes.push(o);
-    }
-    let text = report::render(opts, &seeds, &outcomes)?;
-    let header = if repeat == 1 {
-        SERIES_HEADER.to_string()
-    } else {
-        format!("seed,{SERIES_HEADER}")
+        outcomes
     };
+    let text = report::render(opts, &seeds, &outcomes)?;
+    if let Some(s) = series {
+        s.persist()?;
+    }
     Ok(SimOutput {
         text,
-        series_csv: want_series.then(|| format!("{header}\n{csv}")),
         ios: outcomes
             .iter()
             .flat_map(|o| o.jobs.iter())

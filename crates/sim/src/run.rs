@@ -11,7 +11,6 @@
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use qoslab_engine::{EventQueue, Ns, ReqId, Requests, Stage, StageCtx};
@@ -20,6 +19,7 @@ use qoslab_nvme::{Nvme, NvmeEvent};
 
 use crate::SimError;
 use crate::job::{JobResult, JobRun, Pump};
+use crate::series::SeriesWriter;
 
 #[derive(Clone, Copy, Debug)]
 enum Ev<DE> {
@@ -153,7 +153,7 @@ struct Sim<'w, D: Device> {
     group: u32,
     last_group: u32,
     done: bool,
-    series_out: Option<&'w mut dyn Write>,
+    series_out: Option<&'w mut SeriesWriter>,
 }
 
 impl<D: Device> Sim<'_, D> {
@@ -236,8 +236,7 @@ impl<D: Device> Sim<'_, D> {
             return Ok(());
         };
         for row in series.drain() {
-            writeln!(
-                out,
+            out.write_row(format_args!(
                 "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{}",
                 row.start_ns / 1_000_000,
                 row.interval_ns as f64 / 1e6,
@@ -250,8 +249,7 @@ impl<D: Device> Sim<'_, D> {
                 row.bytes_per_s(),
                 row.lat_mean_ns,
                 row.lat_p99_ns
-            )
-            .map_err(|e| SimError::new(format!("cannot write the time series: {e}")))?;
+            ))?;
         }
         Ok(())
     }
@@ -311,7 +309,7 @@ pub fn simulate<D: Device>(
     nvme: Nvme,
     jobs: Vec<JobRun>,
     opts: LoopOptions,
-    series_out: Option<&mut dyn Write>,
+    series_out: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
     let last_group = jobs.iter().map(|j| j.group).max().unwrap_or(0);
     let mut sim = Sim {
@@ -410,6 +408,36 @@ pub fn simulate<D: Device>(
     })
 }
 
+/// How far the whole run is, from 0 to 1; `None` when some job has no bound known in advance
+/// (a trace), which gets a spinner instead of a bar.
+///
+/// Stonewall groups run one after the other and a group ends with its slowest clone, so a
+/// group's progress is that of its least advanced clone ([`JobRun::progress`]: the furthest
+/// it has gone towards any limit that ends it). The run's progress is the groups' progress
+/// weighted by their length in simulated time when every clone has a `runtime` (a group then
+/// lasts its longest one), and weighted equally otherwise, since an amount of I/O says nothing
+/// of how long a group takes before it has run.
+fn run_progress(jobs: &[JobRun], now: Ns) -> Option<f64> {
+    let groups = jobs.iter().map(|j| j.group).max()? as usize + 1;
+    let mut least = vec![1.0f64; groups];
+    let mut span_ns: Vec<Option<Ns>> = vec![Some(0); groups];
+    for job in jobs {
+        let g = job.group as usize;
+        least[g] = least[g].min(job.progress(now)?);
+        span_ns[g] = span_ns[g].zip(job.time_limit_ns()).map(|(a, b)| a.max(b));
+    }
+    let weights: Vec<f64> = if span_ns.iter().all(|s| s.is_some_and(|ns| ns > 0)) {
+        span_ns.iter().flatten().map(|&ns| ns as f64).collect()
+    } else {
+        vec![1.0; groups]
+    };
+    let total: f64 = weights.iter().sum();
+    Some(least.iter().zip(&weights).map(|(f, w)| f * w).sum::<f64>() / total)
+}
+
+/// Steps of the progress bar: hundredths of a percent of the run.
+const BAR_STEPS: u64 = 10_000;
+
 fn update_progress(
     bar: &mut Option<indicatif::ProgressBar>,
     wall: Instant,
@@ -417,19 +445,161 @@ fn update_progress(
     now: Ns,
 ) {
     let elapsed = wall.elapsed();
-    if bar.is_none() && elapsed > Duration::from_secs(1) {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
-        *bar = Some(b);
+    if bar.is_none() && elapsed <= Duration::from_secs(1) {
+        return;
     }
-    if let Some(b) = bar {
-        let ios: u64 = jobs.iter().map(|j| j.issued).sum();
-        b.set_message(format!(
-            "simulated {:.3} s, {} I/Os, {:.2} M I/O per second of wall time",
-            now as f64 / 1e9,
-            ios,
-            ios as f64 / elapsed.as_secs_f64() / 1e6
-        ));
+    let steps = run_progress(jobs, now).map(|f| (f * BAR_STEPS as f64).round() as u64);
+    let b = bar.get_or_insert_with(|| {
+        let b = match steps {
+            Some(pos) => indicatif::ProgressBar::new(BAR_STEPS)
+                .with_style(
+                    indicatif::ProgressStyle::with_template(
+                        "[{elapsed_precise}] {bar:30} {percent:>3}% ETA {eta} {msg}",
+                    )
+                    .expect("a valid template"),
+                )
+                .with_position(pos),
+            None => indicatif::ProgressBar::new_spinner(),
+        }
+        .with_elapsed(elapsed);
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+        // The ETA follows the pace from here on, not the jump from 0 to where the run is.
         b.tick();
+        b.reset_eta();
+        b
+    });
+    let ios: u64 = jobs.iter().map(|j| j.issued).sum();
+    b.set_message(format!(
+        "simulated {:.3} s, {} I/Os, {:.2} M I/O per second of wall time",
+        now as f64 / 1e9,
+        ios,
+        ios as f64 / elapsed.as_secs_f64() / 1e6
+    ));
+    match steps {
+        Some(pos) => b.set_position(pos),
+        None => b.tick(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::{DeviceConfig, OutputFormat, SimOptions, WorkloadSpec};
+
+    const MS: Ns = 1_000_000;
+
+    fn jobs_of(spec: WorkloadSpec) -> Vec<JobRun> {
+        let opts = SimOptions {
+            workload: spec,
+            device: DeviceConfig::from_text("", "test.toml", &[]).unwrap(),
+            seed: 1,
+            repeat: 1,
+            format: OutputFormat::Json,
+            series: None,
+            progress: false,
+        };
+        crate::build_jobs(&opts, 1, 1 << 30, 64).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn job_file(text: &str) -> Vec<JobRun> {
+        let file = qoslab_workload::fio::parse_job_str(text, Path::new("t.fio"), |_| None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        jobs_of(WorkloadSpec::Jobs(file))
+    }
+
+    /// Lets `job` issue and complete I/Os at `now` until it has issued `ios` or is done.
+    fn run_ios(job: &mut JobRun, now: Ns, ios: u64) {
+        while job.issued < ios && !job.finished {
+            let mut issued = Vec::new();
+            job.pump(now, |r| issued.push(r)).unwrap();
+            assert!(
+                !issued.is_empty() || job.finished,
+                "the job issued nothing at {now} ns"
+            );
+            for mut req in issued {
+                req.t.completed_ns = now;
+                job.complete(&req);
+            }
+        }
+    }
+
+    #[test]
+    fn amounts_of_io_count_groups_equally_and_a_group_waits_for_its_slowest_clone() {
+        // 1 MiB at 4 KiB: 256 I/Os; `capped` stops at 64 I/Os, before its 1 MiB.
+        let mut jobs = job_file(
+            "[global]\nbs=4k\nsize=1m\niodepth=8\n\
+             [sized]\nrw=randread\n\
+             [capped]\nrw=randwrite\nnumber_ios=64\n\
+             [next]\nstonewall\nrw=read\nnumber_ios=128\n",
+        );
+        assert_eq!(run_progress(&jobs, 0), Some(0.0));
+        for j in &mut jobs[..2] {
+            j.start(0);
+        }
+        run_ios(&mut jobs[0], 0, 32);
+        run_ios(&mut jobs[1], 0, 32);
+        assert_eq!(jobs[0].progress(0), Some(32.0 / 256.0));
+        // number_ios is the nearer limit: 32 of 64, not 32 x 4 KiB of 1 MiB.
+        assert_eq!(jobs[1].progress(0), Some(0.5));
+        // Two groups, no runtime anywhere: each counts half; the first is at its slowest.
+        assert_eq!(run_progress(&jobs, 0), Some(0.5 * 32.0 / 256.0));
+        run_ios(&mut jobs[1], 0, 1000);
+        assert!(jobs[1].finished);
+        assert_eq!(jobs[1].issued, 64);
+        assert_eq!(run_progress(&jobs, 0), Some(0.5 * 32.0 / 256.0));
+        run_ios(&mut jobs[0], 0, 1000);
+        assert_eq!(jobs[0].issued, 256);
+        assert_eq!(run_progress(&jobs, 0), Some(0.5));
+        jobs[2].start(0);
+        run_ios(&mut jobs[2], 0, 32);
+        assert_eq!(run_progress(&jobs, 0), Some(0.5 + 0.5 * 0.25));
+        run_ios(&mut jobs[2], 0, 1000);
+        assert_eq!(run_progress(&jobs, 0), Some(1.0));
+    }
+
+    #[test]
+    fn runtimes_weight_groups_by_their_simulated_length() {
+        // Group 0 lasts ramp 100 ms + runtime 200 ms; group 1 its longest runtime, 600 ms.
+        let mut jobs = job_file(
+            "[global]\nbs=4k\nsize=1g\ntime_based=1\n\
+             [warm]\nrw=randwrite\nramp_time=100ms\nruntime=200ms\n\
+             [long]\nstonewall\nrw=randread\nruntime=600ms\n\
+             [short]\nrw=read\nruntime=400ms\nnumber_ios=10\n",
+        );
+        assert_eq!(jobs[0].time_limit_ns(), Some(300 * MS));
+        jobs[0].start(0);
+        assert_eq!(run_progress(&jobs, 150 * MS), Some(300.0 * 0.5 / 900.0));
+        run_ios(&mut jobs[0], 300 * MS, 1);
+        assert!(jobs[0].finished, "the time limit ends the job");
+        assert_eq!(run_progress(&jobs, 300 * MS), Some(300.0 / 900.0));
+        for j in &mut jobs[1..] {
+            j.start(300 * MS);
+        }
+        // 150 ms into group 1: `long` is at 1/4, `short` at max(150/400, 0 of 10 I/Os).
+        assert_eq!(jobs[2].progress(450 * MS), Some(150.0 / 400.0));
+        assert_eq!(
+            run_progress(&jobs, 450 * MS),
+            Some((300.0 + 600.0 * 0.25) / 900.0)
+        );
+        // `short` reaches 5 of its 10 I/Os first: half way although only 1/4 of its runtime.
+        run_ios(&mut jobs[2], 400 * MS, 5);
+        assert_eq!(jobs[2].progress(400 * MS), Some(0.5));
+        assert_eq!(jobs[1].progress(400 * MS), Some(100.0 / 600.0));
+    }
+
+    #[test]
+    fn a_trace_has_no_fraction() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.csv");
+        std::fs::write(&trace, "128166372000000000,wdev,0,Read,4096,8192,100\n").unwrap();
+        let jobs = jobs_of(WorkloadSpec::Trace {
+            path: trace,
+            format: None,
+            speed: 1.0,
+            qd_cap: 0,
+        });
+        assert_eq!(run_progress(&jobs, 0), None);
     }
 }

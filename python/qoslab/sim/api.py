@@ -30,16 +30,52 @@ def run(
     seed: int = 1,
     repeat: int = 1,
     output_format: str = "json",
-    log_avg_msec: float | None = None,
+    timeseries: str | Path | None = None,
+    log_avg_msec: float = 100.0,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Runs one simulation; returns {"text", "series_csv", "ios", "events", "max_outstanding"}."""
+    """Runs one simulation; returns {"text", "ios", "events", "max_outstanding"}.
+
+    With `timeseries`, the per-interval series (every `log_avg_msec`, unless a job sets its
+    own) is written there as CSV, or as Parquet when the name ends in .parquet."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, got {seed}")
     if qd_cap < 0:
         raise InputError(f"--qd-cap: expected a non-negative integer, got {qd_cap}")
+    core_args = dict(
+        jobfile=None if jobfile is None else str(jobfile),
+        trace=None if trace is None else str(trace),
+        trace_format=trace_format,
+        speed=speed,
+        qd_cap=qd_cap,
+        series_interval_ms=log_avg_msec,
+        progress=progress,
+    )
+    series = None if timeseries is None else Path(timeseries)
+    if series is None or series.suffix != ".parquet":
+        return _sim_run(device, sets, seed, repeat, output_format, series, core_args)
+    # Parquet is converted from a CSV the simulator streams next to it, batch by batch.
+    fd, csv_tmp = tempfile.mkstemp(dir=_folder(series), prefix=f".{series.name}.", suffix=".csv")
+    os.close(fd)
+    try:
+        result = _sim_run(device, sets, seed, repeat, output_format, Path(csv_tmp), core_args)
+        _csv_to_parquet(Path(csv_tmp), series)
+    finally:
+        Path(csv_tmp).unlink(missing_ok=True)
+    return result
+
+
+def _sim_run(
+    device: str,
+    sets: list[str] | None,
+    seed: int,
+    repeat: int,
+    output_format: str,
+    series: Path | None,
+    core_args: dict[str, Any],
+) -> dict[str, Any]:
     try:
         return _core.sim_run(
             device,
@@ -47,16 +83,58 @@ def run(
             seed,
             repeat,
             output_format,
-            jobfile=None if jobfile is None else str(jobfile),
-            trace=None if trace is None else str(trace),
-            trace_format=trace_format,
-            speed=speed,
-            qd_cap=qd_cap,
-            series_interval_ms=log_avg_msec,
-            progress=progress,
+            series_path=None if series is None else str(series),
+            **core_args,
         )
     except _core.SimInputError as err:
         raise _input_error(err) from None
+
+
+# Column types of the series, fixed rather than inferred, so that every file has the same
+# schema (a series whose intervals all happen to be whole ms is still float `interval_ms`).
+SERIES_COLUMN_TYPES = {
+    "seed": "int64",
+    "time_ms": "int64",
+    "interval_ms": "float64",
+    "job": "string",
+    "job_index": "int64",
+    "op": "string",
+    "ios": "int64",
+    "bytes": "int64",
+    "iops": "float64",
+    "bytes_per_s": "float64",
+    "lat_mean_ns": "float64",
+    "lat_p99_ns": "int64",
+}
+# CSV read per batch when converting to Parquet; each batch becomes one row group (about
+# 25,000 rows). Measured on series of 2 to 8 million rows: the conversion's peak RSS stays at
+# 166 MB with 1 MiB batches, but grows with the file's length with 4 MiB ones.
+PARQUET_BATCH_BYTES = 1 << 20
+
+
+def _csv_to_parquet(csv_path: Path, out: Path) -> None:
+    """Converts the series CSV to Parquet one batch at a time (memory stays at one batch),
+    into a temporary file renamed over `out` at the end."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    types = {name: pa.type_for_alias(t) for name, t in SERIES_COLUMN_TYPES.items()}
+    reader = pacsv.open_csv(
+        csv_path,
+        read_options=pacsv.ReadOptions(block_size=PARQUET_BATCH_BYTES),
+        convert_options=pacsv.ConvertOptions(column_types=types),
+    )
+    fd, tmp = tempfile.mkstemp(dir=_folder(out), prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        with pq.ParquetWriter(tmp, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def presets() -> list[tuple[str, str]]:
@@ -78,13 +156,25 @@ def tunables_markdown(models: list[str] | None = None) -> str:
     return _core.sim_tunables_markdown(models)
 
 
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """Writes `data` to a temporary file next to `path`, then renames it over `path`."""
-    path = Path(path)
+def _folder(path: Path) -> Path:
+    """The folder `path` goes into, which must exist."""
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError("the folder does not exist", path=directory)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise InputError("is a folder; expected the name of a file", path=path)
+    return directory
+
+
+def check_writable(path: Path) -> None:
+    """Fails with an input error, before a long run, if `path` could not be written."""
+    _folder(Path(path))
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Writes `data` to a temporary file next to `path`, then renames it over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=_folder(path), prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
@@ -92,20 +182,3 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def write_timeseries(path: Path, csv_text: str) -> None:
-    """Writes the per-interval series as CSV, or as Parquet when `path` ends in .parquet."""
-    path = Path(path)
-    if path.suffix != ".parquet":
-        write_atomically(path, csv_text)
-        return
-    import io
-
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    table = pacsv.read_csv(io.BytesIO(csv_text.encode()))
-    sink = io.BytesIO()
-    pq.write_table(table, sink)
-    write_atomically(path, sink.getvalue())

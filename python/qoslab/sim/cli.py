@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
@@ -88,26 +90,34 @@ def sim(
         raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
     if plot is not None and repeat > 1:
         raise InputError("--plot: draws one run; leave out --repeat")
-    result = api.run(
-        jobfile,
-        trace=trace,
-        trace_format=trace_format,
-        speed=speed,
-        qd_cap=qd_cap,
-        device=device,
-        sets=sets,
-        seed=seed,
-        repeat=repeat,
-        output_format=output_format,
-        log_avg_msec=log_avg_msec if timeseries is not None or plot is not None else None,
-        progress=sys.stderr.isatty(),
-    )
-    if timeseries is not None:
-        api.write_timeseries(timeseries, result["series_csv"] or "")
-    if plot is not None:
-        from qoslab.sim.plot import timeseries_figure
+    for path in (output, plot):
+        if path is not None:
+            api.check_writable(path)
+    with ExitStack() as scratch:
+        series = timeseries
+        if plot is not None and series is None:
+            # The plot reads the series from a file, as the simulator streams it.
+            folder = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="qoslab-sim-")))
+            series = folder / "series.csv"
+        result = api.run(
+            jobfile,
+            trace=trace,
+            trace_format=trace_format,
+            speed=speed,
+            qd_cap=qd_cap,
+            device=device,
+            sets=sets,
+            seed=seed,
+            repeat=repeat,
+            output_format=output_format,
+            timeseries=series,
+            log_avg_msec=log_avg_msec,
+            progress=sys.stderr.isatty(),
+        )
+        if plot is not None:
+            from qoslab.sim.plot import timeseries_figure
 
-        timeseries_figure(result["series_csv"] or "", plot, title=str(jobfile or trace))
+            timeseries_figure(series, plot, title=str(jobfile or trace))
     if output is None:
         sys.stdout.write(result["text"])
     else:

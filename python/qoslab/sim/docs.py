@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from qoslab.sim.api import run, tunables_markdown, write_atomically
@@ -26,13 +27,9 @@ def _splice(text: str, name: str, body: str) -> str:
     return f"{head}{begin}\n{body}{end}{tail}"
 
 
-def tour_run(log_avg_msec: float | None = None) -> dict:
-    return run(TOUR_JOB, device="nvme-analytic", output_format="json", log_avg_msec=log_avg_msec)
-
-
 def tour_excerpt() -> str:
     """The first lines of the second group's reader, as the JSON report has them."""
-    report = json.loads(tour_run()["text"])
+    report = json.loads(run(TOUR_JOB, device="nvme-analytic", output_format="json")["text"])
     reader = next(j for j in report["jobs"] if j["jobname"] == "reader")
     lines = json.dumps({"read": reader["read"]}, indent=2).splitlines()[:EXCERPT_LINES]
     return "```json\n" + "\n".join(lines) + "\n  ...\n```\n"
@@ -46,10 +43,13 @@ def update(path: Path, figure: bool = True) -> bool:
     if figure:
         from qoslab.sim.plot import timeseries_figure
 
-        series = tour_run(log_avg_msec=20)["series_csv"]
-        timeseries_figure(
-            series, path.parent / "img" / "sim-tour.png", title="configs/jobs/tour.fio"
-        )
+        with tempfile.TemporaryDirectory(prefix="qoslab-sim-docs-") as scratch:
+            # The tour job sets its own interval (log_avg_msec=20).
+            series = Path(scratch) / "tour.csv"
+            run(TOUR_JOB, device="nvme-analytic", output_format="json", timeseries=series)
+            timeseries_figure(
+                series, path.parent / "img" / "sim-tour.png", title="configs/jobs/tour.fio"
+            )
     if new != text:
         write_atomically(path, new)
     return new != text

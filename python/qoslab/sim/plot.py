@@ -5,12 +5,16 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+# The columns the figure draws from.
+COLUMNS = ["time_ms", "interval_ms", "job", "op", "ios", "iops", "lat_p99_ns"]
 
-def timeseries_figure(csv_text: str, out: Path, title: str | None = None) -> None:
-    """IOPS and p99 completion latency per job over simulated time, one line per job
-    and direction; written to `out` (PNG, SVG or PDF by its suffix). A job's last, partial
-    interval is drawn only if it spans at least half an interval (a few I/Os completing just
-    after a time-based job stops say little about a rate)."""
+
+def timeseries_figure(series: Path, out: Path, title: str | None = None) -> None:
+    """IOPS and p99 completion latency per job over simulated time, from the series file
+    `series` (CSV, or Parquet by its suffix), one line per job and direction; written to `out`
+    (PNG, SVG or PDF by its suffix). A job's last, partial interval is drawn only if it spans
+    at least half an interval (a few I/Os completing just after a time-based job stops say
+    little about a rate)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +23,11 @@ def timeseries_figure(csv_text: str, out: Path, title: str | None = None) -> Non
 
     from qoslab.sim.api import write_atomically
 
-    df = pd.read_csv(io.StringIO(csv_text))
+    series = Path(series)
+    if series.suffix == ".parquet":
+        df = pd.read_parquet(series, columns=COLUMNS)
+    else:
+        df = pd.read_csv(series, usecols=COLUMNS)
     df = df[(df["ios"] > 0) & (df["interval_ms"] >= df["interval_ms"].max() / 2)]
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5), layout="constrained")
     for (job, op), part in df.groupby(["job", "op"], sort=False):

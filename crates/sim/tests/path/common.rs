@@ -19,7 +19,7 @@ pub fn options(job: &str, device: &str, overrides: &[&str], seed: u64) -> SimOpt
         seed,
         repeat: 1,
         format: OutputFormat::Json,
-        series_interval_ns: None,
+        series: None,
         progress: false,
     }
 }

@@ -111,3 +111,15 @@ def test_a_device_node_is_written_in_place_never_replaced(tmp_path):
     assert os.read(reader, 100) == b"through the pipe"
     os.close(reader)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_sim_outputs_to_dev_null_leave_the_device_node(qoslab, tmp_path):
+    before = os.stat("/dev/null")
+    job = tmp_path / "job.fio"
+    job.write_text("[r]\nrw=randread\nbs=4k\nsize=1m\nnumber_ios=1000\n")
+    done = qoslab(
+        "sim", job, "--output-format", "json", "--output", "/dev/null", "--timeseries", "/dev/null"
+    )
+    assert done.returncode == 0, done.stderr
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino

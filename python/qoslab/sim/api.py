@@ -1,14 +1,14 @@
-"""Calling the Rust simulator and writing its outputs safely."""
+"""Calling the Rust simulator; its outputs are written through `qoslab.outputs`."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from qoslab import _core
 from qoslab.errors import InputError
+from qoslab.outputs import staged_file
 
 DEFAULT_DEVICE = "nvme-analytic"
 
@@ -53,18 +53,19 @@ def run(
         series_interval_ms=log_avg_msec,
         progress=progress,
     )
-    series = None if timeseries is None else Path(timeseries)
-    if series is None or series.suffix != ".parquet":
-        return _sim_run(device, sets, seed, repeat, output_format, series, core_args)
-    # Parquet is converted from a CSV the simulator streams next to it, batch by batch.
-    fd, csv_tmp = tempfile.mkstemp(dir=_folder(series), prefix=f".{series.name}.", suffix=".csv")
-    os.close(fd)
-    try:
-        result = _sim_run(device, sets, seed, repeat, output_format, Path(csv_tmp), core_args)
-        _csv_to_parquet(Path(csv_tmp), series)
-    finally:
-        Path(csv_tmp).unlink(missing_ok=True)
-    return result
+    if timeseries is None:
+        return _sim_run(device, sets, seed, repeat, output_format, None, core_args)
+    series = Path(timeseries)
+    check_writable(series)
+    with staged_file(series) as staged:
+        if series.suffix != ".parquet":
+            return _sim_run(device, sets, seed, repeat, output_format, staged, core_args)
+        # Parquet is converted from a CSV the simulator streams beside it, batch by batch.
+        with tempfile.NamedTemporaryFile(dir=staged.parent, prefix=staged.name, suffix=".csv") as f:
+            scratch = Path(f.name)
+            result = _sim_run(device, sets, seed, repeat, output_format, scratch, core_args)
+            _csv_to_parquet(scratch, staged)
+        return result
 
 
 def _sim_run(
@@ -113,8 +114,7 @@ PARQUET_BATCH_BYTES = 1 << 20
 
 
 def _csv_to_parquet(csv_path: Path, out: Path) -> None:
-    """Converts the series CSV to Parquet one batch at a time (memory stays at one batch),
-    into a temporary file renamed over `out` at the end."""
+    """Converts the series CSV to Parquet one batch at a time (memory stays at one batch)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
@@ -125,16 +125,9 @@ def _csv_to_parquet(csv_path: Path, out: Path) -> None:
         read_options=pacsv.ReadOptions(block_size=PARQUET_BATCH_BYTES),
         convert_options=pacsv.ConvertOptions(column_types=types),
     )
-    fd, tmp = tempfile.mkstemp(dir=_folder(out), prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(tmp, reader.schema) as writer:
-            for batch in reader:
-                writer.write_batch(batch)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with pq.ParquetWriter(out, reader.schema) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
 
 
 def presets() -> list[tuple[str, str]]:
@@ -156,29 +149,11 @@ def tunables_markdown(models: list[str] | None = None) -> str:
     return _core.sim_tunables_markdown(models)
 
 
-def _folder(path: Path) -> Path:
-    """The folder `path` goes into, which must exist."""
+def check_writable(path: Path) -> None:
+    """Fails with an input error, before a long run, if `path` could not be written."""
+    path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError("the folder does not exist", path=directory)
     if path.is_dir():
         raise InputError("is a folder; expected the name of a file", path=path)
-    return directory
-
-
-def check_writable(path: Path) -> None:
-    """Fails with an input error, before a long run, if `path` could not be written."""
-    _folder(Path(path))
-
-
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """Writes `data` to a temporary file next to `path`, then renames it over `path`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=_folder(path), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

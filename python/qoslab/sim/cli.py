@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from qoslab.errors import InputError
+from qoslab.outputs import write_file
 from qoslab.sim import api
 
 FORMATS = ("normal", "json", "json+")
@@ -121,7 +122,7 @@ def sim(
     if output is None:
         sys.stdout.write(result["text"])
     else:
-        api.write_atomically(output, result["text"])
+        write_file(output, result["text"])
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qoslab.sim.api import run, tunables_markdown, write_atomically
+from qoslab.outputs import write_file
+from qoslab.sim.api import run, tunables_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
 TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
@@ -51,7 +52,7 @@ def update(path: Path, figure: bool = True) -> bool:
                 series, path.parent / "img" / "sim-tour.png", title="configs/jobs/tour.fio"
             )
     if new != text:
-        write_atomically(path, new)
+        write_file(path, new)
     return new != text
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from qoslab.outputs import write_file
+
 # The columns the figure draws from.
 COLUMNS = ["time_ms", "interval_ms", "job", "op", "ios", "iops", "lat_p99_ns"]
 
@@ -20,8 +22,6 @@ def timeseries_figure(series: Path, out: Path, title: str | None = None) -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
-
-    from qoslab.sim.api import write_atomically
 
     series = Path(series)
     if series.suffix == ".parquet":
@@ -50,4 +50,4 @@ def timeseries_figure(series: Path, out: Path, title: str | None = None) -> None
     meta = {"Software": None} if fmt == "png" else {"Date": None} if fmt == "svg" else {}
     fig.savefig(buf, format=fmt, dpi=110, metadata=meta)
     plt.close(fig)
-    write_atomically(Path(out), buf.getvalue())
+    write_file(out, buf.getvalue())

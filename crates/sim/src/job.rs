@@ -178,7 +178,10 @@ pub struct JobRun {
     /// Index of the job section (for options echo and grouping).
     pub def: usize,
     pub clone: u32,
+    /// Run group: started when the previous one has finished (`stonewall`).
     pub group: u32,
+    /// Reporting group (`stonewall` or `new_group`), for `group_reporting`.
+    pub report_group: u32,
     pub core: u16,
     source: Source,
     iodepth: u32,
@@ -220,7 +223,7 @@ impl JobRun {
         name: String,
         def: usize,
         clone: u32,
-        group: u32,
+        (group, report_group): (u32, u32),
         core: u16,
         source: Source,
         iodepth: u32,
@@ -235,6 +238,7 @@ impl JobRun {
             def,
             clone,
             group,
+            report_group,
             core,
             source,
             iodepth: iodepth.max(1),
@@ -458,7 +462,7 @@ impl JobRun {
             name: self.name,
             def: self.def,
             clone: self.clone,
-            group: self.group,
+            group: self.report_group,
             stats: self.stats,
             issued: self.issued,
         }

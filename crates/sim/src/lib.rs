@@ -168,7 +168,7 @@ fn build_jobs(
                         job.name.clone(),
                         job.index,
                         clone,
-                        job.group_id,
+                        (job.run_group, job.group_id),
                         core,
                         Source::Gen(Box::new(g.clone())),
                         job.iodepth,
@@ -198,7 +198,7 @@ fn build_jobs(
                 name,
                 0,
                 0,
-                0,
+                (0, 0),
                 0,
                 Source::Trace(Box::new(TraceSource {
                     reader,

@@ -156,10 +156,12 @@ fn zoned_distributions_keep_their_zones() {
 }
 
 #[test]
-fn stonewall_and_new_group_start_reporting_groups() {
+fn stonewall_and_new_group_start_reporting_groups_but_only_stonewall_waits() {
     let f = parse("[a]\n[b]\n[c]\nstonewall\n[d]\n[e]\nnew_group\n");
     let groups: Vec<u32> = f.jobs.iter().map(|j| j.group_id).collect();
     assert_eq!(groups, vec![0, 0, 1, 1, 2]);
+    let run_groups: Vec<u32> = f.jobs.iter().map(|j| j.run_group).collect();
+    assert_eq!(run_groups, vec![0, 0, 1, 1, 1]);
 }
 
 #[test]

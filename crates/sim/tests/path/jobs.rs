@@ -21,6 +21,19 @@ fn stonewall_runs_groups_one_after_the_other() {
     assert_eq!(r["jobs"][1]["groupid"], 0);
 }
 
+/// new_group starts a reporting group but, unlike stonewall, does not wait: the two jobs run
+/// side by side (1 ms on two servers) and are reported in groups 0 and 1.
+#[test]
+fn new_group_reports_apart_but_runs_alongside() {
+    let one = "[a]\nrw=randread\nbs=4k\nsize=1g\nnumber_ios=1000\n";
+    let job = format!("{one}[b]\nnew_group\nrw=randread\nbs=4k\nsize=1g\nnumber_ios=1000\n");
+    let media = "servers = 2\nservice = \"fixed\"\nservice_mean_ns = 1000";
+    let r = run_json(&options(&job, &analytic(media), &[], 1));
+    assert_eq!(r["qoslab"]["simulated_ns"], 1_000_000);
+    assert_eq!(r["jobs"][0]["groupid"], 0);
+    assert_eq!(r["jobs"][1]["groupid"], 1);
+}
+
 /// numjobs clones a job; group_reporting folds a group into one entry.
 #[test]
 fn numjobs_clones_and_group_reporting_merges() {

@@ -202,6 +202,10 @@ pub struct Job {
     pub group_reporting: bool,
     /// Reporting group: starts at 0, a new one at every `stonewall` or `new_group`.
     pub group_id: u32,
+    /// Jobs of one run group run side by side; the group starts when the previous one has
+    /// finished. A new one starts at every `stonewall` only: `new_group` changes how results
+    /// are reported, never when a job runs (fio's semantics).
+    pub run_group: u32,
     pub percentile_list: Vec<f64>,
     pub direct: bool,
     pub ioengine: String,
@@ -268,6 +272,7 @@ impl Job {
             new_group: false,
             group_reporting: false,
             group_id: 0,
+            run_group: 0,
             percentile_list: DEFAULT_PERCENTILES.to_vec(),
             direct: false,
             ioengine: "psync".to_string(),

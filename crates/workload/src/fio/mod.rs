@@ -60,15 +60,14 @@ pub fn parse_job_str(
     let mut jobs: Vec<Job> = Vec::new();
     // The section being filled: None before the first header, Some(None) for [global].
     let mut section: Option<Option<Job>> = None;
-    let mut group_id = 0u32;
-
-    let finish = |job: Job, jobs: &mut Vec<Job>, group_id: &mut u32| -> Result<(), WorkloadError> {
+    let finish = |job: Job, jobs: &mut Vec<Job>| -> Result<(), WorkloadError> {
         let mut job = job;
         validate(&job)?;
-        if !jobs.is_empty() && (job.stonewall || job.new_group) {
-            *group_id += 1;
+        if let Some(prev) = jobs.last() {
+            let new_report = job.stonewall || job.new_group;
+            job.group_id = prev.group_id + u32::from(new_report);
+            job.run_group = prev.run_group + u32::from(job.stonewall);
         }
-        job.group_id = *group_id;
         jobs.push(job);
         Ok(())
     };
@@ -92,7 +91,7 @@ pub fn parse_job_str(
                 ));
             }
             if let Some(Some(job)) = section.take() {
-                finish(job, &mut jobs, &mut group_id)?;
+                finish(job, &mut jobs)?;
             }
             if name == "global" {
                 section = Some(None);
@@ -141,7 +140,7 @@ pub fn parse_job_str(
         }
     }
     if let Some(Some(job)) = section.take() {
-        finish(job, &mut jobs, &mut group_id)?;
+        finish(job, &mut jobs)?;
     }
     if jobs.is_empty() {
         return Err(WorkloadError::in_file(

@@ -205,11 +205,17 @@ def test_calibrated_device_predicts_the_held_out_depths(calibration):
     # p50 within 15 % and p99 within 25 % of the measurement, or within how far the three
     # measured sweeps disagree among themselves where that is wider: on a VM whose disk is
     # shared, the tail comes and goes with other load, and a prediction cannot be judged more
-    # finely than the measurement repeats. On a quiet machine the spreads are small and the
-    # 15 % / 25 % bounds are what applies.
+    # finely than the measurement repeats. A held-out depth is predicted from the fitted depths
+    # either side of it, so their spread counts too (one noisy p99 at QD 4 moves the QD 2
+    # prediction). On a quiet machine the spreads are small and 15 % / 25 % is what applies.
+    by_depth = comparison.set_index("iodepth")
+    fitted_depths = comparison[comparison.role == "fitted"].iodepth.tolist()
     for row in held.itertuples():
-        assert abs(row.p50_error) <= max(0.15, row.p50_spread), f"QD {row.iodepth}: {row}"
-        assert abs(row.p99_error) <= max(0.25, row.p99_spread), f"QD {row.iodepth}: {row}"
+        below = max(d for d in fitted_depths if d < row.iodepth)
+        above = min(d for d in fitted_depths if d > row.iodepth)
+        spread = by_depth.loc[[below, row.iodepth, above]]
+        assert abs(row.p50_error) <= max(0.15, *spread.p50_spread), f"QD {row.iodepth}: {row}"
+        assert abs(row.p99_error) <= max(0.25, *spread.p99_spread), f"QD {row.iodepth}: {row}"
     fitted = comparison[comparison.role == "fitted"]
     assert (fitted.p50_error.abs() <= 0.05).all()
     assert "held out" in stdout

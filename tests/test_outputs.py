@@ -123,3 +123,11 @@ def test_sim_outputs_to_dev_null_leave_the_device_node(qoslab, tmp_path):
     assert done.returncode == 0, done.stderr
     after = os.stat("/dev/null")
     assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_a_symbolic_link_is_followed_and_stays_a_link(tmp_path):
+    (tmp_path / "real.log").write_text("old")
+    (tmp_path / "link.log").symlink_to("real.log")
+    write_file(tmp_path / "link.log", "new")
+    assert (tmp_path / "link.log").is_symlink()
+    assert (tmp_path / "real.log").read_text() == "new"

@@ -42,10 +42,8 @@ def write_files(files: dict[Path, bytes | str]) -> None:
     staged: list[tuple[Path, Path]] = []
     try:
         for target, data in files.items():
-            target = Path(target)
-            if _is_special(target):
-                # /dev/null, /dev/stdout, a named pipe: renaming over one would replace the
-                # device node with a plain file, so it is written in place.
+            target, in_place = _destination(Path(target))
+            if in_place:
                 _write_in_place(target, data)
                 continue
             try:
@@ -68,12 +66,20 @@ def write_files(files: dict[Path, bytes | str]) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def _is_special(path: Path) -> bool:
+def _destination(path: Path) -> tuple[Path, bool]:
+    """Where to write `path`, and whether in place. Renaming over /dev/null, a named pipe or
+    a terminal would replace the node with a plain file, so those are written in place; a
+    symbolic link (`/dev/stdout` redirected to a file, a user's link) is followed, so the file
+    it names is replaced and the link stays."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+        return path, False
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return path, True
+    if os.path.islink(path):
+        return Path(os.path.realpath(path)), False
+    return path, False
 
 
 def _write_in_place(path: Path, data: bytes | str) -> None:
@@ -94,11 +100,10 @@ def write_file(path: Path | str, data: bytes | str) -> Path:
 def staged_file(path: Path | str) -> Iterator[Path]:
     """Yields a temporary path for a library to write (`DataFrame.to_parquet`, ...); when the
     block ends without an error its content becomes `path`."""
-    path = Path(path)
-    special = _is_special(path)
+    path, in_place = _destination(Path(path))
     try:
         fd, name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=None if special else _folder(path)
+            prefix=f".{path.name}.", suffix=".tmp", dir=None if in_place else _folder(path)
         )
     except OSError as err:
         raise InputError(f"cannot write here: {err.strerror}", path=path) from None
@@ -106,7 +111,7 @@ def staged_file(path: Path | str) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        if special:
+        if in_place:
             _write_in_place(path, tmp.read_bytes())
         else:
             tmp.chmod(FILE_MODE)

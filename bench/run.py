@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from qoslab.outputs import write_file
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -65,10 +67,7 @@ def main() -> None:
         "",
         *sections,
     ]
-    out = ROOT / "docs" / "benchmarks.md"
-    tmp = out.with_suffix(".md.tmp")
-    tmp.write_text("\n".join(text) + "\n")
-    tmp.replace(out)
+    out = write_file(ROOT / "docs" / "benchmarks.md", "\n".join(text) + "\n")
     print(f"wrote {out}")
 
 

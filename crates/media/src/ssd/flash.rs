@@ -12,8 +12,12 @@
 //!
 //! The channel is held as a reservation (`busy_until`): an event is scheduled only when a die
 //! waits for it, so an uncontended read costs two events (array done, data out done).
-
-use std::collections::VecDeque;
+//!
+//! Bookkeeping is sized for GC steady state, where most operations are GC copies: the waiting
+//! operations of a die are lists threaded through the operation slots, with a bit per
+//! non-empty list; an operation carries its owner's continuation (`T`) so completions need no
+//! second table; and the reads of a GC victim's valid pages, queued all at once, are held as
+//! the list of their pages and become operations only when a die takes them.
 
 use qoslab_engine::{Ns, StageCtx};
 
@@ -21,6 +25,9 @@ use super::SsdEvent;
 use super::config::SsdConfig;
 
 pub type OpId = u32;
+
+/// "No operation": the end of a queue.
+const NO_OP: OpId = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -43,10 +50,12 @@ pub enum OpClass {
 const CLASSES: usize = 4;
 /// Most planes one multi-plane command addresses (ONFI's limit, as MQSim's command tables).
 const MAX_MULTIPLANE: usize = 4;
+/// Most planes per die: a die's (class, plane) queues fit one `u64` of non-empty bits.
+pub const MAX_PLANES_PER_DIE: u32 = 64 / CLASSES as u32;
 
 /// One flash operation and the continuation its owner wants called when it is done.
 #[derive(Clone, Copy, Debug)]
-pub struct FlashOp {
+pub struct FlashOp<T> {
     pub kind: OpKind,
     pub class: OpClass,
     /// Target page (an erase: any page of the block).
@@ -54,7 +63,42 @@ pub struct FlashOp {
     /// Bytes moved over the channel (read: out; program: in).
     pub bytes: u32,
     /// Owner's continuation.
-    pub owner: u32,
+    pub owner: T,
+}
+
+/// An operation queued or running, with its arrival order (FIFO across the planes of a die)
+/// and the next operation of its queue.
+#[derive(Clone, Copy, Debug)]
+struct Slot<T> {
+    op: FlashOp<T>,
+    seq: u64,
+    next: OpId,
+}
+
+/// The GC reads of one plane not yet taken by its die: the pages still to read with their
+/// owners, in order, and the arrival order of the next. They stand at the front of the plane's
+/// GC queue.
+#[derive(Clone, Debug)]
+struct GcReads<T> {
+    reads: Vec<(u32, T)>,
+    next: usize,
+    seq: u64,
+    bytes: u32,
+}
+
+impl<T> GcReads<T> {
+    fn new() -> Self {
+        GcReads {
+            reads: Vec::new(),
+            next: 0,
+            seq: 0,
+            bytes: 0,
+        }
+    }
+
+    fn pending(&self) -> bool {
+        self.next < self.reads.len()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +130,8 @@ impl Batch {
 
 #[derive(Clone, Debug)]
 struct Die {
-    /// Waiting operations per (class, plane of the die): `class * planes_per_die + plane`.
-    queues: Vec<VecDeque<OpId>>,
+    /// Bit `class * planes_per_die + plane` is set when that queue holds an operation.
+    nonempty: u64,
     state: DieState,
     batch: Batch,
     /// Bumped when a scheduled `DieReady` must be ignored (a suspension moved its time).
@@ -131,19 +175,22 @@ pub struct FlashStats {
     pub channel_busy_ns: u64,
 }
 
-pub struct FlashArray {
+pub struct FlashArray<T> {
     dies: Vec<Die>,
     channels: Vec<Channel>,
-    ops: Vec<FlashOp>,
-    /// Arrival order of each operation (FIFO across the planes of a die).
-    op_seq: Vec<u64>,
+    slots: Vec<Slot<T>>,
     free_ops: Vec<OpId>,
+    /// First and last operation of each queue: `die * CLASSES * planes_per_die + class *
+    /// planes_per_die + plane`.
+    queues: Vec<(OpId, OpId)>,
+    /// Per plane (array-wide numbering).
+    gc_reads: Vec<GcReads<T>>,
     seq: u64,
     pages_per_plane: u32,
     planes_per_die: u32,
     pages_per_block: u32,
     /// Operations finished since the owner last drained them.
-    pub done: Vec<(OpId, FlashOp)>,
+    pub done: Vec<FlashOp<T>>,
     pub stats: FlashStats,
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
@@ -169,16 +216,28 @@ struct Timing {
     suspend_program_ns: Ns,
     suspend_min_remaining_ns: Ns,
     channel_rate: f64,
+    /// The channel time of a whole page, the size nearly every transfer has.
+    page_bytes: u32,
+    page_transfer_ns: Ns,
     chip_exclusive: bool,
     dies_per_chip: u32,
 }
 
-impl FlashArray {
+/// Channel time of `bytes` at `rate` bytes per ns.
+fn channel_ns(bytes: u32, rate: f64) -> Ns {
+    (f64::from(bytes) / rate).round() as Ns
+}
+
+impl<T: Copy> FlashArray<T> {
     pub fn new(cfg: &SsdConfig) -> Self {
         let g = &cfg.geo;
+        assert!(
+            g.planes_per_die <= MAX_PLANES_PER_DIE,
+            "at most {MAX_PLANES_PER_DIE} planes per die"
+        );
         let dies = (0..g.dies())
             .map(|d| Die {
-                queues: vec![VecDeque::new(); CLASSES * g.planes_per_die as usize],
+                nonempty: 0,
                 state: DieState::Idle,
                 batch: Batch {
                     ops: [0; MAX_MULTIPLANE],
@@ -194,9 +253,10 @@ impl FlashArray {
         FlashArray {
             dies,
             channels: vec![Channel::default(); g.channels as usize],
-            ops: Vec::new(),
-            op_seq: Vec::new(),
+            slots: Vec::new(),
             free_ops: Vec::new(),
+            queues: vec![(NO_OP, NO_OP); (g.dies() * g.planes_per_die) as usize * CLASSES],
+            gc_reads: (0..g.planes()).map(|_| GcReads::new()).collect(),
             seq: 0,
             pages_per_plane: g.pages_per_plane(),
             planes_per_die: g.planes_per_die,
@@ -225,15 +285,12 @@ impl FlashArray {
                 suspend_program_ns: cfg.suspend_program_ns,
                 suspend_min_remaining_ns: cfg.suspend_min_remaining_ns,
                 channel_rate: cfg.channel_rate,
+                page_bytes: g.page_bytes,
+                page_transfer_ns: channel_ns(g.page_bytes, cfg.channel_rate),
                 chip_exclusive: cfg.chip_exclusive,
                 dies_per_chip: g.dies_per_chip,
             },
         }
-    }
-
-    /// Operations queued or running.
-    pub fn in_flight(&self) -> usize {
-        self.ops.len() - self.free_ops.len()
     }
 
     #[inline]
@@ -248,38 +305,99 @@ impl FlashArray {
 
     #[inline]
     fn transfer_ns(&self, bytes: u32) -> Ns {
-        (f64::from(bytes) / self.cfg.channel_rate).round() as Ns
+        if bytes == self.cfg.page_bytes {
+            self.cfg.page_transfer_ns
+        } else {
+            channel_ns(bytes, self.cfg.channel_rate)
+        }
     }
 
-    /// Queues `op` on its die.
-    pub fn submit(&mut self, op: FlashOp, ctx: &mut impl StageCtx<SsdEvent>) {
-        self.seq += 1;
-        let id = match self.free_ops.pop() {
+    fn alloc(&mut self, op: FlashOp<T>, seq: u64) -> OpId {
+        let slot = Slot {
+            op,
+            seq,
+            next: NO_OP,
+        };
+        match self.free_ops.pop() {
             Some(id) => {
-                self.ops[id as usize] = op;
-                self.op_seq[id as usize] = self.seq;
+                self.slots[id as usize] = slot;
                 id
             }
             None => {
-                self.ops.push(op);
-                self.op_seq.push(self.seq);
-                (self.ops.len() - 1) as OpId
+                self.slots.push(slot);
+                (self.slots.len() - 1) as OpId
             }
-        };
+        }
+    }
+
+    #[inline]
+    fn queue_index(&self, d: u32, q: usize) -> usize {
+        d as usize * CLASSES * self.planes_per_die as usize + q
+    }
+
+    /// Queues `op` on its die.
+    pub fn submit(&mut self, op: FlashOp<T>, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.seq += 1;
+        let id = self.alloc(op, self.seq);
         let d = self.die_of(op.ppa);
         let plane = self.plane_of(op.ppa) % self.planes_per_die;
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
-        self.dies[d as usize].queues[q].push_back(id);
+        let qi = self.queue_index(d, q);
+        let (head, tail) = self.queues[qi];
+        if head == NO_OP {
+            self.queues[qi] = (id, id);
+        } else {
+            self.slots[tail as usize].next = id;
+            self.queues[qi].1 = id;
+        }
+        self.dies[d as usize].nonempty |= 1 << q;
+        self.kick(d, op.class, ctx);
+    }
+
+    /// Queues GC reads of `bytes` of the pages of `reads` (page, owner; all in one plane), as
+    /// if each were submitted in turn. The plane's GC queue must be empty: the reads of a
+    /// victim come before the copies and the erase that follow them.
+    pub fn submit_gc_reads(
+        &mut self,
+        reads: &[(u32, T)],
+        bytes: u32,
+        ctx: &mut impl StageCtx<SsdEvent>,
+    ) {
+        let Some(&(first, _)) = reads.first() else {
+            return;
+        };
+        let d = self.die_of(first);
+        let plane = self.plane_of(first);
+        let q = OpClass::Gc as usize * self.planes_per_die as usize
+            + (plane % self.planes_per_die) as usize;
+        let qi = self.queue_index(d, q);
+        let queued = &mut self.gc_reads[plane as usize];
+        assert!(
+            !queued.pending() && self.queues[qi].0 == NO_OP,
+            "GC reads queued behind other GC work of plane {plane}"
+        );
+        queued.reads.clear();
+        queued.reads.extend_from_slice(reads);
+        queued.next = 0;
+        queued.seq = self.seq + 1;
+        queued.bytes = bytes;
+        self.seq += reads.len() as u64;
+        self.dies[d as usize].nonempty |= 1 << q;
+        self.kick(d, OpClass::Gc, ctx);
+    }
+
+    /// A die got new work of `class`: start it if idle, or suspend what it runs for a read.
+    fn kick(&mut self, d: u32, class: OpClass, ctx: &mut impl StageCtx<SsdEvent>) {
         let now = ctx.now_ns();
         let die = &self.dies[d as usize];
         match die.state {
             DieState::Idle => self.start(d, ctx),
             DieState::Array
-                if op.class <= OpClass::HostRead
+                if class <= OpClass::HostRead
                     && die.suspended.is_none()
                     && !self.cfg.chip_exclusive =>
             {
-                let kind = self.ops[die.batch.ops[0] as usize].kind;
+                let kind = self.slots[die.batch.ops[0] as usize].op.kind;
                 let allowed = match kind {
                     OpKind::Erase => self.cfg.erase_suspend,
                     OpKind::Program => self.cfg.program_suspend,
@@ -345,22 +463,73 @@ impl FlashArray {
         self.start(d, ctx);
     }
 
+    /// Arrival order and kind of the head of queue (`class`, `plane` of die `d`), which must
+    /// not be empty.
+    #[inline]
+    fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
+        if class == OpClass::Gc as usize {
+            let reads = &self.gc_reads[(d * self.planes_per_die) as usize + plane];
+            if reads.pending() {
+                return (reads.seq, OpKind::Read);
+            }
+        }
+        let q = class * self.planes_per_die as usize + plane;
+        let h = self.queues[self.queue_index(d, q)].0;
+        let slot = &self.slots[h as usize];
+        (slot.seq, slot.op.kind)
+    }
+
+    /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
+    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> OpId {
+        let q = class * self.planes_per_die as usize + plane;
+        let qi = self.queue_index(d, q);
+        let (id, empty) = if class == OpClass::Gc as usize
+            && self.gc_reads[(d * self.planes_per_die) as usize + plane].pending()
+        {
+            let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
+            let (ppa, owner) = reads.reads[reads.next];
+            let op = FlashOp {
+                kind: OpKind::Read,
+                class: OpClass::Gc,
+                ppa,
+                bytes: reads.bytes,
+                owner,
+            };
+            let seq = reads.seq;
+            reads.next += 1;
+            reads.seq += 1;
+            let empty = !reads.pending() && self.queues[qi].0 == NO_OP;
+            (self.alloc(op, seq), empty)
+        } else {
+            let (head, tail) = self.queues[qi];
+            let next = self.slots[head as usize].next;
+            self.queues[qi] = if head == tail {
+                (NO_OP, NO_OP)
+            } else {
+                (next, tail)
+            };
+            (head, head == tail)
+        };
+        if empty {
+            self.dies[d as usize].nonempty &= !(1 << q);
+        }
+        id
+    }
+
     /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
     fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
-        // While an erase or program is suspended only reads may run.
-        let classes = if die.suspended.is_some() {
-            OpClass::HostRead as usize + 1
-        } else {
-            CLASSES
-        };
         let ppd = self.planes_per_die as usize;
-        let Some(class) = (0..classes).find(|&c| {
-            die.queues[c * ppd..(c + 1) * ppd]
-                .iter()
-                .any(|q| !q.is_empty())
-        }) else {
+        let plane_bits = (1u64 << ppd) - 1;
+        // While an erase or program is suspended only reads may run.
+        let allowed = if die.suspended.is_some() {
+            (1u64 << ((OpClass::HostRead as usize + 1) * ppd)) - 1
+        } else {
+            u64::MAX
+        };
+        let waiting = die.nonempty & allowed;
+        if waiting == 0 {
             if let Some((batch, remaining)) = die.suspended.take() {
                 die.batch = batch;
                 die.state = DieState::Array;
@@ -374,34 +543,40 @@ impl FlashArray {
                 );
             }
             return;
-        };
+        }
+        let class = waiting.trailing_zeros() as usize / ppd;
+        let planes = (waiting >> (class * ppd)) & plane_bits;
         // The oldest head among the class's plane queues goes first; heads of the same kind on
         // the die's other planes may join it in one multi-plane command.
-        let queues = &mut die.queues[class * ppd..(class + 1) * ppd];
-        let lead = (0..ppd)
-            .filter(|&p| !queues[p].is_empty())
-            .min_by_key(|&p| self.op_seq[queues[p][0] as usize])
-            .expect("a non-empty queue");
-        let first = queues[lead].pop_front().expect("non-empty");
-        let kind = self.ops[first as usize].kind;
+        let mut lead = 0;
+        let mut lead_seq = u64::MAX;
+        let mut rest = planes;
+        while rest != 0 {
+            let p = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let (seq, _) = self.head(d, class, p);
+            if seq < lead_seq {
+                lead = p;
+                lead_seq = seq;
+            }
+        }
+        let first = self.pop_head(d, class, lead);
+        let kind = self.slots[first as usize].op.kind;
         let mut batch = Batch {
             ops: [first; MAX_MULTIPLANE],
             len: 1,
             out: 0,
         };
         if self.cfg.multiplane > 1 {
-            for (p, queue) in queues.iter_mut().enumerate() {
+            for p in 0..ppd {
                 if batch.len as usize == self.cfg.multiplane {
                     break;
                 }
-                if p == lead {
+                if p == lead || planes & (1 << p) == 0 {
                     continue;
                 }
-                if let Some(&head) = queue.front()
-                    && self.ops[head as usize].kind == kind
-                {
-                    queue.pop_front();
-                    batch.ops[batch.len as usize] = head;
+                if self.head(d, class, p).1 == kind {
+                    batch.ops[batch.len as usize] = self.pop_head(d, class, p);
                     batch.len += 1;
                 }
             }
@@ -420,7 +595,7 @@ impl FlashArray {
                 let data: Ns = batch
                     .ops()
                     .iter()
-                    .map(|&o| self.transfer_ns(self.ops[o as usize].bytes))
+                    .map(|&o| self.transfer_ns(self.slots[o as usize].op.bytes))
                     .sum();
                 self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data
             }
@@ -432,7 +607,7 @@ impl FlashArray {
         let die = &mut self.dies[d as usize];
         die.batch = batch;
         die.state = DieState::WaitCommand;
-        let class = self.ops[first as usize].class;
+        let class = self.slots[first as usize].op.class;
         self.request_channel(d, false, class, command_ns, ctx);
     }
 
@@ -442,7 +617,7 @@ impl FlashArray {
             .ops()
             .iter()
             .map(|&o| {
-                let op = &self.ops[o as usize];
+                let op = &self.slots[o as usize].op;
                 let page = op.ppa % self.pages_per_block;
                 match op.kind {
                     OpKind::Read => self.cfg.read_ns[page as usize % self.cfg.read_ns.len()],
@@ -576,7 +751,7 @@ impl FlashArray {
                 self.start_batch(d, ctx);
             }
             DieState::Array => {
-                let first = self.ops[die.batch.ops[0] as usize];
+                let first = self.slots[die.batch.ops[0] as usize].op;
                 if first.kind == OpKind::Read {
                     die.state = DieState::DataOut;
                     let bytes = first.bytes;
@@ -617,7 +792,7 @@ impl FlashArray {
         }
         self.finish(op);
         if more {
-            let next = self.ops[next as usize];
+            let next = self.slots[next as usize].op;
             let duration = self.transfer_ns(next.bytes);
             self.request_channel(d, true, next.class, duration, ctx);
         } else {
@@ -626,7 +801,7 @@ impl FlashArray {
     }
 
     fn finish(&mut self, o: OpId) {
-        self.done.push((o, self.ops[o as usize]));
+        self.done.push(self.slots[o as usize].op);
         self.free_ops.push(o);
     }
 }

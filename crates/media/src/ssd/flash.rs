@@ -13,21 +13,21 @@
 //! The channel is held as a reservation (`busy_until`): an event is scheduled only when a die
 //! waits for it, so an uncontended read costs two events (array done, data out done).
 //!
-//! Bookkeeping is sized for GC steady state, where most operations are GC copies: the waiting
-//! operations of a die are lists threaded through the operation slots, with a bit per
-//! non-empty list; an operation carries its owner's continuation (`T`) so completions need no
-//! second table; and the reads of a GC victim's valid pages, queued all at once, are held as
-//! the list of their pages and become operations only when a die takes them.
+//! Bookkeeping is laid out for GC steady state, where most operations are GC copies and
+//! thousands wait at once: operations are stored in their queue (a ring per die, class and
+//! plane, read front to back) and then in their die's batch, never in a shared table; an
+//! operation carries its owner's continuation (`T`), so completions need no second table; a
+//! die keeps a bit per non-empty queue and each queue the age and kind of its head, so choosing
+//! the next batch reads no operation; and the reads of a GC victim's valid pages, queued all at
+//! once, are held as the list of their pages and become operations only when the die takes
+//! them.
+
+use std::collections::VecDeque;
 
 use qoslab_engine::{Ns, StageCtx};
 
 use super::SsdEvent;
 use super::config::SsdConfig;
-
-pub type OpId = u32;
-
-/// "No operation": the end of a queue.
-const NO_OP: OpId = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -66,39 +66,30 @@ pub struct FlashOp<T> {
     pub owner: T,
 }
 
-/// An operation queued or running, with its arrival order (FIFO across the planes of a die)
-/// and the next operation of its queue.
-#[derive(Clone, Copy, Debug)]
-struct Slot<T> {
-    op: FlashOp<T>,
-    seq: u64,
-    next: OpId,
+/// One (class, plane) queue of a die: the waiting operations with their arrival order (FIFO
+/// across the planes of a die), the arrival order and kind of the head, and how many GC reads
+/// not yet made operations stand before `ops` (the plane's `GcReads`).
+#[derive(Clone, Debug)]
+struct Queue<T> {
+    ops: VecDeque<(u64, FlashOp<T>)>,
+    head_seq: u64,
+    head_kind: OpKind,
+    reads_left: u32,
 }
 
-/// The GC reads of one plane not yet taken by its die: the pages still to read with their
-/// owners, in order, and the arrival order of the next. They stand at the front of the plane's
-/// GC queue.
+impl<T> Queue<T> {
+    fn is_empty(&self) -> bool {
+        self.reads_left == 0 && self.ops.is_empty()
+    }
+}
+
+/// The GC reads of one plane queued at once: page and owner of each, in order, the next to be
+/// taken, and the bytes each moves.
 #[derive(Clone, Debug)]
 struct GcReads<T> {
     reads: Vec<(u32, T)>,
     next: usize,
-    seq: u64,
     bytes: u32,
-}
-
-impl<T> GcReads<T> {
-    fn new() -> Self {
-        GcReads {
-            reads: Vec::new(),
-            next: 0,
-            seq: 0,
-            bytes: 0,
-        }
-    }
-
-    fn pending(&self) -> bool {
-        self.next < self.reads.len()
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,38 +106,39 @@ enum DieState {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Batch {
-    ops: [OpId; MAX_MULTIPLANE],
+struct Batch<T> {
+    ops: [FlashOp<T>; MAX_MULTIPLANE],
     len: u8,
     /// Data-outs done so far (reads).
     out: u8,
 }
 
-impl Batch {
-    fn ops(&self) -> &[OpId] {
+impl<T> Batch<T> {
+    fn ops(&self) -> &[FlashOp<T>] {
         &self.ops[..self.len as usize]
     }
 }
 
 #[derive(Clone, Debug)]
-struct Die {
+struct Die<T> {
     /// Bit `class * planes_per_die + plane` is set when that queue holds an operation.
     nonempty: u64,
     state: DieState,
-    batch: Batch,
+    batch: Batch<T>,
     /// Bumped when a scheduled `DieReady` must be ignored (a suspension moved its time).
     generation: u32,
     array_done_ns: Ns,
-    suspended: Option<(Batch, Ns)>,
+    suspended: Option<(Batch<T>, Ns)>,
     channel: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
+    /// Class, then commands before data-outs, then arrival: `class << 62 | data_out << 61 |
+    /// seq`, the lowest served first.
+    rank: u64,
     die: u32,
     data_out: bool,
-    class: OpClass,
-    seq: u64,
     duration_ns: Ns,
 }
 
@@ -176,13 +168,10 @@ pub struct FlashStats {
 }
 
 pub struct FlashArray<T> {
-    dies: Vec<Die>,
+    dies: Vec<Die<T>>,
     channels: Vec<Channel>,
-    slots: Vec<Slot<T>>,
-    free_ops: Vec<OpId>,
-    /// First and last operation of each queue: `die * CLASSES * planes_per_die + class *
-    /// planes_per_die + plane`.
-    queues: Vec<(OpId, OpId)>,
+    /// Every die's queues: `die * CLASSES * planes_per_die + class * planes_per_die + plane`.
+    queues: Vec<Queue<T>>,
     /// Per plane (array-wide numbering).
     gc_reads: Vec<GcReads<T>>,
     seq: u64,
@@ -228,7 +217,7 @@ fn channel_ns(bytes: u32, rate: f64) -> Ns {
     (f64::from(bytes) / rate).round() as Ns
 }
 
-impl<T: Copy> FlashArray<T> {
+impl<T: Copy + Default> FlashArray<T> {
     pub fn new(cfg: &SsdConfig) -> Self {
         let g = &cfg.geo;
         assert!(
@@ -240,7 +229,13 @@ impl<T: Copy> FlashArray<T> {
                 nonempty: 0,
                 state: DieState::Idle,
                 batch: Batch {
-                    ops: [0; MAX_MULTIPLANE],
+                    ops: [FlashOp {
+                        kind: OpKind::Read,
+                        class: OpClass::Mapping,
+                        ppa: 0,
+                        bytes: 0,
+                        owner: T::default(),
+                    }; MAX_MULTIPLANE],
                     len: 0,
                     out: 0,
                 },
@@ -253,10 +248,21 @@ impl<T: Copy> FlashArray<T> {
         FlashArray {
             dies,
             channels: vec![Channel::default(); g.channels as usize],
-            slots: Vec::new(),
-            free_ops: Vec::new(),
-            queues: vec![(NO_OP, NO_OP); (g.dies() * g.planes_per_die) as usize * CLASSES],
-            gc_reads: (0..g.planes()).map(|_| GcReads::new()).collect(),
+            queues: (0..(g.dies() * g.planes_per_die) as usize * CLASSES)
+                .map(|_| Queue {
+                    ops: VecDeque::new(),
+                    head_seq: 0,
+                    head_kind: OpKind::Read,
+                    reads_left: 0,
+                })
+                .collect(),
+            gc_reads: (0..g.planes())
+                .map(|_| GcReads {
+                    reads: Vec::new(),
+                    next: 0,
+                    bytes: 0,
+                })
+                .collect(),
             seq: 0,
             pages_per_plane: g.pages_per_plane(),
             planes_per_die: g.planes_per_die,
@@ -312,24 +318,6 @@ impl<T: Copy> FlashArray<T> {
         }
     }
 
-    fn alloc(&mut self, op: FlashOp<T>, seq: u64) -> OpId {
-        let slot = Slot {
-            op,
-            seq,
-            next: NO_OP,
-        };
-        match self.free_ops.pop() {
-            Some(id) => {
-                self.slots[id as usize] = slot;
-                id
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as OpId
-            }
-        }
-    }
-
     #[inline]
     fn queue_index(&self, d: u32, q: usize) -> usize {
         d as usize * CLASSES * self.planes_per_die as usize + q
@@ -338,18 +326,16 @@ impl<T: Copy> FlashArray<T> {
     /// Queues `op` on its die.
     pub fn submit(&mut self, op: FlashOp<T>, ctx: &mut impl StageCtx<SsdEvent>) {
         self.seq += 1;
-        let id = self.alloc(op, self.seq);
         let d = self.die_of(op.ppa);
         let plane = self.plane_of(op.ppa) % self.planes_per_die;
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
         let qi = self.queue_index(d, q);
-        let (head, tail) = self.queues[qi];
-        if head == NO_OP {
-            self.queues[qi] = (id, id);
-        } else {
-            self.slots[tail as usize].next = id;
-            self.queues[qi].1 = id;
+        let queue = &mut self.queues[qi];
+        if queue.is_empty() {
+            queue.head_seq = self.seq;
+            queue.head_kind = op.kind;
         }
+        queue.ops.push_back((self.seq, op));
         self.dies[d as usize].nonempty |= 1 << q;
         self.kick(d, op.class, ctx);
     }
@@ -371,15 +357,18 @@ impl<T: Copy> FlashArray<T> {
         let q = OpClass::Gc as usize * self.planes_per_die as usize
             + (plane % self.planes_per_die) as usize;
         let qi = self.queue_index(d, q);
-        let queued = &mut self.gc_reads[plane as usize];
+        let queue = &mut self.queues[qi];
         assert!(
-            !queued.pending() && self.queues[qi].0 == NO_OP,
+            queue.is_empty(),
             "GC reads queued behind other GC work of plane {plane}"
         );
+        queue.reads_left = reads.len() as u32;
+        queue.head_seq = self.seq + 1;
+        queue.head_kind = OpKind::Read;
+        let queued = &mut self.gc_reads[plane as usize];
         queued.reads.clear();
         queued.reads.extend_from_slice(reads);
         queued.next = 0;
-        queued.seq = self.seq + 1;
         queued.bytes = bytes;
         self.seq += reads.len() as u64;
         self.dies[d as usize].nonempty |= 1 << q;
@@ -397,7 +386,7 @@ impl<T: Copy> FlashArray<T> {
                     && die.suspended.is_none()
                     && !self.cfg.chip_exclusive =>
             {
-                let kind = self.slots[die.batch.ops[0] as usize].op.kind;
+                let kind = die.batch.ops[0].kind;
                 let allowed = match kind {
                     OpKind::Erase => self.cfg.erase_suspend,
                     OpKind::Program => self.cfg.program_suspend,
@@ -467,53 +456,45 @@ impl<T: Copy> FlashArray<T> {
     /// not be empty.
     #[inline]
     fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
-        if class == OpClass::Gc as usize {
-            let reads = &self.gc_reads[(d * self.planes_per_die) as usize + plane];
-            if reads.pending() {
-                return (reads.seq, OpKind::Read);
-            }
-        }
-        let q = class * self.planes_per_die as usize + plane;
-        let h = self.queues[self.queue_index(d, q)].0;
-        let slot = &self.slots[h as usize];
-        (slot.seq, slot.op.kind)
+        let q = &self.queues[self.queue_index(d, class * self.planes_per_die as usize + plane)];
+        (q.head_seq, q.head_kind)
     }
 
     /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
-    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> OpId {
+    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> FlashOp<T> {
         let q = class * self.planes_per_die as usize + plane;
         let qi = self.queue_index(d, q);
-        let (id, empty) = if class == OpClass::Gc as usize
-            && self.gc_reads[(d * self.planes_per_die) as usize + plane].pending()
-        {
+        let queue = &mut self.queues[qi];
+        let op = if queue.reads_left > 0 {
             let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
             let (ppa, owner) = reads.reads[reads.next];
-            let op = FlashOp {
+            reads.next += 1;
+            queue.reads_left -= 1;
+            if queue.reads_left > 0 {
+                queue.head_seq += 1;
+            } else if let Some(&(seq, next)) = queue.ops.front() {
+                queue.head_seq = seq;
+                queue.head_kind = next.kind;
+            }
+            FlashOp {
                 kind: OpKind::Read,
                 class: OpClass::Gc,
                 ppa,
                 bytes: reads.bytes,
                 owner,
-            };
-            let seq = reads.seq;
-            reads.next += 1;
-            reads.seq += 1;
-            let empty = !reads.pending() && self.queues[qi].0 == NO_OP;
-            (self.alloc(op, seq), empty)
+            }
         } else {
-            let (head, tail) = self.queues[qi];
-            let next = self.slots[head as usize].next;
-            self.queues[qi] = if head == tail {
-                (NO_OP, NO_OP)
-            } else {
-                (next, tail)
-            };
-            (head, head == tail)
+            let (_, op) = queue.ops.pop_front().expect("a non-empty queue");
+            if let Some(&(seq, next)) = queue.ops.front() {
+                queue.head_seq = seq;
+                queue.head_kind = next.kind;
+            }
+            op
         };
-        if empty {
+        if queue.is_empty() {
             self.dies[d as usize].nonempty &= !(1 << q);
         }
-        id
+        op
     }
 
     /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
@@ -561,63 +542,60 @@ impl<T: Copy> FlashArray<T> {
             }
         }
         let first = self.pop_head(d, class, lead);
-        let kind = self.slots[first as usize].op.kind;
-        let mut batch = Batch {
-            ops: [first; MAX_MULTIPLANE],
-            len: 1,
-            out: 0,
-        };
+        let kind = first.kind;
+        // The batch is built in place: operations carry their continuations and are too big
+        // to copy about.
+        let mut len = 1;
+        let mut data_ns = self.transfer_ns(first.bytes);
+        self.dies[d as usize].batch.ops[0] = first;
         if self.cfg.multiplane > 1 {
             for p in 0..ppd {
-                if batch.len as usize == self.cfg.multiplane {
+                if len == self.cfg.multiplane {
                     break;
                 }
                 if p == lead || planes & (1 << p) == 0 {
                     continue;
                 }
                 if self.head(d, class, p).1 == kind {
-                    batch.ops[batch.len as usize] = self.pop_head(d, class, p);
-                    batch.len += 1;
+                    let op = self.pop_head(d, class, p);
+                    data_ns += self.transfer_ns(op.bytes);
+                    self.dies[d as usize].batch.ops[len] = op;
+                    len += 1;
                 }
             }
-            if batch.len > 1 {
+            if len > 1 {
                 self.stats.multiplane_commands += 1;
             }
         }
-        let extra = Ns::from(batch.len - 1);
+        let extra = (len - 1) as Ns;
         let command_ns = match kind {
             OpKind::Read => {
-                self.stats.reads += u64::from(batch.len);
+                self.stats.reads += len as u64;
                 self.cfg.read_cmd_ns + extra * self.cfg.read_cmd_per_plane_ns
             }
             OpKind::Program => {
-                self.stats.programs += u64::from(batch.len);
-                let data: Ns = batch
-                    .ops()
-                    .iter()
-                    .map(|&o| self.transfer_ns(self.slots[o as usize].op.bytes))
-                    .sum();
-                self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data
+                self.stats.programs += len as u64;
+                self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data_ns
             }
             OpKind::Erase => {
-                self.stats.erases += u64::from(batch.len);
+                self.stats.erases += len as u64;
                 self.cfg.erase_cmd_ns + extra * self.cfg.erase_cmd_per_plane_ns
             }
         };
         let die = &mut self.dies[d as usize];
-        die.batch = batch;
+        die.batch.len = len as u8;
+        die.batch.out = 0;
         die.state = DieState::WaitCommand;
-        let class = self.slots[first as usize].op.class;
+        let class = first.class;
         self.request_channel(d, false, class, command_ns, ctx);
     }
 
     /// Array time of the die's batch: the slowest of its planes.
-    fn array_ns(&self, batch: &Batch) -> Ns {
+    fn array_ns(&self, batch: &Batch<T>) -> Ns {
         batch
             .ops()
             .iter()
-            .map(|&o| {
-                let op = &self.slots[o as usize].op;
+            .map(|op| {
                 let page = op.ppa % self.pages_per_block;
                 match op.kind {
                     OpKind::Read => self.cfg.read_ns[page as usize % self.cfg.read_ns.len()],
@@ -647,11 +625,11 @@ impl<T: Copy> FlashArray<T> {
             return;
         }
         self.seq += 1;
+        debug_assert!(self.seq < 1 << 61);
         channel.waiters.push(Waiter {
+            rank: (class as u64) << 62 | u64::from(data_out) << 61 | self.seq,
             die: d,
             data_out,
-            class,
-            seq: self.seq,
             duration_ns,
         });
         if channel.handing_over || (channel.busy_until > now && channel.held_by_data_out) {
@@ -671,10 +649,7 @@ impl<T: Copy> FlashArray<T> {
         if channel.busy_until > now {
             return;
         }
-        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
-            let w = &channel.waiters[i];
-            (w.class, w.data_out, w.seq)
-        }) else {
+        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| channel.waiters[i].rank) else {
             return;
         };
         let w = channel.waiters.swap_remove(best);
@@ -751,18 +726,15 @@ impl<T: Copy> FlashArray<T> {
                 self.start_batch(d, ctx);
             }
             DieState::Array => {
-                let first = self.slots[die.batch.ops[0] as usize].op;
+                let first = die.batch.ops[0];
                 if first.kind == OpKind::Read {
                     die.state = DieState::DataOut;
                     let bytes = first.bytes;
                     let duration = self.transfer_ns(bytes);
                     self.request_channel(d, true, first.class, duration, ctx);
                 } else {
-                    let batch = die.batch;
                     die.state = DieState::Idle;
-                    for &o in batch.ops() {
-                        self.finish(o);
-                    }
+                    self.done.extend_from_slice(die.batch.ops());
                     self.became_idle(d, ctx);
                 }
             }
@@ -790,18 +762,12 @@ impl<T: Copy> FlashArray<T> {
         if !more {
             die.state = DieState::Idle;
         }
-        self.finish(op);
+        self.done.push(op);
         if more {
-            let next = self.slots[next as usize].op;
             let duration = self.transfer_ns(next.bytes);
             self.request_channel(d, true, next.class, duration, ctx);
         } else {
             self.became_idle(d, ctx);
         }
-    }
-
-    fn finish(&mut self, o: OpId) {
-        self.done.push(self.slots[o as usize].op);
-        self.free_ops.push(o);
     }
 }

@@ -79,10 +79,12 @@ struct Work {
 }
 
 /// What a finished flash operation means (the page it addressed is the operation's own).
-#[derive(Clone, Copy, Debug)]
+/// The default only fills the unused places of a die's batch.
+#[derive(Clone, Copy, Debug, Default)]
 enum Cont {
     Read(Work),
     Mapping(u32),
+    #[default]
     MappingWrite,
     Rmw(Work),
     Program(Work),

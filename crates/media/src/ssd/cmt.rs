@@ -98,15 +98,20 @@ impl Cmt {
 
     /// Whether `lpa`'s mapping is cached (a hit makes it the most recently used).
     pub fn lookup(&mut self, lpa: u32) -> bool {
+        self.lookup_slot(lpa).is_some()
+    }
+
+    /// `lookup`, telling where the entry is (a hint for `update_at`).
+    pub fn lookup_slot(&mut self, lpa: u32) -> Option<u32> {
         match self.map.get(&lpa) {
             Some(&s) => {
                 self.stats.hits += 1;
                 self.touch(s);
-                true
+                Some(s)
             }
             None => {
                 self.stats.misses += 1;
-                false
+                None
             }
         }
     }
@@ -118,6 +123,11 @@ impl Cmt {
     /// Caches `lpa`'s mapping (read from its translation page). Returns the logical page of a
     /// dirty entry evicted to make room, whose translation page must be written back.
     pub fn insert(&mut self, lpa: u32, dirty: bool) -> Option<u32> {
+        self.insert_at(lpa, dirty).0
+    }
+
+    /// `insert`, also telling where the entry now is (a hint for `update_at`).
+    pub fn insert_at(&mut self, lpa: u32, dirty: bool) -> (Option<u32>, u32) {
         use std::collections::hash_map::Entry;
         // One probe finds or claims the key; the least recently used slot is reused if full.
         let full = self.map.len() as u32 >= self.capacity;
@@ -126,7 +136,7 @@ impl Cmt {
                 let s = *e.get();
                 self.slots[s as usize].dirty |= dirty;
                 self.touch(s);
-                return None;
+                return (None, s);
             }
             Entry::Vacant(v) => {
                 if full {
@@ -152,6 +162,7 @@ impl Cmt {
                 self.stats.dirty_evictions += 1;
                 written_back = Some(old.lpa);
             }
+            self.warm_next_eviction();
         }
         self.slots[s as usize] = Slot {
             lpa,
@@ -159,13 +170,37 @@ impl Cmt {
             used_at: 0,
         };
         self.log_use(s);
-        written_back
+        (written_back, s)
+    }
+
+    /// Starts loading what the next eviction will touch (the least recently used entry and
+    /// its place in the map), so the misses overlap the work before it. The lookup's result
+    /// is not needed; only its loads are.
+    fn warm_next_eviction(&self) {
+        if let Some(&s) = self.uses.front()
+            && s != STALE
+        {
+            std::hint::black_box(self.map.contains_key(&self.slots[s as usize].lpa));
+        }
     }
 
     /// The mapping of `lpa` changed (a program committed): the cached entry becomes dirty.
     /// Returns a dirty entry evicted if `lpa` had to be brought back in.
     pub fn update(&mut self, lpa: u32) -> Option<u32> {
         self.insert(lpa, true)
+    }
+
+    /// `update` where `hint` is where the entry was (`lookup_slot`, `insert_at`), if still
+    /// so: a slot holds one cached page at a time, so a slot naming `lpa` is its entry.
+    pub fn update_at(&mut self, lpa: u32, hint: u32) -> Option<u32> {
+        match self.slots.get(hint as usize) {
+            Some(slot) if slot.lpa == lpa => {
+                self.slots[hint as usize].dirty = true;
+                self.touch(hint);
+                None
+            }
+            _ => self.insert(lpa, true),
+        }
     }
 
     /// Forgets every entry (the DRAM lost power).
@@ -242,10 +277,15 @@ mod tests {
             for _ in 0..20_000 {
                 // Few distinct pages, so hits (and stale uses) are frequent.
                 let lpa = rng.below(u64::from(capacity) * 2 + 3) as u32;
-                match rng.below(3) {
+                match rng.below(4) {
                     0 => assert_eq!(c.lookup(lpa), r.lookup(lpa)),
                     1 => assert_eq!(c.insert(lpa, false), r.insert(lpa, false)),
-                    _ => assert_eq!(c.update(lpa), r.insert(lpa, true)),
+                    2 => assert_eq!(c.update(lpa), r.insert(lpa, true)),
+                    _ => {
+                        // A hint that may be stale: another page's slot, or out of range.
+                        let hint = rng.below(u64::from(capacity) + 2) as u32;
+                        assert_eq!(c.update_at(lpa, hint), r.insert(lpa, true));
+                    }
                 }
                 assert_eq!(c.len(), r.entries.len());
             }

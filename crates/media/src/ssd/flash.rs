@@ -28,6 +28,7 @@ use qoslab_engine::{Ns, StageCtx};
 
 use super::SsdEvent;
 use super::config::SsdConfig;
+use super::geometry::Divisor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -175,9 +176,12 @@ pub struct FlashArray<T> {
     /// Per plane (array-wide numbering).
     gc_reads: Vec<GcReads<T>>,
     seq: u64,
-    pages_per_plane: u32,
+    per_plane: Divisor,
+    per_die: Divisor,
+    per_block: Divisor,
+    /// Page types of a block (the length of `Timing::read_ns`).
+    per_cell: Divisor,
     planes_per_die: u32,
-    pages_per_block: u32,
     /// Operations finished since the owner last drained them.
     pub done: Vec<FlashOp<T>>,
     pub stats: FlashStats,
@@ -264,9 +268,11 @@ impl<T: Copy + Default> FlashArray<T> {
                 })
                 .collect(),
             seq: 0,
-            pages_per_plane: g.pages_per_plane(),
+            per_plane: g.per_plane,
+            per_die: g.per_die,
+            per_block: g.per_block,
+            per_cell: Divisor::new(cfg.cell.read_ns.len() as u32),
             planes_per_die: g.planes_per_die,
-            pages_per_block: g.pages_per_block,
             done: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
@@ -301,12 +307,12 @@ impl<T: Copy + Default> FlashArray<T> {
 
     #[inline]
     fn die_of(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_plane / self.planes_per_die
+        self.per_die.quot(self.per_plane.quot(ppa))
     }
 
     #[inline]
     fn plane_of(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_plane
+        self.per_plane.quot(ppa)
     }
 
     #[inline]
@@ -327,7 +333,7 @@ impl<T: Copy + Default> FlashArray<T> {
     pub fn submit(&mut self, op: FlashOp<T>, ctx: &mut impl StageCtx<SsdEvent>) {
         self.seq += 1;
         let d = self.die_of(op.ppa);
-        let plane = self.plane_of(op.ppa) % self.planes_per_die;
+        let plane = self.per_die.modulo(self.plane_of(op.ppa));
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
         let qi = self.queue_index(d, q);
         let queue = &mut self.queues[qi];
@@ -355,7 +361,7 @@ impl<T: Copy + Default> FlashArray<T> {
         let d = self.die_of(first);
         let plane = self.plane_of(first);
         let q = OpClass::Gc as usize * self.planes_per_die as usize
-            + (plane % self.planes_per_die) as usize;
+            + self.per_die.modulo(plane) as usize;
         let qi = self.queue_index(d, q);
         let queue = &mut self.queues[qi];
         assert!(
@@ -596,12 +602,11 @@ impl<T: Copy + Default> FlashArray<T> {
             .ops()
             .iter()
             .map(|op| {
-                let page = op.ppa % self.pages_per_block;
+                // The page's type (LSB, CSB, ...): its place in the block, modulo the types.
+                let page_type = self.per_cell.modulo(self.per_block.modulo(op.ppa)) as usize;
                 match op.kind {
-                    OpKind::Read => self.cfg.read_ns[page as usize % self.cfg.read_ns.len()],
-                    OpKind::Program => {
-                        self.cfg.program_ns[page as usize % self.cfg.program_ns.len()]
-                    }
+                    OpKind::Read => self.cfg.read_ns[page_type],
+                    OpKind::Program => self.cfg.program_ns[page_type],
                     OpKind::Erase => self.cfg.erase_ns,
                 }
             })

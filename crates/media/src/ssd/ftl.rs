@@ -12,6 +12,7 @@ use qoslab_engine::RngStream;
 
 use super::config::GcPolicy;
 use super::geometry::Geometry;
+use super::prefetch;
 
 /// "No page": an unmapped logical page, or a physical page holding no valid data.
 pub const NONE: u32 = u32::MAX;
@@ -35,21 +36,6 @@ fn map_array(len: usize) -> Vec<u32> {
         }
     }
     v
-}
-
-/// Asks the CPU to start loading `value`'s cache line. The maps are far larger than any cache
-/// and read at random, so the model prefetches an entry when it learns which one it will
-/// touch, an operation ahead: the miss then overlaps the simulation of the steps between.
-#[inline]
-fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it reads no memory architecturally and cannot fault.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 /// An entry of a map from its page number (`NONE` = unmapped).
@@ -367,7 +353,7 @@ impl Ftl {
 
     #[inline]
     fn plane_of_block(&self, b: u32) -> u32 {
-        b / self.geo.blocks_per_plane
+        self.geo.plane_of_block(b)
     }
 
     fn link(&mut self, b: u32) {

@@ -38,6 +38,22 @@ use flash::{FlashArray, FlashOp, OpClass, OpKind};
 use ftl::{Ftl, NONE};
 use precondition::{PreconditionReport, precondition};
 
+/// Asks the CPU to start loading `value`'s cache line. The page maps, the mapping cache and
+/// the write cache are far larger than the CPU's caches and touched at random, so the model
+/// prefetches an entry when it learns which one it will touch, an operation ahead: the miss
+/// then overlaps the simulation of the steps between.
+#[inline]
+pub(crate) fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads no memory architecturally and cannot fault.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 /// The SSD's own timed events.
 #[derive(Clone, Copy, Debug)]
 pub enum SsdEvent {
@@ -76,18 +92,22 @@ struct Work {
     owner: u32,
     /// The power epoch the data belongs to; a program finishing in a later one was lost.
     epoch: u32,
+    /// Where the mapping cache put the page's entry when it was last looked up (a hint:
+    /// checked before use), or `NONE`.
+    cmt_slot: u32,
 }
 
 /// What a finished flash operation means (the page it addressed is the operation's own).
-/// The default only fills the unused places of a die's batch.
+/// Host work waits in `Ssd::works` meanwhile (by slot), which keeps this, and so every queued
+/// flash operation, small. The default only fills the unused places of a die's batch.
 #[derive(Clone, Copy, Debug, Default)]
 enum Cont {
-    Read(Work),
+    Read(u32),
     Mapping(u32),
     #[default]
     MappingWrite,
-    Rmw(Work),
-    Program(Work),
+    Rmw(u32),
+    Program(u32),
     /// A read of the plane's victim's page, valid for `lpa` when the victim was chosen.
     GcRead {
         lpa: u32,
@@ -192,6 +212,8 @@ pub struct Ssd {
     cmt: Cmt,
     cache: WriteCache,
     host: Slab<HostIo>,
+    /// Host work whose flash operation is in flight.
+    works: Slab<Work>,
     destages: Slab<Destage>,
     destage_inflight: Vec<u32>,
     /// Bit per plane: set while the plane has fewer than `destage_per_plane` destages in flight
@@ -240,6 +262,7 @@ impl Ssd {
             cmt: Cmt::new(cfg.cmt_entries),
             cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes()),
             host: Slab::new(),
+            works: Slab::new(),
             destages: Slab::new(),
             destage_inflight: vec![0; planes],
             destage_room: all_planes(planes),
@@ -352,6 +375,7 @@ impl Ssd {
                 bytes,
                 owner: slot,
                 epoch: self.power_epoch,
+                cmt_slot: NONE,
             };
             self.with_mapping(work, ctx);
         }
@@ -407,6 +431,7 @@ impl Ssd {
                     bytes,
                     owner: slot,
                     epoch: self.power_epoch,
+                    cmt_slot: NONE,
                 };
                 self.with_mapping(work, ctx);
             }
@@ -623,6 +648,7 @@ impl Ssd {
                 bytes: covered.min(self.cfg.geo.page_bytes),
                 owner: slot,
                 epoch: self.power_epoch,
+                cmt_slot: NONE,
             };
             self.with_mapping(work, ctx);
         }
@@ -688,8 +714,11 @@ impl Ssd {
     // ---- mapping -----------------------------------------------------------------------------
 
     /// Runs `work` once its mapping entry is in DRAM.
-    fn with_mapping(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
-        if self.cfg.mapping_cached && !self.cmt.lookup(work.lpa) {
+    fn with_mapping(&mut self, mut work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.mapping_cached {
+            work.cmt_slot = self.cmt.lookup_slot(work.lpa).unwrap_or(NONE);
+        }
+        if self.cfg.mapping_cached && work.cmt_slot == NONE {
             // The page's map entry is read when the translation page arrives.
             self.ftl.prefetch_lookup(work.lpa);
             let tpage = work.lpa / self.cfg.translation_entries_per_page;
@@ -743,8 +772,10 @@ impl Ssd {
             return;
         };
         while node != NONE {
-            let WaitNode { work, next } = self.wait_nodes.remove(node);
-            if let Some(evicted) = self.cmt.insert(work.lpa, false) {
+            let WaitNode { mut work, next } = self.wait_nodes.remove(node);
+            let (evicted, slot) = self.cmt.insert_at(work.lpa, false);
+            work.cmt_slot = slot;
+            if let Some(evicted) = evicted {
                 self.mapping_write(evicted, ctx);
             }
             self.mapped(work, ctx);
@@ -770,13 +801,16 @@ impl Ssd {
                     class: OpClass::HostRead,
                     ppa,
                     bytes: work.bytes,
-                    owner: Cont::Read(work),
+                    owner: Cont::Read(self.works.insert(work)),
                 };
                 self.flash.submit(op, ctx);
             }
             WorkKind::Destage | WorkKind::Direct => {
                 let old = self.ftl.lookup(work.lpa);
                 self.ftl.prefetch_rewrite(old);
+                if work.kind == WorkKind::Destage {
+                    self.cache.prefetch_destage_done(&self.destages[work.owner]);
+                }
                 let partial = work.bytes < self.cfg.geo.page_bytes;
                 if partial && old != NONE {
                     // The rest of the page is on flash: read it, then program the whole page.
@@ -786,7 +820,7 @@ impl Ssd {
                         class: OpClass::HostWrite,
                         ppa: old,
                         bytes: self.cfg.geo.page_bytes - work.bytes,
-                        owner: Cont::Rmw(work),
+                        owner: Cont::Rmw(self.works.insert(work)),
                     };
                     self.flash.submit(op, ctx);
                 } else {
@@ -814,7 +848,7 @@ impl Ssd {
             class: OpClass::HostWrite,
             ppa,
             bytes: self.cfg.geo.page_bytes,
-            owner: Cont::Program(work),
+            owner: Cont::Program(self.works.insert(work)),
         };
         self.flash.submit(op, ctx);
     }
@@ -835,7 +869,7 @@ impl Ssd {
         }
         self.ftl.commit_host(work.lpa, ppa);
         if self.cfg.mapping_cached
-            && let Some(evicted) = self.cmt.update(work.lpa)
+            && let Some(evicted) = self.cmt.update_at(work.lpa, work.cmt_slot)
         {
             self.mapping_write(evicted, ctx);
         }
@@ -917,11 +951,20 @@ impl Ssd {
     fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
         while let Some(op) = self.flash.done.pop() {
             match op.owner {
-                Cont::Read(work) => self.part_done(work.owner, ctx),
+                Cont::Read(work) => {
+                    let work = self.works.remove(work);
+                    self.part_done(work.owner, ctx);
+                }
                 Cont::Mapping(tpage) => self.mapping_read_done(tpage, ctx),
                 Cont::MappingWrite => {}
-                Cont::Rmw(work) => self.program(work, ctx),
-                Cont::Program(work) => self.program_done(work, op.ppa, ctx),
+                Cont::Rmw(work) => {
+                    let work = self.works.remove(work);
+                    self.program(work, ctx);
+                }
+                Cont::Program(work) => {
+                    let work = self.works.remove(work);
+                    self.program_done(work, op.ppa, ctx);
+                }
                 Cont::GcRead { lpa } => {
                     self.ftl.prefetch_gc_commit(op.ppa, lpa);
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);

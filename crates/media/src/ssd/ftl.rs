@@ -72,7 +72,11 @@ struct Block {
     erase_count: u32,
     /// The host-write clock when the block was sealed (FIFO order, cost-benefit age).
     sealed_at: u64,
-    /// Links in the plane's list of sealed blocks with the same valid count.
+    /// When the block last joined the sealed blocks with its valid count (a count of such
+    /// joins): the latest of them heads the count's list.
+    linked_at: u64,
+    /// Links in the plane's list of sealed blocks with the same valid count (kept only for
+    /// the policies that walk the lists).
     prev: u32,
     next: u32,
 }
@@ -82,7 +86,8 @@ struct Plane {
     free: VecDeque<u32>,
     host_open: u32,
     gc_open: u32,
-    /// Head of the list of sealed blocks with `i` valid pages (global block numbers).
+    /// Head of the list of sealed blocks with `i` valid pages (global block numbers), when
+    /// the policy keeps lists.
     buckets: Vec<u32>,
     /// Sealed blocks in sealing order (FIFO policy).
     fifo: VecDeque<u32>,
@@ -118,6 +123,13 @@ pub struct Ftl {
     blocks: Vec<Block>,
     planes: Vec<Plane>,
     policy: GcPolicy,
+    /// Whether the valid-count lists are kept: greedy, cost-benefit and FIFO consult them at
+    /// every choice; RGA draws blocks at random and only falls back to the emptiest block
+    /// when every draw is full, so it finds that block by a scan of the plane instead of
+    /// keeping lists on every page invalidated.
+    lists: bool,
+    /// Joins of blocks to valid-count lists so far (`Block::linked_at`).
+    link_clock: u64,
     /// Host page writes so far: the clock of block ages.
     clock: u64,
     pub stats: FtlStats,
@@ -135,6 +147,7 @@ impl Ftl {
                 state: BlockState::Free,
                 erase_count: 0,
                 sealed_at: 0,
+                linked_at: 0,
                 prev: NONE,
                 next: NONE,
             };
@@ -156,7 +169,9 @@ impl Ftl {
             p2l: map_array(geo.physical_pages() as usize),
             blocks,
             planes,
+            lists: !matches!(policy, GcPolicy::Rga(_)),
             policy,
+            link_clock: 0,
             clock: 0,
             stats: FtlStats::default(),
             geo,
@@ -357,6 +372,11 @@ impl Ftl {
     }
 
     fn link(&mut self, b: u32) {
+        self.link_clock += 1;
+        self.blocks[b as usize].linked_at = self.link_clock;
+        if !self.lists {
+            return;
+        }
         let plane = self.plane_of_block(b) as usize;
         let v = self.blocks[b as usize].valid as usize;
         let head = self.planes[plane].buckets[v];
@@ -369,6 +389,9 @@ impl Ftl {
     }
 
     fn unlink(&mut self, b: u32) {
+        if !self.lists {
+            return;
+        }
         let plane = self.plane_of_block(b) as usize;
         let Block {
             prev, next, valid, ..
@@ -424,13 +447,35 @@ impl Ftl {
         Some(victim)
     }
 
-    /// A sealed block with the fewest valid pages, if any has an invalid page.
+    /// A sealed block with the fewest valid pages, if any has an invalid page: the head of
+    /// the lowest non-empty list, the block that joined it last.
     fn pick_greedy(&self, plane: u32) -> Option<u32> {
+        if !self.lists {
+            return self.scan_greedy(plane);
+        }
         let ppb = self.geo.pages_per_block as usize;
         self.planes[plane as usize].buckets[..ppb]
             .iter()
             .copied()
             .find(|&h| h != NONE)
+    }
+
+    /// `pick_greedy` without lists: the same block, found by looking at every block of the
+    /// plane.
+    fn scan_greedy(&self, plane: u32) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as u16;
+        let first = self.geo.block_index(plane, 0);
+        let mut best: Option<(u16, u64, u32)> = None;
+        for b in first..first + self.geo.blocks_per_plane {
+            let blk = &self.blocks[b as usize];
+            if blk.state != BlockState::Sealed || blk.valid >= ppb {
+                continue;
+            }
+            if best.is_none_or(|(v, at, _)| (blk.valid, u64::MAX - blk.linked_at) < (v, at)) {
+                best = Some((blk.valid, u64::MAX - blk.linked_at, b));
+            }
+        }
+        best.map(|(_, _, b)| b)
     }
 
     /// Best of `d` sealed blocks drawn uniformly (with replacement) from the plane.
@@ -581,7 +626,16 @@ impl Ftl {
         for (b, blk) in self.blocks.iter().enumerate() {
             assert_eq!(u32::from(blk.valid), valid[b], "valid count of block {b}");
         }
-        for (p, pl) in self.planes.iter().enumerate() {
+        for p in 0..self.planes.len() as u32 {
+            if self.lists {
+                assert_eq!(
+                    self.pick_greedy(p),
+                    self.scan_greedy(p),
+                    "list heads of plane {p}"
+                );
+            }
+        }
+        for (p, pl) in self.planes.iter().enumerate().filter(|_| self.lists) {
             for (v, &head) in pl.buckets.iter().enumerate() {
                 let mut b = head;
                 while b != NONE {

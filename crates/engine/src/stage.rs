@@ -115,7 +115,7 @@ struct HarnessCtx<'a, E> {
     done: &'a mut Vec<(ReqId, Ns)>,
 }
 
-impl<E> StageCtx<E> for HarnessCtx<'_, E> {
+impl<E: Copy> StageCtx<E> for HarnessCtx<'_, E> {
     fn now_ns(&self) -> Ns {
         self.now_ns
     }

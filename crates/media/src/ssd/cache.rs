@@ -11,6 +11,8 @@ use rustc_hash::FxHashMap;
 
 use qoslab_engine::Ns;
 
+use super::prefetch;
+
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +247,7 @@ impl WriteCache {
                     let victim = self.lru_tail;
                     self.lru_detach(victim);
                     self.remove_entry(victim);
+                    self.warm_next_eviction();
                 }
                 let entry = Entry {
                     lpa,
@@ -295,6 +298,16 @@ impl WriteCache {
         false
     }
 
+    /// Starts loading what the next eviction will touch (the least recently used clean
+    /// entry and its place in the map), so the misses overlap the work before it. The
+    /// lookup's result is not needed; only its loads are.
+    fn warm_next_eviction(&self) {
+        if self.lru_tail != NIL {
+            let lpa = self.entries[self.lru_tail as usize].lpa;
+            std::hint::black_box(self.map.contains_key(&lpa));
+        }
+    }
+
     fn alloc_node(&mut self, record: u32) -> u32 {
         let n = Node { record, next: NIL };
         match self.free_nodes.pop() {
@@ -342,7 +355,14 @@ impl WriteCache {
     /// Takes the next page of `plane` to destage.
     pub fn next_destage(&mut self, plane: u32) -> Option<Destage> {
         let e = self.queues[plane as usize].pop_front()?;
+        // The plane's next destage starts when one of its running ones ends.
+        if let Some(&next) = self.queues[plane as usize].front() {
+            prefetch(&self.entries[next as usize]);
+        }
         let entry = &mut self.entries[e as usize];
+        if entry.head != NIL {
+            prefetch(&self.nodes[entry.head as usize]);
+        }
         debug_assert_eq!(entry.state, State::Queued);
         entry.state = State::Destaging;
         entry.urgent = false;
@@ -355,6 +375,14 @@ impl WriteCache {
         };
         entry.dirty = 0;
         Some(d)
+    }
+
+    /// The destage of `d` will end: start loading the first write record it settles.
+    pub fn prefetch_destage_done(&self, d: &Destage) {
+        let head = self.entries[d.entry as usize].head;
+        if head != NIL {
+            prefetch(&self.records[self.nodes[head as usize].record as usize]);
+        }
     }
 
     /// The destage of `d` is on flash. Pushes the records that became durable onto `durable`;

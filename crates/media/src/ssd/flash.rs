@@ -12,6 +12,15 @@
 //!
 //! The channel is held as a reservation (`busy_until`): an event is scheduled only when a die
 //! waits for it, so an uncontended read costs two events (array done, data out done).
+//!
+//! Bookkeeping is laid out for GC steady state, where most operations are GC copies and
+//! thousands wait at once: operations are stored in their queue (a ring per die, class and
+//! plane, read front to back) and then in their die's batch, never in a shared table; an
+//! operation carries its owner's continuation (`T`), so completions need no second table; a
+//! die keeps a bit per non-empty queue and each queue the age and kind of its head, so choosing
+//! the next batch reads no operation; and the reads of a GC victim's valid pages, queued all at
+//! once, are held as the list of their pages and become operations only when the die takes
+//! them.
 
 use std::collections::VecDeque;
 
@@ -19,8 +28,7 @@ use qoslab_engine::{Ns, StageCtx};
 
 use super::SsdEvent;
 use super::config::SsdConfig;
-
-pub type OpId = u32;
+use super::geometry::Divisor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -43,10 +51,12 @@ pub enum OpClass {
 const CLASSES: usize = 4;
 /// Most planes one multi-plane command addresses (ONFI's limit, as MQSim's command tables).
 const MAX_MULTIPLANE: usize = 4;
+/// Most planes per die: a die's (class, plane) queues fit one `u64` of non-empty bits.
+pub const MAX_PLANES_PER_DIE: u32 = 64 / CLASSES as u32;
 
 /// One flash operation and the continuation its owner wants called when it is done.
 #[derive(Clone, Copy, Debug)]
-pub struct FlashOp {
+pub struct FlashOp<T> {
     pub kind: OpKind,
     pub class: OpClass,
     /// Target page (an erase: any page of the block).
@@ -54,7 +64,33 @@ pub struct FlashOp {
     /// Bytes moved over the channel (read: out; program: in).
     pub bytes: u32,
     /// Owner's continuation.
-    pub owner: u32,
+    pub owner: T,
+}
+
+/// One (class, plane) queue of a die: the waiting operations with their arrival order (FIFO
+/// across the planes of a die), the arrival order and kind of the head, and how many GC reads
+/// not yet made operations stand before `ops` (the plane's `GcReads`).
+#[derive(Clone, Debug)]
+struct Queue<T> {
+    ops: VecDeque<(u64, FlashOp<T>)>,
+    head_seq: u64,
+    head_kind: OpKind,
+    reads_left: u32,
+}
+
+impl<T> Queue<T> {
+    fn is_empty(&self) -> bool {
+        self.reads_left == 0 && self.ops.is_empty()
+    }
+}
+
+/// The GC reads of one plane queued at once: page and owner of each, in order, the next to be
+/// taken, and the bytes each moves.
+#[derive(Clone, Debug)]
+struct GcReads<T> {
+    reads: Vec<(u32, T)>,
+    next: usize,
+    bytes: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,38 +107,39 @@ enum DieState {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Batch {
-    ops: [OpId; MAX_MULTIPLANE],
+struct Batch<T> {
+    ops: [FlashOp<T>; MAX_MULTIPLANE],
     len: u8,
     /// Data-outs done so far (reads).
     out: u8,
 }
 
-impl Batch {
-    fn ops(&self) -> &[OpId] {
+impl<T> Batch<T> {
+    fn ops(&self) -> &[FlashOp<T>] {
         &self.ops[..self.len as usize]
     }
 }
 
 #[derive(Clone, Debug)]
-struct Die {
-    /// Waiting operations per (class, plane of the die): `class * planes_per_die + plane`.
-    queues: Vec<VecDeque<OpId>>,
+struct Die<T> {
+    /// Bit `class * planes_per_die + plane` is set when that queue holds an operation.
+    nonempty: u64,
     state: DieState,
-    batch: Batch,
+    batch: Batch<T>,
     /// Bumped when a scheduled `DieReady` must be ignored (a suspension moved its time).
     generation: u32,
     array_done_ns: Ns,
-    suspended: Option<(Batch, Ns)>,
+    suspended: Option<(Batch<T>, Ns)>,
     channel: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
+    /// Class, then commands before data-outs, then arrival: `class << 62 | data_out << 61 |
+    /// seq`, the lowest served first.
+    rank: u64,
     die: u32,
     data_out: bool,
-    class: OpClass,
-    seq: u64,
     duration_ns: Ns,
 }
 
@@ -131,19 +168,22 @@ pub struct FlashStats {
     pub channel_busy_ns: u64,
 }
 
-pub struct FlashArray {
-    dies: Vec<Die>,
+pub struct FlashArray<T> {
+    dies: Vec<Die<T>>,
     channels: Vec<Channel>,
-    ops: Vec<FlashOp>,
-    /// Arrival order of each operation (FIFO across the planes of a die).
-    op_seq: Vec<u64>,
-    free_ops: Vec<OpId>,
+    /// Every die's queues: `die * CLASSES * planes_per_die + class * planes_per_die + plane`.
+    queues: Vec<Queue<T>>,
+    /// Per plane (array-wide numbering).
+    gc_reads: Vec<GcReads<T>>,
     seq: u64,
-    pages_per_plane: u32,
+    per_plane: Divisor,
+    per_die: Divisor,
+    per_block: Divisor,
+    /// Page types of a block (the length of `Timing::read_ns`).
+    per_cell: Divisor,
     planes_per_die: u32,
-    pages_per_block: u32,
     /// Operations finished since the owner last drained them.
-    pub done: Vec<(OpId, FlashOp)>,
+    pub done: Vec<FlashOp<T>>,
     pub stats: FlashStats,
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
@@ -169,19 +209,37 @@ struct Timing {
     suspend_program_ns: Ns,
     suspend_min_remaining_ns: Ns,
     channel_rate: f64,
+    /// The channel time of a whole page, the size nearly every transfer has.
+    page_bytes: u32,
+    page_transfer_ns: Ns,
     chip_exclusive: bool,
     dies_per_chip: u32,
 }
 
-impl FlashArray {
+/// Channel time of `bytes` at `rate` bytes per ns.
+fn channel_ns(bytes: u32, rate: f64) -> Ns {
+    (f64::from(bytes) / rate).round() as Ns
+}
+
+impl<T: Copy + Default> FlashArray<T> {
     pub fn new(cfg: &SsdConfig) -> Self {
         let g = &cfg.geo;
+        assert!(
+            g.planes_per_die <= MAX_PLANES_PER_DIE,
+            "at most {MAX_PLANES_PER_DIE} planes per die"
+        );
         let dies = (0..g.dies())
             .map(|d| Die {
-                queues: vec![VecDeque::new(); CLASSES * g.planes_per_die as usize],
+                nonempty: 0,
                 state: DieState::Idle,
                 batch: Batch {
-                    ops: [0; MAX_MULTIPLANE],
+                    ops: [FlashOp {
+                        kind: OpKind::Read,
+                        class: OpClass::Mapping,
+                        ppa: 0,
+                        bytes: 0,
+                        owner: T::default(),
+                    }; MAX_MULTIPLANE],
                     len: 0,
                     out: 0,
                 },
@@ -194,13 +252,27 @@ impl FlashArray {
         FlashArray {
             dies,
             channels: vec![Channel::default(); g.channels as usize],
-            ops: Vec::new(),
-            op_seq: Vec::new(),
-            free_ops: Vec::new(),
+            queues: (0..(g.dies() * g.planes_per_die) as usize * CLASSES)
+                .map(|_| Queue {
+                    ops: VecDeque::new(),
+                    head_seq: 0,
+                    head_kind: OpKind::Read,
+                    reads_left: 0,
+                })
+                .collect(),
+            gc_reads: (0..g.planes())
+                .map(|_| GcReads {
+                    reads: Vec::new(),
+                    next: 0,
+                    bytes: 0,
+                })
+                .collect(),
             seq: 0,
-            pages_per_plane: g.pages_per_plane(),
+            per_plane: g.per_plane,
+            per_die: g.per_die,
+            per_block: g.per_block,
+            per_cell: Divisor::new(cfg.cell.read_ns.len() as u32),
             planes_per_die: g.planes_per_die,
-            pages_per_block: g.pages_per_block,
             done: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
@@ -225,61 +297,102 @@ impl FlashArray {
                 suspend_program_ns: cfg.suspend_program_ns,
                 suspend_min_remaining_ns: cfg.suspend_min_remaining_ns,
                 channel_rate: cfg.channel_rate,
+                page_bytes: g.page_bytes,
+                page_transfer_ns: channel_ns(g.page_bytes, cfg.channel_rate),
                 chip_exclusive: cfg.chip_exclusive,
                 dies_per_chip: g.dies_per_chip,
             },
         }
     }
 
-    /// Operations queued or running.
-    pub fn in_flight(&self) -> usize {
-        self.ops.len() - self.free_ops.len()
-    }
-
     #[inline]
     fn die_of(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_plane / self.planes_per_die
+        self.per_die.quot(self.per_plane.quot(ppa))
     }
 
     #[inline]
     fn plane_of(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_plane
+        self.per_plane.quot(ppa)
     }
 
     #[inline]
     fn transfer_ns(&self, bytes: u32) -> Ns {
-        (f64::from(bytes) / self.cfg.channel_rate).round() as Ns
+        if bytes == self.cfg.page_bytes {
+            self.cfg.page_transfer_ns
+        } else {
+            channel_ns(bytes, self.cfg.channel_rate)
+        }
+    }
+
+    #[inline]
+    fn queue_index(&self, d: u32, q: usize) -> usize {
+        d as usize * CLASSES * self.planes_per_die as usize + q
     }
 
     /// Queues `op` on its die.
-    pub fn submit(&mut self, op: FlashOp, ctx: &mut impl StageCtx<SsdEvent>) {
+    pub fn submit(&mut self, op: FlashOp<T>, ctx: &mut impl StageCtx<SsdEvent>) {
         self.seq += 1;
-        let id = match self.free_ops.pop() {
-            Some(id) => {
-                self.ops[id as usize] = op;
-                self.op_seq[id as usize] = self.seq;
-                id
-            }
-            None => {
-                self.ops.push(op);
-                self.op_seq.push(self.seq);
-                (self.ops.len() - 1) as OpId
-            }
-        };
         let d = self.die_of(op.ppa);
-        let plane = self.plane_of(op.ppa) % self.planes_per_die;
+        let plane = self.per_die.modulo(self.plane_of(op.ppa));
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
-        self.dies[d as usize].queues[q].push_back(id);
+        let qi = self.queue_index(d, q);
+        let queue = &mut self.queues[qi];
+        if queue.is_empty() {
+            queue.head_seq = self.seq;
+            queue.head_kind = op.kind;
+        }
+        queue.ops.push_back((self.seq, op));
+        self.dies[d as usize].nonempty |= 1 << q;
+        self.kick(d, op.class, ctx);
+    }
+
+    /// Queues GC reads of `bytes` of the pages of `reads` (page, owner; all in one plane), as
+    /// if each were submitted in turn. The plane's GC queue must be empty: the reads of a
+    /// victim come before the copies and the erase that follow them.
+    pub fn submit_gc_reads(
+        &mut self,
+        reads: &[(u32, T)],
+        bytes: u32,
+        ctx: &mut impl StageCtx<SsdEvent>,
+    ) {
+        let Some(&(first, _)) = reads.first() else {
+            return;
+        };
+        let d = self.die_of(first);
+        let plane = self.plane_of(first);
+        let q = OpClass::Gc as usize * self.planes_per_die as usize
+            + self.per_die.modulo(plane) as usize;
+        let qi = self.queue_index(d, q);
+        let queue = &mut self.queues[qi];
+        assert!(
+            queue.is_empty(),
+            "GC reads queued behind other GC work of plane {plane}"
+        );
+        queue.reads_left = reads.len() as u32;
+        queue.head_seq = self.seq + 1;
+        queue.head_kind = OpKind::Read;
+        let queued = &mut self.gc_reads[plane as usize];
+        queued.reads.clear();
+        queued.reads.extend_from_slice(reads);
+        queued.next = 0;
+        queued.bytes = bytes;
+        self.seq += reads.len() as u64;
+        self.dies[d as usize].nonempty |= 1 << q;
+        self.kick(d, OpClass::Gc, ctx);
+    }
+
+    /// A die got new work of `class`: start it if idle, or suspend what it runs for a read.
+    fn kick(&mut self, d: u32, class: OpClass, ctx: &mut impl StageCtx<SsdEvent>) {
         let now = ctx.now_ns();
         let die = &self.dies[d as usize];
         match die.state {
             DieState::Idle => self.start(d, ctx),
             DieState::Array
-                if op.class <= OpClass::HostRead
+                if class <= OpClass::HostRead
                     && die.suspended.is_none()
                     && !self.cfg.chip_exclusive =>
             {
-                let kind = self.ops[die.batch.ops[0] as usize].kind;
+                let kind = die.batch.ops[0].kind;
                 let allowed = match kind {
                     OpKind::Erase => self.cfg.erase_suspend,
                     OpKind::Program => self.cfg.program_suspend,
@@ -345,22 +458,65 @@ impl FlashArray {
         self.start(d, ctx);
     }
 
+    /// Arrival order and kind of the head of queue (`class`, `plane` of die `d`), which must
+    /// not be empty.
+    #[inline]
+    fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
+        let q = &self.queues[self.queue_index(d, class * self.planes_per_die as usize + plane)];
+        (q.head_seq, q.head_kind)
+    }
+
+    /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
+    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> FlashOp<T> {
+        let q = class * self.planes_per_die as usize + plane;
+        let qi = self.queue_index(d, q);
+        let queue = &mut self.queues[qi];
+        let op = if queue.reads_left > 0 {
+            let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
+            let (ppa, owner) = reads.reads[reads.next];
+            reads.next += 1;
+            queue.reads_left -= 1;
+            if queue.reads_left > 0 {
+                queue.head_seq += 1;
+            } else if let Some(&(seq, next)) = queue.ops.front() {
+                queue.head_seq = seq;
+                queue.head_kind = next.kind;
+            }
+            FlashOp {
+                kind: OpKind::Read,
+                class: OpClass::Gc,
+                ppa,
+                bytes: reads.bytes,
+                owner,
+            }
+        } else {
+            let (_, op) = queue.ops.pop_front().expect("a non-empty queue");
+            if let Some(&(seq, next)) = queue.ops.front() {
+                queue.head_seq = seq;
+                queue.head_kind = next.kind;
+            }
+            op
+        };
+        if queue.is_empty() {
+            self.dies[d as usize].nonempty &= !(1 << q);
+        }
+        op
+    }
+
     /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
     fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
-        // While an erase or program is suspended only reads may run.
-        let classes = if die.suspended.is_some() {
-            OpClass::HostRead as usize + 1
-        } else {
-            CLASSES
-        };
         let ppd = self.planes_per_die as usize;
-        let Some(class) = (0..classes).find(|&c| {
-            die.queues[c * ppd..(c + 1) * ppd]
-                .iter()
-                .any(|q| !q.is_empty())
-        }) else {
+        let plane_bits = (1u64 << ppd) - 1;
+        // While an erase or program is suspended only reads may run.
+        let allowed = if die.suspended.is_some() {
+            (1u64 << ((OpClass::HostRead as usize + 1) * ppd)) - 1
+        } else {
+            u64::MAX
+        };
+        let waiting = die.nonempty & allowed;
+        if waiting == 0 {
             if let Some((batch, remaining)) = die.suspended.take() {
                 die.batch = batch;
                 die.state = DieState::Array;
@@ -374,81 +530,83 @@ impl FlashArray {
                 );
             }
             return;
-        };
+        }
+        let class = waiting.trailing_zeros() as usize / ppd;
+        let planes = (waiting >> (class * ppd)) & plane_bits;
         // The oldest head among the class's plane queues goes first; heads of the same kind on
         // the die's other planes may join it in one multi-plane command.
-        let queues = &mut die.queues[class * ppd..(class + 1) * ppd];
-        let lead = (0..ppd)
-            .filter(|&p| !queues[p].is_empty())
-            .min_by_key(|&p| self.op_seq[queues[p][0] as usize])
-            .expect("a non-empty queue");
-        let first = queues[lead].pop_front().expect("non-empty");
-        let kind = self.ops[first as usize].kind;
-        let mut batch = Batch {
-            ops: [first; MAX_MULTIPLANE],
-            len: 1,
-            out: 0,
-        };
+        let mut lead = 0;
+        let mut lead_seq = u64::MAX;
+        let mut rest = planes;
+        while rest != 0 {
+            let p = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let (seq, _) = self.head(d, class, p);
+            if seq < lead_seq {
+                lead = p;
+                lead_seq = seq;
+            }
+        }
+        let first = self.pop_head(d, class, lead);
+        let kind = first.kind;
+        // The batch is built in place: operations carry their continuations and are too big
+        // to copy about.
+        let mut len = 1;
+        let mut data_ns = self.transfer_ns(first.bytes);
+        self.dies[d as usize].batch.ops[0] = first;
         if self.cfg.multiplane > 1 {
-            for (p, queue) in queues.iter_mut().enumerate() {
-                if batch.len as usize == self.cfg.multiplane {
+            for p in 0..ppd {
+                if len == self.cfg.multiplane {
                     break;
                 }
-                if p == lead {
+                if p == lead || planes & (1 << p) == 0 {
                     continue;
                 }
-                if let Some(&head) = queue.front()
-                    && self.ops[head as usize].kind == kind
-                {
-                    queue.pop_front();
-                    batch.ops[batch.len as usize] = head;
-                    batch.len += 1;
+                if self.head(d, class, p).1 == kind {
+                    let op = self.pop_head(d, class, p);
+                    data_ns += self.transfer_ns(op.bytes);
+                    self.dies[d as usize].batch.ops[len] = op;
+                    len += 1;
                 }
             }
-            if batch.len > 1 {
+            if len > 1 {
                 self.stats.multiplane_commands += 1;
             }
         }
-        let extra = Ns::from(batch.len - 1);
+        let extra = (len - 1) as Ns;
         let command_ns = match kind {
             OpKind::Read => {
-                self.stats.reads += u64::from(batch.len);
+                self.stats.reads += len as u64;
                 self.cfg.read_cmd_ns + extra * self.cfg.read_cmd_per_plane_ns
             }
             OpKind::Program => {
-                self.stats.programs += u64::from(batch.len);
-                let data: Ns = batch
-                    .ops()
-                    .iter()
-                    .map(|&o| self.transfer_ns(self.ops[o as usize].bytes))
-                    .sum();
-                self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data
+                self.stats.programs += len as u64;
+                self.cfg.program_cmd_ns + extra * self.cfg.program_cmd_per_plane_ns + data_ns
             }
             OpKind::Erase => {
-                self.stats.erases += u64::from(batch.len);
+                self.stats.erases += len as u64;
                 self.cfg.erase_cmd_ns + extra * self.cfg.erase_cmd_per_plane_ns
             }
         };
         let die = &mut self.dies[d as usize];
-        die.batch = batch;
+        die.batch.len = len as u8;
+        die.batch.out = 0;
         die.state = DieState::WaitCommand;
-        let class = self.ops[first as usize].class;
+        let class = first.class;
         self.request_channel(d, false, class, command_ns, ctx);
     }
 
     /// Array time of the die's batch: the slowest of its planes.
-    fn array_ns(&self, batch: &Batch) -> Ns {
+    fn array_ns(&self, batch: &Batch<T>) -> Ns {
         batch
             .ops()
             .iter()
-            .map(|&o| {
-                let op = &self.ops[o as usize];
-                let page = op.ppa % self.pages_per_block;
+            .map(|op| {
+                // The page's type (LSB, CSB, ...): its place in the block, modulo the types.
+                let page_type = self.per_cell.modulo(self.per_block.modulo(op.ppa)) as usize;
                 match op.kind {
-                    OpKind::Read => self.cfg.read_ns[page as usize % self.cfg.read_ns.len()],
-                    OpKind::Program => {
-                        self.cfg.program_ns[page as usize % self.cfg.program_ns.len()]
-                    }
+                    OpKind::Read => self.cfg.read_ns[page_type],
+                    OpKind::Program => self.cfg.program_ns[page_type],
                     OpKind::Erase => self.cfg.erase_ns,
                 }
             })
@@ -472,11 +630,11 @@ impl FlashArray {
             return;
         }
         self.seq += 1;
+        debug_assert!(self.seq < 1 << 61);
         channel.waiters.push(Waiter {
+            rank: (class as u64) << 62 | u64::from(data_out) << 61 | self.seq,
             die: d,
             data_out,
-            class,
-            seq: self.seq,
             duration_ns,
         });
         if channel.handing_over || (channel.busy_until > now && channel.held_by_data_out) {
@@ -496,10 +654,7 @@ impl FlashArray {
         if channel.busy_until > now {
             return;
         }
-        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| {
-            let w = &channel.waiters[i];
-            (w.class, w.data_out, w.seq)
-        }) else {
+        let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| channel.waiters[i].rank) else {
             return;
         };
         let w = channel.waiters.swap_remove(best);
@@ -576,18 +731,15 @@ impl FlashArray {
                 self.start_batch(d, ctx);
             }
             DieState::Array => {
-                let first = self.ops[die.batch.ops[0] as usize];
+                let first = die.batch.ops[0];
                 if first.kind == OpKind::Read {
                     die.state = DieState::DataOut;
                     let bytes = first.bytes;
                     let duration = self.transfer_ns(bytes);
                     self.request_channel(d, true, first.class, duration, ctx);
                 } else {
-                    let batch = die.batch;
                     die.state = DieState::Idle;
-                    for &o in batch.ops() {
-                        self.finish(o);
-                    }
+                    self.done.extend_from_slice(die.batch.ops());
                     self.became_idle(d, ctx);
                 }
             }
@@ -615,18 +767,12 @@ impl FlashArray {
         if !more {
             die.state = DieState::Idle;
         }
-        self.finish(op);
+        self.done.push(op);
         if more {
-            let next = self.ops[next as usize];
             let duration = self.transfer_ns(next.bytes);
             self.request_channel(d, true, next.class, duration, ctx);
         } else {
             self.became_idle(d, ctx);
         }
-    }
-
-    fn finish(&mut self, o: OpId) {
-        self.done.push((o, self.ops[o as usize]));
-        self.free_ops.push(o);
     }
 }

@@ -12,6 +12,7 @@ use qoslab_engine::RngStream;
 
 use super::config::GcPolicy;
 use super::geometry::Geometry;
+use super::prefetch;
 
 /// "No page": an unmapped logical page, or a physical page holding no valid data.
 pub const NONE: u32 = u32::MAX;
@@ -71,7 +72,11 @@ struct Block {
     erase_count: u32,
     /// The host-write clock when the block was sealed (FIFO order, cost-benefit age).
     sealed_at: u64,
-    /// Links in the plane's list of sealed blocks with the same valid count.
+    /// When the block last joined the sealed blocks with its valid count (a count of such
+    /// joins): the latest of them heads the count's list.
+    linked_at: u64,
+    /// Links in the plane's list of sealed blocks with the same valid count (kept only for
+    /// the policies that walk the lists).
     prev: u32,
     next: u32,
 }
@@ -81,7 +86,8 @@ struct Plane {
     free: VecDeque<u32>,
     host_open: u32,
     gc_open: u32,
-    /// Head of the list of sealed blocks with `i` valid pages (global block numbers).
+    /// Head of the list of sealed blocks with `i` valid pages (global block numbers), when
+    /// the policy keeps lists.
     buckets: Vec<u32>,
     /// Sealed blocks in sealing order (FIFO policy).
     fifo: VecDeque<u32>,
@@ -117,6 +123,13 @@ pub struct Ftl {
     blocks: Vec<Block>,
     planes: Vec<Plane>,
     policy: GcPolicy,
+    /// Whether the valid-count lists are kept: greedy, cost-benefit and FIFO consult them at
+    /// every choice; RGA draws blocks at random and only falls back to the emptiest block
+    /// when every draw is full, so it finds that block by a scan of the plane instead of
+    /// keeping lists on every page invalidated.
+    lists: bool,
+    /// Joins of blocks to valid-count lists so far (`Block::linked_at`).
+    link_clock: u64,
     /// Host page writes so far: the clock of block ages.
     clock: u64,
     pub stats: FtlStats,
@@ -134,6 +147,7 @@ impl Ftl {
                 state: BlockState::Free,
                 erase_count: 0,
                 sealed_at: 0,
+                linked_at: 0,
                 prev: NONE,
                 next: NONE,
             };
@@ -155,7 +169,9 @@ impl Ftl {
             p2l: map_array(geo.physical_pages() as usize),
             blocks,
             planes,
+            lists: !matches!(policy, GcPolicy::Rga(_)),
             policy,
+            link_clock: 0,
             clock: 0,
             stats: FtlStats::default(),
             geo,
@@ -179,6 +195,29 @@ impl Ftl {
     #[inline]
     pub fn owner(&self, ppa: u32) -> u32 {
         decode(self.p2l[ppa as usize])
+    }
+
+    /// `lookup(lpa)` will follow.
+    #[inline]
+    pub fn prefetch_lookup(&self, lpa: u32) {
+        prefetch(&self.l2p[lpa as usize]);
+    }
+
+    /// `commit_host` of a new copy of the page now at `old` will follow.
+    #[inline]
+    pub fn prefetch_rewrite(&self, old: u32) {
+        if old != NONE {
+            prefetch(&self.p2l[old as usize]);
+            prefetch(&self.blocks[self.geo.block_of_ppa(old) as usize]);
+        }
+    }
+
+    /// `commit_gc` of a copy of the victim's page `src`, which held `lpa` when the victim was
+    /// chosen, will follow.
+    #[inline]
+    pub fn prefetch_gc_commit(&self, src: u32, lpa: u32) {
+        prefetch(&self.p2l[src as usize]);
+        prefetch(&self.l2p[lpa as usize]);
     }
 
     pub fn free_blocks(&self, plane: u32) -> u32 {
@@ -253,13 +292,16 @@ impl Ftl {
         self.program_done(b);
     }
 
-    /// A GC copy of `lpa` from `src` to `dst` finished. If the host rewrote the page meanwhile
-    /// the copy is stale and stays invalid. Returns whether the copy became the valid one.
-    pub fn commit_gc(&mut self, lpa: u32, src: u32, dst: u32) -> bool {
+    /// A GC copy of the victim's page `src` to `dst` finished. If the host rewrote or trimmed
+    /// the page meanwhile the copy is stale and stays invalid. Returns whether the copy became
+    /// the valid one.
+    pub fn commit_gc(&mut self, src: u32, dst: u32) -> bool {
         let b = self.geo.block_of_ppa(dst);
-        // The source still holds the page's valid copy exactly when its reverse entry does
-        // (a host rewrite clears it); checking there touches the victim block, not the map.
-        let moved = decode(self.p2l[src as usize]) == lpa;
+        // The source still holds the page's valid copy exactly when its reverse entry names a
+        // page (a host rewrite or trim clears it, and nothing reprograms a victim before its
+        // erase); checking there touches the victim block, not the map.
+        let lpa = decode(self.p2l[src as usize]);
+        let moved = lpa != NONE;
         if moved {
             self.invalidate(src);
             self.l2p[lpa as usize] = encode(dst);
@@ -326,10 +368,15 @@ impl Ftl {
 
     #[inline]
     fn plane_of_block(&self, b: u32) -> u32 {
-        b / self.geo.blocks_per_plane
+        self.geo.plane_of_block(b)
     }
 
     fn link(&mut self, b: u32) {
+        self.link_clock += 1;
+        self.blocks[b as usize].linked_at = self.link_clock;
+        if !self.lists {
+            return;
+        }
         let plane = self.plane_of_block(b) as usize;
         let v = self.blocks[b as usize].valid as usize;
         let head = self.planes[plane].buckets[v];
@@ -342,6 +389,9 @@ impl Ftl {
     }
 
     fn unlink(&mut self, b: u32) {
+        if !self.lists {
+            return;
+        }
         let plane = self.plane_of_block(b) as usize;
         let Block {
             prev, next, valid, ..
@@ -397,13 +447,35 @@ impl Ftl {
         Some(victim)
     }
 
-    /// A sealed block with the fewest valid pages, if any has an invalid page.
+    /// A sealed block with the fewest valid pages, if any has an invalid page: the head of
+    /// the lowest non-empty list, the block that joined it last.
     fn pick_greedy(&self, plane: u32) -> Option<u32> {
+        if !self.lists {
+            return self.scan_greedy(plane);
+        }
         let ppb = self.geo.pages_per_block as usize;
         self.planes[plane as usize].buckets[..ppb]
             .iter()
             .copied()
             .find(|&h| h != NONE)
+    }
+
+    /// `pick_greedy` without lists: the same block, found by looking at every block of the
+    /// plane.
+    fn scan_greedy(&self, plane: u32) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as u16;
+        let first = self.geo.block_index(plane, 0);
+        let mut best: Option<(u16, u64, u32)> = None;
+        for b in first..first + self.geo.blocks_per_plane {
+            let blk = &self.blocks[b as usize];
+            if blk.state != BlockState::Sealed || blk.valid >= ppb {
+                continue;
+            }
+            if best.is_none_or(|(v, at, _)| (blk.valid, u64::MAX - blk.linked_at) < (v, at)) {
+                best = Some((blk.valid, u64::MAX - blk.linked_at, b));
+            }
+        }
+        best.map(|(_, _, b)| b)
     }
 
     /// Best of `d` sealed blocks drawn uniformly (with replacement) from the plane.
@@ -554,7 +626,16 @@ impl Ftl {
         for (b, blk) in self.blocks.iter().enumerate() {
             assert_eq!(u32::from(blk.valid), valid[b], "valid count of block {b}");
         }
-        for (p, pl) in self.planes.iter().enumerate() {
+        for p in 0..self.planes.len() as u32 {
+            if self.lists {
+                assert_eq!(
+                    self.pick_greedy(p),
+                    self.scan_greedy(p),
+                    "list heads of plane {p}"
+                );
+            }
+        }
+        for (p, pl) in self.planes.iter().enumerate().filter(|_| self.lists) {
             for (v, &head) in pl.buckets.iter().enumerate() {
                 let mut b = head;
                 while b != NONE {
@@ -597,9 +678,9 @@ mod tests {
             return false;
         };
         let moves: Vec<_> = ftl.valid_in(v).collect();
-        for (src, lpa) in moves {
+        for (src, _) in moves {
             let dst = ftl.alloc_gc(0).expect("gc has a block");
-            assert!(ftl.commit_gc(lpa, src, dst));
+            assert!(ftl.commit_gc(src, dst));
         }
         ftl.erase_done(v);
         true
@@ -648,9 +729,9 @@ mod tests {
             vec![3, 4, 5, 6, 7]
         );
         let moves: Vec<_> = ftl.valid_in(v).collect();
-        for (src, lpa) in moves {
+        for (src, _) in moves {
             let dst = ftl.alloc_gc(0).unwrap();
-            assert!(ftl.commit_gc(lpa, src, dst));
+            assert!(ftl.commit_gc(src, dst));
         }
         ftl.erase_done(v);
         assert_eq!(ftl.erase_count(0), 1);
@@ -669,7 +750,25 @@ mod tests {
         let (src, lpa) = ftl.valid_in(v).next().unwrap();
         let dst = ftl.alloc_gc(0).unwrap();
         assert!(write(&mut ftl, lpa)); // the host rewrites it while the copy is in flight
-        assert!(!ftl.commit_gc(lpa, src, dst));
+        assert!(!ftl.commit_gc(src, dst));
+        assert_eq!(ftl.owner(dst), NONE);
+        ftl.check();
+    }
+
+    #[test]
+    fn a_gc_copy_of_a_page_trimmed_meanwhile_stays_invalid() {
+        let mut ftl = small(GcPolicy::Greedy);
+        let mut rng = RngStream::new(1, "gc");
+        for lpa in 0..96 {
+            assert!(write(&mut ftl, lpa));
+        }
+        assert!(write(&mut ftl, 0));
+        let v = ftl.select_victim(0, &mut rng).unwrap();
+        let (src, lpa) = ftl.valid_in(v).next().unwrap();
+        let dst = ftl.alloc_gc(0).unwrap();
+        ftl.trim(lpa);
+        assert!(!ftl.commit_gc(src, dst));
+        assert_eq!(ftl.lookup(lpa), NONE);
         assert_eq!(ftl.owner(dst), NONE);
         ftl.check();
     }

@@ -38,6 +38,47 @@ fn parse_order(order: &str) -> [Level; 4] {
 }
 
 /// The shape of the flash array.
+/// Division by one of the geometry's sizes: a shift when the size is a power of two, as it
+/// nearly always is, else a divide. The model splits page numbers on every flash operation.
+#[derive(Clone, Copy, Debug)]
+pub struct Divisor {
+    n: u32,
+    /// log2(n), or `u32::MAX` when n is not a power of two.
+    shift: u32,
+}
+
+impl Divisor {
+    pub fn new(n: u32) -> Self {
+        assert!(n > 0, "division by zero");
+        Divisor {
+            n,
+            shift: if n.is_power_of_two() {
+                n.trailing_zeros()
+            } else {
+                u32::MAX
+            },
+        }
+    }
+
+    #[inline]
+    pub fn quot(self, x: u32) -> u32 {
+        if self.shift != u32::MAX {
+            x >> self.shift
+        } else {
+            x / self.n
+        }
+    }
+
+    #[inline]
+    pub fn modulo(self, x: u32) -> u32 {
+        if self.shift != u32::MAX {
+            x & (self.n - 1)
+        } else {
+            x % self.n
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Geometry {
     pub channels: u32,
@@ -48,6 +89,14 @@ pub struct Geometry {
     pub pages_per_block: u32,
     pub page_bytes: u32,
     order: [Level; 4],
+    /// The plane of each position in one round of the striping order (`lpa % planes`), so
+    /// `stripe` costs one division (or shift) instead of two per level.
+    plane_of_slot: Vec<u32>,
+    pub per_block: Divisor,
+    pub per_plane: Divisor,
+    pub per_die: Divisor,
+    blocks_per_plane_div: Divisor,
+    planes_div: Divisor,
 }
 
 impl Geometry {
@@ -73,17 +122,26 @@ impl Geometry {
             pages_per_block,
             page_bytes,
             order: parse_order("cwdp"),
+            plane_of_slot: Vec::new(),
+            per_block: Divisor::new(pages_per_block),
+            per_plane: Divisor::new(pages_per_block * blocks_per_plane),
+            per_die: Divisor::new(planes_per_die),
+            blocks_per_plane_div: Divisor::new(blocks_per_plane),
+            planes_div: Divisor::new(channels * chips_per_channel * dies_per_chip * planes_per_die),
         };
         assert!(
             g.physical_pages() < u64::from(u32::MAX),
             "more pages than a u32 can number"
         );
-        g
+        g.with_order("cwdp")
     }
 
     /// The same array striped in `allocation_order` (one of [`ALLOCATION_ORDERS`]).
     pub fn with_order(mut self, allocation_order: &str) -> Self {
         self.order = parse_order(allocation_order);
+        self.plane_of_slot = (0..self.planes())
+            .map(|slot| self.stripe_by_levels(slot).0)
+            .collect();
         self
     }
 
@@ -119,7 +177,7 @@ impl Geometry {
 
     #[inline]
     pub fn die_of_plane(&self, plane: u32) -> u32 {
-        plane / self.planes_per_die
+        self.per_die.quot(plane)
     }
 
     #[inline]
@@ -129,18 +187,24 @@ impl Geometry {
 
     #[inline]
     pub fn plane_of_ppa(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_plane()
+        self.per_plane.quot(ppa)
+    }
+
+    /// The plane a block belongs to.
+    #[inline]
+    pub fn plane_of_block(&self, block: u32) -> u32 {
+        self.blocks_per_plane_div.quot(block)
     }
 
     /// Global block number of a physical page.
     #[inline]
     pub fn block_of_ppa(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_block
+        self.per_block.quot(ppa)
     }
 
     #[inline]
     pub fn page_in_block(&self, ppa: u32) -> u32 {
-        ppa % self.pages_per_block
+        self.per_block.modulo(ppa)
     }
 
     /// First page of global block `block`.
@@ -159,6 +223,12 @@ impl Geometry {
     /// logical pages.
     #[inline]
     pub fn stripe(&self, lpa: u32) -> (u32, u32) {
+        let slot = self.planes_div.modulo(lpa);
+        (self.plane_of_slot[slot as usize], self.planes_div.quot(lpa))
+    }
+
+    /// `stripe` worked out level by level, in the allocation order.
+    fn stripe_by_levels(&self, lpa: u32) -> (u32, u32) {
         let mut rest = lpa;
         let (mut channel, mut way, mut die, mut plane) = (0, 0, 0, 0);
         for level in self.order {
@@ -224,6 +294,26 @@ mod tests {
         let pdwc = Geometry::new(8, 4, 2, 2, 2048, 256, 8192).with_order("pdwc");
         assert_eq!(pdwc.stripe(1).0, pdwc.plane_index(0, 0, 0, 1));
         assert_eq!(pdwc.stripe(2).0, pdwc.plane_index(0, 0, 1, 0));
+    }
+
+    #[test]
+    fn divisors_agree_with_division_for_powers_of_two_and_others() {
+        for n in [1, 2, 3, 4, 7, 256, 2304, 1 << 19, 504 * 2304] {
+            let d = Divisor::new(n);
+            for x in [0, 1, n - 1, n, n + 1, 12_345_678, u32::MAX - 1, u32::MAX] {
+                assert_eq!((d.quot(x), d.modulo(x)), (x / n, x % n), "{x} by {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_striping_table_agrees_with_the_level_by_level_decomposition() {
+        for order in ALLOCATION_ORDERS {
+            let g = Geometry::new(3, 2, 2, 2, 8, 4, 4096).with_order(order);
+            for lpa in 0..500 {
+                assert_eq!(g.stripe(lpa), g.stripe_by_levels(lpa), "{order} at {lpa}");
+            }
+        }
     }
 
     #[test]

@@ -38,6 +38,22 @@ use flash::{FlashArray, FlashOp, OpClass, OpKind};
 use ftl::{Ftl, NONE};
 use precondition::{PreconditionReport, precondition};
 
+/// Asks the CPU to start loading `value`'s cache line. The page maps, the mapping cache and
+/// the write cache are far larger than the CPU's caches and touched at random, so the model
+/// prefetches an entry when it learns which one it will touch, an operation ahead: the miss
+/// then overlaps the simulation of the steps between.
+#[inline]
+pub(crate) fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads no memory architecturally and cannot fault.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 /// The SSD's own timed events.
 #[derive(Clone, Copy, Debug)]
 pub enum SsdEvent {
@@ -76,34 +92,31 @@ struct Work {
     owner: u32,
     /// The power epoch the data belongs to; a program finishing in a later one was lost.
     epoch: u32,
+    /// Where the mapping cache put the page's entry when it was last looked up (a hint:
+    /// checked before use), or `NONE`.
+    cmt_slot: u32,
 }
 
-/// What a finished flash operation means.
-#[derive(Clone, Copy, Debug)]
+/// What a finished flash operation means (the page it addressed is the operation's own).
+/// Host work waits in `Ssd::works` meanwhile (by slot), which keeps this, and so every queued
+/// flash operation, small. The default only fills the unused places of a die's batch.
+#[derive(Clone, Copy, Debug, Default)]
 enum Cont {
-    Read(Work),
+    Read(u32),
     Mapping(u32),
+    #[default]
     MappingWrite,
-    Rmw(Work),
-    Program {
-        work: Work,
-        ppa: u32,
-    },
+    Rmw(u32),
+    Program(u32),
+    /// A read of the plane's victim's page, valid for `lpa` when the victim was chosen.
     GcRead {
         lpa: u32,
-        src: u32,
-        plane: u32,
     },
+    /// A copy of the victim's page `src`.
     GcProgram {
-        lpa: u32,
         src: u32,
-        dst: u32,
-        plane: u32,
     },
-    Erase {
-        block: u32,
-        plane: u32,
-    },
+    Erase,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -195,13 +208,17 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 pub struct Ssd {
     cfg: SsdConfig,
     ftl: Ftl,
-    flash: FlashArray,
+    flash: FlashArray<Cont>,
     cmt: Cmt,
     cache: WriteCache,
     host: Slab<HostIo>,
-    conts: Slab<Cont>,
+    /// Host work whose flash operation is in flight.
+    works: Slab<Work>,
     destages: Slab<Destage>,
     destage_inflight: Vec<u32>,
+    /// Bit per plane: set while the plane has fewer than `destage_per_plane` destages in flight
+    /// (`pump_all` looks only at these; in steady state almost every plane is at its limit).
+    destage_room: Vec<u64>,
     /// Translation pages being read: (first, last) of the list of work waiting for them.
     mapping_waits: FxHashMap<u32, (u32, u32)>,
     wait_nodes: Slab<WaitNode>,
@@ -220,8 +237,17 @@ pub struct Ssd {
     lost: Vec<LostWrite>,
     stats: DeviceStats,
     precondition: PreconditionReport,
-    scratch_moves: Vec<(u32, u32)>,
+    scratch_moves: Vec<(u32, Cont)>,
     scratch_durable: Vec<u32>,
+}
+
+/// A bit set with a bit for each of `planes` planes, all set.
+fn all_planes(planes: usize) -> Vec<u64> {
+    let mut bits = vec![u64::MAX; planes.div_ceil(64)];
+    if !planes.is_multiple_of(64) {
+        bits[planes / 64] = (1 << (planes % 64)) - 1;
+    }
+    bits
 }
 
 impl Ssd {
@@ -236,9 +262,10 @@ impl Ssd {
             cmt: Cmt::new(cfg.cmt_entries),
             cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes()),
             host: Slab::new(),
-            conts: Slab::new(),
+            works: Slab::new(),
             destages: Slab::new(),
             destage_inflight: vec![0; planes],
+            destage_room: all_planes(planes),
             mapping_waits: FxHashMap::default(),
             wait_nodes: Slab::new(),
             plane_waiters: vec![VecDeque::new(); planes],
@@ -289,7 +316,11 @@ impl Ssd {
     }
 
     /// Logical pages of a byte range: (lpa, byte offset in page, bytes).
-    fn pages(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u32, u32)> + use<> {
+    fn pages(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> impl Iterator<Item = (u64, u32, u32)> + Clone + use<> {
         let page = u64::from(self.cfg.geo.page_bytes);
         let end = offset + len.max(1);
         let first = offset / page;
@@ -315,9 +346,9 @@ impl Ssd {
             let r = &ctx.reqs()[id];
             (r.offset_bytes, r.len_bytes)
         };
-        let pages: Vec<_> = self.pages(offset, len).collect();
-        let slot = self.new_slot(id, pages.len() as u32, self.cfg.read_overhead_ns);
-        for (lpa, start, bytes) in pages {
+        let parts = self.pages(offset, len).count() as u32;
+        let slot = self.new_slot(id, parts, self.cfg.read_overhead_ns);
+        for (lpa, start, bytes) in self.pages(offset, len) {
             if lpa >= u64::from(self.cfg.logical_pages) {
                 self.out_of_range(slot, ctx);
                 continue;
@@ -344,6 +375,7 @@ impl Ssd {
                 bytes,
                 owner: slot,
                 epoch: self.power_epoch,
+                cmt_slot: NONE,
             };
             self.with_mapping(work, ctx);
         }
@@ -387,9 +419,8 @@ impl Ssd {
             (r.offset_bytes, r.len_bytes)
         };
         if self.cfg.cache_pages == 0 {
-            let pages: Vec<_> = self.pages(offset, len).collect();
-            self.host[slot].parts = pages.len() as u32;
-            for (lpa, _, bytes) in pages {
+            self.host[slot].parts = self.pages(offset, len).count() as u32;
+            for (lpa, _, bytes) in self.pages(offset, len) {
                 if lpa >= u64::from(self.cfg.logical_pages) {
                     self.out_of_range(slot, ctx);
                     continue;
@@ -400,6 +431,7 @@ impl Ssd {
                     bytes,
                     owner: slot,
                     epoch: self.power_epoch,
+                    cmt_slot: NONE,
                 };
                 self.with_mapping(work, ctx);
             }
@@ -478,8 +510,7 @@ impl Ssd {
         };
         let page = self.cfg.geo.page_bytes;
         let slot = self.new_slot(id, 1, self.cfg.write_overhead_ns);
-        let pages: Vec<_> = self.pages(offset, len).collect();
-        for (lpa, _, bytes) in pages {
+        for (lpa, _, bytes) in self.pages(offset, len) {
             // Only whole pages can be deallocated; partial ones keep their data.
             if bytes != page || lpa >= u64::from(self.cfg.logical_pages) {
                 continue;
@@ -560,14 +591,14 @@ impl Ssd {
             return;
         }
         let req = ctx.reqs()[io.id];
-        let pages: Vec<_> = self.pages(req.offset_bytes, req.len_bytes).collect();
+        let pages = self.pages(req.offset_bytes, req.len_bytes);
         let fua = req.flags.contains(ReqFlags::FUA) && !self.cfg.plp;
         let rec = self.cache.new_record(
             req.offset_bytes,
             req.len_bytes,
             req.job,
             req.t.queued_ns,
-            pages.len() as u32,
+            pages.clone().count() as u32,
             if fua { slot } else { u32::MAX },
         );
         for (lpa, start, bytes) in pages {
@@ -606,6 +637,9 @@ impl Ssd {
                 break;
             };
             self.destage_inflight[plane as usize] += 1;
+            if self.destage_inflight[plane as usize] == self.cfg.destage_per_plane {
+                self.destage_room[plane as usize / 64] &= !(1 << (plane % 64));
+            }
             let slot = self.destages.insert(d);
             let covered = d.present.count_ones() * self.cfg.sector_bytes();
             let work = Work {
@@ -614,6 +648,7 @@ impl Ssd {
                 bytes: covered.min(self.cfg.geo.page_bytes),
                 owner: slot,
                 epoch: self.power_epoch,
+                cmt_slot: NONE,
             };
             self.with_mapping(work, ctx);
         }
@@ -623,9 +658,16 @@ impl Ssd {
         if self.cache.dirty_entries == 0 {
             return;
         }
-        for plane in 0..self.cfg.geo.planes() {
-            if self.cache.queued(plane) > 0 {
-                self.pump(plane, ctx);
+        // Every plane in order, as a scan of all of them would visit them; a pump changes only
+        // its own plane's bit.
+        for word in 0..self.destage_room.len() {
+            let mut bits = self.destage_room[word];
+            while bits != 0 {
+                let plane = (word * 64) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                if self.cache.queued(plane) > 0 {
+                    self.pump(plane, ctx);
+                }
             }
         }
     }
@@ -634,6 +676,7 @@ impl Ssd {
         let d = self.destages.remove(slot);
         let plane = self.cfg.geo.stripe(d.lpa).0;
         self.destage_inflight[plane as usize] -= 1;
+        self.destage_room[plane as usize / 64] |= 1 << (plane % 64);
         let mut durable = std::mem::take(&mut self.scratch_durable);
         self.cache.destage_done(&d, &mut durable);
         self.settle(&mut durable, ctx);
@@ -671,8 +714,13 @@ impl Ssd {
     // ---- mapping -----------------------------------------------------------------------------
 
     /// Runs `work` once its mapping entry is in DRAM.
-    fn with_mapping(&mut self, work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
-        if self.cfg.mapping_cached && !self.cmt.lookup(work.lpa) {
+    fn with_mapping(&mut self, mut work: Work, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.mapping_cached {
+            work.cmt_slot = self.cmt.lookup_slot(work.lpa).unwrap_or(NONE);
+        }
+        if self.cfg.mapping_cached && work.cmt_slot == NONE {
+            // The page's map entry is read when the translation page arrives.
+            self.ftl.prefetch_lookup(work.lpa);
             let tpage = work.lpa / self.cfg.translation_entries_per_page;
             let node = self.wait_nodes.insert(WaitNode { work, next: NONE });
             match self.mapping_waits.get_mut(&tpage) {
@@ -688,7 +736,7 @@ impl Ssd {
                         class: OpClass::Mapping,
                         ppa: self.translation_ppa(tpage),
                         bytes: self.cfg.translation_read_bytes,
-                        owner: self.conts.insert(Cont::Mapping(tpage)),
+                        owner: Cont::Mapping(tpage),
                     };
                     self.flash.submit(op, ctx);
                 }
@@ -714,7 +762,7 @@ impl Ssd {
             class: OpClass::HostWrite,
             ppa: self.translation_ppa(tpage),
             bytes: self.cfg.geo.page_bytes,
-            owner: self.conts.insert(Cont::MappingWrite),
+            owner: Cont::MappingWrite,
         };
         self.flash.submit(op, ctx);
     }
@@ -724,8 +772,10 @@ impl Ssd {
             return;
         };
         while node != NONE {
-            let WaitNode { work, next } = self.wait_nodes.remove(node);
-            if let Some(evicted) = self.cmt.insert(work.lpa, false) {
+            let WaitNode { mut work, next } = self.wait_nodes.remove(node);
+            let (evicted, slot) = self.cmt.insert_at(work.lpa, false);
+            work.cmt_slot = slot;
+            if let Some(evicted) = evicted {
                 self.mapping_write(evicted, ctx);
             }
             self.mapped(work, ctx);
@@ -751,12 +801,16 @@ impl Ssd {
                     class: OpClass::HostRead,
                     ppa,
                     bytes: work.bytes,
-                    owner: self.conts.insert(Cont::Read(work)),
+                    owner: Cont::Read(self.works.insert(work)),
                 };
                 self.flash.submit(op, ctx);
             }
             WorkKind::Destage | WorkKind::Direct => {
                 let old = self.ftl.lookup(work.lpa);
+                self.ftl.prefetch_rewrite(old);
+                if work.kind == WorkKind::Destage {
+                    self.cache.prefetch_destage_done(&self.destages[work.owner]);
+                }
                 let partial = work.bytes < self.cfg.geo.page_bytes;
                 if partial && old != NONE {
                     // The rest of the page is on flash: read it, then program the whole page.
@@ -766,7 +820,7 @@ impl Ssd {
                         class: OpClass::HostWrite,
                         ppa: old,
                         bytes: self.cfg.geo.page_bytes - work.bytes,
-                        owner: self.conts.insert(Cont::Rmw(work)),
+                        owner: Cont::Rmw(self.works.insert(work)),
                     };
                     self.flash.submit(op, ctx);
                 } else {
@@ -794,7 +848,7 @@ impl Ssd {
             class: OpClass::HostWrite,
             ppa,
             bytes: self.cfg.geo.page_bytes,
-            owner: self.conts.insert(Cont::Program { work, ppa }),
+            owner: Cont::Program(self.works.insert(work)),
         };
         self.flash.submit(op, ctx);
     }
@@ -815,7 +869,7 @@ impl Ssd {
         }
         self.ftl.commit_host(work.lpa, ppa);
         if self.cfg.mapping_cached
-            && let Some(evicted) = self.cmt.update(work.lpa)
+            && let Some(evicted) = self.cmt.update_at(work.lpa, work.cmt_slot)
         {
             self.mapping_write(evicted, ctx);
         }
@@ -841,11 +895,15 @@ impl Ssd {
             };
             let mut moves = std::mem::take(&mut self.scratch_moves);
             moves.clear();
-            moves.extend(self.ftl.valid_in(victim));
+            moves.extend(
+                self.ftl
+                    .valid_in(victim)
+                    .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
+            );
             if !self.cfg.gc_timed {
-                for &(src, lpa) in &moves {
+                for &(src, _) in &moves {
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
-                    self.ftl.commit_gc(lpa, src, dst);
+                    self.ftl.commit_gc(src, dst);
                 }
                 self.scratch_moves = moves;
                 self.ftl.erase_done(victim);
@@ -857,30 +915,22 @@ impl Ssd {
                 moves_left: moves.len() as u32,
             };
             if moves.is_empty() {
-                self.issue_erase(victim, plane, ctx);
+                self.issue_erase(victim, ctx);
             }
-            for &(src, lpa) in &moves {
-                let op = FlashOp {
-                    kind: OpKind::Read,
-                    class: OpClass::Gc,
-                    ppa: src,
-                    bytes: self.cfg.geo.page_bytes,
-                    owner: self.conts.insert(Cont::GcRead { lpa, src, plane }),
-                };
-                self.flash.submit(op, ctx);
-            }
+            self.flash
+                .submit_gc_reads(&moves, self.cfg.geo.page_bytes, ctx);
             self.scratch_moves = moves;
             return;
         }
     }
 
-    fn issue_erase(&mut self, block: u32, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+    fn issue_erase(&mut self, block: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let op = FlashOp {
             kind: OpKind::Erase,
             class: OpClass::Gc,
             ppa: self.cfg.geo.first_ppa(block),
             bytes: 0,
-            owner: self.conts.insert(Cont::Erase { block, plane }),
+            owner: Cont::Erase,
         };
         self.flash.submit(op, ctx);
     }
@@ -899,45 +949,48 @@ impl Ssd {
     // ---- flash completions -------------------------------------------------------------------
 
     fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
-        while let Some((_, op)) = self.flash.done.pop() {
-            let cont = self.conts.remove(op.owner);
-            match cont {
-                Cont::Read(work) => self.part_done(work.owner, ctx),
+        while let Some(op) = self.flash.done.pop() {
+            match op.owner {
+                Cont::Read(work) => {
+                    let work = self.works.remove(work);
+                    self.part_done(work.owner, ctx);
+                }
                 Cont::Mapping(tpage) => self.mapping_read_done(tpage, ctx),
                 Cont::MappingWrite => {}
-                Cont::Rmw(work) => self.program(work, ctx),
-                Cont::Program { work, ppa } => self.program_done(work, ppa, ctx),
-                Cont::GcRead { lpa, src, plane } => {
+                Cont::Rmw(work) => {
+                    let work = self.works.remove(work);
+                    self.program(work, ctx);
+                }
+                Cont::Program(work) => {
+                    let work = self.works.remove(work);
+                    self.program_done(work, op.ppa, ctx);
+                }
+                Cont::GcRead { lpa } => {
+                    self.ftl.prefetch_gc_commit(op.ppa, lpa);
+                    let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
-                    let op = FlashOp {
+                    let program = FlashOp {
                         kind: OpKind::Program,
                         class: OpClass::Gc,
                         ppa: dst,
                         bytes: self.cfg.geo.page_bytes,
-                        owner: self.conts.insert(Cont::GcProgram {
-                            lpa,
-                            src,
-                            dst,
-                            plane,
-                        }),
+                        owner: Cont::GcProgram { src: op.ppa },
                     };
-                    self.flash.submit(op, ctx);
+                    self.flash.submit(program, ctx);
                 }
-                Cont::GcProgram {
-                    lpa,
-                    src,
-                    dst,
-                    plane,
-                } => {
-                    self.ftl.commit_gc(lpa, src, dst);
+                Cont::GcProgram { src } => {
+                    self.ftl.commit_gc(src, op.ppa);
+                    let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let gc = &mut self.gc[plane as usize];
                     gc.moves_left -= 1;
                     if gc.moves_left == 0 {
                         let victim = gc.victim.expect("a victim is being collected");
-                        self.issue_erase(victim, plane, ctx);
+                        self.issue_erase(victim, ctx);
                     }
                 }
-                Cont::Erase { block, plane } => {
+                Cont::Erase => {
+                    let block = self.cfg.geo.block_of_ppa(op.ppa);
+                    let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     self.ftl.erase_done(block);
                     self.gc[plane as usize].victim = None;
                     self.retry_plane(plane, ctx);
@@ -975,6 +1028,7 @@ impl Ssd {
             self.cache.clear();
             self.cmt.clear();
             self.destage_inflight.iter_mut().for_each(|n| *n = 0);
+            self.destage_room = all_planes(self.destage_inflight.len());
         }
         let free: std::collections::HashSet<u32> = self.host.free.iter().copied().collect();
         let mut cancelled = Vec::new();

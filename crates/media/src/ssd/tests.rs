@@ -23,7 +23,7 @@ struct Ctx<'a, E> {
     done: &'a mut Vec<ReqId>,
 }
 
-impl<E> StageCtx<E> for Ctx<'_, E> {
+impl<E: Copy> StageCtx<E> for Ctx<'_, E> {
     fn now_ns(&self) -> Ns {
         self.now
     }
@@ -623,4 +623,117 @@ fn a_write_in_flight_at_the_power_failure_fails_and_is_reported_unacknowledged()
     // The drive works again after the failure.
     let now = h.now();
     assert_eq!(alone(&mut h, write(0, 8192, now)).latency_ns, DRAM_8K_NS);
+}
+
+// ---- the flash array's queue of GC reads ----------------------------------------------------
+
+/// Runs a flash array alone: at the start, host reads and programs on both planes of die 0 and
+/// a victim's GC reads on plane 1 (one by one through `submit`, or at once through
+/// `submit_gc_reads`); each finished GC read queues a copy program on one plane or the other,
+/// and every third completion queues another host read. Returns (time, page, owner) of every completion.
+fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
+    let mut s = Settings::defaults("media", config::SSD_TUNABLES);
+    for (key, value) in [
+        ("channels", "1"),
+        ("chips_per_channel", "2"),
+        ("dies_per_chip", "1"),
+        ("blocks_per_plane", "16"),
+        ("pages_per_block", "16"),
+        ("ftl.overprovisioning", "0.5"),
+    ] {
+        s.set(key, &RawValue::from_cli(value)).unwrap();
+    }
+    let cfg = SsdConfig::from_settings(&s).unwrap();
+    let plane_pages = cfg.geo.pages_per_plane();
+    let mut flash: FlashArray<u32> = FlashArray::new(&cfg);
+    let (mut reqs, mut queue, mut done_reqs) = (Requests::new(), EventQueue::new(), Vec::new());
+    let op = |kind, class, ppa, owner| FlashOp {
+        kind,
+        class,
+        ppa,
+        bytes: 8192,
+        owner,
+    };
+    let victim: Vec<(u32, u32)> = [1, 2, 5, 6, 7, 11]
+        .iter()
+        .map(|&p| (plane_pages + 16 + p, 100 + p))
+        .collect();
+    let mut ctx = Ctx {
+        now: 0,
+        reqs: &mut reqs,
+        queue: &mut queue,
+        done: &mut done_reqs,
+    };
+    flash.submit(op(OpKind::Program, OpClass::HostWrite, 3, 1), &mut ctx);
+    flash.submit(
+        op(OpKind::Read, OpClass::HostRead, plane_pages + 40, 2),
+        &mut ctx,
+    );
+    if gc_reads_at_once {
+        flash.submit_gc_reads(&victim, 8192, &mut ctx);
+    } else {
+        for &(ppa, owner) in &victim {
+            flash.submit(op(OpKind::Read, OpClass::Gc, ppa, owner), &mut ctx);
+        }
+    }
+    flash.submit(op(OpKind::Read, OpClass::HostRead, 50, 3), &mut ctx);
+    let mut out = Vec::new();
+    let mut next_program = 64;
+    while let Some((now, ev)) = queue.pop() {
+        let mut ctx = Ctx {
+            now,
+            reqs: &mut reqs,
+            queue: &mut queue,
+            done: &mut done_reqs,
+        };
+        match ev {
+            SsdEvent::ChannelFree(ch) => flash.on_channel_free(ch, &mut ctx),
+            SsdEvent::DieReady { die, generation } => flash.on_die_ready(die, generation, &mut ctx),
+            SsdEvent::DataOut { die, generation } => flash.on_data_out(die, generation, &mut ctx),
+            other => unreachable!("{other:?}"),
+        }
+        while let Some(done) = flash.done.pop() {
+            out.push((now, done.ppa, done.owner));
+            if done.class == OpClass::Gc && done.kind == OpKind::Read {
+                // Copies alternate between the planes, so both of the die's GC queues have
+                // heads to choose between by age.
+                let plane = next_program % 2;
+                let program = op(
+                    OpKind::Program,
+                    OpClass::Gc,
+                    plane * plane_pages + next_program,
+                    done.owner + 100,
+                );
+                next_program += 1;
+                flash.submit(program, &mut ctx);
+            }
+            if out.len() % 3 == 0 {
+                let page = (out.len() as u32 * 7) % (2 * plane_pages);
+                flash.submit(op(OpKind::Read, OpClass::HostRead, page, 1000), &mut ctx);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn gc_reads_queued_at_once_run_exactly_as_if_queued_one_by_one() {
+    let one_by_one = flash_script(false);
+    // Every read and its copy, the host work, and the reads the completions added.
+    assert_eq!(
+        one_by_one
+            .iter()
+            .filter(|d| (101..=111).contains(&d.2))
+            .count(),
+        6
+    );
+    assert_eq!(
+        one_by_one
+            .iter()
+            .filter(|d| d.2 > 200 && d.2 < 1000)
+            .count(),
+        6
+    );
+    assert!(one_by_one.len() > 20);
+    assert_eq!(flash_script(true), one_by_one);
 }

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from qoslab.outputs import write_file
@@ -45,16 +47,29 @@ def _commit() -> str:
         return "unknown"
 
 
+def _run_one(path: Path, sections_json: Path) -> None:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sections_json.write_text(json.dumps(module.run()))
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--one":
+        _run_one(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
     sections = []
     for path in sorted((ROOT / "bench").glob("bench_*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         print(f"== {path.name}", flush=True)
-        for section in module.run():
-            print(section, flush=True)
-            sections.append(section)
+        # Each module runs in a process of its own: a child's peak RSS (ru_maxrss) starts at its
+        # parent's RSS when forked, so a runner that had loaded pandas for an earlier module
+        # would inflate every later memory figure.
+        with tempfile.TemporaryDirectory(prefix="qoslab-bench-") as scratch:
+            out = Path(scratch) / "sections.json"
+            subprocess.run([sys.executable, __file__, "--one", str(path), str(out)], check=True)
+            for section in json.loads(out.read_text()):
+                print(section, flush=True)
+                sections.append(section)
     if not sections:
         sys.exit("bench: no benchmarks found in bench/")
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -29,6 +29,7 @@ use qoslab_engine::{Ns, StageCtx};
 use super::SsdEvent;
 use super::config::SsdConfig;
 use super::geometry::Divisor;
+use super::prefetch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -68,14 +69,13 @@ pub struct FlashOp<T> {
 }
 
 /// One (class, plane) queue of a die: the waiting operations with their arrival order (FIFO
-/// across the planes of a die), the arrival order and kind of the head, and how many GC reads
-/// not yet made operations stand before `ops` (the plane's `GcReads`).
+/// across the planes of a die), and how many GC reads not yet made operations stand before
+/// them (the plane's `GcReads`), with the arrival order of the first.
 #[derive(Clone, Debug)]
 struct Queue<T> {
     ops: VecDeque<(u64, FlashOp<T>)>,
-    head_seq: u64,
-    head_kind: OpKind,
     reads_left: u32,
+    reads_seq: u64,
 }
 
 impl<T> Queue<T> {
@@ -255,9 +255,8 @@ impl<T: Copy + Default> FlashArray<T> {
             queues: (0..(g.dies() * g.planes_per_die) as usize * CLASSES)
                 .map(|_| Queue {
                     ops: VecDeque::new(),
-                    head_seq: 0,
-                    head_kind: OpKind::Read,
                     reads_left: 0,
+                    reads_seq: 0,
                 })
                 .collect(),
             gc_reads: (0..g.planes())
@@ -336,12 +335,7 @@ impl<T: Copy + Default> FlashArray<T> {
         let plane = self.per_die.modulo(self.plane_of(op.ppa));
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
         let qi = self.queue_index(d, q);
-        let queue = &mut self.queues[qi];
-        if queue.is_empty() {
-            queue.head_seq = self.seq;
-            queue.head_kind = op.kind;
-        }
-        queue.ops.push_back((self.seq, op));
+        self.queues[qi].ops.push_back((self.seq, op));
         self.dies[d as usize].nonempty |= 1 << q;
         self.kick(d, op.class, ctx);
     }
@@ -369,8 +363,7 @@ impl<T: Copy + Default> FlashArray<T> {
             "GC reads queued behind other GC work of plane {plane}"
         );
         queue.reads_left = reads.len() as u32;
-        queue.head_seq = self.seq + 1;
-        queue.head_kind = OpKind::Read;
+        queue.reads_seq = self.seq + 1;
         let queued = &mut self.gc_reads[plane as usize];
         queued.reads.clear();
         queued.reads.extend_from_slice(reads);
@@ -463,7 +456,12 @@ impl<T: Copy + Default> FlashArray<T> {
     #[inline]
     fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
         let q = &self.queues[self.queue_index(d, class * self.planes_per_die as usize + plane)];
-        (q.head_seq, q.head_kind)
+        if q.reads_left > 0 {
+            (q.reads_seq, OpKind::Read)
+        } else {
+            let (seq, op) = q.ops.front().expect("a non-empty queue");
+            (*seq, op.kind)
+        }
     }
 
     /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
@@ -475,13 +473,11 @@ impl<T: Copy + Default> FlashArray<T> {
             let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
             let (ppa, owner) = reads.reads[reads.next];
             reads.next += 1;
-            queue.reads_left -= 1;
-            if queue.reads_left > 0 {
-                queue.head_seq += 1;
-            } else if let Some(&(seq, next)) = queue.ops.front() {
-                queue.head_seq = seq;
-                queue.head_kind = next.kind;
+            if let Some(ahead) = reads.reads.get(reads.next + 4) {
+                prefetch(ahead);
             }
+            queue.reads_left -= 1;
+            queue.reads_seq += 1;
             FlashOp {
                 kind: OpKind::Read,
                 class: OpClass::Gc,
@@ -491,9 +487,10 @@ impl<T: Copy + Default> FlashArray<T> {
             }
         } else {
             let (_, op) = queue.ops.pop_front().expect("a non-empty queue");
-            if let Some(&(seq, next)) = queue.ops.front() {
-                queue.head_seq = seq;
-                queue.head_kind = next.kind;
+            // The next head is looked at when the die next chooses, and taken after: the line
+            // is wanted then, well after it was queued.
+            if let Some(next) = queue.ops.front() {
+                prefetch(next);
             }
             op
         };

@@ -108,10 +108,8 @@ enum Cont {
     MappingWrite,
     Rmw(u32),
     Program(u32),
-    /// A read of the plane's victim's page, valid for `lpa` when the victim was chosen.
-    GcRead {
-        lpa: u32,
-    },
+    /// A read of a valid page of the plane's victim.
+    GcRead,
     /// A copy of the victim's page `src`.
     GcProgram {
         src: u32,
@@ -898,7 +896,7 @@ impl Ssd {
             moves.extend(
                 self.ftl
                     .valid_in(victim)
-                    .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
+                    .map(|(src, _)| (src, Cont::GcRead)),
             );
             if !self.cfg.gc_timed {
                 for &(src, _) in &moves {
@@ -965,8 +963,7 @@ impl Ssd {
                     let work = self.works.remove(work);
                     self.program_done(work, op.ppa, ctx);
                 }
-                Cont::GcRead { lpa } => {
-                    self.ftl.prefetch_gc_commit(op.ppa, lpa);
+                Cont::GcRead => {
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
                     let program = FlashOp {

@@ -182,6 +182,11 @@ pub struct FlashArray<T> {
     /// Page types of a block (the length of `Timing::read_ns`).
     per_cell: Divisor,
     planes_per_die: u32,
+    /// A die's queue bits of one plane each: `planes_per_die` ones.
+    plane_bits: u64,
+    /// A die's queue bits of the classes that may run while an erase or program is
+    /// suspended (mapping and host reads).
+    read_queues: u64,
     /// Operations finished since the owner last drained them.
     pub done: Vec<FlashOp<T>>,
     pub stats: FlashStats,
@@ -272,6 +277,8 @@ impl<T: Copy + Default> FlashArray<T> {
             per_block: g.per_block,
             per_cell: Divisor::new(cfg.cell.read_ns.len() as u32),
             planes_per_die: g.planes_per_die,
+            plane_bits: (1u64 << g.planes_per_die) - 1,
+            read_queues: (1u64 << ((OpClass::HostRead as u32 + 1) * g.planes_per_die)) - 1,
             done: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
@@ -451,11 +458,11 @@ impl<T: Copy + Default> FlashArray<T> {
         self.start(d, ctx);
     }
 
-    /// Arrival order and kind of the head of queue (`class`, `plane` of die `d`), which must
+    /// Arrival order and kind of the head of queue `qi` (an index into `queues`), which must
     /// not be empty.
     #[inline]
-    fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
-        let q = &self.queues[self.queue_index(d, class * self.planes_per_die as usize + plane)];
+    fn head(&self, qi: usize) -> (u64, OpKind) {
+        let q = &self.queues[qi];
         if q.reads_left > 0 {
             (q.reads_seq, OpKind::Read)
         } else {
@@ -464,10 +471,9 @@ impl<T: Copy + Default> FlashArray<T> {
         }
     }
 
-    /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
-    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> FlashOp<T> {
-        let q = class * self.planes_per_die as usize + plane;
-        let qi = self.queue_index(d, q);
+    /// Takes the head of queue `qi`, bit `q` of die `d` (on plane `plane` of the die), which
+    /// must not be empty.
+    fn pop_head(&mut self, d: u32, qi: usize, q: usize, plane: usize) -> FlashOp<T> {
         let queue = &mut self.queues[qi];
         let op = if queue.reads_left > 0 {
             let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
@@ -504,11 +510,9 @@ impl<T: Copy + Default> FlashArray<T> {
     fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
-        let ppd = self.planes_per_die as usize;
-        let plane_bits = (1u64 << ppd) - 1;
         // While an erase or program is suspended only reads may run.
         let allowed = if die.suspended.is_some() {
-            (1u64 << ((OpClass::HostRead as usize + 1) * ppd)) - 1
+            self.read_queues
         } else {
             u64::MAX
         };
@@ -528,8 +532,11 @@ impl<T: Copy + Default> FlashArray<T> {
             }
             return;
         }
-        let class = waiting.trailing_zeros() as usize / ppd;
-        let planes = (waiting >> (class * ppd)) & plane_bits;
+        let ppd = self.planes_per_die as usize;
+        let class_bit = self.per_die.quot(waiting.trailing_zeros()) as usize * ppd;
+        let planes = (waiting >> class_bit) & self.plane_bits;
+        // Queue index of the class's plane 0 on this die.
+        let base = self.queue_index(d, class_bit);
         // The oldest head among the class's plane queues goes first; heads of the same kind on
         // the die's other planes may join it in one multi-plane command.
         let mut lead = 0;
@@ -538,37 +545,32 @@ impl<T: Copy + Default> FlashArray<T> {
         while rest != 0 {
             let p = rest.trailing_zeros() as usize;
             rest &= rest - 1;
-            let (seq, _) = self.head(d, class, p);
+            let (seq, _) = self.head(base + p);
             if seq < lead_seq {
                 lead = p;
                 lead_seq = seq;
             }
         }
-        let first = self.pop_head(d, class, lead);
+        let first = self.pop_head(d, base + lead, class_bit + lead, lead);
         let kind = first.kind;
         // The batch is built in place: operations carry their continuations and are too big
         // to copy about.
         let mut len = 1;
         let mut data_ns = self.transfer_ns(first.bytes);
         self.dies[d as usize].batch.ops[0] = first;
-        if self.cfg.multiplane > 1 {
-            for p in 0..ppd {
-                if len == self.cfg.multiplane {
-                    break;
-                }
-                if p == lead || planes & (1 << p) == 0 {
-                    continue;
-                }
-                if self.head(d, class, p).1 == kind {
-                    let op = self.pop_head(d, class, p);
-                    data_ns += self.transfer_ns(op.bytes);
-                    self.dies[d as usize].batch.ops[len] = op;
-                    len += 1;
-                }
+        let mut others = planes & !(1 << lead);
+        while others != 0 && len < self.cfg.multiplane {
+            let p = others.trailing_zeros() as usize;
+            others &= others - 1;
+            if self.head(base + p).1 == kind {
+                let op = self.pop_head(d, base + p, class_bit + p, p);
+                data_ns += self.transfer_ns(op.bytes);
+                self.dies[d as usize].batch.ops[len] = op;
+                len += 1;
             }
-            if len > 1 {
-                self.stats.multiplane_commands += 1;
-            }
+        }
+        if len > 1 {
+            self.stats.multiplane_commands += 1;
         }
         let extra = (len - 1) as Ns;
         let command_ns = match kind {

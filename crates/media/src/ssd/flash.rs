@@ -189,6 +189,8 @@ pub struct FlashArray<T> {
     read_queues: u64,
     /// Operations finished since the owner last drained them.
     pub done: Vec<FlashOp<T>>,
+    /// Owners of programs whose command went out since the owner last drained them.
+    pub programs_started: Vec<T>,
     pub stats: FlashStats,
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
@@ -280,6 +282,7 @@ impl<T: Copy + Default> FlashArray<T> {
             plane_bits: (1u64 << g.planes_per_die) - 1,
             read_queues: (1u64 << ((OpClass::HostRead as u32 + 1) * g.planes_per_die)) - 1,
             done: Vec::new(),
+            programs_started: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
             cfg: Timing {
@@ -688,6 +691,11 @@ impl<T: Copy + Default> FlashArray<T> {
                 },
             );
         } else {
+            let batch = &self.dies[d as usize].batch;
+            if batch.ops[0].kind == OpKind::Program {
+                self.programs_started
+                    .extend(batch.ops().iter().map(|op| op.owner));
+            }
             let array = self.array_ns(&self.dies[d as usize].batch);
             let die = &mut self.dies[d as usize];
             die.state = DieState::Array;

@@ -108,11 +108,15 @@ enum Cont {
     MappingWrite,
     Rmw(u32),
     Program(u32),
-    /// A read of a valid page of the plane's victim.
-    GcRead,
-    /// A copy of the victim's page `src`.
+    /// A read of the plane's victim's page, valid for `lpa` when the victim was chosen.
+    GcRead {
+        lpa: u32,
+    },
+    /// A copy of the victim's page `src`, which held `lpa` when the victim was chosen (a hint
+    /// for prefetching: the commit checks the page still holds it).
     GcProgram {
         src: u32,
+        lpa: u32,
     },
     Erase,
 }
@@ -805,7 +809,6 @@ impl Ssd {
             }
             WorkKind::Destage | WorkKind::Direct => {
                 let old = self.ftl.lookup(work.lpa);
-                self.ftl.prefetch_rewrite(old);
                 if work.kind == WorkKind::Destage {
                     self.cache.prefetch_destage_done(&self.destages[work.owner]);
                 }
@@ -896,7 +899,7 @@ impl Ssd {
             moves.extend(
                 self.ftl
                     .valid_in(victim)
-                    .map(|(src, _)| (src, Cont::GcRead)),
+                    .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
             );
             if !self.cfg.gc_timed {
                 for &(src, _) in &moves {
@@ -947,6 +950,18 @@ impl Ssd {
     // ---- flash completions -------------------------------------------------------------------
 
     fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        // A program commits when it ends, a program time from now: the map entries the commit
+        // rewrites are loaded meanwhile.
+        while let Some(owner) = self.flash.programs_started.pop() {
+            match owner {
+                Cont::GcProgram { lpa, .. } => self.ftl.prefetch_lookup(lpa),
+                Cont::Program(work) => {
+                    let old = self.ftl.lookup(self.works[work].lpa);
+                    self.ftl.prefetch_rewrite(old);
+                }
+                _ => {}
+            }
+        }
         while let Some(op) = self.flash.done.pop() {
             match op.owner {
                 Cont::Read(work) => {
@@ -963,7 +978,7 @@ impl Ssd {
                     let work = self.works.remove(work);
                     self.program_done(work, op.ppa, ctx);
                 }
-                Cont::GcRead => {
+                Cont::GcRead { lpa } => {
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
                     let program = FlashOp {
@@ -971,11 +986,11 @@ impl Ssd {
                         class: OpClass::Gc,
                         ppa: dst,
                         bytes: self.cfg.geo.page_bytes,
-                        owner: Cont::GcProgram { src: op.ppa },
+                        owner: Cont::GcProgram { src: op.ppa, lpa },
                     };
                     self.flash.submit(program, ctx);
                 }
-                Cont::GcProgram { src } => {
+                Cont::GcProgram { src, .. } => {
                     self.ftl.commit_gc(src, op.ppa);
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let gc = &mut self.gc[plane as usize];

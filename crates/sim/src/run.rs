@@ -57,7 +57,9 @@ impl<DE: Copy + Debug> StageCtx<DE> for DevCtx<'_, DE> {
     fn reqs_mut(&mut self) -> &mut Requests {
         self.reqs
     }
-    #[inline]
+    // Always inlined: an event passed to an out-of-line call goes through memory, and loading
+    // it back whole right after the caller stored it field by field stalls the CPU.
+    #[inline(always)]
     fn schedule(&mut self, at_ns: Ns, ev: DE) {
         self.queue.schedule(at_ns, Ev::Dev(ev));
     }
@@ -91,7 +93,7 @@ impl<D: Device> StageCtx<NvmeEvent> for NvmeCtx<'_, D> {
     fn reqs_mut(&mut self) -> &mut Requests {
         self.reqs
     }
-    #[inline]
+    #[inline(always)]
     fn schedule(&mut self, at_ns: Ns, ev: NvmeEvent) {
         self.queue.schedule(at_ns, Ev::Nvme(ev));
     }

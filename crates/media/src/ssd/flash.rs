@@ -29,6 +29,7 @@ use qoslab_engine::{Ns, StageCtx};
 use super::SsdEvent;
 use super::config::SsdConfig;
 use super::geometry::Divisor;
+use super::prefetch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -68,14 +69,13 @@ pub struct FlashOp<T> {
 }
 
 /// One (class, plane) queue of a die: the waiting operations with their arrival order (FIFO
-/// across the planes of a die), the arrival order and kind of the head, and how many GC reads
-/// not yet made operations stand before `ops` (the plane's `GcReads`).
+/// across the planes of a die), and how many GC reads not yet made operations stand before
+/// them (the plane's `GcReads`), with the arrival order of the first.
 #[derive(Clone, Debug)]
 struct Queue<T> {
     ops: VecDeque<(u64, FlashOp<T>)>,
-    head_seq: u64,
-    head_kind: OpKind,
     reads_left: u32,
+    reads_seq: u64,
 }
 
 impl<T> Queue<T> {
@@ -182,8 +182,15 @@ pub struct FlashArray<T> {
     /// Page types of a block (the length of `Timing::read_ns`).
     per_cell: Divisor,
     planes_per_die: u32,
+    /// A die's queue bits of one plane each: `planes_per_die` ones.
+    plane_bits: u64,
+    /// A die's queue bits of the classes that may run while an erase or program is
+    /// suspended (mapping and host reads).
+    read_queues: u64,
     /// Operations finished since the owner last drained them.
     pub done: Vec<FlashOp<T>>,
+    /// Owners of programs whose command went out since the owner last drained them.
+    pub programs_started: Vec<T>,
     pub stats: FlashStats,
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
@@ -255,9 +262,8 @@ impl<T: Copy + Default> FlashArray<T> {
             queues: (0..(g.dies() * g.planes_per_die) as usize * CLASSES)
                 .map(|_| Queue {
                     ops: VecDeque::new(),
-                    head_seq: 0,
-                    head_kind: OpKind::Read,
                     reads_left: 0,
+                    reads_seq: 0,
                 })
                 .collect(),
             gc_reads: (0..g.planes())
@@ -273,7 +279,10 @@ impl<T: Copy + Default> FlashArray<T> {
             per_block: g.per_block,
             per_cell: Divisor::new(cfg.cell.read_ns.len() as u32),
             planes_per_die: g.planes_per_die,
+            plane_bits: (1u64 << g.planes_per_die) - 1,
+            read_queues: (1u64 << ((OpClass::HostRead as u32 + 1) * g.planes_per_die)) - 1,
             done: Vec::new(),
+            programs_started: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
             cfg: Timing {
@@ -336,12 +345,7 @@ impl<T: Copy + Default> FlashArray<T> {
         let plane = self.per_die.modulo(self.plane_of(op.ppa));
         let q = op.class as usize * self.planes_per_die as usize + plane as usize;
         let qi = self.queue_index(d, q);
-        let queue = &mut self.queues[qi];
-        if queue.is_empty() {
-            queue.head_seq = self.seq;
-            queue.head_kind = op.kind;
-        }
-        queue.ops.push_back((self.seq, op));
+        self.queues[qi].ops.push_back((self.seq, op));
         self.dies[d as usize].nonempty |= 1 << q;
         self.kick(d, op.class, ctx);
     }
@@ -369,8 +373,7 @@ impl<T: Copy + Default> FlashArray<T> {
             "GC reads queued behind other GC work of plane {plane}"
         );
         queue.reads_left = reads.len() as u32;
-        queue.head_seq = self.seq + 1;
-        queue.head_kind = OpKind::Read;
+        queue.reads_seq = self.seq + 1;
         let queued = &mut self.gc_reads[plane as usize];
         queued.reads.clear();
         queued.reads.extend_from_slice(reads);
@@ -458,30 +461,32 @@ impl<T: Copy + Default> FlashArray<T> {
         self.start(d, ctx);
     }
 
-    /// Arrival order and kind of the head of queue (`class`, `plane` of die `d`), which must
+    /// Arrival order and kind of the head of queue `qi` (an index into `queues`), which must
     /// not be empty.
     #[inline]
-    fn head(&self, d: u32, class: usize, plane: usize) -> (u64, OpKind) {
-        let q = &self.queues[self.queue_index(d, class * self.planes_per_die as usize + plane)];
-        (q.head_seq, q.head_kind)
+    fn head(&self, qi: usize) -> (u64, OpKind) {
+        let q = &self.queues[qi];
+        if q.reads_left > 0 {
+            (q.reads_seq, OpKind::Read)
+        } else {
+            let (seq, op) = q.ops.front().expect("a non-empty queue");
+            (*seq, op.kind)
+        }
     }
 
-    /// Takes the head of queue (`class`, `plane` of die `d`), which must not be empty.
-    fn pop_head(&mut self, d: u32, class: usize, plane: usize) -> FlashOp<T> {
-        let q = class * self.planes_per_die as usize + plane;
-        let qi = self.queue_index(d, q);
+    /// Takes the head of queue `qi`, bit `q` of die `d` (on plane `plane` of the die), which
+    /// must not be empty.
+    fn pop_head(&mut self, d: u32, qi: usize, q: usize, plane: usize) -> FlashOp<T> {
         let queue = &mut self.queues[qi];
         let op = if queue.reads_left > 0 {
             let reads = &mut self.gc_reads[(d * self.planes_per_die) as usize + plane];
             let (ppa, owner) = reads.reads[reads.next];
             reads.next += 1;
-            queue.reads_left -= 1;
-            if queue.reads_left > 0 {
-                queue.head_seq += 1;
-            } else if let Some(&(seq, next)) = queue.ops.front() {
-                queue.head_seq = seq;
-                queue.head_kind = next.kind;
+            if let Some(ahead) = reads.reads.get(reads.next + 4) {
+                prefetch(ahead);
             }
+            queue.reads_left -= 1;
+            queue.reads_seq += 1;
             FlashOp {
                 kind: OpKind::Read,
                 class: OpClass::Gc,
@@ -491,9 +496,10 @@ impl<T: Copy + Default> FlashArray<T> {
             }
         } else {
             let (_, op) = queue.ops.pop_front().expect("a non-empty queue");
-            if let Some(&(seq, next)) = queue.ops.front() {
-                queue.head_seq = seq;
-                queue.head_kind = next.kind;
+            // The next head is looked at when the die next chooses, and taken after: the line
+            // is wanted then, well after it was queued.
+            if let Some(next) = queue.ops.front() {
+                prefetch(next);
             }
             op
         };
@@ -507,11 +513,9 @@ impl<T: Copy + Default> FlashArray<T> {
     fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
-        let ppd = self.planes_per_die as usize;
-        let plane_bits = (1u64 << ppd) - 1;
         // While an erase or program is suspended only reads may run.
         let allowed = if die.suspended.is_some() {
-            (1u64 << ((OpClass::HostRead as usize + 1) * ppd)) - 1
+            self.read_queues
         } else {
             u64::MAX
         };
@@ -531,8 +535,11 @@ impl<T: Copy + Default> FlashArray<T> {
             }
             return;
         }
-        let class = waiting.trailing_zeros() as usize / ppd;
-        let planes = (waiting >> (class * ppd)) & plane_bits;
+        let ppd = self.planes_per_die as usize;
+        let class_bit = self.per_die.quot(waiting.trailing_zeros()) as usize * ppd;
+        let planes = (waiting >> class_bit) & self.plane_bits;
+        // Queue index of the class's plane 0 on this die.
+        let base = self.queue_index(d, class_bit);
         // The oldest head among the class's plane queues goes first; heads of the same kind on
         // the die's other planes may join it in one multi-plane command.
         let mut lead = 0;
@@ -541,37 +548,32 @@ impl<T: Copy + Default> FlashArray<T> {
         while rest != 0 {
             let p = rest.trailing_zeros() as usize;
             rest &= rest - 1;
-            let (seq, _) = self.head(d, class, p);
+            let (seq, _) = self.head(base + p);
             if seq < lead_seq {
                 lead = p;
                 lead_seq = seq;
             }
         }
-        let first = self.pop_head(d, class, lead);
+        let first = self.pop_head(d, base + lead, class_bit + lead, lead);
         let kind = first.kind;
         // The batch is built in place: operations carry their continuations and are too big
         // to copy about.
         let mut len = 1;
         let mut data_ns = self.transfer_ns(first.bytes);
         self.dies[d as usize].batch.ops[0] = first;
-        if self.cfg.multiplane > 1 {
-            for p in 0..ppd {
-                if len == self.cfg.multiplane {
-                    break;
-                }
-                if p == lead || planes & (1 << p) == 0 {
-                    continue;
-                }
-                if self.head(d, class, p).1 == kind {
-                    let op = self.pop_head(d, class, p);
-                    data_ns += self.transfer_ns(op.bytes);
-                    self.dies[d as usize].batch.ops[len] = op;
-                    len += 1;
-                }
+        let mut others = planes & !(1 << lead);
+        while others != 0 && len < self.cfg.multiplane {
+            let p = others.trailing_zeros() as usize;
+            others &= others - 1;
+            if self.head(base + p).1 == kind {
+                let op = self.pop_head(d, base + p, class_bit + p, p);
+                data_ns += self.transfer_ns(op.bytes);
+                self.dies[d as usize].batch.ops[len] = op;
+                len += 1;
             }
-            if len > 1 {
-                self.stats.multiplane_commands += 1;
-            }
+        }
+        if len > 1 {
+            self.stats.multiplane_commands += 1;
         }
         let extra = (len - 1) as Ns;
         let command_ns = match kind {
@@ -689,6 +691,11 @@ impl<T: Copy + Default> FlashArray<T> {
                 },
             );
         } else {
+            let batch = &self.dies[d as usize].batch;
+            if batch.ops[0].kind == OpKind::Program {
+                self.programs_started
+                    .extend(batch.ops().iter().map(|op| op.owner));
+            }
             let array = self.array_ns(&self.dies[d as usize].batch);
             let die = &mut self.dies[d as usize];
             die.state = DieState::Array;

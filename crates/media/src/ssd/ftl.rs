@@ -212,14 +212,6 @@ impl Ftl {
         }
     }
 
-    /// `commit_gc` of a copy of the victim's page `src`, which held `lpa` when the victim was
-    /// chosen, will follow.
-    #[inline]
-    pub fn prefetch_gc_commit(&self, src: u32, lpa: u32) {
-        prefetch(&self.p2l[src as usize]);
-        prefetch(&self.l2p[lpa as usize]);
-    }
-
     pub fn free_blocks(&self, plane: u32) -> u32 {
         self.planes[plane as usize].free.len() as u32
     }

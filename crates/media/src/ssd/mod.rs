@@ -112,9 +112,11 @@ enum Cont {
     GcRead {
         lpa: u32,
     },
-    /// A copy of the victim's page `src`.
+    /// A copy of the victim's page `src`, which held `lpa` when the victim was chosen (a hint
+    /// for prefetching: the commit checks the page still holds it).
     GcProgram {
         src: u32,
+        lpa: u32,
     },
     Erase,
 }
@@ -807,7 +809,6 @@ impl Ssd {
             }
             WorkKind::Destage | WorkKind::Direct => {
                 let old = self.ftl.lookup(work.lpa);
-                self.ftl.prefetch_rewrite(old);
                 if work.kind == WorkKind::Destage {
                     self.cache.prefetch_destage_done(&self.destages[work.owner]);
                 }
@@ -949,6 +950,18 @@ impl Ssd {
     // ---- flash completions -------------------------------------------------------------------
 
     fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+        // A program commits when it ends, a program time from now: the map entries the commit
+        // rewrites are loaded meanwhile.
+        while let Some(owner) = self.flash.programs_started.pop() {
+            match owner {
+                Cont::GcProgram { lpa, .. } => self.ftl.prefetch_lookup(lpa),
+                Cont::Program(work) => {
+                    let old = self.ftl.lookup(self.works[work].lpa);
+                    self.ftl.prefetch_rewrite(old);
+                }
+                _ => {}
+            }
+        }
         while let Some(op) = self.flash.done.pop() {
             match op.owner {
                 Cont::Read(work) => {
@@ -966,7 +979,6 @@ impl Ssd {
                     self.program_done(work, op.ppa, ctx);
                 }
                 Cont::GcRead { lpa } => {
-                    self.ftl.prefetch_gc_commit(op.ppa, lpa);
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
                     let program = FlashOp {
@@ -974,11 +986,11 @@ impl Ssd {
                         class: OpClass::Gc,
                         ppa: dst,
                         bytes: self.cfg.geo.page_bytes,
-                        owner: Cont::GcProgram { src: op.ppa },
+                        owner: Cont::GcProgram { src: op.ppa, lpa },
                     };
                     self.flash.submit(program, ctx);
                 }
-                Cont::GcProgram { src } => {
+                Cont::GcProgram { src, .. } => {
                     self.ftl.commit_gc(src, op.ppa);
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
                     let gc = &mut self.gc[plane as usize];

@@ -157,3 +157,15 @@ def check_writable(path: Path) -> None:
         raise InputError("the folder does not exist", path=directory)
     if path.is_dir():
         raise InputError("is a folder; expected the name of a file", path=path)
+
+
+def stage_counters(report: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The counters of the path's stage called `stage` in a JSON report (`qoslab.stages`);
+    `"media"` names the last stage, whatever the model."""
+    stages = report["qoslab"]["stages"]
+    if stage == "media":
+        return stages[-1]["counters"]
+    for s in stages:
+        if s["stage"] == stage:
+            return s["counters"]
+    raise KeyError(f"no stage '{stage}' in the report (stages: {[s['stage'] for s in stages]})")

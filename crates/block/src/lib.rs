@@ -69,6 +69,8 @@ impl BlockLayer {
 impl Stage for BlockLayer {
     type Event = ();
 
+    const FORWARDS_UP: bool = true;
+
     fn name(&self) -> &'static str {
         "block"
     }

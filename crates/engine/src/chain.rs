@@ -82,7 +82,15 @@ where
     fn dispatch(&mut self, id: ReqId) -> Admission {
         let a = self.lower.admit(id, self.outer.reqs_mut());
         if a == Admission::Accepted {
-            self.outer.schedule_now(Link::Submit(id));
+            if L::SUBMITS_AT_ONCE {
+                let mut ctx = LowerCtx::<C, U> {
+                    outer: self.outer,
+                    upper: None,
+                };
+                self.lower.submit(id, &mut ctx);
+            } else {
+                self.outer.schedule_now(Link::Submit(id));
+            }
         }
         a
     }
@@ -165,7 +173,11 @@ where
     }
     #[inline(always)]
     fn complete(&mut self, id: ReqId) {
-        self.outer.schedule_now(Link::Complete(id));
+        if U::FORWARDS_UP {
+            self.outer.complete(id);
+        } else {
+            self.outer.schedule_now(Link::Complete(id));
+        }
     }
     #[inline(always)]
     fn room_above(&mut self) {
@@ -173,7 +185,11 @@ where
     }
     #[inline(always)]
     fn notify_above(&mut self, notice: Notice) {
-        self.outer.schedule_now(Link::Notice(notice));
+        if U::FORWARDS_UP {
+            self.outer.notify_above(notice);
+        } else {
+            self.outer.schedule_now(Link::Notice(notice));
+        }
     }
     fn abort_below(&mut self, id: ReqId) -> bool {
         self.outer.abort_below(id)
@@ -227,6 +243,14 @@ impl<U: Stage, L: Stage> Chain<U, L> {
 impl<U: Stage, L: Stage> Stage for Chain<U, L> {
     type Event = Link<U::Event, L::Event>;
 
+    const FORWARDS_UP: bool = U::FORWARDS_UP && L::FORWARDS_UP;
+    const SUBMITS_AT_ONCE: bool = if U::PASSES_DOWN {
+        L::SUBMITS_AT_ONCE
+    } else {
+        U::SUBMITS_AT_ONCE
+    };
+    const PASSES_DOWN: bool = U::PASSES_DOWN && L::PASSES_DOWN;
+
     fn name(&self) -> &'static str {
         self.upper.name()
     }
@@ -236,14 +260,23 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
         self.with_lower(ctx, |l, c| l.start(c));
     }
 
+    /// A request enters through the upper stage; past one that only passes requests down, the
+    /// lower stage admits it too.
     #[inline(always)]
     fn admit(&mut self, id: ReqId, reqs: &mut Requests) -> Admission {
-        self.upper.admit(id, reqs)
+        match self.upper.admit(id, reqs) {
+            Admission::Accepted if U::PASSES_DOWN => self.lower.admit(id, reqs),
+            a => a,
+        }
     }
 
     #[inline(always)]
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<Self::Event>) {
-        self.with_upper(ctx, |u, c| u.submit(id, c));
+        if U::PASSES_DOWN {
+            self.with_lower(ctx, |l, c| l.submit(id, c));
+        } else {
+            self.with_upper(ctx, |u, c| u.submit(id, c));
+        }
     }
 
     #[inline(always)]

@@ -104,6 +104,22 @@ pub trait Stage {
     /// they sit in the event queue.
     type Event: Copy + Debug;
 
+    /// Speed: `complete` and `notice` are the default hooks (they only pass up), so a chain
+    /// hands completions and notices from below straight on to the stage above this one,
+    /// without an urgent event for this stage. Each use is checked by a test running the same
+    /// path with and without it.
+    const FORWARDS_UP: bool = false;
+
+    /// Speed: `submit` may run at once inside the hook of the stage that dispatched to it (it
+    /// never calls up at once, which no hook does, and needs nothing of the dispatching stage),
+    /// saving an urgent event per request.
+    const SUBMITS_AT_ONCE: bool = false;
+
+    /// Speed: `submit` only dispatches the request on, unchanged (whatever the stage does to a
+    /// request going down, it does in `admit`), so a chain hands it straight to the stage
+    /// below and this stage's hook is never called.
+    const PASSES_DOWN: bool = false;
+
     /// The stage's name in reports.
     fn name(&self) -> &'static str;
 

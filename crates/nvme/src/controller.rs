@@ -259,13 +259,19 @@ impl NvmeController {
         }))
     }
 
-    #[inline]
+    #[inline(always)]
     fn cmd(&mut self, id: ReqId) -> &mut Cmd {
         let i = id.index();
         if i >= self.cmds.len() {
-            self.cmds.resize(i + 1, Cmd::default());
+            self.grow_cmds(i);
         }
         &mut self.cmds[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_cmds(&mut self, i: usize) {
+        self.cmds.resize(i + 1, Cmd::default());
     }
 
     fn transfer(
@@ -561,6 +567,10 @@ impl NvmeController {
 
 impl Stage for NvmeController {
     type Event = ControllerEvent;
+
+    /// A command reaches the controller inside the host's hook, as a doorbell write lands:
+    /// nothing the controller does on it calls the host at once.
+    const SUBMITS_AT_ONCE: bool = true;
 
     fn name(&self) -> &'static str {
         "nvme-controller"

@@ -160,13 +160,19 @@ impl NvmeHost {
         self.cqs.iter().map(|c| c.interrupts).collect()
     }
 
-    #[inline]
+    #[inline(always)]
     fn cmd(&mut self, id: ReqId) -> &mut Cmd {
         let i = id.index();
         if i >= self.cmds.len() {
-            self.cmds.resize(i + 1, Cmd::default());
+            self.grow_cmds(i);
         }
         &mut self.cmds[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_cmds(&mut self, i: usize) {
+        self.cmds.resize(i + 1, Cmd::default());
     }
 
     fn sq_of(&self, req: &qoslab_engine::Request) -> usize {

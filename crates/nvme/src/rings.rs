@@ -48,28 +48,38 @@ impl Sq {
     }
 
     /// Memory is taken on first use, so unused classes of unused cores cost nothing.
+    #[inline(always)]
     fn ensure_allocated(&mut self) {
         if self.cid_req.is_empty() {
-            let cids = self.depth - 1;
-            self.free_cids = (0..cids as u16).rev().collect();
-            self.cid_req = vec![ReqId::NONE; cids as usize];
+            self.allocate();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate(&mut self) {
+        let cids = self.depth - 1;
+        self.free_cids = (0..cids as u16).rev().collect();
+        self.cid_req = vec![ReqId::NONE; cids as usize];
     }
 
     /// Whether a new request may be admitted: a command id free beyond those promised, and
     /// nothing admitted earlier waiting.
+    #[inline]
     pub fn has_room(&mut self) -> bool {
         self.ensure_allocated();
         self.waiting.is_empty() && self.free_cids.len() > self.reserved as usize
     }
 
     /// Free command ids not promised.
+    #[inline]
     pub fn unpromised(&mut self) -> u32 {
         self.ensure_allocated();
         self.free_cids.len() as u32 - self.reserved
     }
 
     /// Takes a command id for `id`, or `None` when all are in use.
+    #[inline]
     pub fn alloc_cid(&mut self, id: ReqId) -> Option<u16> {
         self.ensure_allocated();
         let cid = self.free_cids.pop()?;
@@ -87,6 +97,7 @@ impl Sq {
         }
     }
 
+    #[inline]
     pub fn free_cid(&mut self, cid: u16) {
         self.cid_req[cid as usize] = ReqId::NONE;
         self.free_cids.push(cid);

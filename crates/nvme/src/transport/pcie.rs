@@ -4,7 +4,8 @@
 //! delivery the host's `irq_ns` covers. Fixed latency and in order, so both speed folds apply.
 
 use qoslab_engine::{
-    ConfigError, Dma, Ns, Payload, ReqId, Settings, Stage, StageCtx, Transfer, Tunable,
+    Admission, ConfigError, Dma, Ns, Payload, ReqId, Requests, Settings, Stage, StageCtx, Transfer,
+    Tunable,
 };
 
 use super::link::PcieLink;
@@ -68,17 +69,25 @@ impl TransportModel for Pcie {
 impl Stage for Pcie {
     type Event = ();
 
+    const FORWARDS_UP: bool = true;
+    const PASSES_DOWN: bool = true;
+
     fn name(&self) -> &'static str {
         "pcie"
     }
 
-    /// The doorbell's landing time is known now: stamp it and hand the command down at once.
+    /// The doorbell's landing time is known when the host writes it: stamp it, and the command
+    /// goes straight on to the controller.
     #[inline]
-    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+    fn admit(&mut self, id: ReqId, reqs: &mut Requests) -> Admission {
         self.commands += 1;
-        let t = &mut ctx.reqs_mut()[id].t;
+        let t = &mut reqs[id].t;
         t.arrived_ns = t.dispatched_ns + self.cfg.doorbell_ns;
-        if ctx.dispatch(id) == qoslab_engine::Admission::Busy {
+        Admission::Accepted
+    }
+
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+        if ctx.dispatch(id) == Admission::Busy {
             unreachable!("the controller refused a command");
         }
     }

@@ -4,12 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use qoslab_nvmelite::matrix::{self, MatrixError, MatrixSpec, RunCursor, WriteOptions};
 use qoslab_nvmelite::params::{self, Bound as BoundK, FaultMode, ParamError, SubmitWindow};
+use qoslab_nvmelite::schedule;
 use qoslab_nvmelite::{RunOptions, RunOutput, RunParams, Runner};
 
 create_exception!(
@@ -179,6 +180,41 @@ fn replay(
     py.detach(|| Runner::new().replay(&w, schedule_text, strict, opts))
         .map(RunResult)
         .map_err(|e| ScheduleError::new_err((e.message, e.line)))
+}
+
+/// A schedule file's header values (a dict in header order, unescaped) and its step lines
+/// (verbatim); raises ScheduleError(message, line) when the file has no such structure.
+#[pyfunction]
+fn schedule_split<'py>(py: Python<'py>, text: &str) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+    let (values, steps) =
+        schedule::split(text).map_err(|e| ScheduleError::new_err((e.message, e.line)))?;
+    let header = PyDict::new(py);
+    for (key, value) in schedule::HEADER_KEYS.iter().zip(values) {
+        header.set_item(key, value)?;
+    }
+    Ok((header, steps.into_iter().map(str::to_string).collect()))
+}
+
+/// A schedule file from header values keyed as `SCHEDULE_HEADER_KEYS` (all of them, unescaped)
+/// and step lines; raises KeyError for a missing key and ValueError for an unknown one.
+#[pyfunction]
+fn schedule_compose(header: &Bound<'_, PyDict>, steps: Vec<String>) -> PyResult<String> {
+    let mut values: [String; 8] = Default::default();
+    for (i, key) in schedule::HEADER_KEYS.iter().enumerate() {
+        values[i] = header
+            .get_item(key)?
+            .ok_or_else(|| PyKeyError::new_err(*key))?
+            .extract()?;
+    }
+    if header.len() != values.len() {
+        return Err(PyValueError::new_err(format!(
+            "schedule header keys are {}",
+            schedule::HEADER_KEYS.join(", ")
+        )));
+    }
+    let values: [&str; 8] = std::array::from_fn(|i| values[i].as_str());
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    Ok(schedule::compose(&values, &steps))
 }
 
 fn pool(jobs: Option<usize>) -> PyResult<rayon::ThreadPool> {
@@ -354,6 +390,9 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MatrixRuns>()?;
     m.add_function(wrap_pyfunction!(run, &m)?)?;
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_split, &m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_compose, &m)?)?;
+    m.add("SCHEDULE_HEADER_KEYS", schedule::HEADER_KEYS.to_vec())?;
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     m.add("ParamsError", py.get_type::<ParamsError>())?;
     m.add("ScheduleError", py.get_type::<ScheduleError>())?;

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import typer
 
+from qoslab import nvmelite
 from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
+from qoslab.nvmelite.config import read_input
+from qoslab.nvmelite.study import run_study
 from qoslab.outputs import write_files
 
 # The policy registry of the Rust core is the one list of policies.
@@ -67,8 +70,6 @@ def run(
     ),
 ) -> None:
     """Run one schedule: the log goes to stdout (or --log), the metrics to stderr."""
-    from qoslab import nvmelite
-
     w = nvmelite.load_workload(workload)
     if git_commit == "auto":
         git_commit = nvmelite.project_commit()
@@ -106,9 +107,6 @@ def replay(
     ),
 ) -> None:
     """Re-execute a recorded schedule: the byte-identical log to stdout, metrics to stderr."""
-    from qoslab import nvmelite
-    from qoslab.nvmelite.config import read_input
-
     w = nvmelite.load_workload(workload)
     try:
         text = read_input(schedule).decode("utf-8")
@@ -139,8 +137,6 @@ def matrix(
     top_k: int = typer.Option(10, "--top-k", min=0, help="Poison schedules to keep."),
 ) -> None:
     """Run the study matrix: runs.csv, logs, tables, figures and report.html in --out."""
-    from qoslab.nvmelite.study import run_study
-
     report = run_study(
         config,
         out,
@@ -150,9 +146,3 @@ def matrix(
         top_k=top_k,
     )
     print(report)
-
-
-# `qoslab nvmelite diff` lives with the differential-testing harness (python/qoslab/dut).
-from qoslab.dut.cli import diff as _diff  # noqa: E402
-
-app.command(name="diff")(_diff)

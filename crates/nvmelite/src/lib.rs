@@ -17,7 +17,9 @@ pub mod params;
 pub mod policy;
 pub mod rng;
 pub mod run;
+pub mod sampling;
 pub mod schedule;
+pub mod search;
 pub mod workload;
 
 pub use metrics::{Metrics, RUNS_CSV_HEADER};

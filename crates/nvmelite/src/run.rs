@@ -186,6 +186,17 @@ impl Runner {
         self.drive(workload, &schedule.params, &mut decider, opts)
     }
 
+    /// Runs `params` on `workload` with the decisions of `decider` (a search's, a sampler's).
+    pub fn run_with<D: model::Decider>(
+        &mut self,
+        workload: &Workload,
+        params: &RunParams,
+        decider: &mut D,
+        opts: RunOptions,
+    ) -> Result<RunOutput, StepError> {
+        self.drive(workload, params, decider, opts)
+    }
+
     fn drive<D: model::Decider>(
         &mut self,
         workload: &Workload,

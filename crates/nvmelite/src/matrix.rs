@@ -22,6 +22,7 @@ use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
 use crate::run::{RunOptions, RunOutput, Runner};
+use crate::search;
 use crate::workload::Workload;
 
 /// Everything a matrix runs, already validated.
@@ -349,6 +350,10 @@ pub struct WriteOptions {
     /// Worker threads (None: all cores). The calling thread only coordinates, so the
     /// progress callback always runs on it.
     pub threads: Option<usize>,
+    /// States the worst-case search may visit per (workload, fault, k) for the table of
+    /// sampled against exact worst cases (0: no table). A count, not a time, so the table is
+    /// the same on any machine.
+    pub exact_nodes: u64,
 }
 
 impl Default for WriteOptions {
@@ -358,6 +363,7 @@ impl Default for WriteOptions {
             top_k: 10,
             block_runs: 4096,
             threads: None,
+            exact_nodes: 5_000,
         }
     }
 }
@@ -675,6 +681,9 @@ pub fn write_matrix(
 
     pool.install(|| write_poison(matrix, dir, &poison))?;
     let cliffs = write_tables(matrix, dir, &cells, &poison)?;
+    if opts.exact_nodes > 0 {
+        pool.install(|| write_exact(matrix, dir, &cells, opts.exact_nodes))?;
+    }
     Ok(MatrixSummary {
         runs: done,
         cells,
@@ -864,6 +873,73 @@ fn write_tables(
         fs::write(&path, text).map_err(io_err(&path))?;
     }
     Ok(n_cliffs)
+}
+
+/// `exact_worst.csv`: per workload, fault, policy and k, the largest p95 the policy's sampled
+/// runs reached beside the exact worst case over every schedule at that k (the search's
+/// optimum, or its best and upper bound when the state budget ran out).
+fn write_exact(
+    matrix: &Matrix,
+    dir: &Path,
+    cells: &[CellStats],
+    nodes: u64,
+) -> Result<(), MatrixError> {
+    let mut bounds = dedup(&matrix.spec.bounds);
+    bounds.sort_by_key(|b| b.order_key());
+    let mut workloads: Vec<&Arc<Workload>> = Vec::new();
+    for w in &matrix.spec.workloads {
+        if !workloads.iter().any(|x| x.seed_id == w.seed_id) {
+            workloads.push(w);
+        }
+    }
+    let faults = dedup(&matrix.spec.faults);
+    let mut tasks: Vec<(&Arc<Workload>, FaultMode, Bound)> = Vec::new();
+    for &w in &workloads {
+        for &f in &faults {
+            tasks.extend(bounds.iter().map(|&b| (w, f, b)));
+        }
+    }
+    let limits = search::Limits {
+        node_limit: Some(nodes),
+        ..search::Limits::default()
+    };
+    let window = matrix.spec.submit_window;
+    let found: Vec<Option<search::Outcome>> = tasks
+        .par_iter()
+        .map(|&(w, fault, bound)| {
+            search::search(w, bound, fault, window, &search::P95, limits).ok()
+        })
+        .collect();
+    let mut csv = String::from(
+        "seed_id,fault_mode,policy,bound_k,sampled_max_p95,exact_p95,certificate,upper_bound,states\n",
+    );
+    for ((w, fault, bound), outcome) in tasks.iter().zip(&found) {
+        for &policy in &dedup(&matrix.spec.policies) {
+            let prefix = format!("{}_{}_{bound}_", w.seed_id, policy.name);
+            let Some(g) = matrix.groups.iter().position(|g| g.prefix == prefix) else {
+                continue;
+            };
+            let f = matrix.faults.iter().position(|x| x == fault).unwrap();
+            let sampled = cells[g * matrix.faults.len() + f].p95_max;
+            let _ = write!(
+                csv,
+                "{},{fault},{},{bound},{sampled},",
+                w.seed_id, policy.name
+            );
+            match outcome {
+                Some(o) => {
+                    let best = o.best.as_ref().map_or(search::Ratio::ZERO, |b| b.0);
+                    let certificate = if o.optimal() { "optimal" } else { "best found" };
+                    let _ = writeln!(csv, "{best},{certificate},{},{}", o.upper_bound, o.nodes);
+                }
+                None => {
+                    let _ = writeln!(csv, ",too many commands to search,,");
+                }
+            }
+        }
+    }
+    let path = dir.join("exact_worst.csv");
+    fs::write(&path, csv).map_err(io_err(&path))
 }
 
 #[cfg(test)]

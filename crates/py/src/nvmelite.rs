@@ -448,7 +448,8 @@ impl Matrix {
     /// Runs the matrix into the existing empty directory `out_dir` (runs.csv, logs/,
     /// schedules/, tables). `progress(done, total)` is called between blocks. Returns a dict
     /// with `runs` and `cliffs`.
-    #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096))]
+    #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096,
+        exact_nodes=WriteOptions::default().exact_nodes))]
     #[allow(clippy::too_many_arguments)]
     fn write<'py>(
         &self,
@@ -459,12 +460,14 @@ impl Matrix {
         jobs: Option<usize>,
         progress: Option<Py<PyAny>>,
         block_runs: usize,
+        exact_nodes: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = WriteOptions {
             logs,
             top_k,
             block_runs,
             threads: jobs,
+            exact_nodes,
         };
         let m = self.0.clone();
         let mut py_err: Option<PyErr> = None;

@@ -136,6 +136,13 @@ def matrix(
         None, "--jobs", min=1, help="Worker threads (default: all cores)."
     ),
     top_k: int = typer.Option(10, "--top-k", min=0, help="Poison schedules to keep."),
+    exact_nodes: int | None = typer.Option(
+        None,
+        "--exact-nodes",
+        min=0,
+        help="States the worst-case search may visit per workload, fault and k for "
+        "exact_worst.csv (default 5000; 0: no exact column).",
+    ),
 ) -> None:
     """Run the study matrix: runs.csv, logs, tables, figures and report.html in --out."""
     report = run_study(
@@ -145,6 +152,7 @@ def matrix(
         logs=not no_logs,
         jobs=jobs,
         top_k=top_k,
+        exact_nodes=exact_nodes,
     )
     print(report)
 

@@ -75,7 +75,11 @@ impl Metrics {
 /// a comma, a double quote or a line break is quoted, with inner quotes doubled. Only run ids
 /// (from odd seed_ids) ever need it.
 pub fn push_csv_field(out: &mut String, field: &str) {
-    if field.contains([',', '"', '\r', '\n']) {
+    // A byte scan: the four are ASCII, and a char-pattern search costs 3 % of a matrix run.
+    if field
+        .bytes()
+        .any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n'))
+    {
         out.push('"');
         out.push_str(&field.replace('"', "\"\""));
         out.push('"');

@@ -428,7 +428,6 @@ impl Future<'_> {
         let most = (pending_nf + later_nf).min(self.c_rem);
         let fewest = match p.fault {
             FaultMode::None => pending_nf + later_nf,
-            FaultMode::Timeout if !s.fired => pending_nf,
             FaultMode::Timeout => pending_nf,
             FaultMode::Reset => 0,
         };

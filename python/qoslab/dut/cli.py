@@ -10,7 +10,6 @@ from pathlib import Path
 
 import typer
 
-from qoslab.dut.harness import diff as run_diff
 from qoslab.dut.options import DiffOptions
 from qoslab.errors import InputError
 
@@ -67,6 +66,9 @@ def diff(
         minimize=minimize,
         schedules=list(schedule),
     )
+    # Imported here: every `qoslab` command registers `diff`, only this one needs the harness.
+    from qoslab.dut.harness import diff as run_diff
+
     raise typer.Exit(run_diff(target, opts))
 
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::log::{LinePieces, push_hex};
-use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field};
+use crate::metrics::{Metrics, RUNS_CSV_HEADER, fixed6_digits, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
 use crate::run::{RunOptions, RunOutput, Runner};
@@ -434,31 +434,16 @@ fn std_dev(sum: u64, sq_sum: u128, n: u64, scale: f64) -> f64 {
 }
 
 impl CellStats {
-    /// `fields` is a row after its run id (starting with the comma).
-    fn add(&mut self, m: &Metrics, fields: &str) {
-        // Fields 4 (RD), 5 (FE) and 11 (completion_rate) of the row, as micro-units.
-        let mut micro = [0u64; 3];
-        for (i, field) in fields.split(',').enumerate() {
-            let slot = match i {
-                4 => 0,
-                5 => 1,
-                11 => 2,
-                12.. => break,
-                _ => continue,
-            };
-            micro[slot] = field
-                .bytes()
-                .filter(u8::is_ascii_digit)
-                .fold(0u64, |v, b| v * 10 + u64::from(b - b'0'));
-        }
+    fn add(&mut self, m: &Metrics) {
+        let [rd, fe, completion] = [m.rd, m.fe, m.completion_rate].map(fixed6_digits);
         self.runs += 1;
         self.p95_sum += m.p95_steps;
         self.p95_sq_sum += u128::from(m.p95_steps) * u128::from(m.p95_steps);
         self.p95_max = self.p95_max.max(m.p95_steps);
-        self.rd_micro_sum += micro[0];
-        self.rd_micro_sq_sum += u128::from(micro[0]) * u128::from(micro[0]);
-        self.fe_micro_sum += micro[1];
-        self.completion_micro_sum += micro[2];
+        self.rd_micro_sum += rd;
+        self.rd_micro_sq_sum += u128::from(rd) * u128::from(rd);
+        self.fe_micro_sum += fe;
+        self.completion_micro_sum += completion;
         self.peak_sum += m.pending_peak;
         self.area_sum += m.pending_area;
     }
@@ -536,6 +521,57 @@ struct ChunkOut {
     rows: Vec<(String, String)>,
 }
 
+/// Where a matrix's results accumulate in output order: runs.csv (buffered, written in large
+/// pieces), the cells' sums, the poison candidates and (odd seed_ids) the rows to sort.
+struct Sink<'a> {
+    csv: BufWriter<fs::File>,
+    csv_path: &'a Path,
+    csv_text: String,
+    cells: Vec<CellStats>,
+    poison: Vec<Poison>,
+    sorted_rows: Vec<(String, String)>,
+    top_k: usize,
+}
+
+impl Sink<'_> {
+    /// Appends one block's chunks, in order.
+    fn append(&mut self, chunks: Vec<Result<ChunkOut, MatrixError>>) -> Result<(), MatrixError> {
+        for chunk in chunks {
+            let chunk = chunk?;
+            self.csv_text.push_str(&chunk.text);
+            for (cell, stats) in &chunk.cells {
+                self.cells[*cell].merge(stats);
+            }
+            for p in chunk.poison {
+                let m = Metrics {
+                    p95_steps: p.p95,
+                    rd: p.rd,
+                    ..Metrics::default()
+                };
+                offer_poison(&mut self.poison, self.top_k, &p.run_id, &p.spec, &m);
+            }
+            self.sorted_rows.extend(chunk.rows);
+        }
+        if self.csv_text.len() >= 1 << 19 {
+            self.write_text()?;
+        }
+        Ok(())
+    }
+
+    fn write_text(&mut self) -> Result<(), MatrixError> {
+        self.csv
+            .write_all(self.csv_text.as_bytes())
+            .map_err(io_err(self.csv_path))?;
+        self.csv_text.clear();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), MatrixError> {
+        self.write_text()?;
+        self.csv.flush().map_err(io_err(self.csv_path))
+    }
+}
+
 /// Runs per parallel task: large enough to amortize scheduling, small enough to balance.
 const CHUNK_RUNS: usize = 128;
 
@@ -563,14 +599,17 @@ pub fn write_matrix(
     }
     let csv_path = dir.join("runs.csv");
     let csv_file = fs::File::create(&csv_path).map_err(io_err(&csv_path))?;
-    let mut csv = BufWriter::with_capacity(1 << 20, csv_file);
-    let mut csv_text = String::with_capacity(1 << 20);
-    csv_text.push_str(RUNS_CSV_HEADER);
-    csv_text.push_str("\r\n");
-
-    let mut cells = vec![CellStats::default(); matrix.groups.len() * matrix.faults.len()];
-    let mut poison: Vec<Poison> = Vec::new();
-    let mut sorted_rows: Vec<(String, String)> = Vec::new();
+    let mut sink = Sink {
+        csv: BufWriter::with_capacity(1 << 20, csv_file),
+        csv_path: &csv_path,
+        csv_text: String::with_capacity(1 << 20),
+        cells: vec![CellStats::default(); matrix.groups.len() * matrix.faults.len()],
+        poison: Vec::new(),
+        sorted_rows: Vec::new(),
+        top_k: opts.top_k,
+    };
+    sink.csv_text.push_str(RUNS_CSV_HEADER);
+    sink.csv_text.push_str("\r\n");
     let mut cursor = RunCursor::default();
     let mut done = 0u64;
     let run_chunk = |runner: &mut Runner,
@@ -600,16 +639,15 @@ pub fn write_matrix(
             }
             let row_start = out.text.len();
             push_csv_field(&mut out.text, &id);
-            let fields_start = out.text.len();
             metrics.write_csv_fields(&mut out.text);
             out.text.push(',');
             push_hex(&mut out.text, &digest);
             let cell = matrix.cell(run);
             match out.cells.last_mut() {
-                Some((c, stats)) if *c == cell => stats.add(&metrics, &out.text[fields_start..]),
+                Some((c, stats)) if *c == cell => stats.add(&metrics),
                 _ => {
                     let mut stats = CellStats::default();
-                    stats.add(&metrics, &out.text[fields_start..]);
+                    stats.add(&metrics);
                     out.cells.push((cell, stats));
                 }
             }
@@ -628,56 +666,52 @@ pub fn write_matrix(
         }
         Ok(out)
     };
+    // Block n+1 runs while block n's rows are appended and written (a join on the pool),
+    // so no core waits for the file; the rows still go out in block order.
+    let mut ran: Option<(usize, Vec<Result<ChunkOut, MatrixError>>)> = None;
     loop {
         let block = matrix.next_runs(&mut cursor, opts.block_runs.max(1));
+        let (chunks, merged) = pool.install(|| {
+            rayon::join(
+                || -> Vec<Result<ChunkOut, MatrixError>> {
+                    let Some(first) = block.first() else {
+                        return Vec::new();
+                    };
+                    block
+                        .par_chunks(CHUNK_RUNS)
+                        .map_init(
+                            || (Runner::new(), matrix.params(first)),
+                            |(runner, params), chunk| run_chunk(runner, params, chunk),
+                        )
+                        .collect()
+                },
+                || {
+                    ran.take()
+                        .map(|(n, chunks)| sink.append(chunks).map(|()| n))
+                },
+            )
+        });
+        if let Some(n) = merged.transpose()? {
+            done += n as u64;
+            if !progress(done, total) {
+                return Err(MatrixError::Cancelled);
+            }
+        }
         if block.is_empty() {
             break;
         }
-        let chunks: Vec<Result<ChunkOut, MatrixError>> = pool.install(|| {
-            block
-                .par_chunks(CHUNK_RUNS)
-                .map_init(
-                    || (Runner::new(), matrix.params(&block[0])),
-                    |(runner, params), chunk| run_chunk(runner, params, chunk),
-                )
-                .collect()
-        });
-        for chunk in chunks {
-            let chunk = chunk?;
-            csv_text.push_str(&chunk.text);
-            for (cell, stats) in &chunk.cells {
-                cells[*cell].merge(stats);
-            }
-            for p in chunk.poison {
-                let m = Metrics {
-                    p95_steps: p.p95,
-                    rd: p.rd,
-                    ..Metrics::default()
-                };
-                offer_poison(&mut poison, opts.top_k, &p.run_id, &p.spec, &m);
-            }
-            sorted_rows.extend(chunk.rows);
-        }
-        if csv_text.len() >= 1 << 19 {
-            csv.write_all(csv_text.as_bytes())
-                .map_err(io_err(&csv_path))?;
-            csv_text.clear();
-        }
-        done += block.len() as u64;
-        if !progress(done, total) {
-            return Err(MatrixError::Cancelled);
-        }
+        ran = Some((block.len(), chunks));
     }
     if matrix.needs_sort {
-        sorted_rows.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        for (_, row) in &sorted_rows {
-            csv_text.push_str(row);
-            csv_text.push_str("\r\n");
+        sink.sorted_rows
+            .sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (_, row) in &sink.sorted_rows {
+            sink.csv_text.push_str(row);
+            sink.csv_text.push_str("\r\n");
         }
     }
-    csv.write_all(csv_text.as_bytes())
-        .map_err(io_err(&csv_path))?;
-    csv.flush().map_err(io_err(&csv_path))?;
+    sink.flush()?;
+    let Sink { cells, poison, .. } = sink;
 
     pool.install(|| write_poison(matrix, dir, &poison))?;
     let cliffs = write_tables(matrix, dir, &cells, &poison)?;

@@ -382,6 +382,34 @@ impl Future<'_> {
     fn latency_bounds(&self) -> [u64; TOP] {
         let mut sources = Vec::with_capacity(self.p.n);
         self.latency_sources(&mut sources);
+        let all = self.bounds_of(&sources);
+        let (p, s) = (self.p, self.s);
+        if p.fault != FaultMode::Timeout || s.fired || sources.is_empty() {
+            return all;
+        }
+        // A TIMEOUT still to strike cuts the oldest pending command short: it strikes at the
+        // completion iteration after F more normal ones, no later than line `fault_line`
+        // (every remaining SUBMIT first), and takes the oldest command pending then. So of t
+        // latency targets either one completes by the fault (its latency is at most
+        // fault_line - its SUBMIT line), or all complete after it and are younger than the
+        // victim, so none is the oldest command pending or still to submit now.
+        let fault_line = s.line + self.w_rem + (p.fault_step - s.completions);
+        let by_fault = u64::from(fault_line.saturating_sub(sources[0].sub));
+        let oldest = if s.pending != 0 {
+            s.pending.trailing_zeros() as usize
+        } else {
+            s.next
+        };
+        let younger = if p.fence >> oldest & 1 == 0 {
+            self.bounds_of(&sources[1..])
+        } else {
+            all
+        };
+        std::array::from_fn(|t| younger[t].max(all[t].min(by_fault)))
+    }
+
+    /// [`Future::latency_bounds`] over the given sources only.
+    fn bounds_of(&self, sources: &[Source]) -> [u64; TOP] {
         let mut out = [0u64; TOP];
         // Sources come in SUBMIT-line order, so the t smallest lines are the first t.
         let mut bases: Vec<u32> = sources.iter().map(|x| x.base).collect();

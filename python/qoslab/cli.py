@@ -32,10 +32,12 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
+    from qoslab.dut.cli import register as register_diff
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
     from qoslab.sim.cli import register as register_sim
 
+    register_diff(nvmelite)  # `qoslab nvmelite diff`
     app.add_typer(nvmelite)
     register_sim(app)
     app.add_typer(lab)

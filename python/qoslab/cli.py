@@ -35,10 +35,14 @@ def _register_studies() -> None:
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
     from qoslab.sim.cli import register as register_sim
+    from qoslab.store.cli import app as store
+    from qoslab.sweep.cli import register as register_sweep
 
     app.add_typer(nvmelite)
     register_sim(app)
     app.add_typer(lab)
+    register_sweep(app)
+    app.add_typer(store)
 
 
 _register_studies()

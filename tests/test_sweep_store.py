@@ -121,6 +121,17 @@ def test_a_failed_point_is_recorded_with_its_error_and_does_not_stop_the_sweep(t
     assert len(rows(store, "failures")) == 12
 
 
+def test_a_store_of_failures_alone_lists_them(tmp_path):
+    spec = write_spec(
+        tmp_path, "study: selftest\nparameters: {fail: true, x: [1, 2]}\nseeds: [1]\n"
+    )
+    done = sweep(spec, tmp_path / "store", "--jobs", "1", check=False)
+    assert done.returncode == 1
+    failed = rows(tmp_path / "store", "failures")
+    assert sorted(failed["x"]) == [1.0, 2.0]
+    assert set(failed["error"]) == {"RuntimeError: failed on purpose"}
+
+
 def test_two_workers_store_the_same_bytes_as_one(tmp_path):
     spec = _spec(tmp_path, 40)
     sweep(spec, tmp_path / "one", "--jobs", "1", "--batch", "16")

@@ -69,7 +69,7 @@ class Store:
         if points:
             self._view("points", points)
         if failures:
-            succeeded = "SELECT key FROM points" if points else "SELECT NULL::VARCHAR AS key"
+            succeeded = "SELECT key FROM points" if points else "SELECT '' AS key WHERE false"
             # A point fails again on each rerun until it succeeds: one row per point, the
             # error of any attempt (a deterministic failure repeats itself).
             self.con.execute(

@@ -34,6 +34,7 @@ def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
+    from qoslab.report.cli import register as register_report
     from qoslab.sim.cli import register as register_sim
     from qoslab.store.cli import app as store
     from qoslab.sweep.cli import register as register_sweep
@@ -43,6 +44,7 @@ def _register_studies() -> None:
     app.add_typer(lab)
     register_sweep(app)
     app.add_typer(store)
+    register_report(app)
 
 
 _register_studies()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import run_qoslab
 from sweep_helpers import WORKLOAD, part_files, rows, sweep, write_spec
 
 SPEC = f"""
@@ -32,7 +33,9 @@ def test_a_two_worker_dask_cluster_stores_what_jobs_1_stores(tmp_path):
     try:
         address = cluster.stdout.readline().strip()
         assert address.startswith("tcp://"), address
-        done = sweep(spec, tmp_path / "dask", "--scheduler", address, "--batch", "50")
+        # The installed command, in a process of its own (as a user runs it).
+        done = run_qoslab("sweep", spec, "--store", tmp_path / "dask", "--scheduler", address,
+                          "--batch", "50")  # fmt: skip
     finally:
         out, _ = cluster.communicate("", timeout=60)
     assert "1,200 points: 1,200 run, 0 failed" in done.stderr
@@ -45,7 +48,8 @@ def test_a_two_worker_dask_cluster_stores_what_jobs_1_stores(tmp_path):
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     spec = write_spec(tmp_path, SPEC)
-    done = sweep(spec, tmp_path / "store", "--scheduler", "tcp://127.0.0.1:9", check=False)
+    done = run_qoslab("sweep", spec, "--store", tmp_path / "store", "--scheduler",
+                      "tcp://127.0.0.1:9")  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith("qoslab: error: --scheduler: cannot reach the Dask scheduler")
     assert done.stderr.count("\n") == 1

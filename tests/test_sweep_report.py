@@ -125,7 +125,7 @@ def test_the_report_opens_in_chromium_with_every_figure_drawn_and_no_console_err
 
     # The configurations table of the NVMe-lite sweep: the mean p95 of each policy and bound
     # over the 20 seeds, as `qoslab nvmelite matrix` computes it for the same runs.
-    cliff = next(t for t in tables if t[0][:3] == ["bound", "policy", "seeds"])
+    cliff = next(t for t in tables if t[0][:3] == ["policy", "bound", "seeds"])
     got = pd.DataFrame(cliff[1:], columns=cliff[0])
     (report / "m.yaml").write_text(
         f'seeds: ["{WORKLOAD}"]\npolicies: [FIFO, RANDOM, ADVERSARIAL]\n'

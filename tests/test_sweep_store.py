@@ -231,3 +231,38 @@ def test_many_small_parts_are_merged_into_one_and_a_kill_mid_merge_loses_nothing
     pd.testing.assert_frame_equal(rows(store, "selftest"), before)
     again = sweep(spec, store, "--jobs", "1")
     assert "72 points: 0 run, 0 failed, 72 already stored" in again.stderr
+
+
+def test_on_a_terminal_a_progress_bar_counts_done_failed_and_skipped_with_an_eta(tmp_path):
+    import os
+    import pty
+    import subprocess
+
+    from conftest import QOSLAB
+
+    store = tmp_path / "store"
+    zipped = "zip: [{busy_us: [20000, 20000], fail: [false, true]}]\n"
+    # 24 points, 12 stored and 12 failed; then 48, of which those 12 are skipped.
+    sweep(_spec(tmp_path, 2, extra=zipped), store, "--jobs", "1", check=False)
+    spec = _spec(tmp_path, 4, extra=zipped)
+    leader, follower = pty.openpty()
+    done = subprocess.run(
+        [QOSLAB, "sweep", spec, "--store", store, "--jobs", "1", "--batch", "1"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # the terminal closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    text = shown.decode(errors="replace")
+    assert done.returncode == 1  # the failed points
+    assert "sweep spec" in text and "ETA" in text
+    # The last frame: 36 points run (12 of them failed before and fail again), 24 failed.
+    assert "36/36" in text and "failed 24" in text and "skipped 12" in text

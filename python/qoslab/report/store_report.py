@@ -31,8 +31,20 @@ _REFUSAL = (
     "exists, is not empty and holds no report.html (not an earlier report); "
     "remove it or choose another directory"
 )
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-            "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL")  # fmt: skip
+_NUMERIC = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+)
 
 
 def _ident(name: str) -> str:
@@ -134,10 +146,11 @@ def _sweep_section(view: _StudyView, sweep: str, figdir: Path, n_fig: list[int])
     distinct = {}
     if params:
         row = con.execute(
-            "SELECT " + ", ".join(f"count(DISTINCT {_ident(p)})" for p in params)
+            "SELECT "
+            + ", ".join(f"count(DISTINCT {_ident(p)})" for p in params)
             + f" FROM {t} WHERE sweep = ?",
             [sweep],
-        ).fetchone()  # fmt: skip
+        ).fetchone()
         distinct = dict(zip(params, row, strict=True))
     varying = [p for p in params if distinct.get(p, 0) > 1]
     fixed = [p for p in params if p not in varying]
@@ -145,10 +158,11 @@ def _sweep_section(view: _StudyView, sweep: str, figdir: Path, n_fig: list[int])
     fixed_values = {}
     if fixed:
         row = con.execute(
-            "SELECT " + ", ".join(f"any_value({_ident(p)})" for p in fixed)
+            "SELECT "
+            + ", ".join(f"any_value({_ident(p)})" for p in fixed)
             + f" FROM {t} WHERE sweep = ?",
             [sweep],
-        ).fetchone()  # fmt: skip
+        ).fetchone()
         fixed_values = dict(zip(fixed, row, strict=True))
     seeded = counts[2] > 0
     shape = (
@@ -413,9 +427,10 @@ def build_report(store_path: str | Path, out: str | Path) -> Path:
                 if table not in views:
                     # Only failures so far: the overview counts them; list them here.
                     failed = [
-                        t for sweep in _failed_sweeps(store, table)
+                        t
+                        for sweep in _failed_sweeps(store, table)
                         if (t := _failures(store, table, sweep)) is not None
-                    ]  # fmt: skip
+                    ]
                     if failed:
                         sections.append(Section(f"{table}: failed points", failed))
                     continue

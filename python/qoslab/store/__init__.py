@@ -16,7 +16,6 @@ The directory layout is in `qoslab.store.layout`; appending is `qoslab.store.wri
 
 from __future__ import annotations
 
-import builtins
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +76,10 @@ class Store:
                 f"WHERE key NOT IN ({succeeded}) ORDER BY key, error"
             )
 
-    def _view(self, name: str, files: builtins.list[Path]) -> None:
+    def _view(self, name: str, files: list[Path]) -> None:
         self.con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM {_scan(files)}")
 
-    def views(self) -> builtins.list[str]:
+    def views(self) -> list[str]:
         rows = self.con.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
         ).fetchall()

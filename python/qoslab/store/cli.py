@@ -40,6 +40,7 @@ def query(
     else:
         import pandas as pd
 
-        with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                               "display.width", 200):  # fmt: skip
+        with pd.option_context(
+            "display.max_rows", None, "display.max_columns", None, "display.width", 200
+        ):
             sys.stdout.write(frame.to_string(index=False) + "\n")

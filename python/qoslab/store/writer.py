@@ -206,8 +206,9 @@ class StoreWriter:
         try:
             con.execute("SET threads = 1")  # one writer, rows in key order: the same bytes
             for name in names:
-                sources = ", ".join("'" + str(f).replace("'", "''") + "'"
-                                    for f in layout.files(small, name))  # fmt: skip
+                sources = ", ".join(
+                    "'" + str(f).replace("'", "''") + "'" for f in layout.files(small, name)
+                )
                 target = str(staging / name).replace("'", "''")
                 con.execute(
                     f"COPY (SELECT * FROM read_parquet([{sources}], union_by_name=true) "

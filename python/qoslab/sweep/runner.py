@@ -279,10 +279,6 @@ class Outcome:
         return self.total - self.stored
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 class _Points:
     """Every point of a spec, columnar: configurations x seeds, keyed."""
 
@@ -313,7 +309,8 @@ class _Points:
         self.build = qoslab_build()
         seeds = self.seeds if self.seeds is not None else [None]
         self.keys = keys_for(study.name, key_params, seeds, *self.build)
-        self.params_json = pa.array([_dumps(c) for c in self.configs])
+        # In the spec's order (the report draws the first parameters the spec varies).
+        self.params_json = pa.array([json.dumps(c, separators=(",", ":")) for c in self.configs])
         self.param_columns = {}
         for name in spec.names:
             p = study.param(name)

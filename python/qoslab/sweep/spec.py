@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.errors import InputError
-from qoslab.sweep.study import KindError, Param, Study
+from qoslab.sweep.study import KindError, Param, Study, integer
 
 TOP_KEYS = ("study", "name", "parameters", "zip", "sample", "seeds", "details")
 SAMPLE_METHODS = ("random", "lhs")
@@ -427,8 +427,6 @@ class _Reader:
             return None
         if "seeds" not in top:
             raise self.fail(1, "seeds", "missing (a list or a range of run seeds)")
-        from qoslab.sweep.study import integer
-
         seed_param = Param("seeds", integer(0, SEED_MAX))
         seeds = self.values(seed_param, top["seeds"], "seeds")
         if len(set(seeds)) != len(seeds):

@@ -103,6 +103,26 @@ def test_nvmelite_matrix_points_total_the_matrix_commands_own_files(tmp_path):
         )
 
 
+def test_a_matrix_point_is_new_when_a_workload_its_config_names_changes(tmp_path):
+    import json
+
+    workload = tmp_path / "w.json"
+    workload.write_text(WORKLOAD.read_text())
+    (tmp_path / "m.yaml").write_text(
+        'seeds: ["w.json"]\npolicies: [FIFO]\nbounds: ["inf"]\nfaults: [NONE]\n'
+        'schedule_seeds: "0-1"\nscheduler_version: "v1.0"\n'
+    )
+    spec = write_spec(tmp_path, "study: nvmelite matrix\nparameters: {config: m.yaml}\n")
+    store = tmp_path / "store"
+    assert "1 run" in sweep(spec, store, "--jobs", "1").stderr
+    assert "1 already stored" in sweep(spec, store, "--jobs", "1").stderr
+    data = json.loads(workload.read_text())
+    data["seed_id"] = "edited"
+    workload.write_text(json.dumps(data))
+    assert "1 run" in sweep(spec, store, "--jobs", "1").stderr
+    assert len(rows(store, "nvmelite_matrix")) == 2
+
+
 SERVICE_NS = 10_000  # the ideal device: one exponential server of mean 10 us, a free path
 
 

@@ -295,7 +295,7 @@ class _Points:
             p = study.param(name)
             if p is not None and p.kind.is_file(value):
                 if run_value not in digests:
-                    digests[run_value] = file_digest(run_value)
+                    digests[run_value] = (p.kind.digest or file_digest)(run_value)
                 return digests[run_value]
             return value
 

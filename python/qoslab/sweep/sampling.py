@@ -4,7 +4,8 @@ Both methods draw points u in [0, 1)^d and map each coordinate through the inver
 parameter's distribution, so a Latin-hypercube sample keeps its one-draw-per-stratum property
 in every parameter: uniform [lo, hi), loguniform [lo, hi) (uniform in log), randint [lo, hi]
 (integers, both ends included) and choice (equally likely values). The Latin hypercube is
-scipy's (`scipy.stats.qmc.LatinHypercube`, McKay et al. 1979), centred within no stratum.
+scipy's (`scipy.stats.qmc.LatinHypercube`, McKay et al. 1979): each point lies at random within
+its stratum.
 """
 
 from __future__ import annotations

@@ -50,13 +50,15 @@ class Kind:
     """What values a parameter takes. `check` returns the value as the study wants it (raising
     `KindError("expected ...")`); `dtype` is its column type in the store (an Arrow type name,
     or "" to take the type of the values given). A `file` kind's value is a path (unless it is
-    one of `names`, such as a preset's), and a point's key hashes the file's content."""
+    one of `names`, such as a preset's), and a point's key holds `digest(path)`: the file's
+    SHA-256, or for a file that names other files, a digest of them all."""
 
     expected: str
     check: Callable[[Any], Any]
     dtype: str
     file: bool = False
     names: tuple[str, ...] = ()
+    digest: Callable[[str], str] | None = None
 
     def is_file(self, value: Any) -> bool:
         return self.file and value is not None and value not in self.names
@@ -140,16 +142,16 @@ def count_or_inf(minimum: int) -> Kind:
     return Kind(expected, check, "string")
 
 
-def file(names: Sequence[str] = ()) -> Kind:
+def file(names: Sequence[str] = (), digest: Callable[[str], str] | None = None) -> Kind:
     """A path (relative paths are taken from the spec's folder by the spec reader), or one of
-    `names` (built-in inputs such as device presets)."""
+    `names` (built-in inputs such as device presets); `digest` as in `Kind`."""
 
     def check(v: Any) -> str:
         if not isinstance(v, str) or not v:
             raise KindError(f"expected a file name, got '{_show(v)}'")
         return v
 
-    return Kind("a file name", check, "string", file=True, names=tuple(names))
+    return Kind("a file name", check, "string", file=True, names=tuple(names), digest=digest)
 
 
 def scalar() -> Kind:

@@ -23,8 +23,27 @@ from qoslab.sweep.study import (
     file,
 )
 
+
+def config_digest(path: str) -> str:
+    """The config's content and every workload file it names: editing any of them makes
+    the point a new one."""
+    import hashlib
+
+    from qoslab.nvmelite.config import workload_paths
+    from qoslab.sweep.spec import file_digest
+
+    parts = [file_digest(path), *(file_digest(w) for w, _ in workload_paths(path))]
+    return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 PARAMS = (
-    Param("config", file(), "", REQUIRED, "matrix config YAML (workload paths relative to it)"),
+    Param(
+        "config",
+        file(digest=config_digest),
+        "",
+        REQUIRED,
+        "matrix config YAML (workload paths relative to it)",
+    ),
     Param("submit_window", count_or_inf(1), "commands", "inf", "most commands pending at once"),
 )
 

@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError}
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use qoslab_nvmelite::log::{LinePieces, push_hex};
 use qoslab_nvmelite::matrix::{self, MatrixError, MatrixSpec, RunCursor, WriteOptions};
 use qoslab_nvmelite::params::{self, Bound as BoundK, FaultMode, ParamError, SubmitWindow};
 use qoslab_nvmelite::{RunOptions, RunOutput, RunParams, Runner};
@@ -367,6 +368,114 @@ fn race<'py>(
         .collect()
 }
 
+/// The columns `run_batch` returns, in order: (name, kind), kind "f64" or "u64".
+const BATCH_METRICS: [(&str, &str); 11] = [
+    ("p95_latency_step", "f64"),
+    ("mean_latency_step", "f64"),
+    ("max_latency_step", "f64"),
+    ("RD", "f64"),
+    ("FE", "f64"),
+    ("pending_peak", "u64"),
+    ("pending_area", "u64"),
+    ("n_ok", "u64"),
+    ("n_err", "u64"),
+    ("n_timeout", "u64"),
+    ("completion_rate", "f64"),
+];
+
+/// Runs many runs on the calling thread (a sweep's worker brings its own parallelism) and
+/// returns them as columns, so that a million runs cost no Python object each.
+///
+/// `configs` holds (workload index, policy, bound, fault, submit_window, scheduler_version,
+/// git_commit) in the spellings of spec §2; run i is `configs[config_index[i]]` with schedule
+/// seed `seeds[i]`. A bad config raises ParamsError(message, field, config index). Returns a
+/// dict of bytes: each metric of `BATCH_METRICS` as little-endian f64 or u64 values,
+/// `log_sha256` as 64 hex digits per run, `run_id` as the UTF-8 ids end to end and
+/// `run_id_offsets` as n + 1 little-endian i64 offsets into it.
+#[pyfunction]
+fn run_batch<'py>(
+    py: Python<'py>,
+    workloads: Vec<PyRef<'_, Workload>>,
+    configs: Vec<(usize, String, String, String, String, String, String)>,
+    config_index: Vec<u32>,
+    seeds: Vec<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if config_index.len() != seeds.len() {
+        return Err(PyValueError::new_err(
+            "config_index and seeds differ in length",
+        ));
+    }
+    let mut parsed = Vec::with_capacity(configs.len());
+    for (i, (w, policy, bound, fault, window, version, commit)) in configs.iter().enumerate() {
+        let workload = workloads
+            .get(*w)
+            .map(|w| w.0.clone())
+            .ok_or_else(|| PyValueError::new_err(format!("configs[{i}]: no workload {w}")))?;
+        let params = RunParams {
+            schedule_seed: 0,
+            policy: params::parse_policy(policy).map_err(|e| param_err("policy", Some(i), e))?,
+            bound: BoundK::parse(bound).map_err(|e| param_err("bound", Some(i), e))?,
+            fault: FaultMode::parse(fault).map_err(|e| param_err("fault", Some(i), e))?,
+            submit_window: SubmitWindow::parse(window)
+                .map_err(|e| param_err("submit_window", Some(i), e))?,
+            scheduler_version: version.clone(),
+            git_commit: commit.clone(),
+        };
+        parsed.push((workload, params, *w));
+    }
+    if let Some(&bad) = config_index.iter().find(|&&c| c as usize >= parsed.len()) {
+        return Err(PyValueError::new_err(format!(
+            "config_index {bad} out of range"
+        )));
+    }
+    let n = seeds.len();
+    let mut columns = vec![Vec::<u8>::with_capacity(n * 8); BATCH_METRICS.len()];
+    let mut hashes = String::with_capacity(n * 64);
+    let mut ids = String::with_capacity(n * 48);
+    let mut offsets = Vec::<u8>::with_capacity((n + 1) * 8);
+    // The lines every run of a workload shares, formatted once (as the matrix does).
+    let pieces: Vec<LinePieces> = workloads.iter().map(|w| LinePieces::new(&w.0)).collect();
+    py.detach(|| {
+        let mut runner = Runner::new();
+        offsets.extend_from_slice(&0i64.to_le_bytes());
+        for (&c, &seed) in config_index.iter().zip(&seeds) {
+            let (workload, params, w) = &mut parsed[c as usize];
+            params.schedule_seed = seed;
+            let run_id = params.run_id(&workload.seed_id);
+            let piece = &pieces[*w];
+            let (m, digest, _) =
+                runner.run_summary_with(workload, Some(piece), params, &run_id, false);
+            let values = [
+                m.p95_latency_step.to_le_bytes(),
+                m.mean_latency_step.to_le_bytes(),
+                m.max_latency_step.to_le_bytes(),
+                m.rd.to_le_bytes(),
+                m.fe.to_le_bytes(),
+                m.pending_peak.to_le_bytes(),
+                m.pending_area.to_le_bytes(),
+                m.n_ok.to_le_bytes(),
+                m.n_err.to_le_bytes(),
+                m.n_timeout.to_le_bytes(),
+                m.completion_rate.to_le_bytes(),
+            ];
+            for (column, v) in columns.iter_mut().zip(values) {
+                column.extend_from_slice(&v);
+            }
+            push_hex(&mut hashes, &digest);
+            ids.push_str(&run_id);
+            offsets.extend_from_slice(&(ids.len() as i64).to_le_bytes());
+        }
+    });
+    let d = PyDict::new(py);
+    for ((name, _), column) in BATCH_METRICS.iter().zip(&columns) {
+        d.set_item(*name, PyBytes::new(py, column))?;
+    }
+    d.set_item("log_sha256", PyBytes::new(py, hashes.as_bytes()))?;
+    d.set_item("run_id", PyBytes::new(py, ids.as_bytes()))?;
+    d.set_item("run_id_offsets", PyBytes::new(py, &offsets))?;
+    Ok(d)
+}
+
 fn pool(jobs: Option<usize>) -> PyResult<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(n) = jobs {
@@ -556,6 +665,8 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(schedule_compose, &m)?)?;
     m.add("SCHEDULE_HEADER_KEYS", schedule::HEADER_KEYS.to_vec())?;
+    m.add_function(wrap_pyfunction!(run_batch, &m)?)?;
+    m.add("BATCH_METRICS", BATCH_METRICS.to_vec())?;
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     m.add("ParamsError", py.get_type::<ParamsError>())?;
     m.add("ScheduleError", py.get_type::<ScheduleError>())?;

@@ -524,3 +524,24 @@ def test_an_empirical_device_fitted_from_a_real_fio_run_reproduces_its_latencies
         hi = np.interp(p + spread, pct, lat) * (1 + 0.002)
         key = f"{p:.6f}"
         assert lo <= sim["percentile"][key] <= hi, (key, lo, sim["percentile"][key], hi)
+
+
+def test_power_fail_at_reports_what_each_job_lost(qoslab, tmp_path):
+    """`--power-fail-at` on a drive with a volatile cache and no power-loss protection: a job
+    that never flushes loses acknowledged writes; one that flushes after every write loses none
+    of what it relied on."""
+    job = write(
+        tmp_path,
+        "w.fio",
+        "[global]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=8\ntime_based=1\nruntime=30ms\n"
+        "[plain]\n[synced]\noffset=2g\nfsync=1\n",
+    )
+    report = sim_json(qoslab, str(job), "--device", "consumer-tlc", "--power-fail-at", "20ms")
+    d = report["qoslab"]["durability"]
+    assert d["power_fail_at_ns"] == 20_000_000
+    plain, synced = d["jobs"]
+    assert plain["jobname"] == "plain" and synced["jobname"] == "synced"
+    assert plain["acknowledged_lost"] > 0
+    assert plain["durable"] == plain["writes_acknowledged"] - plain["acknowledged_lost"]
+    assert synced["acknowledged_lost"] == 0
+    assert synced["durable"] == synced["writes_acknowledged"] > 0

@@ -190,8 +190,14 @@ impl Device for AnalyticDevice {
     fn capacity_bytes(&self) -> u64 {
         self.capacity_bytes
     }
+    /// A flush that takes time (`flush_ns`) means a cache to flush; a power failure loses
+    /// nothing here, though (the queue keeps no data).
     fn caps(&self) -> DeviceCaps {
-        DeviceCaps::ABORT_QUEUED
+        let mut caps = DeviceCaps::ABORT_QUEUED;
+        if self.flush_ns > 0 {
+            caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
+        }
+        caps
     }
 }
 

@@ -43,16 +43,7 @@ bitflags::bitflags! {
     }
 }
 
-/// A write a power failure took away (see [`Device::lost_writes`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LostWrite {
-    pub offset_bytes: u64,
-    pub len_bytes: u64,
-    pub job: u32,
-    pub queued_ns: qoslab_engine::Ns,
-    /// Whether it had completed to the host (false: it was still in flight).
-    pub acknowledged: bool,
-}
+pub use qoslab_engine::LostWrite;
 
 /// A device: the last stage of a path.
 pub trait Device: Stage {

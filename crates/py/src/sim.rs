@@ -29,7 +29,7 @@ fn to_py(e: SimError) -> PyErr {
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
-    series_path=None, series_interval_ms=100.0, progress=false
+    series_path=None, series_interval_ms=100.0, progress=false, power_fail_at=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -47,7 +47,17 @@ fn sim_run<'py>(
     series_path: Option<PathBuf>,
     series_interval_ms: f64,
     progress: bool,
+    power_fail_at: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let power_fail_at_ns = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                to_py(SimError::new(format!(
+                    "--power-fail-at: expected a simulated time like 5ms or 1.5s, got '{t}'"
+                )))
+            })
+        })
+        .transpose()?;
     let format = OutputFormat::from_name(output_format).ok_or_else(|| {
         to_py(SimError::new(format!(
             "--output-format: expected normal, json or json+, got '{output_format}'"
@@ -100,6 +110,7 @@ fn sim_run<'py>(
         format,
         series,
         progress,
+        power_fail_at_ns,
     };
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);

@@ -117,6 +117,8 @@ pub struct SimOptions {
     /// Where to write the time series, if anywhere.
     pub series: Option<SeriesSpec>,
     pub progress: bool,
+    /// Cut the power at this simulated time and report what it took (`qoslab.durability`).
+    pub power_fail_at_ns: Option<Ns>,
 }
 
 /// The per-interval time series (`--timeseries`), written as CSV while the run goes.
@@ -196,6 +198,12 @@ fn build_jobs(
                         series.and(interval),
                     );
                     run.host = job.sim_host;
+                    run.durability = job::Durability::new(
+                        job.fsync_every,
+                        job.end_fsync,
+                        job.write_barrier_every,
+                        job.fua,
+                    );
                     out.push(run);
                 }
             }
@@ -291,6 +299,7 @@ impl ModelVisitor for RunOnce<'_, '_> {
         let dev: D = self.opts.device.build_media(self.seed)?;
         let loop_opts = LoopOptions {
             progress: self.opts.progress,
+            power_fail_at_ns: self.opts.power_fail_at_ns,
         };
         run_with_media(self.opts, self.seed, dev, loop_opts, self.series)
     }
@@ -313,7 +322,11 @@ pub fn run_on_device<D: qoslab_media::Device>(
     opts: &SimOptions,
     dev: D,
 ) -> Result<SimOutput, SimError> {
-    let outcome = run_with_media(opts, opts.seed, dev, LoopOptions::default(), None)?;
+    let loop_opts = LoopOptions {
+        progress: false,
+        power_fail_at_ns: opts.power_fail_at_ns,
+    };
+    let outcome = run_with_media(opts, opts.seed, dev, loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,

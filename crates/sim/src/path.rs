@@ -9,9 +9,9 @@
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
-use qoslab_block::BlockLayer;
+use qoslab_block::{BlockLayer, WriteCache};
 use qoslab_engine::{Chain, Stage};
-use qoslab_media::Device;
+use qoslab_media::{Device, DeviceCaps};
 use qoslab_nvme::transport::{TransportModel, TransportVisitor, visit_transport};
 use qoslab_nvme::{ControllerSetup, NvmeController, NvmeHost, QueueLayout};
 
@@ -116,8 +116,13 @@ impl<D: Device, V: PathVisitor> TransportVisitor for WithMedia<'_, D, V> {
                 seed: plan.seed,
             },
         );
+        let caps = self.dev.caps();
+        let block = BlockLayer::new().with_write_cache(WriteCache {
+            volatile: caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
+            fua: caps.contains(DeviceCaps::FUA),
+        });
         let path: NvmePath<T, D> = Chain::new(
-            BlockLayer::new(),
+            block,
             Chain::new(
                 host,
                 Chain::new(transport, Chain::new(controller, self.dev)),

@@ -333,6 +333,25 @@ fn stages_json(stages: &[qoslab_engine::StageReport]) -> Value {
     )
 }
 
+/// What a power failure took, per job: writes acknowledged when it struck, those of them still
+/// durable, those lost although acknowledged, and writes lost in flight.
+fn durability_json(seed: u64, d: &crate::run::DurabilityReport) -> Value {
+    let jobs: Vec<Value> = d
+        .jobs
+        .iter()
+        .map(|j| {
+            json!({
+                "jobname": j.name,
+                "writes_acknowledged": j.acknowledged,
+                "durable": j.acknowledged.saturating_sub(j.lost_acknowledged),
+                "acknowledged_lost": j.lost_acknowledged,
+                "lost_in_flight": j.lost_in_flight,
+            })
+        })
+        .collect();
+    json!({"seed": seed, "power_fail_at_ns": d.power_fail_at_ns, "jobs": jobs})
+}
+
 fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
     let mut m = Map::new();
     for (k, v) in list {
@@ -487,6 +506,20 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
         json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
     );
     q.insert("stages".into(), stages_json(&o.stages));
+    let durability: Vec<Value> = seeds
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(seed, o)| durability_json(*seed, o.durability.as_ref()?).into())
+        .collect();
+    match durability.len() {
+        0 => {}
+        1 => {
+            q.insert("durability".into(), durability[0].clone());
+        }
+        _ => {
+            q.insert("durability".into(), Value::Array(durability));
+        }
+    }
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, &per_run));
     }

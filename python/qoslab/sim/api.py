@@ -33,6 +33,7 @@ def run(
     timeseries: str | Path | None = None,
     log_avg_msec: float = 100.0,
     progress: bool = False,
+    power_fail_at: str | None = None,
 ) -> dict[str, Any]:
     """Runs one simulation; returns {"text", "ios", "events", "max_outstanding"}.
 
@@ -52,6 +53,7 @@ def run(
         qd_cap=qd_cap,
         series_interval_ms=log_avg_msec,
         progress=progress,
+        power_fail_at=power_fail_at,
     )
     if timeseries is None:
         return _sim_run(device, sets, seed, repeat, output_format, None, core_args)

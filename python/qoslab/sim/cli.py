@@ -55,6 +55,12 @@ def sim(
     plot: Path | None = typer.Option(
         None, "--plot", help="Plot IOPS and p99 latency over time (PNG, SVG or PDF)."
     ),
+    power_fail_at: str | None = typer.Option(
+        None,
+        "--power-fail-at",
+        help="Cut the power at this simulated time (e.g. 20ms) and report per job what it "
+        "took (qoslab.durability in the JSON).",
+    ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),
     list_tunables: bool = typer.Option(
         False, "--list-tunables", help="List every device-file tunable (unit, default, help)."
@@ -114,6 +120,7 @@ def sim(
             timeseries=series,
             log_avg_msec=log_avg_msec,
             progress=sys.stderr.isatty(),
+            power_fail_at=power_fail_at,
         )
         if plot is not None:
             from qoslab.sim.plot import timeseries_figure

@@ -796,6 +796,18 @@ impl Stage for Hdd {
         }
     }
 
+    /// A power failure sent down the path (`--power-fail-at`).
+    fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<HddEvent>) {
+        if msg.command == qoslab_engine::Command::PowerLoss {
+            self.power_fail(ctx);
+            msg.status = qoslab_engine::ControlStatus::Success;
+        }
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
+        out.extend_from_slice(&self.lost);
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let n = self.stats.media_ops.max(1) as f64;
         vec![

@@ -1156,6 +1156,18 @@ impl Stage for Ssd {
         self.drain_flash(ctx);
     }
 
+    /// A power failure sent down the path (`--power-fail-at`).
+    fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<SsdEvent>) {
+        if msg.command == qoslab_engine::Command::PowerLoss {
+            self.power_fail(ctx);
+            msg.status = qoslab_engine::ControlStatus::Success;
+        }
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
+        out.extend_from_slice(&self.lost);
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let f = &self.ftl.stats;
         let a = &self.flash.stats;

@@ -1,6 +1,7 @@
 //! Integration tests of the simulated path, built as one binary.
 
 mod common;
+mod durability;
 mod jobs;
 mod nvme;
 mod queueing;

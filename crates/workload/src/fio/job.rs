@@ -200,6 +200,14 @@ pub struct Job {
     /// The simulated host the job runs on (`sim_host`, qoslab's own option), for paths where
     /// several hosts share one controller.
     pub sim_host: u16,
+    /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
+    pub fsync_every: u64,
+    /// `end_fsync` / `fsync_on_close`: a cache flush when the job has written its last.
+    pub end_fsync: bool,
+    /// `write_barrier`: every N-th write flushes the cache before it and is FUA (0: never).
+    pub write_barrier_every: u64,
+    /// `fua`: every write is Force Unit Access.
+    pub fua: bool,
     pub stonewall: bool,
     pub new_group: bool,
     pub group_reporting: bool,
@@ -272,6 +280,10 @@ impl Job {
             cmdprio_class: [IoPrioClass::RealTime; 3],
             cmdprio: [0; 3],
             sim_host: 0,
+            fsync_every: 0,
+            end_fsync: false,
+            write_barrier_every: 0,
+            fua: false,
             stonewall: false,
             new_group: false,
             group_reporting: false,

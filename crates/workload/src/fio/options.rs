@@ -882,6 +882,66 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Priority level of the `cmdprio_percentage` I/Os."
     ),
     opt!(
+        "fsync",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync_every = v
+        },
+        "",
+        "0",
+        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. 0: never."
+    ),
+    opt!(
+        "fdatasync",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync_every = v
+        },
+        "",
+        "0",
+        "As fsync (a block device has no metadata to leave out)."
+    ),
+    opt!(
+        "end_fsync",
+        [],
+        Kind::Bool(|j, v| j.end_fsync |= v),
+        "",
+        "0",
+        "Flush the device's write cache once the job has written its last."
+    ),
+    opt!(
+        "fsync_on_close",
+        [],
+        Kind::Bool(|j, v| j.end_fsync |= v),
+        "",
+        "0",
+        "Flush the device's write cache when the job closes its file (at its end)."
+    ),
+    opt!(
+        "write_barrier",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.write_barrier_every = v
+        },
+        "",
+        "0",
+        "Make every N-th write a barrier: the cache is flushed before it and it is written with FUA (Linux REQ_PREFLUSH | REQ_FUA). 0: never."
+    ),
+    opt!(
+        "fua",
+        [],
+        Kind::Bool(|j, v| j.fua = v),
+        "",
+        "0",
+        "Write with Force Unit Access: a write completes only once it is on stable media."
+    ),
+    opt!(
         "stonewall",
         ["wait_for_previous"],
         Kind::Bool(|j, v| j.stonewall = v),

@@ -94,7 +94,6 @@ def test_study_on_a_file_without_root(qoslab):
             "1s",
             "--ramp",
             "0s",
-            "--quiet",
             "--out",
             str(out),
         ]
@@ -108,6 +107,8 @@ def test_study_on_a_file_without_root(qoslab):
         else:
             done = qoslab(*args, env={**os.environ, "XDG_RUNTIME_DIR": str(work)})
             assert done.returncode == 0, done.stderr
+        # stderr is a pipe here, not a terminal: no progress bars in it.
+        assert "remaining" not in done.stderr and "━" not in done.stderr
         table = pd.read_parquet(out / "results.parquet")
         assert table.qd.tolist() == [1, 4]
         assert (table.iops > 0).all()
@@ -157,3 +158,17 @@ def test_an_output_directory_that_is_not_qoslabs_is_never_replaced(qoslab, tmp_p
     assert "is not an earlier qoslab lab output" in done.stderr
     assert (precious / "thesis.tex").read_text() == "years of work"
     assert not (tmp_path / "data.img").exists()
+
+
+def test_a_missing_name_under_dev_is_no_such_block_device(qoslab, tmp_path):
+    done = qoslab(
+        "lab",
+        "study",
+        "qd-sweep",
+        "--target",
+        "/dev/nvme9n9",
+        env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert done.stderr == "qoslab: error: /dev/nvme9n9: no such block device\n"
+    assert not Path("/dev/nvme9n9").exists()

@@ -16,7 +16,8 @@ POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.P
 
 app = typer.Typer(
     name="nvmelite",
-    help="NVMe-lite: exact completion-reordering model, replay and the risk-cliff study.",
+    help="NVMe-lite: completion-reordering risk cliffs (study 1): one run, replay, the matrix, "
+    "and differential validation of an implementation.",
     no_args_is_help=True,
 )
 
@@ -52,12 +53,20 @@ def run(
     submit_window: str = typer.Option(
         "inf", "--submit-window", help="Most commands pending at once: an integer or inf."
     ),
-    log: Path | None = typer.Option(None, "--log", help="Write the log here, not to stdout."),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the log to this file.", show_default="stdout"
+    ),
     schedule_out: Path | None = typer.Option(
-        None, "--schedule-out", help="Write qoslab's replayable schedule file here."
+        None,
+        "--schedule-out",
+        help="Write qoslab's replayable schedule file here.",
+        show_default="not written",
     ),
     reference_schedule: Path | None = typer.Option(
-        None, "--reference-schedule", help="Write the reference's JSON schedule record here."
+        None,
+        "--reference-schedule",
+        help="Write the reference's JSON schedule record here.",
+        show_default="not written",
     ),
     scheduler_version: str = typer.Option(
         "v1.0", "--scheduler-version", help="Header string scheduler_version."
@@ -100,9 +109,14 @@ def run(
 def replay(
     workload: Path = typer.Argument(..., help="Workload JSON file the schedule was made for."),
     schedule: Path = typer.Argument(..., help="qoslab schedule file (--schedule-out)."),
-    log: Path | None = typer.Option(None, "--log", help="Write the log here, not to stdout."),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the log to this file.", show_default="stdout"
+    ),
     reference_schedule: Path | None = typer.Option(
-        None, "--reference-schedule", help="Also write the reference's JSON schedule record."
+        None,
+        "--reference-schedule",
+        help="Also write the reference's JSON schedule record.",
+        show_default="not written",
     ),
 ) -> None:
     """Re-execute a recorded schedule: the byte-identical log to stdout, metrics to stderr."""
@@ -134,7 +148,7 @@ def matrix(
     ),
     no_logs: bool = typer.Option(False, "--no-logs", help="Do not write logs/<run_id>.log."),
     jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="Worker threads (default: all cores)."
+        None, "--jobs", min=1, help="Worker threads.", show_default="all cores"
     ),
     top_k: int = typer.Option(10, "--top-k", min=0, help="Poison schedules to keep."),
 ) -> None:

@@ -341,8 +341,8 @@ fn sections_can_be_picked_and_their_groups_are_numbered_again() {
     assert_eq!((f.jobs[1].run_group, f.jobs[1].group_id), (0, 1));
     assert_eq!(f.jobs[0].bs, [8192; 3], "[global] still applies");
     assert_eq!(
-        f.jobs[0].index, 2,
-        "the streams of [c] stay those of the whole file"
+        f.jobs[0].index, 0,
+        "numbered again, as fio numbers the jobs it runs"
     );
     let e = parse(text).only_sections(&["e".into()]).unwrap_err();
     assert_eq!(

@@ -225,6 +225,9 @@ pub struct Job {
     /// The fio logs asked for (`write_lat_log`, `write_bw_log`, `write_iops_log`).
     pub logs: FioLogs,
     pub kb_base: KbBase,
+    /// How many of the file's `[global]` options (in file order) were written before this
+    /// job's section: with `options`, the file as written, section by section.
+    pub globals_before: usize,
     /// The options as written in the job's own section, in order, values after `${ENV}`
     /// expansion (what fio's JSON echoes as "job options").
     pub options: Vec<(String, String)>,
@@ -294,6 +297,7 @@ impl Job {
             log_avg_msec: None,
             logs: FioLogs::default(),
             kb_base: KbBase::Binary,
+            globals_before: 0,
             options: Vec::new(),
             ignored: Vec::new(),
         }

@@ -119,6 +119,7 @@ pub fn parse_job_str(
                 };
                 let mut job = Job::with_defaults(name, jobs.len(), location);
                 apply_section(&mut job, &global_options)?;
+                job.globals_before = global_options.len();
                 section = Some((Some(job), Vec::new()));
             }
             continue;
@@ -174,9 +175,10 @@ fn number_groups(jobs: &mut [Job]) {
 }
 
 impl JobFile {
-    /// Keeps only the job sections named in `sections` (fio's `--section`), the groups
-    /// numbered again among them; each kept job keeps its random streams (they follow its
-    /// position in the file). A name that is no section of the file is an error.
+    /// Keeps only the job sections named in `sections` (fio's `--section`), numbered again
+    /// among themselves as fio numbers them (position, reporting and run groups; a job's
+    /// random streams follow its position). A name that is no section of the file is an
+    /// error.
     pub fn only_sections(mut self, sections: &[String]) -> Result<JobFile, WorkloadError> {
         for name in sections {
             if !self.jobs.iter().any(|j| &j.section == name) {
@@ -191,6 +193,9 @@ impl JobFile {
             }
         }
         self.jobs.retain(|j| sections.contains(&j.section));
+        for (i, job) in self.jobs.iter_mut().enumerate() {
+            job.index = i;
+        }
         number_groups(&mut self.jobs);
         Ok(self)
     }

@@ -1,6 +1,6 @@
 //! Every fio option qoslab knows, declared once (after fio's `fio_options[]` table).
 //!
-//! Each entry gives the name, aliases, value kind, unit, default and help, and whether qoslab
+//! Each entry gives the name (fio's own, the one `fio --showcmd` prints), aliases, value kind, unit, default and help, and whether qoslab
 //! models it or only accepts it. The same table drives the job-file parser, the error
 //! messages ("expected a size like 4k") and the option list in docs/workload.md
 //! ([`options_markdown`]). An option missing here is an error naming the option and line.
@@ -573,8 +573,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Weighted block sizes; blank percentages share the remainder evenly."
     ),
     opt!(
-        "blockalign",
-        ["ba"],
+        "ba",
+        ["blockalign"],
         Kind::SizePerOp(|j, v| fill_opt(&mut j.blockalign, v)),
         "bytes",
         "minimum bs",
@@ -681,8 +681,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Number of I/Os kept in flight."
     ),
     opt!(
-        "iodepth_batch_submit",
-        ["iodepth_batch"],
+        "iodepth_batch",
+        ["iodepth_batch_submit"],
         Kind::Int {
             min: 0,
             max: 65535,

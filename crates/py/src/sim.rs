@@ -206,14 +206,15 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 }
 
 /// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
-/// `series_interval_ms`) if given. Returns a dict: text, ios, events, max_outstanding, and
+/// `series_interval_ms`) if given. The device is a preset or a file named `device`, or the
+/// device file `device_text` (named `device` in messages). Returns a dict: text, ios, events, max_outstanding, and
 /// for jobs `jobs` (JSON text of how they were read, as `fio_parse` gives it).
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
     series_path=None, series_interval_ms=100.0, progress=false,
-    jobtext=None, jobname=None, sections=Vec::new()
+    jobtext=None, jobname=None, sections=Vec::new(), device_text=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -234,6 +235,7 @@ fn sim_run<'py>(
     jobtext: Option<String>,
     jobname: Option<String>,
     sections: Vec<String>,
+    device_text: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format = OutputFormat::from_name(output_format).ok_or_else(|| {
         to_py(SimError::new(format!(
@@ -269,7 +271,12 @@ fn sim_run<'py>(
             )));
         }
     };
-    let device = DeviceConfig::load(device, &sets).map_err(|e| to_py(e.into()))?;
+    // A device file made from another format (MQSim's XML) comes as text, named `device`.
+    let device = match device_text {
+        Some(text) => DeviceConfig::from_text(&text, device, &sets),
+        None => DeviceConfig::load(device, &sets),
+    }
+    .map_err(|e| to_py(e.into()))?;
     let ms = series_interval_ms;
     let interval_ns = (ms * 1e6).round();
     // The interval is whole ns, so anything under half a ns would be no interval at all.

@@ -86,6 +86,7 @@ def run(
     speed: float = 1.0,
     qd_cap: int = 0,
     device: str = DEFAULT_DEVICE,
+    device_text: str | None = None,
     sets: list[str] | None = None,
     seed: int = 1,
     repeat: int = 1,
@@ -99,7 +100,9 @@ def run(
     for jobs, "jobs" (how they were read, as `parse_jobs` gives it).
 
     Jobs come from a job file, or from `jobtext` (job-file text named `jobname` in messages,
-    or fio's command line as `CommandLineJobs`), only the `sections` named if any. With
+    or fio's command line as `CommandLineJobs`), only the `sections` named if any. The device
+    is a preset name or a device file (`device_text`, when given, is that file's text; see
+    `device_file` for MQSim's ssdconfig.xml). With
     `timeseries`, the per-interval series (every `log_avg_msec`, unless a job sets its own) is
     written there as CSV, or as Parquet when the name ends in .parquet. With `fio_logs`, the
     fio logs the jobs ask for (`write_lat_log`, ...) are written in the current folder and
@@ -125,6 +128,7 @@ def run(
         qd_cap=qd_cap,
         series_interval_ms=log_avg_msec,
         progress=progress,
+        device_text=device_text,
     )
     wants_logs = False
     if fio_logs and trace is None:
@@ -245,6 +249,19 @@ def _csv_to_parquet(csv_path: Path, out: Path) -> None:
     with pq.ParquetWriter(out, reader.schema) as writer:
         for batch in reader:
             writer.write_batch(batch)
+
+
+def device_file(device: str, workload=None) -> tuple[str | None, str | None]:
+    """(device file text, warning) for `--device`: for MQSim's ssdconfig.xml (a name ending
+    in .xml) the SSD model's device file made from it and the warning naming what it leaves
+    out (`workload`: `qoslab.sim.mqsim.Workload` of the flows, for preconditioning); for a
+    preset or a TOML file (None, None)."""
+    if not device.endswith(".xml"):
+        return None, None
+    from qoslab.sim.mqsim import device_from_ssdconfig
+
+    converted = device_from_ssdconfig(device, workload)
+    return converted.text, converted.warning(Path(device))
 
 
 def presets() -> list[tuple[str, str]]:

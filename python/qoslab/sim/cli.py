@@ -66,6 +66,12 @@ def sim(
     show_cmd: bool = typer.Option(
         False, "--showcmd", help="Print the job file as fio's command line and stop."
     ),
+    mqsim_workload: Path | None = typer.Option(
+        None,
+        "--mqsim-workload",
+        help="Run MQSim's workload.xml: a job per synthetic flow, a stonewall per scenario.",
+        show_default="none",
+    ),
     trace: Path | None = typer.Option(
         None,
         "--trace",
@@ -80,7 +86,9 @@ def sim(
         0, "--qd-cap", help="Most trace I/Os outstanding at once (0 = no cap)."
     ),
     device: str = typer.Option(
-        api.DEFAULT_DEVICE, "--device", help="Device preset name or device TOML file."
+        api.DEFAULT_DEVICE,
+        "--device",
+        help="Device preset name, device TOML file, or MQSim's ssdconfig.xml.",
     ),
     sets: list[str] = typer.Option(
         [],
@@ -146,7 +154,16 @@ def sim(
     output_format = _output_formats(output_format)
     fio_args = ctx.meta.get(FIO_ARGS, [])
     jobs = dict(sections=section)
-    if fio_args:
+    flows = None
+    if mqsim_workload is not None:
+        from qoslab.sim.mqsim import jobs_from_workload
+
+        if fio_args or jobfile is not None:
+            raise InputError("give the jobs either as --mqsim-workload or as fio jobs, not both")
+        converted, flows = jobs_from_workload(mqsim_workload)
+        _warn(converted.warning(mqsim_workload))
+        jobs.update(jobtext=converted.text, jobname=str(mqsim_workload))
+    elif fio_args:
         if jobfile is not None:
             raise InputError(
                 "give the jobs either as a job file or as fio options (--name=...), not both"
@@ -160,6 +177,8 @@ def sim(
         raise InputError("give a job file (or - for stdin), fio job options, or --trace FILE")
     if len(jobs) > 1 and trace is not None:
         raise InputError("give either jobs or --trace FILE, not both")
+    device_text, warning = api.device_file(device, flows)
+    _warn(warning)
     if trace is None:
         parsed = api.parse_jobs(**jobs)
         if show_cmd:
@@ -169,9 +188,7 @@ def sim(
             if "json" in output_format:
                 sys.stdout.write(json.dumps(parsed, indent=2) + "\n")
             return
-        ignored = api.ignored_options(parsed)
-        if ignored:
-            print(f"qoslab: warning: {ignored}", file=sys.stderr)
+        _warn(api.ignored_options(parsed))
     if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
         raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
     if plot is not None and repeat > 1:
@@ -192,6 +209,7 @@ def sim(
             speed=speed,
             qd_cap=qd_cap,
             device=device,
+            device_text=device_text,
             sets=sets,
             seed=seed,
             repeat=repeat,
@@ -212,5 +230,46 @@ def sim(
         write_file(output, result["text"])
 
 
+def _warn(warning: str | None) -> None:
+    if warning:
+        print(f"qoslab: warning: {warning}", file=sys.stderr)
+
+
+mqsim_app = typer.Typer(
+    name="mqsim",
+    help="MQSim's input files as qoslab's: a device file and a fio job file.",
+    no_args_is_help=True,
+)
+
+
+@mqsim_app.command("convert")
+def mqsim_convert(
+    ssdconfig: Path = typer.Argument(..., help="MQSim's device file (ssdconfig.xml)."),
+    workload: Path | None = typer.Argument(
+        None, help="MQSim's workload file (workload.xml).", show_default="none"
+    ),
+    out: Path = typer.Option(Path("."), "--out", help="Folder for device.toml and workload.fio."),
+) -> None:
+    """Write the SSD model's device file (and a fio job file) equivalent to MQSim's XML."""
+    from qoslab.outputs import write_files
+    from qoslab.sim.mqsim import device_from_ssdconfig, jobs_from_workload
+
+    if not out.is_dir():
+        raise InputError("--out: expected an existing folder", path=out)
+    files = {}
+    flows = None
+    if workload is not None:
+        jobs, flows = jobs_from_workload(workload)
+        _warn(jobs.warning(workload))
+        files[out / "workload.fio"] = jobs.text
+    device = device_from_ssdconfig(ssdconfig, flows)
+    _warn(device.warning(ssdconfig))
+    files[out / "device.toml"] = device.text
+    write_files(files)
+    for path in sorted(files):
+        typer.echo(f"wrote {path}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("sim", cls=FioCommandLine)(sim)
+    app.add_typer(mqsim_app)

@@ -18,10 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from conftest import QOSLAB, ROOT
+from qoslab import lab
 
 NOBODY = 65534
 
@@ -109,9 +109,14 @@ def test_study_on_a_file_without_root(qoslab):
             assert done.returncode == 0, done.stderr
         # stderr is a pipe here, not a terminal: no progress bars in it.
         assert "remaining" not in done.stderr and "━" not in done.stderr
-        table = pd.read_parquet(out / "results.parquet")
+        table = lab.results(out)
         assert table.qd.tolist() == [1, 4]
         assert (table.iops > 0).all()
+        # Every completion of a run is in its json+ histogram.
+        bins = lab.bins(out)
+        for row in table.itertuples():
+            mine = bins[(bins.source == row.source) & (bins.op == row.op)]
+            assert mine[mine.kind == "clat"]["count"].sum() == row.total_ios
         assert not target.exists()  # the scratch file is gone
         assert (work / "qoslab" / "created.json").read_text().strip() == "[]"
     finally:

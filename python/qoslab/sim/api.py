@@ -294,3 +294,67 @@ def check_writable(path: Path, option: str) -> None:
         raise InputError(f"{option}: cannot write {path}: the folder {directory} does not exist")
     if path.is_dir():
         raise InputError(f"{option}: {path} is a folder; expected the name of a file")
+
+
+def sim_json(
+    job: str | Path | None = None,
+    *,
+    text: str | None = None,
+    device: str = DEFAULT_DEVICE,
+    set: dict[str, object] | list[str] | None = None,
+    seed: int = 1,
+    repeat: int = 1,
+    sections: list[str] | None = None,
+    mqsim_workload: str | Path | None = None,
+) -> dict[str, Any]:
+    """`qoslab sim` from Python: the fio JSON report of a run as a dict.
+
+    The jobs are a job file (`job`), job-file `text`, or MQSim's workload.xml
+    (`mqsim_workload`); `device` a preset, a device file or MQSim's ssdconfig.xml; `set`
+    overrides device tunables ({"media.servers": 4}, as `--set media.servers=4`). What the
+    command line warns about (ignored options, MQSim parameters it does not model) comes as
+    Python warnings."""
+    import warnings
+
+    sets = [f"{k}={v}" for k, v in set.items()] if isinstance(set, dict) else list(set or [])
+    jobs: dict[str, Any] = dict(sections=sections)
+    flows = None
+    if mqsim_workload is not None:
+        from qoslab.sim.mqsim import jobs_from_workload
+
+        converted, flows = jobs_from_workload(mqsim_workload)
+        jobs.update(jobtext=converted.text, jobname=str(mqsim_workload))
+        notes = [converted.warning(Path(mqsim_workload))]
+    elif text is not None:
+        jobs.update(jobtext=text, jobname="<text>")
+        notes = []
+    elif job is not None:
+        jobs["jobfile"] = job
+        notes = []
+    else:
+        raise InputError("give a job file, job text or an MQSim workload")
+    device_text, device_note = device_file(str(device), flows)
+    notes += [device_note, ignored_options(parse_jobs(**jobs))]
+    for note in filter(None, notes):
+        warnings.warn(note, stacklevel=2)
+    result = run(
+        **jobs,
+        device=str(device),
+        device_text=device_text,
+        sets=sets,
+        seed=seed,
+        repeat=repeat,
+        output_format="json",
+    )
+    return json.loads(result["text"])
+
+
+def sim_frame(*args, **kwargs):
+    """`qoslab sim` from Python as a pandas DataFrame: one row per job and direction with
+    fio's fields, units in the column names (`iops`, `bw_bytes_s`, `lat_mean_us`, `p99_us`,
+    ...; see `qoslab.fio.tables`). Takes what `sim_json` takes."""
+    from qoslab.fio import jobs_table, parse_fio_json
+
+    report = sim_json(*args, **kwargs)
+    name = kwargs.get("mqsim_workload") or (args[0] if args else kwargs.get("job")) or "<text>"
+    return jobs_table([parse_fio_json(json.dumps(report), path=Path(str(name)).name)])

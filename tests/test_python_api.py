@@ -36,7 +36,7 @@ def erlang_quantile(n: int, mean_ns: float, q: float) -> float:
 def worked_example() -> tuple[str, str]:
     """The example's code and the output the docs print for it."""
     code = re.search(r"```python\n(.*?)```", DOC, re.S).group(1)
-    shown = re.search(r"<!-- python-example:begin -->\n```\n(.*?)```", DOC, re.S).group(1)
+    shown = re.search(r"<!-- python-example:begin -->\n```text\n(.*?)```", DOC, re.S).group(1)
     return code, shown
 
 

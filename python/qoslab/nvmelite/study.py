@@ -171,7 +171,16 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         )
     )
 
-    # Figure 3: risk-cliff heatmap (mean p95 per policy x k), cliffs outlined.
+    # Figure 3: a risk-cliff heatmap per fault mode.
+    faults = [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]
+    for f in faults:
+        figures.append(_heatmap(plt, save_figure, figdir, f, t2, cliffs, ks, seed_ids))
+    return figures
+
+
+def _heatmap(plt, save_figure, figdir, fault, t2, cliffs, ks, seed_ids) -> Figure:
+    """Mean p95 per policy and bound under one fault mode, its risk cliffs outlined."""
+    labels = [k[2:] for k in ks]
     rows_by_seed = {s: t2.where(seed_id=s, fault_mode=fault).rows for s in seed_ids}
     height = sum(max(1, len(r)) for r in rows_by_seed.values()) * 0.45 + 1.2 * len(seed_ids)
     fig, axes = plt.subplots(len(seed_ids), 1, figsize=(7.2, height), squeeze=False)
@@ -203,18 +212,15 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         ax.set_xlabel("reordering bound k")
         ax.set_title(f"{seed_id}: mean p95 (steps), fault {fault}; red = risk cliff")
         fig.colorbar(im, ax=ax, shrink=0.8)
-    figures.append(
-        save_figure(
-            fig,
-            figdir,
-            "risk_cliff_heatmap",
-            "Risk-cliff heatmap",
-            "Mean p95 per policy and bound; a red outline marks a bound whose mean p95 is more "
-            "than 20 % above the previous bound's (a risk cliff).",
-            "figures/",
-        )
+    return save_figure(
+        fig,
+        figdir,
+        f"risk_cliff_heatmap_{fault.lower()}",
+        f"Risk-cliff heatmap, fault {fault}",
+        f"Mean p95 per policy and bound under fault {fault}; a red outline marks a bound whose "
+        "mean p95 is more than 20 % above the previous bound's (a risk cliff).",
+        "figures/",
     )
-    return figures
 
 
 def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) -> Path:
@@ -227,7 +233,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
     cells = Table.from_csv(d / "cells.csv")
     cliffs = Table.from_csv(d / "risk_cliffs.csv")
     poison = Table.from_csv(d / "poison_top.csv")
-    fig_rd, fig_p95, fig_heat = _figures(d, t2, f1, cells, cliffs)
+    fig_rd, fig_p95, *heatmaps = _figures(d, t2, f1, cells, cliffs)
     for t, fmt in ((t2, two), (t3, two), (f1, three)):
         t.formats = dict.fromkeys(t.columns[2:], fmt)
     cliffs.formats = {
@@ -271,7 +277,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
         Section(
             "Risk cliffs",
             [
-                fig_heat,
+                *heatmaps,
                 Table(
                     cliffs.columns,
                     cliffs.rows,

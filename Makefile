@@ -49,15 +49,19 @@ $(VENV)/.core: $(VENV)/.deps $(RUST_SOURCES) pyproject.toml
 
 setup: $(VENV)/.core $(SETUP_TARGETS)
 
-# System tools from Debian's packages, installed only when missing.
+# System tools from Debian's packages, installed only when missing: fio (the lab, and the oracle
+# of the fio-compatibility tests) and chromium (the HTML report tests load reports headless).
+TOOLS := fio chromium
+
 tools:
-	@if ! command -v fio >/dev/null; then \
+	@for tool in $(TOOLS); do \
+	  command -v $$tool >/dev/null && continue; \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null; \
 	  else \
-	    echo "qoslab: error: fio is not installed and installing it needs root: sudo apt-get install fio" >&2; exit 2; \
+	    echo "qoslab: error: $$tool is not installed and installing it needs root: sudo apt-get install $$tool" >&2; exit 2; \
 	  fi; \
-	fi
+	done
 
 # ---- the two commands of the README ---------------------------------------------------------
 

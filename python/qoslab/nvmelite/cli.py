@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -162,6 +163,7 @@ def matrix(
         logs=not no_logs,
         jobs=jobs,
         top_k=top_k,
+        command=shlex.join(["qoslab", *sys.argv[1:]]),
     )
     print(report)
 

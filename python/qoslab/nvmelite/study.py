@@ -76,8 +76,10 @@ def run_study(
     jobs: int | None = None,
     top_k: int = 10,
     report: bool = True,
+    command: str = "",
 ) -> Path:
-    """Runs the matrix of `config` into `out` and returns the report's path (or `out`)."""
+    """Runs the matrix of `config` into `out` and returns the report's path (or `out`);
+    `command` (what ran it) goes into the report's footer."""
     matrix = load_matrix(config, submit_window)
     out = Path(out)
     with staged_dir(out, is_earlier_output=_is_earlier_output, refusal=_REFUSAL) as tmp:
@@ -89,7 +91,9 @@ def run_study(
             except OSError as err:
                 raise InputError(f"cannot write the output: {err}", path=out) from None
         if report:
-            build_report(tmp, config=config, summary=summary, submit_window=submit_window)
+            build_report(
+                tmp, config=config, summary=summary, submit_window=submit_window, command=command
+            )
     return out / "report.html" if report else out
 
 
@@ -223,8 +227,42 @@ def _heatmap(plt, save_figure, figdir, fault, t2, cliffs, ks, seed_ids) -> Figur
     )
 
 
-def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) -> Path:
-    """Figures and report.html from the tables the matrix wrote into `d`."""
+def _findings(cliffs: Table, t2: Table) -> Text:
+    """The risk cliffs in words: under each fault mode, which cells jump, from which bound to
+    which, and how far; then the largest."""
+    idx = {c: i for i, c in enumerate(cliffs.columns)}
+    many = len(set(t2.column("seed_id"))) > 1
+    faults = [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]
+
+    def cell(r) -> str:
+        where = f" on `{r[idx['seed_id']]}`" if many else ""
+        return (
+            f"{r[idx['policy']]}{where} from k = {r[idx['k_from']]} to {r[idx['k_to']]} "
+            f"(mean p95 {r[idx['p95_mean_from']]:.2f} to {r[idx['p95_mean_to']]:.2f} steps, "
+            f"+{r[idx['rise_pct']]:.1f} %)"
+        )
+
+    lines = []
+    for fault in faults:
+        rows = cliffs.where(fault_mode=fault).rows
+        if not rows:
+            lines.append(f"Under fault {fault}: no risk cliff.")
+            continue
+        count = f"{len(rows)} risk cliff{'s' if len(rows) > 1 else ''}"
+        lines.append(f"Under fault {fault}, {count}: " + "; ".join(cell(r) for r in rows) + ".")
+    if cliffs.rows:
+        top = max(cliffs.rows, key=lambda r: r[idx["rise_pct"]])
+        lines.append(f"The largest: {cell(top)}, under fault {top[idx['fault_mode']]}.")
+    else:
+        lines.append("No step of k raises any cell's mean p95 by more than 20 %.")
+    return Text("\n\n".join(lines))
+
+
+def build_report(
+    d: Path, *, config: Path, summary: dict, submit_window: str, command: str = ""
+) -> Path:
+    """Figures and report.html from the tables the matrix wrote into `d`; `command` is what
+    ran it, named in the report's footer."""
     two = "{:.2f}"
     three = "{:.3f}"
     t2 = Table.from_csv(d / "table2_mean_p95.csv")
@@ -250,6 +288,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
     fault = _focus_fault(t2)
 
     sections = [
+        Section("Findings", [_findings(cliffs, t2)]),
         Section(
             "How to read this report",
             [
@@ -310,6 +349,14 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
         ("risk cliffs", summary["cliffs"]),
         ("per-run results", files[0]),
     ]
+    from qoslab import __version__
+    from qoslab.nvmelite.config import project_commit
+
     return write_report(
-        d / "report.html", "NVMe-lite risk cliffs", sections, facts=facts, generator="qoslab"
+        d / "report.html",
+        "NVMe-lite risk cliffs",
+        sections,
+        facts=facts,
+        generator="qoslab",
+        footer={"version": __version__, "commit": project_commit(), "command": command},
     )

@@ -1,7 +1,9 @@
 """Every command README.md and docs/*.md show runs as written.
 
 A fenced block without a language (or marked sh/bash) is commands; every other block says what
-it is (`text` for outputs, synopses and file contents; `ini`, `toml`, `json`, `python`, ...).
+it is (`text` for outputs, synopses and file contents; `ini`, `toml`, `json`, `python`, ...),
+except a file that begins with its format's own header line (a schedule file), which is that
+file.
 Each document's command blocks run in order, as one reader would type them, in a folder of
 their own that holds the checkout's files (so `configs/...` resolves and `out/...` is written
 there), with the `qoslab` command on PATH and what a reader brings of their own: a job file, a
@@ -25,6 +27,8 @@ from conftest import ROOT
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
+# The first lines of files the documents show as they are (docs/nvmelite-schedule.md).
+FILE_HEADERS = ("qoslab-nvmelite-schedule v1",)
 FENCE = re.compile(r"^```([\w+-]*)\n(.*?)^```", re.S | re.M)
 
 # What a reader brings of their own, by the name the documents give it.
@@ -54,7 +58,7 @@ def command_blocks(doc: Path) -> list[tuple[int, str]]:
     return [
         (text[: m.start()].count("\n") + 1, m.group(2))
         for m in FENCE.finditer(text)
-        if m.group(1) in COMMAND_LANGUAGES
+        if m.group(1) in COMMAND_LANGUAGES and not m.group(2).startswith(FILE_HEADERS)
     ]
 
 

@@ -63,7 +63,7 @@ def ignored_options(parsed: dict[str, Any]) -> str | None:
         for item in job["ignored"]:
             seen.setdefault(item["option"], f"{item['option']} ({item['location']})")
         if not job["log_avg_msec"]:
-            for option in ("write_lat_log", "write_bw_log", "write_iops_log"):
+            for option in (f"write_{kind}_log" for kind in LOG_KINDS):
                 if job[option] is not None:
                     seen.setdefault(
                         option,
@@ -102,10 +102,10 @@ def run(
     Jobs come from a job file, or from `jobtext` (job-file text named `jobname` in messages,
     or fio's command line as `CommandLineJobs`), only the `sections` named if any. The device
     is a preset name or a device file (`device_text`, when given, is that file's text; see
-    `device_file` for MQSim's ssdconfig.xml). With
-    `timeseries`, the per-interval series (every `log_avg_msec`, unless a job sets its own) is
-    written there as CSV, or as Parquet when the name ends in .parquet. With `fio_logs`, the
-    fio logs the jobs ask for (`write_lat_log`, ...) are written in the current folder and
+    `device_file` for MQSim's ssdconfig.xml). With `timeseries`, the per-interval series
+    (every `log_avg_msec`, unless a job sets its own) is written there as CSV, or as Parquet
+    when the name ends in .parquet. With `fio_logs`, the fio logs the jobs ask for
+    (`write_lat_log`, ...) are written in the current folder (from the first seed's run) and
     "logs" lists them."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")

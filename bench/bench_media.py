@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from qoslab.sim.api import stage_counters
+
 ROOT = Path(__file__).resolve().parent.parent
 QOSLAB = Path(sys.executable).parent / "qoslab"
 JOBS = ROOT / "configs" / "jobs"
@@ -62,7 +64,7 @@ def _run(job: str, number_ios: int, sets: list[str]) -> dict:
         "cpu": rusage.ru_utime + rusage.ru_stime,
         "rss_mb": rusage.ru_maxrss / 1024,
         "ios": ios,
-        "media": report["qoslab"]["media"],
+        "media": stage_counters(report, "media"),
         "iops_sim": sum(job_report[op]["iops"] for op in ("read", "write")),
     }
 

@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qoslab.sim.api import run, tunables_markdown, write_atomically
+from qoslab.outputs import write_file
+from qoslab.sim.api import run, stage_counters, tunables_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -77,7 +78,7 @@ def _save(fig, name: str) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
-    write_atomically(IMG / name, buf.getvalue())
+    write_file(IMG / name, buf.getvalue())
 
 
 # ---- MQSim's default drive ------------------------------------------------------------------
@@ -263,7 +264,7 @@ def wa_table_and_figure() -> str:
         logical = int(physical * (1 - op))
         job = f"[w]\nrw=randwrite\nnorandommap=1\nbs=8k\niodepth=16\nnumber_ios={4 * logical}\n"
         report = _run(job, "mqsim-default", [*SMALL_WA, f"media.ftl.overprovisioning={op}"])
-        wa = report["qoslab"]["media"]["write_amplification"]
+        wa = stage_counters(report, "media")["write_amplification"]
         measured.append(wa)
         # GC keeps two free blocks a plane and the frontiers are half written on average.
         rho_eff = logical / 2 / (509.5 * 64)
@@ -346,7 +347,7 @@ def update(path: Path) -> bool:
     new = _splice(new, "tails-table", tails_table_and_figure())
     new = _splice(new, "hdd-table", hdd_table_and_figure())
     if new != text:
-        write_atomically(path, new)
+        write_file(path, new)
     return new != text
 
 

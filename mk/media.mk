@@ -12,4 +12,4 @@ media-bench: setup
 
 # Regenerates the figures and measured tables of docs/media.md.
 media-figures: setup
-	$(PY) docs/media/figures.py
+	$(PY) docs/media_figures.py

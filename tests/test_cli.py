@@ -36,3 +36,25 @@ def test_a_mistyped_study_name_is_answered_with_the_name_meant(qoslab):
     done = qoslab("lab", "study", "qd-swep", "--target", "x.img")
     assert done.returncode == 2
     assert done.stderr.strip().endswith("got 'qd-swep' (did you mean qd-sweep?)")
+
+
+def test_every_option_with_a_value_says_its_default():
+    import typer.main
+
+    from qoslab.cli import app
+
+    def options(command, path):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                yield from options(sub, [*path, name])
+            return
+        for p in command.params:
+            if p.param_type_name == "option" and not p.is_flag and not p.required:
+                yield " ".join(path), p.opts[0], p
+
+    silent = [
+        (where, name)
+        for where, name, p in options(typer.main.get_command(app), [])
+        if p.default in (None, [], ()) and not isinstance(p.show_default, str)
+    ]
+    assert silent == []

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from qoslab.sim.api import stage_counters
+
 QD1_READS = """
 [qd1]
 rw=randread
@@ -65,7 +67,7 @@ def test_qd1_random_read_with_mqsims_2mib_mapping_cache_adds_a_translation_read(
     # 233,016 cached entries out of 62.4 M: a random read all but always misses.
     assert clat["max"] == expected
     assert clat["mean"] > expected - 0.01 * (expected - 88_876)
-    assert report["qoslab"]["media"]["mapping_reads"] >= 495
+    assert stage_counters(report, "media")["mapping_reads"] >= 495
 
 
 @pytest.mark.parametrize(
@@ -174,7 +176,7 @@ def test_uniform_random_writes_amplify_as_the_mean_field_model_says(qoslab, tmp_
     logical = int(2 * 512 * 64 * 0.93)
     job = f"[w]\nrw=randwrite\nnorandommap=1\nbs=8k\niodepth=16\nnumber_ios={3 * logical}\n"
     report = run_json(qoslab, tmp_path, job, "mqsim-default", *sets)
-    wa = report["qoslab"]["media"]["write_amplification"]
+    wa = stage_counters(report, "media")["write_amplification"]
     assert wa == pytest.approx(greedy_mean_field_wa(0.93, 64), rel=0.10)
     # Counting only the blocks in circulation (two free and half of the two open ones kept
     # out of 512 a plane) the model is closer still.

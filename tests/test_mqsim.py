@@ -29,7 +29,7 @@ def test_mqsims_ssdconfig_simulates_exactly_as_the_hand_made_preset(qoslab):
     preset, _ = run_json(qoslab, *MIXED, "--device", "mqsim-default")
     from_xml, warnings = run_json(qoslab, *MIXED, "--device", SSDCONFIG)
     assert from_xml["jobs"] == preset["jobs"]
-    assert from_xml["qoslab"]["media"] == preset["qoslab"]["media"]
+    assert from_xml["qoslab"]["stages"] == preset["qoslab"]["stages"]
     assert from_xml["jobs"][0]["write"]["total_ios"] > 0
     assert from_xml["qoslab"]["device"] == str(SSDCONFIG)
     # Every parameter of the file is either mapped (named in the device file) or in the warning.

@@ -8,6 +8,7 @@ import hashlib
 import json
 
 import pytest
+from qoslab._core import nvmelite as _core
 
 from conftest import ROOT
 from qoslab import nvmelite
@@ -100,3 +101,20 @@ def test_load_errors_are_input_errors(tmp_path):
         nvmelite.load_workload(bad)
     with pytest.raises(nvmelite.ParamsError):
         nvmelite.run(ex_a(), policy="FIFO", bound_k="-1")
+
+
+def test_schedule_files_split_into_header_and_steps_and_compose_back():
+    workload = {"seed_id": "odd\nid \\ x", "commands": [{"type": "FENCE"}, {"type": "FENCE"}]}
+    w = nvmelite.Workload.from_json(json.dumps(workload).encode())
+    r = nvmelite.run(
+        w, policy="RANDOM", bound_k="1", schedule_seed=7, git_commit="g=1", schedule=True
+    )
+    header, steps = _core.schedule_split(r.schedule)
+    assert list(header) == list(_core.SCHEDULE_HEADER_KEYS)
+    assert header["seed_id"] == "odd\nid \\ x" and header["git_commit"] == "g=1"
+    assert steps[0] == "submit" and len(steps) == 4
+    assert _core.schedule_compose(header, steps) == r.schedule
+    with pytest.raises(KeyError):
+        _core.schedule_compose({k: v for k, v in header.items() if k != "policy"}, steps)
+    with pytest.raises(_core.ScheduleError):
+        _core.schedule_split("qoslab-nvmelite-schedule v1\nseed_id=x\n")

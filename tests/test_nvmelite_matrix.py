@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import time
+from xml.etree import ElementTree
 
 import pytest
+from PIL import Image
 
 from conftest import QOSLAB, ROOT
 
@@ -181,10 +183,104 @@ def test_report_is_self_contained(paper):
     # Nothing is loaded from elsewhere: figures are inline, links only point beside the file.
     assert "src=" not in html and "<link" not in html and "<script" not in html
     assert 'href="http' not in html
-    heatmaps = [f"risk_cliff_heatmap_{fault}" for fault in ("none", "timeout", "reset")]
+    heatmaps = ("risk_cliff_heatmap", "risk_cliff_heatmap_timeout", "risk_cliff_heatmap_reset")
     for stem in ("rd_vs_k", "p95_by_policy", *heatmaps):
-        assert (paper / "figures" / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
-        assert (paper / "figures" / f"{stem}.svg").exists()
+        svg = (paper / "figures" / f"{stem}.svg").read_text()
+        assert svg in html  # the report shows the very file
+        with Image.open(paper / "figures" / f"{stem}.png") as png:
+            root = ElementTree.fromstring(svg)
+            assert png.format == "PNG"
+            assert png.size == (round(float(root.get("width"))), round(float(root.get("height"))))
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def shapes(path, tag, cls):
+    """(element, tooltip) of every `tag` of class `cls` in an SVG file."""
+    root = ElementTree.parse(path).getroot()
+    return [
+        (e, e.findtext(f"{SVG}title")) for e in root.iter(f"{SVG}{tag}") if e.get("class") == cls
+    ]
+
+
+def test_heatmap_shows_the_papers_table_2_and_outlines_its_cliffs(paper):
+    cells = shapes(paper / "figures" / "risk_cliff_heatmap.svg", "rect", "cell")
+    shown = {}
+    for rect, tip in cells:
+        where, value = tip.rsplit(": ", 1)
+        seed_id, policy, k = where.replace("reordering bound k ", "").split(", ")
+        shown[seed_id, policy, k] = (float(value), rect)
+    assert len(shown) == 2 * 4 * 7
+    for seed_id, policies in PAPER_TABLE_2.items():
+        for policy, published in policies.items():
+            assert [shown[seed_id, policy, k[2:]][0] for k in K_COLUMNS] == published
+    # Colours follow the values: within a workload, more p95 is never darker (viridis).
+    for seed_id in PAPER_TABLE_2:
+        ranked = sorted((v, r.get("fill")) for (s, _, _), (v, r) in shown.items() if s == seed_id)
+        assert ranked[0][1] == "#440154" and ranked[-1][1] == "#FDE725"
+        luma = [
+            sum(c * w for c, w in zip(rgb(f), (0.3, 0.59, 0.11), strict=True)) for _, f in ranked
+        ]
+        assert luma == sorted(luma)
+    outlined = {
+        tip.replace("reordering bound k ", "")
+        for _, tip in shapes(paper / "figures" / "risk_cliff_heatmap.svg", "rect", "outlined")
+    }
+    # Risk cliffs at fault NONE: mean p95 up by more than 20 % from the previous bound.
+    assert outlined == {
+        "seed_001_long32, ADVERSARIAL, 3",  # 14.46 -> 20.95
+        "seed_001_long32, ADVERSARIAL, 5",  # 20.95 -> 28.46
+        "seed_002, ADVERSARIAL, 2",  # 4.19 -> 6.41
+    }
+    # The PNG is the same picture: each cell's colour away from its text, a red outline.
+    with Image.open(paper / "figures" / "risk_cliff_heatmap.png") as png:
+        png = png.convert("RGB")
+        for _, rect in shown.values():
+            x, y = float(rect.get("x")), float(rect.get("y"))
+            assert png.getpixel((round(x) + 8, round(y) + 8)) == rgb(rect.get("fill"))
+        x, y = (float(shown["seed_001_long32", "ADVERSARIAL", "5"][1].get(a)) for a in "xy")
+        assert png.getpixel((round(x) + 3, round(y) + 15)) == rgb("#E41A1C")
+
+
+def rgb(colour):
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def test_rd_chart_plots_the_papers_figure_1(paper):
+    dots = shapes(paper / "figures" / "rd_vs_k.svg", "circle", "point")
+    points = {}
+    for dot, tip in dots:
+        where, value = tip.rsplit(": ", 1)
+        series, k = where.split(", ")
+        points[series, k] = (float(value), float(dot.get("cx")), float(dot.get("cy")))
+    assert len(points) == 2 * 4 * 7
+    for k, published in PAPER_RD.items():
+        for policy, rd in published.items():
+            assert points[f"seed_001_long32 {policy}", k][0] == rd
+    # One linear y scale for every dot, larger RD higher up; k left to right.
+    (v0, _, y0), (v1, _, y1) = min(points.values()), max(points.values())
+    slope = (y1 - y0) / (v1 - v0)
+    assert slope < 0
+    for value, _, y in points.values():
+        assert abs(y - (y0 + slope * (value - v0))) < 0.6  # values and pixels both rounded
+    xs = [points["seed_002 RANDOM", k[2:]][1] for k in K_COLUMNS]
+    assert xs == sorted(xs) and len(set(xs)) == 7
+    series = {tip for _, tip in shapes(paper / "figures" / "rd_vs_k.svg", "polyline", "series")}
+    assert series == {f"{s} {p}" for s in PAPER_TABLE_2 for p in PAPER_TABLE_2[s]}
+
+
+def test_p95_chart_bars_are_the_papers_means_at_k_inf(paper):
+    bars = shapes(paper / "figures" / "p95_by_policy.svg", "rect", "bar")
+    assert len(bars) == 2 * 4
+    heights = {}
+    for rect, tip in bars:
+        where, value = tip.split(": ")
+        heights[where] = (float(value.split(" +- ")[0]), float(rect.get("height")))
+    for policy, published in PAPER_TABLE_2["seed_001_long32"].items():
+        assert heights[f"{policy} (seed_001_long32)"][0] == published[-1]
+    scale = {round(h / v, 1) for v, h in heights.values()}
+    assert len(scale) == 1  # bar heights proportional to the means
 
 
 def _tree(d):
@@ -285,3 +381,31 @@ def test_progress_bar_only_on_a_terminal(qoslab, tmp_path):
     os.close(leader)
     assert done.stdout.decode().strip() == str(tmp_path / "tty" / "report.html")
     assert b"nvmelite matrix" in shown and b"84000" in shown
+
+
+def test_sampled_worst_beside_the_exact_worst_case(paper):
+    rows = read_csv(paper / "exact_worst.csv")
+    # 2 workloads x 3 faults x 4 policies x 7 bounds.
+    assert len(rows) == 168
+    for r in rows:
+        # No sampled run beats the exact worst case or its upper bound.
+        assert int(r["sampled_max_p95"]) <= float(r["upper_bound"]), r
+        assert float(r["exact_p95"]) <= float(r["upper_bound"]), r
+        if r["certificate"] == "optimal":
+            assert r["exact_p95"] == r["upper_bound"], r
+            assert int(r["sampled_max_p95"]) <= int(r["exact_p95"]), r
+    long32 = {
+        (r["policy"], r["bound_k"]): r
+        for r in rows
+        if r["seed_id"] == "seed_001_long32" and r["fault_mode"] == "NONE"
+    }
+    # The paper's top poison schedule (ADVERSARIAL, k = inf, p95 64) against the optimum 67.
+    adv = long32[("ADVERSARIAL", "inf")]
+    assert (adv["sampled_max_p95"], adv["exact_p95"], adv["certificate"]) == ("64", "67", "optimal")
+    for k, p95 in {"0": "39", "1": "47", "3": "67"}.items():
+        assert (long32[("FIFO", k)]["exact_p95"], long32[("FIFO", k)]["certificate"]) == (
+            p95,
+            "optimal",
+        )
+    html = (paper / "report.html").read_text()
+    assert "Sampled against exact worst case" in html

@@ -1,7 +1,7 @@
 /*
  * nvmelite-c: an independent C11 implementation of the NVMe-lite step model.
  *
- * Written only from the behavioural specification (specs/nvme-lite.md, cited as "spec §N")
+ * Written only from the behavioural specification (docs/nvme-lite-spec.md, cited as "spec §N")
  * and qoslab's schedule file format (docs/nvmelite-schedule.md). It deliberately shares no
  * code with, and was written without reading, qoslab's Rust model (crates/nvmelite): its
  * whole purpose is to be a second, independent code base that a differential test can hold

@@ -41,13 +41,21 @@ def _root(
 
 def _register_studies() -> None:
     # Each study owns its sub-command group; importing it here is the whole registration.
+    from qoslab.dut.cli import register as register_diff
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
+    from qoslab.report.cli import register as register_report
     from qoslab.sim.cli import register as register_sim
+    from qoslab.store.cli import app as store
+    from qoslab.sweep.cli import register as register_sweep
 
+    register_diff(nvmelite)  # `qoslab nvmelite diff`
     app.add_typer(nvmelite)
     register_sim(app)
     app.add_typer(lab)
+    register_sweep(app)
+    app.add_typer(store)
+    register_report(app)
 
 
 _register_studies()

@@ -4,6 +4,9 @@
 //! the request every stage shares, the hooks a stage implements, statistics, and tunable
 //! tables. Models (queues, devices, schedulers) live in their own crates and only use these.
 
+pub mod chain;
+pub mod control;
+pub mod harness;
 pub mod queue;
 pub mod request;
 pub mod rng;
@@ -14,11 +17,16 @@ pub mod time;
 pub mod tunable;
 pub mod units;
 
+pub use chain::{Chain, Link};
+pub use control::{Command, Control, ControlStatus, Dma, Notice, Payload, Transfer};
+pub use harness::{Done, Harness, Null, OverNull};
 pub use queue::EventQueue;
 pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};
 pub use rng::RngStream;
 pub use series::{IntervalRow, IntervalSeries};
-pub use stage::{Harness, STAGE_API_VERSION, Stage, StageCtx};
+pub use stage::{
+    Admission, PluginInfo, STAGE_API_VERSION, Stage, StageCtx, StageReport, check_plugin,
+};
 pub use stats::{LatencyHist, Moments};
 pub use time::Ns;
 pub use tunable::{ConfigDoc, ConfigError, RawValue, Settings, Tunable, Unit, Value};

@@ -3,6 +3,11 @@
 //! Events scheduled for the same instant come out in the order they were scheduled, so a run
 //! never depends on queue internals, addresses or hashing.
 //!
+//! Besides timed events the queue has an urgent lane (SimPy's `URGENT` priority): events for
+//! the current instant that come before every timed event, first in, first out. The stages of
+//! a path hand requests to each other through it, so a hand-off made while an event runs takes
+//! effect at the same simulated time, after that event, in the order the hand-offs were made.
+//!
 //! Every event has one packed u128 key: time in the high 64 bits, then its sequence number,
 //! then (for the far heap) its slot in a side table. The sequence is unique, so keys never tie
 //! and the bits below it never affect the order.
@@ -16,6 +21,8 @@
 //! cost a few dozen instructions, where a heap of a hundred pending events costs a few hundred
 //! per event; the simulator handles tens of events per simulated I/O. (Hand-written for that
 //! reason; the ordering contract is that of a heap of (time, sequence).)
+
+use std::collections::VecDeque;
 
 use crate::time::Ns;
 
@@ -47,6 +54,8 @@ pub struct EventQueue<E> {
     free: Vec<u32>,
     next_seq: u64,
     now_ns: Ns,
+    /// Events for the current instant that come before any timed event.
+    urgent: VecDeque<E>,
 }
 
 impl<E: Copy> Default for EventQueue<E> {
@@ -67,7 +76,21 @@ impl<E: Copy> EventQueue<E> {
             free: Vec::new(),
             next_seq: 0,
             now_ns: 0,
+            urgent: VecDeque::with_capacity(64),
         }
+    }
+
+    /// Schedules `event` now, before every timed event, after the urgent events already
+    /// waiting.
+    #[inline(always)]
+    pub fn schedule_urgent(&mut self, event: E) {
+        self.urgent.push_back(event);
+    }
+
+    /// Removes the oldest urgent event; the clock does not move.
+    #[inline(always)]
+    pub fn pop_urgent(&mut self) -> Option<E> {
+        self.urgent.pop_front()
     }
 
     /// Time of the event most recently popped (0 before the first).
@@ -121,7 +144,8 @@ impl<E: Copy> EventQueue<E> {
         self.schedule(self.now_ns + delay_ns, event);
     }
 
-    /// Removes the earliest event and advances the clock to it.
+    /// Removes the earliest timed event and advances the clock to it. Urgent events are taken
+    /// with [`pop_urgent`](Self::pop_urgent), which the caller drains first.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, E)> {
         let near = self.first_near_bucket();
@@ -277,8 +301,14 @@ impl<E: Copy> EventQueue<E> {
         .map(|k| (k >> 64) as Ns)
     }
 
+    /// Timed events pending (urgent ones not counted).
     pub fn len(&self) -> usize {
         self.near_len + self.far.len()
+    }
+
+    /// Urgent events pending.
+    pub fn urgent_len(&self) -> usize {
+        self.urgent.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -300,6 +330,23 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, vec![(10, "a"), (10, "b"), (20, "c"), (20, "d")]);
         assert_eq!(q.now_ns(), 20);
+    }
+
+    #[test]
+    fn urgent_events_come_first_in_order_and_do_not_move_the_clock() {
+        let mut q = EventQueue::new();
+        q.schedule(5, "timed");
+        q.pop();
+        q.schedule(5, "later at the same time");
+        q.schedule_urgent("u1");
+        q.schedule_urgent("u2");
+        assert_eq!(q.pop_urgent(), Some("u1"));
+        q.schedule_urgent("u3");
+        assert_eq!(q.pop_urgent(), Some("u2"));
+        assert_eq!(q.pop_urgent(), Some("u3"));
+        assert_eq!(q.pop_urgent(), None);
+        assert_eq!(q.now_ns(), 5);
+        assert_eq!(q.pop(), Some((5, "later at the same time")));
     }
 
     #[test]

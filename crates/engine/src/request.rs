@@ -136,6 +136,9 @@ pub struct Stamps {
     /// The host driver wrote the command into a submission queue and rang the doorbell (fio's
     /// end of submission latency, start of completion latency).
     pub dispatched_ns: Ns,
+    /// The command reached the controller: its doorbell landed (PCIe) or its capsule arrived
+    /// (a fabric). A transport that knows it in advance stamps it before the time comes.
+    pub arrived_ns: Ns,
     /// The controller fetched the command from the submission queue.
     pub fetched_ns: Ns,
     /// The media started working on the command.
@@ -161,19 +164,23 @@ pub struct Request {
     pub len_bytes: u64,
     /// The submitting job (index into the run's job table).
     pub job: u32,
-    /// The host CPU (and so the NVMe queue pair) the job runs on.
+    /// The host CPU (and so the hardware queue) the job runs on.
     pub core: u16,
-    /// The NVMe submission queue the command went through (set by the host driver).
-    pub sq: u16,
+    /// The host the job runs on, when several share one controller.
+    pub host: u16,
+    /// The namespace addressed (NVMe NSID, from 1).
+    pub nsid: u32,
+    /// The NVM set the namespace belongs to (0: the device has no sets).
+    pub nvm_set: u16,
+    /// The hardware queue of its host the request went through (blk-mq's hctx; for NVMe the
+    /// host's submission queue), set by the host driver.
+    pub hwq: u16,
     /// The request this one is a part of (MDTS split, requeue), or [`ReqId::NONE`].
     pub parent: ReqId,
     /// Parts of this request still outstanding (for a split parent), else 0.
     pub pending_parts: u32,
     /// Times this I/O was requeued after a timeout or reset.
     pub retries: u16,
-    /// Free for the stage that currently holds the request (e.g. a command id, a queue slot).
-    /// Stages must not rely on it surviving a hand-off.
-    pub stage_tag: u64,
     pub t: Stamps,
 }
 
@@ -189,11 +196,13 @@ impl Request {
             len_bytes,
             job,
             core: 0,
-            sq: 0,
+            host: 0,
+            nsid: 1,
+            nvm_set: 0,
+            hwq: 0,
             parent: ReqId::NONE,
             pending_parts: 0,
             retries: 0,
-            stage_tag: 0,
             t: Stamps {
                 queued_ns: now,
                 ..Stamps::default()

@@ -1,28 +1,54 @@
 //! Stages of the I/O path and the hooks the simulator calls on them.
 //!
-//! A stage (a scheduler, the NVMe driver and controller, a device) is one implementation of
-//! [`Stage`], in the spirit of Linux's `elevator_mq_ops` and fio's `ioengine_ops`: a few hooks
-//! over the shared [`Request`](crate::Request) type, most with defaults. A stage never calls
-//! another stage; it talks to the path through its [`StageCtx`]: schedule its own events, hand
-//! a request to the next stage down, report a request complete to the stage above. The
-//! simulator (`crates/sim`) wires stages into a path and routes those calls.
+//! A stage (the block layer, the NVMe host driver, a transport, the NVMe controller, a device)
+//! is one implementation of [`Stage`], in the spirit of Linux's `elevator_mq_ops` and fio's
+//! `ioengine_ops`: a few hooks over the shared [`Request`](crate::Request) type, most with
+//! defaults. A stage never calls another stage; it talks to the path through its [`StageCtx`]:
+//! schedule its own events, offer a request to the stage below, report a request complete to
+//! the stage above. A path is a chain of stages ([`Chain`](crate::Chain)), itself a stage.
 //!
-//! Methods take `&mut impl StageCtx<_>` so that the simulator's context is a concrete type and
-//! every hook call is statically dispatched on the hot path.
+//! The contract, in the order a request meets it:
+//! - **Admission.** A stage offers a request down with [`StageCtx::dispatch`]. The stage below
+//!   answers at once through its [`Stage::admit`] hook: [`Admission::Accepted`] (its `submit`
+//!   runs after the current hook, at the same simulated time) or [`Admission::Busy`] (fio's
+//!   `FIO_Q_BUSY`, blk-mq's `BLK_STS_RESOURCE`): the caller keeps the request. A stage that
+//!   said busy calls [`StageCtx::room_above`] once room opens, and the stage above gets its
+//!   [`Stage::pull`] hook (blk-mq's restart of the hardware queue), where it offers what it
+//!   holds again. So requests that do not fit wait where a scheduler can see them, never in a
+//!   hidden queue below.
+//! - **Hand-offs** (`submit` below, `complete` above, `pull`, notices) take effect at the
+//!   current time, after the running hook returns, in the order they were made (the event
+//!   queue's urgent lane).
+//! - **Synchronous calls** reach the stage below at once: `abort_below`, `reset_below`,
+//!   `control_below` (admin commands: Set Features, Get Log Page), and `dma` reaches the nearest
+//!   stage above that moves data (a transport).
+//!
+//! Methods take `&mut impl StageCtx<_>` so that every context is a concrete type and each hook
+//! call is statically dispatched on the hot path.
 
 use std::fmt::Debug;
 
+use crate::control::{Control, Notice, Transfer};
 use crate::request::{ReqId, Requests};
 use crate::time::Ns;
 
-/// Version of the stage contract. Bumped when a hook's meaning changes; a registry can refuse a
-/// stage built against another version.
-pub const STAGE_API_VERSION: u32 = 1;
+/// Version of the stage contract. Bumped when a hook's meaning changes; a registry refuses a
+/// plug-in built against another version ([`check_plugin`]).
+///
+/// 2: admission and `pull` (back-pressure), notices, control messages, `dma`.
+pub const STAGE_API_VERSION: u32 = 2;
+
+/// A stage's answer to a request offered from above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Admission {
+    /// Taken: the stage's `submit` hook will run.
+    Accepted,
+    /// No room now: the caller keeps the request until its `pull` hook is called.
+    Busy,
+}
 
 /// What a stage may do while one of its hooks runs.
-///
-/// `dispatch` and `complete` take effect at the current time, after the running hook returns,
-/// in the order they were called.
 pub trait StageCtx<E> {
     /// The current simulated time.
     fn now_ns(&self) -> Ns;
@@ -34,28 +60,81 @@ pub trait StageCtx<E> {
     /// arrive in the order they were scheduled. There is no cancel: a stage that may change its
     /// mind carries a generation number in the event and ignores stale ones.
     fn schedule(&mut self, at_ns: Ns, ev: E);
-    /// Hands `id` to the next stage down the path.
-    fn dispatch(&mut self, id: ReqId);
+    /// Calls this stage's `on_event(ev)` at the current time, after the running hook and the
+    /// hand-offs already made (the urgent lane).
+    fn schedule_now(&mut self, ev: E);
+    /// Offers `id` to the stage below (see the module's contract).
+    fn dispatch(&mut self, id: ReqId) -> Admission;
     /// Reports `id` complete to the stage above (the one that submitted it).
     fn complete(&mut self, id: ReqId);
-    /// Asks the stage below to withdraw `id` (its `abort` hook, called at once); whether it did.
+    /// Room opened in this stage after it answered busy: the stage above gets its `pull` hook.
+    fn room_above(&mut self);
+    /// Tells the stage above something that is not a request (an interrupt, an asynchronous
+    /// event); its `notice` hook runs after the current hook.
+    fn notify_above(&mut self, notice: Notice);
+    /// Asks the stage below to withdraw `id` (its `abort` hook, called at once); whether it
+    /// will come back aborted.
     fn abort_below(&mut self, _id: ReqId) -> bool {
         false
     }
     /// Resets the stage below (its `reset` hook, called at once).
     fn reset_below(&mut self) {}
+    /// Sends an admin command to the stages below (their `control` hooks, at once, each passing
+    /// it on by default). The stage that owns the feature or log page fills in the answer.
+    fn control_below(&mut self, _msg: &mut Control) {}
+    /// Moves data (`t`) through the nearest stage above that moves data (a transport's `dma`
+    /// hook); returns when the last byte lands. Free when no stage above moves data.
+    fn dma(&mut self, t: Transfer) -> Ns {
+        t.start_ns
+    }
+}
+
+/// One stage's counters for the report (`qoslab.stages[]` in the JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageReport {
+    /// The stage's name in the path (`block`, `nvme-host`, `pcie`, ...).
+    pub name: String,
+    /// (name with unit, value), in the stage's own order.
+    pub counters: Vec<(String, f64)>,
 }
 
 /// One stage of the simulated I/O path.
 pub trait Stage {
     /// The stage's own timed events (a server finishing, a timer firing). Kept small and `Copy`:
-    /// they sit in the event heap.
+    /// they sit in the event queue.
     type Event: Copy + Debug;
+
+    /// Speed: `complete` and `notice` are the default hooks (they only pass up), so a chain
+    /// hands completions and notices from below straight on to the stage above this one,
+    /// without an urgent event for this stage. Each use is checked by a test running the same
+    /// path with and without it.
+    const FORWARDS_UP: bool = false;
+
+    /// Speed: `submit` may run at once inside the hook of the stage that dispatched to it (it
+    /// never calls up at once, which no hook does, and needs nothing of the dispatching stage),
+    /// saving an urgent event per request.
+    const SUBMITS_AT_ONCE: bool = false;
+
+    /// Speed: `submit` only dispatches the request on, unchanged (whatever the stage does to a
+    /// request going down, it does in `admit`), so a chain hands it straight to the stage
+    /// below and this stage's hook is never called.
+    const PASSES_DOWN: bool = false;
+
+    /// The stage's name in reports.
+    fn name(&self) -> &'static str;
 
     /// Called once at time 0 before any request (e.g. to schedule a power failure).
     fn start(&mut self, _ctx: &mut impl StageCtx<Self::Event>) {}
 
-    /// The stage above hands over request `id`.
+    /// The stage above offers `id`: reserve what the request needs (a tag, a command id) and
+    /// accept it, or say busy. Called at once from the offering stage's hook, so it must not
+    /// touch the path; `submit` follows for an accepted request. By default every request is
+    /// accepted.
+    fn admit(&mut self, _id: ReqId, _reqs: &mut Requests) -> Admission {
+        Admission::Accepted
+    }
+
+    /// The stage above hands over request `id` (which `admit` accepted).
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<Self::Event>);
 
     /// An event this stage scheduled is due.
@@ -67,194 +146,82 @@ pub trait Stage {
         ctx.complete(id);
     }
 
-    /// Withdraws `id` if the stage still holds it and has not started it. Returns whether it
-    /// did; a withdrawn request is not completed by this stage. By default nothing can be
-    /// withdrawn (like most real controllers once a command is fetched).
+    /// Room opened below after a busy answer: offer what this stage holds (blk-mq's
+    /// `has_work` / `dispatch_request`). Nothing to do by default.
+    fn pull(&mut self, _ctx: &mut impl StageCtx<Self::Event>) {}
+
+    /// The stage below sent a notice. By default it passes up.
+    fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<Self::Event>) {
+        ctx.notify_above(notice);
+    }
+
+    /// A stage below moves data through this one (see [`StageCtx::dma`]); `None` when this
+    /// stage does not move data (the default), so the request goes further up.
+    fn dma(&mut self, _t: Transfer) -> Option<Ns> {
+        None
+    }
+
+    /// Withdraws `id` if the stage (or a stage below it) still holds it and has not finished
+    /// it. Returns true when the request will come back through `complete` with status
+    /// [`IoStatus::Aborted`](crate::IoStatus); false when it cannot be withdrawn (like most
+    /// real devices once a command is under way). Nothing can be withdrawn by default.
     fn abort(&mut self, _id: ReqId, _ctx: &mut impl StageCtx<Self::Event>) -> bool {
         false
     }
 
-    /// The controller is being reset: the caller cancels every request the stage holds and
-    /// drops their completions. Each of them must still come back through `ctx.complete`, at
-    /// once (status [`IoStatus::Aborted`](crate::IoStatus)) for work not started, or when work
-    /// already started ends, so that the caller can free it. The default keeps everything
-    /// running, which satisfies that.
+    /// The controller above is being reset: forget every request this stage holds, and mark
+    /// [`ReqFlags::ORPHAN`](crate::ReqFlags) those the stage below still works on (their
+    /// completions will still come back; whoever receives an orphan frees it). The default
+    /// keeps everything running.
     fn reset(&mut self, _ctx: &mut impl StageCtx<Self::Event>) {}
+
+    /// An admin command from above: answer it if it is this stage's, else pass it down (the
+    /// default).
+    fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<Self::Event>) {
+        ctx.control_below(msg);
+    }
 
     /// Read-only counters for the report (write amplification, GC runs, ...), as
     /// (name with unit, value). Kept apart from tunables on purpose.
     fn counters(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+
+    /// Each stage's counters, top to bottom: this stage's alone unless it is a chain.
+    fn reports(&self, out: &mut Vec<StageReport>) {
+        out.push(StageReport {
+            name: self.name().to_string(),
+            counters: self.counters(),
+        });
+    }
 }
 
-/// Runs one stage alone: requests are submitted at chosen times and completions recorded.
-///
-/// This is the framework's own test bench (fio's `null` engine plays this role for fio): a
-/// device model can be checked against a closed form without the NVMe path around it.
-pub struct Harness<S: Stage> {
-    pub stage: S,
-    pub reqs: Requests,
-    queue: crate::EventQueue<HarnessEvent<S::Event>>,
-    /// (request, completion time), in completion order.
-    pub completed: Vec<(ReqId, Ns)>,
-    started: bool,
-    now_ns: Ns,
-}
-
+/// What a registry knows of a plug-in before it accepts it (fio's `check_engine_ops`): the
+/// contract it was built for and the hooks it must have.
 #[derive(Clone, Copy, Debug)]
-enum HarnessEvent<E> {
-    Submit(ReqId),
-    Stage(E),
+pub struct PluginInfo {
+    /// Kind of plug-in and its name, for the error (`arbiter 'wrr'`).
+    pub kind: &'static str,
+    pub name: &'static str,
+    /// [`STAGE_API_VERSION`] when the plug-in was written.
+    pub api_version: u32,
+    /// Required hooks the plug-in does not provide.
+    pub missing_hooks: &'static [&'static str],
 }
 
-struct HarnessCtx<'a, E> {
-    now_ns: Ns,
-    reqs: &'a mut Requests,
-    queue: &'a mut crate::EventQueue<HarnessEvent<E>>,
-    done: &'a mut Vec<(ReqId, Ns)>,
-}
-
-impl<E: Copy> StageCtx<E> for HarnessCtx<'_, E> {
-    fn now_ns(&self) -> Ns {
-        self.now_ns
+/// Refuses a plug-in built against another contract or lacking a required hook.
+pub fn check_plugin(p: &PluginInfo) -> Result<(), String> {
+    if p.api_version != STAGE_API_VERSION {
+        return Err(format!(
+            "{} '{}' was built for stage API version {}, this simulator speaks version {}",
+            p.kind, p.name, p.api_version, STAGE_API_VERSION
+        ));
     }
-    fn reqs(&self) -> &Requests {
-        self.reqs
+    if let Some(h) = p.missing_hooks.first() {
+        return Err(format!(
+            "{} '{}' lacks the required hook '{h}'",
+            p.kind, p.name
+        ));
     }
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.reqs
-    }
-    fn schedule(&mut self, at_ns: Ns, ev: E) {
-        self.queue.schedule(at_ns, HarnessEvent::Stage(ev));
-    }
-    fn dispatch(&mut self, id: ReqId) {
-        panic!("a stage run alone has nothing below it, yet dispatched {id:?}");
-    }
-    fn complete(&mut self, id: ReqId) {
-        self.done.push((id, self.now_ns));
-    }
-}
-
-impl<S: Stage> Harness<S> {
-    pub fn new(stage: S) -> Self {
-        Harness {
-            stage,
-            reqs: Requests::new(),
-            queue: crate::EventQueue::new(),
-            completed: Vec::new(),
-            started: false,
-            now_ns: 0,
-        }
-    }
-
-    /// Schedules `req` to be submitted at `at_ns` and returns its id.
-    pub fn submit_at(&mut self, at_ns: Ns, req: crate::Request) -> ReqId {
-        let id = self.reqs.alloc(req);
-        self.queue.schedule(at_ns, HarnessEvent::Submit(id));
-        id
-    }
-
-    fn ensure_started(&mut self) {
-        if !self.started {
-            self.started = true;
-            let mut ctx = HarnessCtx {
-                now_ns: 0,
-                reqs: &mut self.reqs,
-                queue: &mut self.queue,
-                done: &mut self.completed,
-            };
-            self.stage.start(&mut ctx);
-        }
-    }
-
-    /// Runs until no event is left, or until the first event after `until_ns`.
-    pub fn run_until(&mut self, until_ns: Ns) {
-        self.ensure_started();
-        while let Some(t) = self.queue.peek_time_ns() {
-            if t > until_ns {
-                break;
-            }
-            let (now_ns, ev) = self.queue.pop().expect("peeked");
-            self.now_ns = now_ns;
-            let mut ctx = HarnessCtx {
-                now_ns,
-                reqs: &mut self.reqs,
-                queue: &mut self.queue,
-                done: &mut self.completed,
-            };
-            match ev {
-                HarnessEvent::Submit(id) => self.stage.submit(id, &mut ctx),
-                HarnessEvent::Stage(e) => self.stage.on_event(e, &mut ctx),
-            }
-        }
-        if until_ns != Ns::MAX {
-            self.now_ns = self.now_ns.max(until_ns);
-        }
-    }
-
-    /// Runs until no event is left.
-    pub fn run(&mut self) {
-        self.run_until(Ns::MAX);
-    }
-
-    /// Current simulated time: the last event's, or the `until_ns` of the last `run_until`.
-    pub fn now_ns(&self) -> Ns {
-        self.now_ns
-    }
-
-    /// Calls the stage's `reset` hook now.
-    pub fn reset(&mut self) {
-        self.ensure_started();
-        let mut ctx = HarnessCtx {
-            now_ns: self.now_ns,
-            reqs: &mut self.reqs,
-            queue: &mut self.queue,
-            done: &mut self.completed,
-        };
-        self.stage.reset(&mut ctx);
-    }
-
-    /// Calls the stage's `abort` hook for `id` now.
-    pub fn abort(&mut self, id: ReqId) -> bool {
-        self.ensure_started();
-        let mut ctx = HarnessCtx {
-            now_ns: self.now_ns,
-            reqs: &mut self.reqs,
-            queue: &mut self.queue,
-            done: &mut self.completed,
-        };
-        self.stage.abort(id, &mut ctx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Op, Request};
-
-    /// The smallest stage: completes every request a fixed delay after it arrives.
-    struct FixedDelay {
-        delay_ns: Ns,
-    }
-
-    impl Stage for FixedDelay {
-        type Event = ReqId;
-        fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<ReqId>) {
-            let at = ctx.now_ns() + self.delay_ns;
-            ctx.schedule(at, id);
-        }
-        fn on_event(&mut self, id: ReqId, ctx: &mut impl StageCtx<ReqId>) {
-            ctx.complete(id);
-        }
-    }
-
-    #[test]
-    fn a_fixed_delay_stage_completes_each_request_after_its_delay() {
-        let mut h = Harness::new(FixedDelay { delay_ns: 100 });
-        let a = h.submit_at(10, Request::new(Op::Read, 0, 4096, 0, 10));
-        let b = h.submit_at(5, Request::new(Op::Write, 0, 4096, 0, 5));
-        h.run();
-        assert_eq!(h.completed, vec![(b, 105), (a, 110)]);
-    }
+    Ok(())
 }

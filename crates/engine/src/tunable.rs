@@ -455,10 +455,230 @@ impl Settings {
         }
     }
 
+    /// Every value, in table order.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+
     /// (name, value) of every tunable, in table order (for reports).
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
         self.table.iter().map(|t| t.name).zip(self.values.iter())
     }
+}
+
+/// A tunable whose value is one of a fixed set of words, as a Rust enum: declared with
+/// [`choice!`](crate::choice), read by [`settings!`](crate::settings).
+pub trait Choice: Copy + 'static {
+    /// The words, in variant order.
+    const NAMES: &'static [&'static str];
+    fn from_index(i: usize) -> Self;
+}
+
+/// A typed field read from its tunable's value (the table has already checked the unit and
+/// the range, so the conversion cannot fail).
+pub trait FromValue: Sized {
+    fn from_value(v: &Value) -> Self;
+}
+
+impl FromValue for u64 {
+    fn from_value(v: &Value) -> Self {
+        match v {
+            Value::Int(x) => *x,
+            other => unreachable!("{other:?} is not an integer"),
+        }
+    }
+}
+
+impl FromValue for u32 {
+    fn from_value(v: &Value) -> Self {
+        u32::try_from(u64::from_value(v)).unwrap_or(u32::MAX)
+    }
+}
+
+impl FromValue for u16 {
+    fn from_value(v: &Value) -> Self {
+        u16::try_from(u64::from_value(v)).unwrap_or(u16::MAX)
+    }
+}
+
+impl FromValue for f64 {
+    fn from_value(v: &Value) -> Self {
+        match v {
+            Value::Int(x) => *x as f64,
+            Value::Real(x) => *x,
+            other => unreachable!("{other:?} is not a number"),
+        }
+    }
+}
+
+impl FromValue for bool {
+    fn from_value(v: &Value) -> Self {
+        match v {
+            Value::Bool(b) => *b,
+            other => unreachable!("{other:?} is not a bool"),
+        }
+    }
+}
+
+impl FromValue for String {
+    fn from_value(v: &Value) -> Self {
+        match v {
+            Value::Text(t) => t.to_string(),
+            other => unreachable!("{other:?} is not text"),
+        }
+    }
+}
+
+impl FromValue for Vec<f64> {
+    fn from_value(v: &Value) -> Self {
+        match v {
+            Value::Reals(r) => r.to_vec(),
+            other => unreachable!("{other:?} is not a list"),
+        }
+    }
+}
+
+impl<T: Choice> FromValue for T {
+    fn from_value(v: &Value) -> Self {
+        let Value::Text(word) = v else {
+            unreachable!("{v:?} is not a choice")
+        };
+        let i = T::NAMES
+            .iter()
+            .position(|n| *n == word.as_ref())
+            .unwrap_or_else(|| unreachable!("'{word}' is not one of {:?}", T::NAMES));
+        T::from_index(i)
+    }
+}
+
+/// Declares an enum whose variants are the words of a choice tunable.
+///
+/// ```
+/// qoslab_engine::choice! {
+///     /// How the controller picks the next submission queue.
+///     pub enum Arbitration { RoundRobin = "rr", WeightedRoundRobin = "wrr" }
+/// }
+/// assert_eq!(Arbitration::WeightedRoundRobin.name(), "wrr");
+/// ```
+#[macro_export]
+macro_rules! choice {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $Name:ident { $( $(#[$vmeta:meta])* $V:ident = $word:literal ),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $Name { $( $(#[$vmeta])* $V ),+ }
+
+        impl $crate::tunable::Choice for $Name {
+            const NAMES: &'static [&'static str] = &[$($word),+];
+            fn from_index(i: usize) -> Self {
+                const ALL: &[$Name] = &[$($Name::$V),+];
+                ALL[i]
+            }
+        }
+
+        impl $Name {
+            /// The word a configuration file uses for this value.
+            pub fn name(self) -> &'static str {
+                <Self as $crate::tunable::Choice>::NAMES[self as usize]
+            }
+        }
+    };
+}
+
+/// Declares a section's tunables once, as data and as a typed struct: the table `$TABLE`
+/// (for config parsing, `--set`, CLI help and docs) and `struct $Name` with one field per
+/// tunable, read with `$Name::from_settings`. A field's key is its name (or the string after
+/// `as`, for dotted keys of a plug-in's sub-table); its tunable is built with the
+/// [`Tunable`] constructor named after `=` (`ns`, `count`, `choice`, ...), the key supplied.
+/// Reading is by position, so a typed field can never ask for a key the table lacks.
+///
+/// ```
+/// qoslab_engine::settings! {
+///     /// `[toy]`: a toy model.
+///     pub struct ToySettings in TOY_TUNABLES {
+///         /// Service time.
+///         service_ns: u64 = ns(1000, "time to serve one request"),
+///         servers: u32 = count(1, "parallel servers").range(1.0, 64.0),
+///         burst_weight as "wrr.burst_weight": u32 = count(4, "weight of a burst"),
+///     }
+/// }
+/// let s = qoslab_engine::Settings::defaults("toy", TOY_TUNABLES);
+/// let t = ToySettings::from_settings(&s);
+/// assert_eq!((t.service_ns, t.servers, t.burst_weight), (1000, 1, 4));
+/// assert_eq!(TOY_TUNABLES[2].name, "wrr.burst_weight");
+/// ```
+#[macro_export]
+macro_rules! settings {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $Name:ident in $TABLE:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $field:ident $(as $key:literal)? : $ty:ty
+                    = $kind:ident ( $($arg:expr),* $(,)? ) $(.range($lo:expr, $hi:expr))?
+            ),* $(,)?
+        }
+    ) => {
+        $vis static $TABLE: &[$crate::Tunable] = &[
+            $( $crate::__tunable_entry!($kind, $crate::__tunable_key!($field $(, $key)?), $ty, $($arg),*)
+                $(.range($lo, $hi))? ),*
+        ];
+
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq)]
+        $vis struct $Name {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl $Name {
+            /// The typed values of `settings`, which must hold this table.
+            pub fn from_settings(settings: &$crate::Settings) -> Self {
+                assert!(
+                    std::ptr::eq(settings.table(), $TABLE),
+                    "settings of [{}] are not those of {}", settings.section(), stringify!($Name)
+                );
+                let mut values = settings.values().iter();
+                $Name {
+                    $( $field: <$ty as $crate::tunable::FromValue>::from_value(
+                        values.next().expect("one value per tunable")), )*
+                }
+            }
+
+            /// Every field at its default.
+            pub fn defaults() -> Self {
+                Self::from_settings(&$crate::Settings::defaults(stringify!($Name), $TABLE))
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tunable_key {
+    ($field:ident) => {
+        stringify!($field)
+    };
+    ($field:ident, $key:literal) => {
+        $key
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tunable_entry {
+    (choice, $name:expr, $ty:ty, $default:expr, $help:expr) => {
+        $crate::Tunable::choice(
+            $name,
+            <$ty as $crate::tunable::Choice>::NAMES,
+            <$ty as $crate::tunable::Choice>::NAMES[$default as usize],
+            $help,
+        )
+    };
+    ($kind:ident, $name:expr, $ty:ty, $($arg:expr),*) => {
+        $crate::Tunable::$kind($name, $($arg),*)
+    };
 }
 
 /// One key of a configuration file, flattened: `media.flash.read_ns = 75000` at line 12.
@@ -609,20 +829,23 @@ pub fn apply_override(assignment: &str, settings: &mut [&mut Settings]) -> Resul
     let (key, value) = assignment
         .split_once('=')
         .ok_or_else(|| err("expected section.key=value".into()))?;
-    let (section, name) = key
-        .trim()
-        .split_once('.')
-        .ok_or_else(|| err("expected section.key=value".into()))?;
+    let key = key.trim();
+    let Some((section, _)) = key.split_once('.') else {
+        return Err(err("expected section.key=value".into()));
+    };
     let known: Vec<String> = settings.iter().map(|s| s.section().to_string()).collect();
+    // A plug-in's sub-table (`controller.wrr`) wins over its section (`controller`).
     let target = settings
         .iter_mut()
-        .find(|s| s.section() == section)
+        .filter(|s| key.starts_with(&format!("{}.", s.section())))
+        .max_by_key(|s| s.section().len())
         .ok_or_else(|| {
             err(format!(
                 "unknown section '{section}' (known: {})",
                 known.join(", ")
             ))
         })?;
+    let name = &key[target.section().len() + 1..];
     target.set(name, &RawValue::from_cli(value)).map_err(err)
 }
 

@@ -133,6 +133,10 @@ impl AnalyticDevice {
 impl Stage for AnalyticDevice {
     type Event = ServerDone;
 
+    fn name(&self) -> &'static str {
+        <Self as crate::DeviceModel>::NAME
+    }
+
     #[inline]
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<ServerDone>) {
         match self.idle.pop() {
@@ -156,10 +160,13 @@ impl Stage for AnalyticDevice {
         }
     }
 
-    fn abort(&mut self, id: ReqId, _ctx: &mut impl StageCtx<ServerDone>) -> bool {
+    /// A queued command is withdrawn and comes back aborted; one on a server cannot be.
+    fn abort(&mut self, id: ReqId, ctx: &mut impl StageCtx<ServerDone>) -> bool {
         match self.waiting.iter().position(|&w| w == id) {
             Some(i) => {
                 self.waiting.remove(i);
+                ctx.reqs_mut()[id].status = IoStatus::Aborted;
+                ctx.complete(id);
                 true
             }
             None => false,
@@ -270,7 +277,7 @@ mod tests {
         let a = h.submit_at(0, read(0));
         let b = h.submit_at(10, read(10));
         let c = h.submit_at(500, read(500));
-        h.run();
+        h.run_all();
         assert_eq!(h.completed, vec![(a, 100), (b, 200), (c, 600)]);
         assert_eq!(h.reqs[b].t.media_start_ns, 100);
     }
@@ -282,7 +289,7 @@ mod tests {
         for _ in 0..8 {
             h.submit_at(0, read(0));
         }
-        h.run();
+        h.run_all();
         let times: Vec<Ns> = h.completed.iter().map(|&(_, t)| t).collect();
         assert_eq!(times, vec![100, 100, 100, 100, 200, 200, 200, 200]);
     }
@@ -297,12 +304,12 @@ mod tests {
         h.reset();
         assert_eq!(h.completed, vec![(b, 50)]);
         assert_eq!(h.reqs[b].status, IoStatus::Aborted);
-        h.run();
+        h.run_all();
         assert_eq!(h.completed, vec![(b, 50), (a, 100)]);
     }
 
     #[test]
-    fn abort_withdraws_only_queued_commands() {
+    fn abort_withdraws_only_queued_commands_which_come_back_aborted() {
         let dev = AnalyticDevice::new(1, Service::Fixed(100), Service::Fixed(100), 1);
         let mut h = Harness::new(dev);
         let a = h.submit_at(0, read(0));
@@ -310,8 +317,9 @@ mod tests {
         h.run_until(10);
         assert!(!h.abort(a));
         assert!(h.abort(b));
-        h.run();
-        assert_eq!(h.completed, vec![(a, 100)]);
+        assert_eq!(h.reqs[b].status, IoStatus::Aborted);
+        h.run_all();
+        assert_eq!(h.completed, vec![(b, 10), (a, 100)]);
     }
 
     #[test]
@@ -320,7 +328,7 @@ mod tests {
         dev.transfer_rate = 2.0; // bytes per ns
         let mut h = Harness::new(dev);
         let a = h.submit_at(0, read(0));
-        h.run();
+        h.run_all();
         assert_eq!(h.completed, vec![(a, 100 + 2048)]);
     }
 }

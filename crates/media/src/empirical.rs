@@ -229,6 +229,10 @@ impl EmpiricalDevice {
 impl Stage for EmpiricalDevice {
     type Event = Done;
 
+    fn name(&self) -> &'static str {
+        <Self as crate::DeviceModel>::NAME
+    }
+
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<Done>) {
         let now = ctx.now_ns();
         self.in_flight += 1;
@@ -319,7 +323,7 @@ clat_ns = [3000, 3000]
         let c = h.submit_at(0, Request::new(Op::Read, 0, 4096, 0, 0));
         let d = h.submit_at(0, Request::new(Op::Read, 0, 4096, 0, 0));
         let e = h.submit_at(10_000, Request::new(Op::Write, 0, 4096, 0, 0));
-        h.run();
+        h.run_all();
         // Depths 1, 2 (interpolated), 3, 4 (saturated: 3000 * 4 / 3); the write, alone,
         // falls back to the read profile at depth 1.
         assert_eq!(

@@ -4,26 +4,136 @@
 //! here they act in time. Per SQ the controller keeps its commands in fetch order. A command
 //! is *eligible* when the media has finished it and at most `k` older commands of the same SQ
 //! are still outstanding (k = 0: strictly in order). Among the eligible:
+//! - `device` posts each entry as soon as its command is done (no buffer at all),
 //! - `fifo` posts the oldest first,
 //! - `adversarial` the newest first,
 //! - `random` a uniformly drawn one,
 //! - `batched` waits until min(4, outstanding) are eligible, then posts them in random order
 //!   (a burst; NVMe-lite's BATCHED opens bursts of min(4, pending)).
+//!
+//! A completion order is a plug-in: an [`OrderOps`] value and one line in [`ORDERS`].
 
 use std::collections::VecDeque;
 
-use qoslab_engine::{ReqId, RngStream};
+use qoslab_engine::{ConfigError, PluginInfo, ReqId, RngStream, STAGE_API_VERSION};
 
-use crate::config::CompletionOrder;
+/// One completion order, as the registry knows it.
+#[derive(Debug)]
+pub struct OrderOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The stage contract the order was written for.
+    pub api_version: u32,
+    /// Whether entries wait in a per-SQ buffer (false: each posts as its command finishes).
+    pub buffered: bool,
+    /// Whether each pick takes one uniform draw below the number of eligible entries.
+    pub draws: bool,
+    /// Index, among the `eligible` entries (oldest first), of the one to post; `draw` is the
+    /// pick's draw when `draws`, else 0.
+    pub pick: fn(eligible: usize, draw: usize) -> usize,
+    /// Entries that must be eligible before a burst opens, given the outstanding count (0:
+    /// no bursts).
+    pub burst: fn(outstanding: usize) -> usize,
+}
 
+fn oldest(_: usize, _: usize) -> usize {
+    0
+}
+
+fn newest(eligible: usize, _: usize) -> usize {
+    eligible - 1
+}
+
+fn drawn(_: usize, draw: usize) -> usize {
+    draw
+}
+
+fn no_burst(_: usize) -> usize {
+    0
+}
+
+fn burst_of_four(outstanding: usize) -> usize {
+    outstanding.min(4)
+}
+
+pub static DEVICE: OrderOps = OrderOps {
+    name: "device",
+    help: "post each entry as soon as its command is done",
+    api_version: STAGE_API_VERSION,
+    buffered: false,
+    draws: false,
+    pick: oldest,
+    burst: no_burst,
+};
+
+pub static FIFO: OrderOps = OrderOps {
+    name: "fifo",
+    help: "post the oldest eligible entry first",
+    api_version: STAGE_API_VERSION,
+    buffered: true,
+    draws: false,
+    pick: oldest,
+    burst: no_burst,
+};
+
+pub static RANDOM: OrderOps = OrderOps {
+    name: "random",
+    help: "post a uniformly drawn eligible entry",
+    api_version: STAGE_API_VERSION,
+    buffered: true,
+    draws: true,
+    pick: drawn,
+    burst: no_burst,
+};
+
+pub static ADVERSARIAL: OrderOps = OrderOps {
+    name: "adversarial",
+    help: "post the newest eligible entry first, holding old commands as long as k allows",
+    api_version: STAGE_API_VERSION,
+    buffered: true,
+    draws: false,
+    pick: newest,
+    burst: no_burst,
+};
+
+pub static BATCHED: OrderOps = OrderOps {
+    name: "batched",
+    help: "wait for min(4, outstanding) eligible entries, then post them in random order",
+    api_version: STAGE_API_VERSION,
+    buffered: true,
+    draws: true,
+    pick: drawn,
+    burst: burst_of_four,
+};
+
+/// Every completion order a device file can name.
+pub static ORDERS: &[&OrderOps] = &[&DEVICE, &FIFO, &RANDOM, &ADVERSARIAL, &BATCHED];
+
+/// The completion order called `name`, checked against the stage contract.
+pub fn lookup(name: &str) -> Result<&'static OrderOps, ConfigError> {
+    let ops = ORDERS.iter().find(|o| o.name == name).ok_or_else(|| {
+        let names: Vec<&str> = ORDERS.iter().map(|o| o.name).collect();
+        ConfigError::new(format!(
+            "field 'controller.completion_order': expected one of {}, got '{name}'",
+            names.join(", ")
+        ))
+    })?;
+    qoslab_engine::check_plugin(&PluginInfo {
+        kind: "completion order",
+        name: ops.name,
+        api_version: ops.api_version,
+        missing_hooks: &[],
+    })
+    .map_err(ConfigError::new)?;
+    Ok(ops)
+}
+
+/// One SQ's outstanding commands in fetch order, with "the media has finished it".
 #[derive(Debug, Default)]
 pub struct OrderBuffer {
-    /// Outstanding commands in fetch order, with "the media has finished it".
     entries: VecDeque<(ReqId, bool)>,
     burst_left: u32,
 }
-
-const BURST: usize = 4;
 
 impl OrderBuffer {
     pub fn fetched(&mut self, id: ReqId) {
@@ -50,35 +160,29 @@ impl OrderBuffer {
     }
 
     /// The next command that may post, removed from the buffer, or `None` (wait).
-    pub fn next(&mut self, policy: CompletionOrder, k: u32, rng: &mut RngStream) -> Option<ReqId> {
+    pub fn next(&mut self, ops: &OrderOps, k: u32, rng: &mut RngStream) -> Option<ReqId> {
         let window = self.entries.len().min(k as usize + 1);
-        let eligible = || (0..window).filter(|&i| self.entries[i].1);
-        let pick = match policy {
-            CompletionOrder::Device | CompletionOrder::Fifo => eligible().next()?,
-            CompletionOrder::Adversarial => eligible().next_back()?,
-            CompletionOrder::Random => {
-                let n = eligible().count();
-                if n == 0 {
-                    return None;
-                }
-                eligible().nth(rng.below(n as u64) as usize)?
+        let eligible: Vec<usize> = (0..window).filter(|&i| self.entries[i].1).collect();
+        let n = eligible.len();
+        let burst = (ops.burst)(self.entries.len());
+        if burst > 0 && self.burst_left == 0 {
+            if n < burst {
+                return None;
             }
-            CompletionOrder::Batched => {
-                let n = eligible().count();
-                if self.burst_left == 0 {
-                    let need = self.entries.len().min(BURST);
-                    if n < need {
-                        return None;
-                    }
-                    self.burst_left = need as u32;
-                }
-                if n == 0 {
-                    return None;
-                }
-                self.burst_left -= 1;
-                eligible().nth(rng.below(n as u64) as usize)?
-            }
+            self.burst_left = burst as u32;
+        }
+        if n == 0 {
+            return None;
+        }
+        if burst > 0 {
+            self.burst_left -= 1;
+        }
+        let draw = if ops.draws {
+            rng.below(n as u64) as usize
+        } else {
+            0
         };
+        let pick = eligible[(ops.pick)(n, draw)];
         self.entries.remove(pick).map(|e| e.0)
     }
 }
@@ -95,7 +199,7 @@ mod tests {
         b
     }
 
-    fn drain(b: &mut OrderBuffer, p: CompletionOrder, k: u32) -> Vec<u32> {
+    fn drain(b: &mut OrderBuffer, p: &OrderOps, k: u32) -> Vec<u32> {
         let mut rng = RngStream::new(1, "t");
         std::iter::from_fn(|| b.next(p, k, &mut rng).map(|r| r.0)).collect()
     }
@@ -105,9 +209,9 @@ mod tests {
         let mut b = buffer(&[0, 1, 2]);
         b.finished(ReqId(1));
         b.finished(ReqId(2));
-        assert!(drain(&mut b, CompletionOrder::Fifo, 0).is_empty());
+        assert!(drain(&mut b, &FIFO, 0).is_empty());
         b.finished(ReqId(0));
-        assert_eq!(drain(&mut b, CompletionOrder::Fifo, 0), vec![0, 1, 2]);
+        assert_eq!(drain(&mut b, &FIFO, 0), vec![0, 1, 2]);
     }
 
     #[test]
@@ -117,10 +221,10 @@ mod tests {
         b.finished(ReqId(3));
         // 3 has three older outstanding commands, 2 has two: only 2 may go; once it has, 3
         // has two older ones left and follows.
-        assert_eq!(drain(&mut b, CompletionOrder::Fifo, 2), vec![2, 3]);
+        assert_eq!(drain(&mut b, &FIFO, 2), vec![2, 3]);
         let mut b = buffer(&[0, 1, 2, 3]);
         b.finished(ReqId(3));
-        assert!(drain(&mut b, CompletionOrder::Fifo, 2).is_empty());
+        assert!(drain(&mut b, &FIFO, 2).is_empty());
     }
 
     #[test]
@@ -129,10 +233,7 @@ mod tests {
         for i in 0..3 {
             b.finished(ReqId(i));
         }
-        assert_eq!(
-            drain(&mut b, CompletionOrder::Adversarial, u32::MAX),
-            vec![2, 1, 0]
-        );
+        assert_eq!(drain(&mut b, &ADVERSARIAL, u32::MAX), vec![2, 1, 0]);
     }
 
     #[test]
@@ -141,13 +242,22 @@ mod tests {
         for i in 0..3 {
             b.finished(ReqId(i));
         }
-        assert!(drain(&mut b, CompletionOrder::Batched, u32::MAX).is_empty());
+        assert!(drain(&mut b, &BATCHED, u32::MAX).is_empty());
         b.finished(ReqId(4));
-        let mut burst = drain(&mut b, CompletionOrder::Batched, u32::MAX);
+        let mut burst = drain(&mut b, &BATCHED, u32::MAX);
         burst.sort();
         assert_eq!(burst, vec![0, 1, 2, 4]);
         // One left outstanding: a burst of min(4, 1) = 1 once it finishes.
         b.finished(ReqId(3));
-        assert_eq!(drain(&mut b, CompletionOrder::Batched, u32::MAX), vec![3]);
+        assert_eq!(drain(&mut b, &BATCHED, u32::MAX), vec![3]);
+    }
+
+    #[test]
+    fn every_registered_order_is_found_and_unknown_names_list_them() {
+        for o in ORDERS {
+            assert_eq!(lookup(o.name).unwrap().name, o.name);
+        }
+        let e = lookup("lifo").unwrap_err().to_string();
+        assert!(e.contains("expected one of device, fifo, random"), "{e}");
     }
 }

@@ -1,43 +1,36 @@
-//! Submission and completion queues as rings in host memory, with the doorbells and phase tags
-//! of the NVMe specification (base spec 2.0, 3.3.1 and 4.6).
+//! The host's submission and completion queues, with the command ids and phase tags of the
+//! NVMe specification (base spec 2.0, 3.3.1 and 4.6).
 //!
 //! Positions are kept as ever-increasing counters; the slot is `position % depth` and the
-//! phase of a pass is `(position / depth)` even = 1, odd = 0, so the controller writes phase 1
-//! on the first pass, 0 on the second, and the host consumes an entry only when its phase tag
-//! is the one it expects, exactly as a real driver does.
+//! phase of a pass is `(position / depth)` even = 1, odd = 0, so entries carry phase 1 on the
+//! first pass, 0 on the second, and the host consumes an entry only when its phase tag is the
+//! one it expects, exactly as a real driver does.
 
 use std::collections::VecDeque;
 
-use qoslab_engine::{Ns, ReqId};
+use qoslab_engine::ReqId;
 
 use crate::config::SqClass;
 
-/// One submission queue and the host-side state that goes with it (its command ids).
+/// One submission queue as the host driver keeps it: its command ids and its tail.
 #[derive(Debug)]
 pub struct Sq {
     pub class: SqClass,
-    /// The completion queue (and interrupt vector) this SQ posts to.
+    /// The completion queue (and interrupt vector) this SQ posts to, numbered across hosts.
     pub cq: u16,
     depth: u32,
-    ring: Vec<ReqId>,
     /// Entries the host has written.
     pub tail: u64,
-    /// Tail as last written to the doorbell: what the controller may fetch up to.
-    pub db_tail: u64,
-    /// Entries the controller has fetched.
-    pub head: u64,
-    /// Doorbell writes on their way to the controller: (arrival time, new tail).
-    pub db_writes: VecDeque<(Ns, u64)>,
     /// Command ids not in use. At most depth - 1 commands are outstanding, so the ring never
     /// overflows (Linux sizes its tag set the same way).
-    pub free_cids: Vec<u16>,
+    free_cids: Vec<u16>,
     /// Which request holds each command id.
-    pub cid_req: Vec<ReqId>,
-    /// I/Os waiting for a command id (the host's software queue).
+    cid_req: Vec<ReqId>,
+    /// Command ids promised to requests admitted and not yet submitted.
+    pub reserved: u32,
+    /// Admitted work waiting for a command id: the further parts of a request split at MDTS,
+    /// commands requeued after a timeout. It goes before anything new.
     pub waiting: VecDeque<ReqId>,
-    /// Fetched and not yet completed by the media.
-    pub fetched_open: u32,
-    pub fetched_total: u64,
 }
 
 impl Sq {
@@ -46,30 +39,47 @@ impl Sq {
             class,
             cq,
             depth,
-            ring: Vec::new(),
             tail: 0,
-            db_tail: 0,
-            head: 0,
-            db_writes: VecDeque::new(),
             free_cids: Vec::new(),
             cid_req: Vec::new(),
+            reserved: 0,
             waiting: VecDeque::new(),
-            fetched_open: 0,
-            fetched_total: 0,
         }
     }
 
     /// Memory is taken on first use, so unused classes of unused cores cost nothing.
+    #[inline(always)]
     fn ensure_allocated(&mut self) {
-        if self.ring.is_empty() {
-            self.ring = vec![ReqId::NONE; self.depth as usize];
-            let cids = self.depth - 1;
-            self.free_cids = (0..cids as u16).rev().collect();
-            self.cid_req = vec![ReqId::NONE; cids as usize];
+        if self.cid_req.is_empty() {
+            self.allocate();
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn allocate(&mut self) {
+        let cids = self.depth - 1;
+        self.free_cids = (0..cids as u16).rev().collect();
+        self.cid_req = vec![ReqId::NONE; cids as usize];
+    }
+
+    /// Whether a new request may be admitted: a command id free beyond those promised, and
+    /// nothing admitted earlier waiting.
+    #[inline]
+    pub fn has_room(&mut self) -> bool {
+        self.ensure_allocated();
+        self.waiting.is_empty() && self.free_cids.len() > self.reserved as usize
+    }
+
+    /// Free command ids not promised.
+    #[inline]
+    pub fn unpromised(&mut self) -> u32 {
+        self.ensure_allocated();
+        self.free_cids.len() as u32 - self.reserved
+    }
+
     /// Takes a command id for `id`, or `None` when all are in use.
+    #[inline]
     pub fn alloc_cid(&mut self, id: ReqId) -> Option<u16> {
         self.ensure_allocated();
         let cid = self.free_cids.pop()?;
@@ -77,32 +87,25 @@ impl Sq {
         Some(cid)
     }
 
+    /// Takes a command id not promised to an admitted request, or `None`.
+    pub fn alloc_unpromised(&mut self, id: ReqId) -> Option<u16> {
+        self.ensure_allocated();
+        if self.free_cids.len() > self.reserved as usize {
+            self.alloc_cid(id)
+        } else {
+            None
+        }
+    }
+
+    #[inline]
     pub fn free_cid(&mut self, cid: u16) {
         self.cid_req[cid as usize] = ReqId::NONE;
         self.free_cids.push(cid);
     }
 
-    /// The host writes an entry at the tail; returns the new tail.
-    pub fn write_entry(&mut self, id: ReqId) -> u64 {
-        debug_assert!(self.tail - self.head < self.depth as u64 - 1, "SQ overflow");
-        let slot = (self.tail % self.depth as u64) as usize;
-        self.ring[slot] = id;
+    /// The host writes an entry at the tail.
+    pub fn write_entry(&mut self) {
         self.tail += 1;
-        self.tail
-    }
-
-    /// Entries the controller may fetch now.
-    pub fn fetchable(&self) -> u32 {
-        (self.db_tail - self.head) as u32
-    }
-
-    /// The controller fetches the entry at the head.
-    pub fn fetch_entry(&mut self) -> ReqId {
-        debug_assert!(self.head < self.db_tail, "fetch beyond the doorbell");
-        let id = self.ring[(self.head % self.depth as u64) as usize];
-        self.head += 1;
-        self.fetched_total += 1;
-        id
     }
 
     /// Commands holding a command id, in command-id order.
@@ -117,10 +120,6 @@ impl Sq {
     /// Controller reset: the ring is empty again (command ids stay with the host).
     pub fn reset_ring(&mut self) {
         self.tail = 0;
-        self.db_tail = 0;
-        self.head = 0;
-        self.db_writes.clear();
-        self.fetched_open = 0;
     }
 }
 
@@ -138,7 +137,7 @@ fn phase_of(position: u64, depth: u32) -> bool {
     (position / depth as u64).is_multiple_of(2)
 }
 
-/// One completion queue, its interrupt vector and that vector's coalescing state.
+/// One completion queue in host memory.
 #[derive(Debug)]
 pub struct Cq {
     depth: u32,
@@ -147,15 +146,7 @@ pub struct Cq {
     pub tail: u64,
     /// Entries the host has consumed.
     pub head: u64,
-    /// Entries the controller could not post because the ring was full.
-    pub stalled: VecDeque<Cqe>,
-    /// Entries posted since the last interrupt (aggregation count).
-    pub pending_irq: u32,
-    /// Generation of the aggregation timer; a timer event with another generation is stale.
-    pub timer_gen: u32,
-    pub timer_armed: bool,
     pub interrupts: u64,
-    pub posted: u64,
 }
 
 impl Cq {
@@ -165,12 +156,7 @@ impl Cq {
             ring: Vec::new(),
             tail: 0,
             head: 0,
-            stalled: VecDeque::new(),
-            pending_irq: 0,
-            timer_gen: 0,
-            timer_armed: false,
             interrupts: 0,
-            posted: 0,
         }
     }
 
@@ -178,7 +164,7 @@ impl Cq {
         self.tail - self.head >= self.depth as u64 - 1
     }
 
-    /// The controller writes `cqe` at the tail with the current pass's phase tag.
+    /// An entry lands at the tail with the current pass's phase tag.
     pub fn post(&mut self, mut cqe: Cqe) {
         if self.ring.is_empty() {
             // Phase 0 everywhere: nothing is new to a host expecting phase 1 on the first pass.
@@ -188,7 +174,6 @@ impl Cq {
         cqe.phase = phase_of(self.tail, self.depth);
         self.ring[(self.tail % self.depth as u64) as usize] = cqe;
         self.tail += 1;
-        self.posted += 1;
     }
 
     /// The host consumes the entry at the head if its phase tag says it is new.
@@ -209,10 +194,6 @@ impl Cq {
         self.ring.clear();
         self.tail = 0;
         self.head = 0;
-        self.stalled.clear();
-        self.pending_irq = 0;
-        self.timer_gen += 1;
-        self.timer_armed = false;
     }
 }
 
@@ -250,15 +231,13 @@ mod tests {
     }
 
     #[test]
-    fn the_controller_fetches_only_up_to_the_doorbell() {
-        let mut sq = Sq::new(SqClass::Medium, 0, 8);
-        sq.alloc_cid(ReqId(0));
-        let t1 = sq.write_entry(ReqId(10));
-        sq.write_entry(ReqId(11));
-        assert_eq!(sq.fetchable(), 0);
-        sq.db_tail = t1;
-        assert_eq!(sq.fetchable(), 1);
-        assert_eq!(sq.fetch_entry(), ReqId(10));
-        assert_eq!(sq.fetchable(), 0);
+    fn room_counts_promised_ids_and_waiting_work() {
+        let mut sq = Sq::new(SqClass::Medium, 0, 3);
+        assert!(sq.has_room());
+        sq.reserved = 2;
+        assert!(!sq.has_room());
+        sq.reserved = 1;
+        sq.waiting.push_back(ReqId(5));
+        assert!(!sq.has_room());
     }
 }

@@ -5,6 +5,9 @@
 //! yields the byte-exact log, its SHA-256, the metrics and, on request, schedule records.
 //! [`matrix`] runs a whole study matrix in parallel with deterministic output. Policies are
 //! hook tables in [`policy`]. The model stands alone: it does not use the timed engine.
+//!
+//! `spec §N` in this crate's comments is section N of the NVMe-lite specification, copied in
+//! `docs/nvme-lite-spec.md`.
 
 pub mod log;
 pub mod matrix;
@@ -14,7 +17,9 @@ pub mod params;
 pub mod policy;
 pub mod rng;
 pub mod run;
+pub mod sampling;
 pub mod schedule;
+pub mod search;
 pub mod workload;
 
 pub use metrics::{Metrics, RUNS_CSV_HEADER};

@@ -18,10 +18,11 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::log::{LinePieces, push_hex};
-use crate::metrics::{Metrics, RUNS_CSV_HEADER, push_csv_field};
+use crate::metrics::{Metrics, RUNS_CSV_HEADER, fixed6_digits, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
 use crate::run::{RunOptions, RunOutput, Runner};
+use crate::search;
 use crate::workload::Workload;
 
 /// Everything a matrix runs, already validated.
@@ -349,6 +350,10 @@ pub struct WriteOptions {
     /// Worker threads (None: all cores). The calling thread only coordinates, so the
     /// progress callback always runs on it.
     pub threads: Option<usize>,
+    /// States the worst-case search may visit per (workload, fault, k) for the table of
+    /// sampled against exact worst cases (0: no table). A count, not a time, so the table is
+    /// the same on any machine.
+    pub exact_nodes: u64,
 }
 
 impl Default for WriteOptions {
@@ -358,6 +363,7 @@ impl Default for WriteOptions {
             top_k: 10,
             block_runs: 4096,
             threads: None,
+            exact_nodes: 5_000,
         }
     }
 }
@@ -428,31 +434,16 @@ fn std_dev(sum: u64, sq_sum: u128, n: u64, scale: f64) -> f64 {
 }
 
 impl CellStats {
-    /// `fields` is a row after its run id (starting with the comma).
-    fn add(&mut self, m: &Metrics, fields: &str) {
-        // Fields 4 (RD), 5 (FE) and 11 (completion_rate) of the row, as micro-units.
-        let mut micro = [0u64; 3];
-        for (i, field) in fields.split(',').enumerate() {
-            let slot = match i {
-                4 => 0,
-                5 => 1,
-                11 => 2,
-                12.. => break,
-                _ => continue,
-            };
-            micro[slot] = field
-                .bytes()
-                .filter(u8::is_ascii_digit)
-                .fold(0u64, |v, b| v * 10 + u64::from(b - b'0'));
-        }
+    fn add(&mut self, m: &Metrics) {
+        let [rd, fe, completion] = [m.rd, m.fe, m.completion_rate].map(fixed6_digits);
         self.runs += 1;
         self.p95_sum += m.p95_steps;
         self.p95_sq_sum += u128::from(m.p95_steps) * u128::from(m.p95_steps);
         self.p95_max = self.p95_max.max(m.p95_steps);
-        self.rd_micro_sum += micro[0];
-        self.rd_micro_sq_sum += u128::from(micro[0]) * u128::from(micro[0]);
-        self.fe_micro_sum += micro[1];
-        self.completion_micro_sum += micro[2];
+        self.rd_micro_sum += rd;
+        self.rd_micro_sq_sum += u128::from(rd) * u128::from(rd);
+        self.fe_micro_sum += fe;
+        self.completion_micro_sum += completion;
         self.peak_sum += m.pending_peak;
         self.area_sum += m.pending_area;
     }
@@ -530,6 +521,57 @@ struct ChunkOut {
     rows: Vec<(String, String)>,
 }
 
+/// Where a matrix's results accumulate in output order: runs.csv (buffered, written in large
+/// pieces), the cells' sums, the poison candidates and (odd seed_ids) the rows to sort.
+struct Sink<'a> {
+    csv: BufWriter<fs::File>,
+    csv_path: &'a Path,
+    csv_text: String,
+    cells: Vec<CellStats>,
+    poison: Vec<Poison>,
+    sorted_rows: Vec<(String, String)>,
+    top_k: usize,
+}
+
+impl Sink<'_> {
+    /// Appends one block's chunks, in order.
+    fn append(&mut self, chunks: Vec<Result<ChunkOut, MatrixError>>) -> Result<(), MatrixError> {
+        for chunk in chunks {
+            let chunk = chunk?;
+            self.csv_text.push_str(&chunk.text);
+            for (cell, stats) in &chunk.cells {
+                self.cells[*cell].merge(stats);
+            }
+            for p in chunk.poison {
+                let m = Metrics {
+                    p95_steps: p.p95,
+                    rd: p.rd,
+                    ..Metrics::default()
+                };
+                offer_poison(&mut self.poison, self.top_k, &p.run_id, &p.spec, &m);
+            }
+            self.sorted_rows.extend(chunk.rows);
+        }
+        if self.csv_text.len() >= 1 << 19 {
+            self.write_text()?;
+        }
+        Ok(())
+    }
+
+    fn write_text(&mut self) -> Result<(), MatrixError> {
+        self.csv
+            .write_all(self.csv_text.as_bytes())
+            .map_err(io_err(self.csv_path))?;
+        self.csv_text.clear();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), MatrixError> {
+        self.write_text()?;
+        self.csv.flush().map_err(io_err(self.csv_path))
+    }
+}
+
 /// Runs per parallel task: large enough to amortize scheduling, small enough to balance.
 const CHUNK_RUNS: usize = 128;
 
@@ -557,14 +599,17 @@ pub fn write_matrix(
     }
     let csv_path = dir.join("runs.csv");
     let csv_file = fs::File::create(&csv_path).map_err(io_err(&csv_path))?;
-    let mut csv = BufWriter::with_capacity(1 << 20, csv_file);
-    let mut csv_text = String::with_capacity(1 << 20);
-    csv_text.push_str(RUNS_CSV_HEADER);
-    csv_text.push_str("\r\n");
-
-    let mut cells = vec![CellStats::default(); matrix.groups.len() * matrix.faults.len()];
-    let mut poison: Vec<Poison> = Vec::new();
-    let mut sorted_rows: Vec<(String, String)> = Vec::new();
+    let mut sink = Sink {
+        csv: BufWriter::with_capacity(1 << 20, csv_file),
+        csv_path: &csv_path,
+        csv_text: String::with_capacity(1 << 20),
+        cells: vec![CellStats::default(); matrix.groups.len() * matrix.faults.len()],
+        poison: Vec::new(),
+        sorted_rows: Vec::new(),
+        top_k: opts.top_k,
+    };
+    sink.csv_text.push_str(RUNS_CSV_HEADER);
+    sink.csv_text.push_str("\r\n");
     let mut cursor = RunCursor::default();
     let mut done = 0u64;
     let run_chunk = |runner: &mut Runner,
@@ -594,16 +639,15 @@ pub fn write_matrix(
             }
             let row_start = out.text.len();
             push_csv_field(&mut out.text, &id);
-            let fields_start = out.text.len();
             metrics.write_csv_fields(&mut out.text);
             out.text.push(',');
             push_hex(&mut out.text, &digest);
             let cell = matrix.cell(run);
             match out.cells.last_mut() {
-                Some((c, stats)) if *c == cell => stats.add(&metrics, &out.text[fields_start..]),
+                Some((c, stats)) if *c == cell => stats.add(&metrics),
                 _ => {
                     let mut stats = CellStats::default();
-                    stats.add(&metrics, &out.text[fields_start..]);
+                    stats.add(&metrics);
                     out.cells.push((cell, stats));
                 }
             }
@@ -622,59 +666,58 @@ pub fn write_matrix(
         }
         Ok(out)
     };
+    // Block n+1 runs while block n's rows are appended and written (a join on the pool),
+    // so no core waits for the file; the rows still go out in block order.
+    let mut ran: Option<(usize, Vec<Result<ChunkOut, MatrixError>>)> = None;
     loop {
         let block = matrix.next_runs(&mut cursor, opts.block_runs.max(1));
+        let (chunks, merged) = pool.install(|| {
+            rayon::join(
+                || -> Vec<Result<ChunkOut, MatrixError>> {
+                    let Some(first) = block.first() else {
+                        return Vec::new();
+                    };
+                    block
+                        .par_chunks(CHUNK_RUNS)
+                        .map_init(
+                            || (Runner::new(), matrix.params(first)),
+                            |(runner, params), chunk| run_chunk(runner, params, chunk),
+                        )
+                        .collect()
+                },
+                || {
+                    ran.take()
+                        .map(|(n, chunks)| sink.append(chunks).map(|()| n))
+                },
+            )
+        });
+        if let Some(n) = merged.transpose()? {
+            done += n as u64;
+            if !progress(done, total) {
+                return Err(MatrixError::Cancelled);
+            }
+        }
         if block.is_empty() {
             break;
         }
-        let chunks: Vec<Result<ChunkOut, MatrixError>> = pool.install(|| {
-            block
-                .par_chunks(CHUNK_RUNS)
-                .map_init(
-                    || (Runner::new(), matrix.params(&block[0])),
-                    |(runner, params), chunk| run_chunk(runner, params, chunk),
-                )
-                .collect()
-        });
-        for chunk in chunks {
-            let chunk = chunk?;
-            csv_text.push_str(&chunk.text);
-            for (cell, stats) in &chunk.cells {
-                cells[*cell].merge(stats);
-            }
-            for p in chunk.poison {
-                let m = Metrics {
-                    p95_steps: p.p95,
-                    rd: p.rd,
-                    ..Metrics::default()
-                };
-                offer_poison(&mut poison, opts.top_k, &p.run_id, &p.spec, &m);
-            }
-            sorted_rows.extend(chunk.rows);
-        }
-        if csv_text.len() >= 1 << 19 {
-            csv.write_all(csv_text.as_bytes())
-                .map_err(io_err(&csv_path))?;
-            csv_text.clear();
-        }
-        done += block.len() as u64;
-        if !progress(done, total) {
-            return Err(MatrixError::Cancelled);
-        }
+        ran = Some((block.len(), chunks));
     }
     if matrix.needs_sort {
-        sorted_rows.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        for (_, row) in &sorted_rows {
-            csv_text.push_str(row);
-            csv_text.push_str("\r\n");
+        sink.sorted_rows
+            .sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (_, row) in &sink.sorted_rows {
+            sink.csv_text.push_str(row);
+            sink.csv_text.push_str("\r\n");
         }
     }
-    csv.write_all(csv_text.as_bytes())
-        .map_err(io_err(&csv_path))?;
-    csv.flush().map_err(io_err(&csv_path))?;
+    sink.flush()?;
+    let Sink { cells, poison, .. } = sink;
 
     pool.install(|| write_poison(matrix, dir, &poison))?;
     let cliffs = write_tables(matrix, dir, &cells, &poison)?;
+    if opts.exact_nodes > 0 {
+        pool.install(|| write_exact(matrix, dir, &cells, opts.exact_nodes))?;
+    }
     Ok(MatrixSummary {
         runs: done,
         cells,
@@ -864,6 +907,73 @@ fn write_tables(
         fs::write(&path, text).map_err(io_err(&path))?;
     }
     Ok(n_cliffs)
+}
+
+/// `exact_worst.csv`: per workload, fault, policy and k, the largest p95 the policy's sampled
+/// runs reached beside the exact worst case over every schedule at that k (the search's
+/// optimum, or its best and upper bound when the state budget ran out).
+fn write_exact(
+    matrix: &Matrix,
+    dir: &Path,
+    cells: &[CellStats],
+    nodes: u64,
+) -> Result<(), MatrixError> {
+    let mut bounds = dedup(&matrix.spec.bounds);
+    bounds.sort_by_key(|b| b.order_key());
+    let mut workloads: Vec<&Arc<Workload>> = Vec::new();
+    for w in &matrix.spec.workloads {
+        if !workloads.iter().any(|x| x.seed_id == w.seed_id) {
+            workloads.push(w);
+        }
+    }
+    let faults = dedup(&matrix.spec.faults);
+    let mut tasks: Vec<(&Arc<Workload>, FaultMode, Bound)> = Vec::new();
+    for &w in &workloads {
+        for &f in &faults {
+            tasks.extend(bounds.iter().map(|&b| (w, f, b)));
+        }
+    }
+    let limits = search::Limits {
+        node_limit: Some(nodes),
+        ..search::Limits::default()
+    };
+    let window = matrix.spec.submit_window;
+    let found: Vec<Option<search::Outcome>> = tasks
+        .par_iter()
+        .map(|&(w, fault, bound)| {
+            search::search(w, bound, fault, window, &search::P95, limits).ok()
+        })
+        .collect();
+    let mut csv = String::from(
+        "seed_id,fault_mode,policy,bound_k,sampled_max_p95,exact_p95,certificate,upper_bound,states\n",
+    );
+    for ((w, fault, bound), outcome) in tasks.iter().zip(&found) {
+        for &policy in &dedup(&matrix.spec.policies) {
+            let prefix = format!("{}_{}_{bound}_", w.seed_id, policy.name);
+            let Some(g) = matrix.groups.iter().position(|g| g.prefix == prefix) else {
+                continue;
+            };
+            let f = matrix.faults.iter().position(|x| x == fault).unwrap();
+            let sampled = cells[g * matrix.faults.len() + f].p95_max;
+            let _ = write!(
+                csv,
+                "{},{fault},{},{bound},{sampled},",
+                w.seed_id, policy.name
+            );
+            match outcome {
+                Some(o) => {
+                    let best = o.best.as_ref().map_or(search::Ratio::ZERO, |b| b.0);
+                    let certificate = if o.optimal() { "optimal" } else { "best found" };
+                    let _ = writeln!(csv, "{best},{certificate},{},{}", o.upper_bound, o.nodes);
+                }
+                None => {
+                    let _ = writeln!(csv, ",too many commands to search,,");
+                }
+            }
+        }
+    }
+    let path = dir.join("exact_worst.csv");
+    fs::write(&path, csv).map_err(io_err(&path))
 }
 
 #[cfg(test)]

@@ -159,8 +159,11 @@ impl Storage {
         self.device_dirty_end = 0;
     }
 
-    /// Executes a command at its completion (spec §3): status and output.
-    fn execute(&mut self, cmd: &Command) -> (Status, u32) {
+    /// Executes a command at its completion (spec §3): status and output. `device_data` is
+    /// false when the workload has no WRITE_VISIBLE: then the device stays all zeros, every
+    /// READ hashes to 0 and the host's words are never read, so no word needs storing.
+    #[inline]
+    fn execute(&mut self, cmd: &Command, device_data: bool) -> (Status, u32) {
         if cmd.kind == CmdKind::Fence {
             return (Status::Ok, 0);
         }
@@ -168,6 +171,9 @@ impl Storage {
         let end = cmd.lba.wrapping_add(u64::from(cmd.len));
         if end > STORAGE_WORDS as u64 {
             return (Status::Err, 0);
+        }
+        if !device_data {
+            return (Status::Ok, 0);
         }
         let end = end as usize;
         let start = (cmd.lba as usize).min(end);
@@ -220,6 +226,7 @@ pub fn simulate<D: Decider, O: Observer>(
     let n = commands.len();
     let policy = params.policy;
     let fault_step = (n / 2) as u64;
+    let device_data = commands.iter().any(|c| c.kind == CmdKind::WriteVisible);
     scratch.storage.clear();
     let pending = &mut scratch.pending;
     pending.clear();
@@ -300,7 +307,7 @@ pub fn simulate<D: Decider, O: Observer>(
         let index = (policy.pick)(candidates, draw);
         let cmd = pending.remove(index).expect("pick outside the candidates");
         let command = &commands[cmd as usize];
-        let (status, out) = scratch.storage.execute(command);
+        let (status, out) = scratch.storage.execute(command, device_data);
         observer.step(&Step::Complete {
             draw: policy.pick_draws.then_some(draw),
             index,

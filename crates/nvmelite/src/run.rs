@@ -117,7 +117,7 @@ impl Runner {
     pub fn run(&mut self, workload: &Workload, params: &RunParams, opts: RunOptions) -> RunOutput {
         let mut decider = RngDecider(SplitMix64::new(params.schedule_seed));
         let mut out = self
-            .drive(workload, params, &mut decider, opts)
+            .run_with(workload, params, &mut decider, opts)
             .expect("the generator never contradicts the rules");
         out.rng_draws = decider.0.draws();
         out
@@ -183,10 +183,12 @@ impl Runner {
             });
         }
         let mut decider = ReplayDecider::new(&schedule, strict);
-        self.drive(workload, &schedule.params, &mut decider, opts)
+        self.run_with(workload, &schedule.params, &mut decider, opts)
     }
 
-    fn drive<D: model::Decider>(
+    /// Runs `params` on `workload` with the decisions of `decider` (the generator's, a
+    /// schedule file's, a search's or a sampler's).
+    pub fn run_with<D: model::Decider>(
         &mut self,
         workload: &Workload,
         params: &RunParams,

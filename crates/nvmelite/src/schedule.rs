@@ -13,7 +13,9 @@ use crate::model::{Decider, Observer, Situation, Step, StepError};
 use crate::params::{self, Bound, FaultMode, RunParams, SubmitWindow};
 
 pub const MAGIC: &str = "qoslab-nvmelite-schedule v1";
-const HEADER_KEYS: [&str; 8] = [
+/// The header keys, in the order a schedule file lists them (the one list of them: tools in
+/// other languages get it through the bindings).
+pub const HEADER_KEYS: [&str; 8] = [
     "seed_id",
     "schedule_seed",
     "policy",
@@ -77,25 +79,89 @@ pub struct ScheduleWriter {
     text: String,
 }
 
+/// The magic line, the header (values in [`HEADER_KEYS`] order, escaped here) and `steps`.
+fn write_head(text: &mut String, values: &[&str; 8]) {
+    text.push_str(MAGIC);
+    text.push('\n');
+    for (key, value) in HEADER_KEYS.iter().zip(values) {
+        let _ = writeln!(text, "{key}={}", escape_value(value));
+    }
+    text.push_str("steps\n");
+}
+
+/// A whole schedule file from its header values (unescaped, in [`HEADER_KEYS`] order) and step
+/// lines, as a schedule minimiser rebuilds one after editing its parts.
+pub fn compose(values: &[&str; 8], steps: &[&str]) -> String {
+    let mut text = String::with_capacity(256 + steps.iter().map(|s| s.len() + 1).sum::<usize>());
+    write_head(&mut text, values);
+    for step in steps {
+        text.push_str(step);
+        text.push('\n');
+    }
+    text.push_str("end\n");
+    text
+}
+
+/// A schedule file's parts without interpreting them: the header values (unescaped, in
+/// [`HEADER_KEYS`] order) and the step lines between `steps` and the last `end`, verbatim.
+pub fn split(text: &str) -> Result<([String; 8], Vec<&str>), StepError> {
+    let mut lines = text.split('\n').enumerate().map(|(i, l)| (i + 1, l));
+    let values = parse_head(&mut lines)?;
+    let rest: Vec<&str> = lines.map(|(_, l)| l).collect();
+    let end = rest
+        .iter()
+        .rposition(|&l| l == "end")
+        .ok_or_else(|| err(text.split('\n').count(), "expected 'end' as the last line"))?;
+    Ok((values.map(|(_, v)| v), rest[..end].to_vec()))
+}
+
+/// The magic line, the header lines and `steps`: each header value with its line number.
+fn parse_head<'a>(
+    lines: &mut impl Iterator<Item = (usize, &'a str)>,
+) -> Result<[(usize, String); 8], StepError> {
+    match lines.next() {
+        Some((_, MAGIC)) => {}
+        _ => return Err(err(1, format!("expected the first line '{MAGIC}'"))),
+    }
+    let mut values: [(usize, String); 8] = Default::default();
+    for (i, key) in HEADER_KEYS.iter().enumerate() {
+        let (n, line) = lines
+            .next()
+            .ok_or_else(|| err(i + 2, format!("expected '{key}=...'")))?;
+        let value = line
+            .strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('='))
+            .ok_or_else(|| err(n, format!("expected '{key}=...', got '{line}'")))?;
+        let value = unescape_value(value).map_err(|m| err(n, format!("{key}: {m}")))?;
+        values[i] = (n, value);
+    }
+    match lines.next() {
+        Some((_, "steps")) => Ok(values),
+        Some((n, line)) => Err(err(n, format!("expected 'steps', got '{line}'"))),
+        None => Err(err(HEADER_KEYS.len() + 2, "expected 'steps'")),
+    }
+}
+
 impl ScheduleWriter {
     pub fn new(seed_id: &str, p: &RunParams) -> Self {
         let mut text = String::with_capacity(1024);
-        text.push_str(MAGIC);
-        text.push('\n');
-        let values = [
-            seed_id.to_string(),
+        let (seed, bound, fault, window) = (
             p.schedule_seed.to_string(),
-            p.policy.name.to_string(),
             p.bound.to_string(),
             p.fault.to_string(),
             p.submit_window.to_string(),
-            p.scheduler_version.clone(),
-            p.git_commit.clone(),
+        );
+        let values = [
+            seed_id,
+            &seed,
+            p.policy.name,
+            &bound,
+            &fault,
+            &window,
+            &p.scheduler_version,
+            &p.git_commit,
         ];
-        for (key, value) in HEADER_KEYS.iter().zip(values) {
-            let _ = writeln!(text, "{key}={}", escape_value(&value));
-        }
-        text.push_str("steps\n");
+        write_head(&mut text, &values);
         Self { text }
     }
 
@@ -245,25 +311,12 @@ impl Schedule {
     /// the final `end` line and nothing after it.
     pub fn parse(text: &str, strict: bool) -> Result<Self, StepError> {
         let mut lines = text.split('\n').enumerate().map(|(i, l)| (i + 1, l));
-        match lines.next() {
-            Some((_, MAGIC)) => {}
-            _ => return Err(err(1, format!("expected the first line '{MAGIC}'"))),
-        }
-        let mut values = Vec::with_capacity(HEADER_KEYS.len());
-        for key in HEADER_KEYS {
-            let (n, line) = lines
-                .next()
-                .ok_or_else(|| err(values.len() + 2, format!("expected '{key}=...'")))?;
-            let value = line
-                .strip_prefix(key)
-                .and_then(|rest| rest.strip_prefix('='))
-                .ok_or_else(|| err(n, format!("expected '{key}=...', got '{line}'")))?;
-            let value = unescape_value(value).map_err(|m| err(n, format!("{key}: {m}")))?;
-            values.push((n, value));
-        }
-        let field = |i: usize| &values[i].1;
-        let bad =
-            |i: usize, e: params::ParamError| err(values[i].0, format!("{}: {e}", HEADER_KEYS[i]));
+        let [seed_id, values @ ..] = parse_head(&mut lines)?;
+        // `values` are the header after seed_id: keys 1.. of HEADER_KEYS.
+        let field = |i: usize| &values[i - 1].1;
+        let bad = |i: usize, e: params::ParamError| {
+            err(values[i - 1].0, format!("{}: {e}", HEADER_KEYS[i]))
+        };
         let params = RunParams {
             schedule_seed: params::parse_seed(field(1)).map_err(|e| bad(1, e))?,
             policy: params::parse_policy(field(2)).map_err(|e| bad(2, e))?,
@@ -273,11 +326,6 @@ impl Schedule {
             scheduler_version: field(6).clone(),
             git_commit: field(7).clone(),
         };
-        match lines.next() {
-            Some((_, "steps")) => {}
-            Some((n, line)) => return Err(err(n, format!("expected 'steps', got '{line}'"))),
-            None => return Err(err(11, "expected 'steps'")),
-        }
         let mut steps = Vec::new();
         let mut end_line = None;
         let mut last_line = 11;
@@ -331,7 +379,7 @@ impl Schedule {
             None => last_line + 1,
         };
         Ok(Schedule {
-            seed_id: values.swap_remove(0).1,
+            seed_id: seed_id.1,
             params,
             steps,
             end_line,

@@ -4,13 +4,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use qoslab_nvmelite::log::{LinePieces, push_hex};
 use qoslab_nvmelite::matrix::{self, MatrixError, MatrixSpec, RunCursor, WriteOptions};
 use qoslab_nvmelite::params::{self, Bound as BoundK, FaultMode, ParamError, SubmitWindow};
 use qoslab_nvmelite::{RunOptions, RunOutput, RunParams, Runner};
+use qoslab_nvmelite::{sampling, schedule, search};
 
 create_exception!(
     nvmelite,
@@ -181,6 +183,299 @@ fn replay(
         .map_err(|e| ScheduleError::new_err((e.message, e.line)))
 }
 
+/// A schedule file's header values (a dict in header order, unescaped) and its step lines
+/// (verbatim); raises ScheduleError(message, line) when the file has no such structure.
+#[pyfunction]
+fn schedule_split<'py>(py: Python<'py>, text: &str) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+    let (values, steps) =
+        schedule::split(text).map_err(|e| ScheduleError::new_err((e.message, e.line)))?;
+    let header = PyDict::new(py);
+    for (key, value) in schedule::HEADER_KEYS.iter().zip(values) {
+        header.set_item(key, value)?;
+    }
+    Ok((header, steps.into_iter().map(str::to_string).collect()))
+}
+
+/// A schedule file from header values keyed as `SCHEDULE_HEADER_KEYS` (all of them, unescaped)
+/// and step lines; raises KeyError for a missing key and ValueError for an unknown one.
+#[pyfunction]
+fn schedule_compose(header: &Bound<'_, PyDict>, steps: Vec<String>) -> PyResult<String> {
+    let mut values: [String; 8] = Default::default();
+    for (i, key) in schedule::HEADER_KEYS.iter().enumerate() {
+        values[i] = header
+            .get_item(key)?
+            .ok_or_else(|| PyKeyError::new_err(*key))?
+            .extract()?;
+    }
+    if header.len() != values.len() {
+        return Err(PyValueError::new_err(format!(
+            "schedule header keys are {}",
+            schedule::HEADER_KEYS.join(", ")
+        )));
+    }
+    let values: [&str; 8] = std::array::from_fn(|i| values[i].as_str());
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    Ok(schedule::compose(&values, &steps))
+}
+
+fn search_params(
+    bound_k: &str,
+    fault_mode: &str,
+    submit_window: &str,
+    scheduler_version: &str,
+    git_commit: &str,
+) -> PyResult<RunParams> {
+    Ok(search::schedule_params(
+        BoundK::parse(bound_k).map_err(|e| param_err("bound", None, e))?,
+        FaultMode::parse(fault_mode).map_err(|e| param_err("fault", None, e))?,
+        SubmitWindow::parse(submit_window).map_err(|e| param_err("submit-window", None, e))?,
+        scheduler_version,
+        git_commit,
+    ))
+}
+
+fn metric(name: &str) -> PyResult<&'static search::MetricOps> {
+    search::lookup(name).ok_or_else(|| {
+        let names: Vec<&str> = search::REGISTRY.iter().map(|m| m.name).collect();
+        ParamsError::new_err((
+            format!("expected {}, got '{name}'", names.join(", ")),
+            "metric".to_string(),
+            None::<usize>,
+        ))
+    })
+}
+
+/// The result of a worst-case search.
+#[pyclass(frozen, module = "qoslab._core.nvmelite")]
+struct WorstResult(search::Worst);
+
+#[pymethods]
+impl WorstResult {
+    /// "optimal" when every branch closed, else "best found".
+    #[getter]
+    fn certificate(&self) -> &'static str {
+        if self.0.outcome.optimal() {
+            "optimal"
+        } else {
+            "best found"
+        }
+    }
+    /// The metric of the best schedule's replay (None when nothing was found above the floor).
+    #[getter]
+    fn value(&self) -> Option<f64> {
+        self.0.value
+    }
+    /// No schedule has a larger metric.
+    #[getter]
+    fn upper_bound(&self) -> f64 {
+        self.0.outcome.upper_bound.to_f64()
+    }
+    /// Why the search ended: "closed", "node limit" or "time limit".
+    #[getter]
+    fn stop(&self) -> &'static str {
+        match self.0.outcome.stop {
+            search::Stop::Closed => "closed",
+            search::Stop::NodeLimit => "node limit",
+            search::Stop::TimeLimit => "time limit",
+        }
+    }
+    #[getter]
+    fn nodes(&self) -> u64 {
+        self.0.outcome.nodes
+    }
+    #[getter]
+    fn elapsed_s(&self) -> f64 {
+        self.0.outcome.elapsed.as_secs_f64()
+    }
+    /// The replay of the best schedule (its log, schedule file and metrics), or None.
+    #[getter]
+    fn run(&self) -> Option<RunResult> {
+        self.0.run.clone().map(RunResult)
+    }
+}
+
+/// The schedule maximising `metric` under the bound, fault and window, by branch and bound.
+/// `floor`: only schedules with a metric above it are sought. Raises ParamsError, ValueError.
+#[pyfunction]
+#[pyo3(signature = (workload, metric_name, bound_k, fault_mode="NONE", submit_window="inf",
+    time_limit_s=None, node_limit=None, floor=None, scheduler_version="v1.0", git_commit=""))]
+#[allow(clippy::too_many_arguments)]
+fn worst(
+    py: Python<'_>,
+    workload: &Workload,
+    metric_name: &str,
+    bound_k: &str,
+    fault_mode: &str,
+    submit_window: &str,
+    time_limit_s: Option<f64>,
+    node_limit: Option<u64>,
+    floor: Option<(u64, u64)>,
+    scheduler_version: &str,
+    git_commit: &str,
+) -> PyResult<WorstResult> {
+    let params = search_params(
+        bound_k,
+        fault_mode,
+        submit_window,
+        scheduler_version,
+        git_commit,
+    )?;
+    let metric = metric(metric_name)?;
+    let limits = search::Limits {
+        node_limit,
+        time_limit: time_limit_s.map(std::time::Duration::from_secs_f64),
+        floor: floor.map(|(num, den)| search::Ratio {
+            num,
+            den: den.max(1),
+        }),
+        ..search::Limits::default()
+    };
+    let w = workload.0.clone();
+    py.detach(|| search::worst(&w, &params, metric, limits))
+        .map(WorstResult)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Each sampling strategy (the policies, then GUIDED) over seeds 0..samples: a list of dicts
+/// with strategy, best, best_seed and reached_after (runs until the best reached `target`).
+#[pyfunction]
+#[pyo3(signature = (workload, metric_name, bound_k, fault_mode, submit_window, samples, target))]
+#[allow(clippy::too_many_arguments)]
+fn race<'py>(
+    py: Python<'py>,
+    workload: &Workload,
+    metric_name: &str,
+    bound_k: &str,
+    fault_mode: &str,
+    submit_window: &str,
+    samples: u64,
+    target: f64,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let params = search_params(bound_k, fault_mode, submit_window, "v1.0", "")?;
+    let metric = metric(metric_name)?;
+    let w = workload.0.clone();
+    let rows = py.detach(|| sampling::race(&w, &params, metric, samples, target));
+    rows.into_iter()
+        .map(|r| {
+            let d = PyDict::new(py);
+            d.set_item("strategy", r.strategy)?;
+            d.set_item("samples", r.samples)?;
+            d.set_item("best", r.best)?;
+            d.set_item("best_seed", r.best_seed)?;
+            d.set_item("reached_after", r.reached_after)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// The columns `run_batch` returns, in order: (name, kind), kind "f64" or "u64".
+const BATCH_METRICS: [(&str, &str); 11] = [
+    ("p95_latency_step", "f64"),
+    ("mean_latency_step", "f64"),
+    ("max_latency_step", "f64"),
+    ("RD", "f64"),
+    ("FE", "f64"),
+    ("pending_peak", "u64"),
+    ("pending_area", "u64"),
+    ("n_ok", "u64"),
+    ("n_err", "u64"),
+    ("n_timeout", "u64"),
+    ("completion_rate", "f64"),
+];
+
+/// Runs many runs on the calling thread (a sweep's worker brings its own parallelism) and
+/// returns them as columns, so that a million runs cost no Python object each.
+///
+/// `configs` holds (workload index, policy, bound, fault, submit_window, scheduler_version,
+/// git_commit) in the spellings of spec §2; run i is `configs[config_index[i]]` with schedule
+/// seed `seeds[i]`. A bad config raises ParamsError(message, field, config index). Returns a
+/// dict of bytes: each metric of `BATCH_METRICS` as little-endian f64 or u64 values,
+/// `log_sha256` as 64 hex digits per run, `run_id` as the UTF-8 ids end to end and
+/// `run_id_offsets` as n + 1 little-endian i64 offsets into it.
+#[pyfunction]
+fn run_batch<'py>(
+    py: Python<'py>,
+    workloads: Vec<PyRef<'_, Workload>>,
+    configs: Vec<(usize, String, String, String, String, String, String)>,
+    config_index: Vec<u32>,
+    seeds: Vec<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if config_index.len() != seeds.len() {
+        return Err(PyValueError::new_err(
+            "config_index and seeds differ in length",
+        ));
+    }
+    let mut parsed = Vec::with_capacity(configs.len());
+    for (i, (w, policy, bound, fault, window, version, commit)) in configs.iter().enumerate() {
+        let workload = workloads
+            .get(*w)
+            .map(|w| w.0.clone())
+            .ok_or_else(|| PyValueError::new_err(format!("configs[{i}]: no workload {w}")))?;
+        let params = RunParams {
+            schedule_seed: 0,
+            policy: params::parse_policy(policy).map_err(|e| param_err("policy", Some(i), e))?,
+            bound: BoundK::parse(bound).map_err(|e| param_err("bound", Some(i), e))?,
+            fault: FaultMode::parse(fault).map_err(|e| param_err("fault", Some(i), e))?,
+            submit_window: SubmitWindow::parse(window)
+                .map_err(|e| param_err("submit_window", Some(i), e))?,
+            scheduler_version: version.clone(),
+            git_commit: commit.clone(),
+        };
+        parsed.push((workload, params, *w));
+    }
+    if let Some(&bad) = config_index.iter().find(|&&c| c as usize >= parsed.len()) {
+        return Err(PyValueError::new_err(format!(
+            "config_index {bad} out of range"
+        )));
+    }
+    let n = seeds.len();
+    let mut columns = vec![Vec::<u8>::with_capacity(n * 8); BATCH_METRICS.len()];
+    let mut hashes = String::with_capacity(n * 64);
+    let mut ids = String::with_capacity(n * 48);
+    let mut offsets = Vec::<u8>::with_capacity((n + 1) * 8);
+    // The lines every run of a workload shares, formatted once (as the matrix does).
+    let pieces: Vec<LinePieces> = workloads.iter().map(|w| LinePieces::new(&w.0)).collect();
+    py.detach(|| {
+        let mut runner = Runner::new();
+        offsets.extend_from_slice(&0i64.to_le_bytes());
+        for (&c, &seed) in config_index.iter().zip(&seeds) {
+            let (workload, params, w) = &mut parsed[c as usize];
+            params.schedule_seed = seed;
+            let run_id = params.run_id(&workload.seed_id);
+            let piece = &pieces[*w];
+            let (m, digest, _) =
+                runner.run_summary_with(workload, Some(piece), params, &run_id, false);
+            let values = [
+                m.p95_latency_step.to_le_bytes(),
+                m.mean_latency_step.to_le_bytes(),
+                m.max_latency_step.to_le_bytes(),
+                m.rd.to_le_bytes(),
+                m.fe.to_le_bytes(),
+                m.pending_peak.to_le_bytes(),
+                m.pending_area.to_le_bytes(),
+                m.n_ok.to_le_bytes(),
+                m.n_err.to_le_bytes(),
+                m.n_timeout.to_le_bytes(),
+                m.completion_rate.to_le_bytes(),
+            ];
+            for (column, v) in columns.iter_mut().zip(values) {
+                column.extend_from_slice(&v);
+            }
+            push_hex(&mut hashes, &digest);
+            ids.push_str(&run_id);
+            offsets.extend_from_slice(&(ids.len() as i64).to_le_bytes());
+        }
+    });
+    let d = PyDict::new(py);
+    for ((name, _), column) in BATCH_METRICS.iter().zip(&columns) {
+        d.set_item(*name, PyBytes::new(py, column))?;
+    }
+    d.set_item("log_sha256", PyBytes::new(py, hashes.as_bytes()))?;
+    d.set_item("run_id", PyBytes::new(py, ids.as_bytes()))?;
+    d.set_item("run_id_offsets", PyBytes::new(py, &offsets))?;
+    Ok(d)
+}
+
 fn pool(jobs: Option<usize>) -> PyResult<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(n) = jobs {
@@ -262,7 +557,8 @@ impl Matrix {
     /// Runs the matrix into the existing empty directory `out_dir` (runs.csv, logs/,
     /// schedules/, tables). `progress(done, total)` is called between blocks. Returns a dict
     /// with `runs` and `cliffs`.
-    #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096))]
+    #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096,
+        exact_nodes=WriteOptions::default().exact_nodes))]
     #[allow(clippy::too_many_arguments)]
     fn write<'py>(
         &self,
@@ -273,12 +569,14 @@ impl Matrix {
         jobs: Option<usize>,
         progress: Option<Py<PyAny>>,
         block_runs: usize,
+        exact_nodes: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = WriteOptions {
             logs,
             top_k,
             block_runs,
             threads: jobs,
+            exact_nodes,
         };
         let m = self.0.clone();
         let mut py_err: Option<PyErr> = None;
@@ -354,6 +652,21 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MatrixRuns>()?;
     m.add_function(wrap_pyfunction!(run, &m)?)?;
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_split, &m)?)?;
+    m.add_function(wrap_pyfunction!(worst, &m)?)?;
+    m.add_function(wrap_pyfunction!(race, &m)?)?;
+    m.add_class::<WorstResult>()?;
+    m.add(
+        "METRICS",
+        search::REGISTRY
+            .iter()
+            .map(|m| (m.name, m.help))
+            .collect::<Vec<_>>(),
+    )?;
+    m.add_function(wrap_pyfunction!(schedule_compose, &m)?)?;
+    m.add("SCHEDULE_HEADER_KEYS", schedule::HEADER_KEYS.to_vec())?;
+    m.add_function(wrap_pyfunction!(run_batch, &m)?)?;
+    m.add("BATCH_METRICS", BATCH_METRICS.to_vec())?;
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     m.add("ParamsError", py.get_type::<ParamsError>())?;
     m.add("ScheduleError", py.get_type::<ScheduleError>())?;

@@ -1,8 +1,12 @@
-//! Device files: one TOML file describes the host driver, the controller, the PCIe link and
-//! the media, so a preset can describe a whole drive.
+//! Device files: one TOML file describes the whole path below the jobs (the block layer, the
+//! NVMe hosts, the transport, the controller and the media), so a preset can describe a whole
+//! drive in its system.
 //!
 //! ```toml
 //! description = "what this device is and where its numbers come from"
+//!
+//! [path]            # PATH_TUNABLES: how many hosts, which transport
+//! transport = "pcie"
 //!
 //! [host]            # qoslab_nvme::HOST_TUNABLES
 //! submit_ns = 1500
@@ -10,7 +14,10 @@
 //! [controller]      # qoslab_nvme::CONTROLLER_TUNABLES
 //! arbitration = "wrr"
 //!
-//! [link]            # qoslab_nvme::LINK_TUNABLES
+//! [controller.wrr]  # the chosen arbiter's own tunables
+//! high_weight = 8
+//!
+//! [link]            # the chosen transport's tunables (pcie: qoslab_nvme::PCIE_TUNABLES)
 //! lane_rate = 1.0
 //!
 //! [media]
@@ -20,7 +27,9 @@
 //!
 //! Every section is optional (its tunables keep their defaults); every key is checked against
 //! its table, so a misspelt key or a value in the wrong unit stops with the file, line and
-//! field. `--set section.key=value` overrides any of them afterwards.
+//! field. `--set section.key=value` overrides any of them afterwards. A key that chooses a
+//! plug-in (`path.transport`, `controller.arbitration`, `media.model`) decides which table the
+//! plug-in's section is read with, so it is read first (from the file, then `--set`).
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +37,17 @@ use qoslab_engine::tunable::apply_override;
 use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
 use qoslab_media::registry::model_info;
 use qoslab_media::{BuildCtx, DeviceModel, model_names};
-use qoslab_nvme::{CONTROLLER_TUNABLES, HOST_TUNABLES, LINK_TUNABLES, NvmeConfig};
+use qoslab_nvme::transport::{transport_info, transport_names};
+use qoslab_nvme::{ARBITERS, CONTROLLER_TUNABLES, ControllerConfig, HOST_TUNABLES, HostConfig};
+
+qoslab_engine::settings! {
+    /// `[path]`: the shape of the path below the jobs: block layer, NVMe hosts, transport, NVMe
+    /// controller, media.
+    pub struct PathConfig in PATH_TUNABLES {
+        hosts: u16 = count(1, "NVMe hosts sharing the controller, each with its own block layer queues, driver, queue pairs and link; a job picks its host with sim_host").range(1.0, 64.0),
+        transport: String = text("pcie", "how commands, completions and data cross between the hosts and the controller: a transport's name; its tunables are its own section"),
+    }
+}
 
 include!(concat!(env!("OUT_DIR"), "/presets.rs"));
 
@@ -41,9 +60,13 @@ pub struct DeviceConfig {
     /// The preset name or the file path, for reports.
     pub source: String,
     pub description: String,
+    pub path: Settings,
     pub host: Settings,
     pub controller: Settings,
-    pub link: Settings,
+    /// The chosen arbiter's sub-table, `[controller.NAME]`.
+    pub arbiter: Settings,
+    /// The chosen transport's section.
+    pub transport: Settings,
     pub model: String,
     pub media: Settings,
     /// Folder of the device file (relative paths in it are resolved there).
@@ -110,61 +133,98 @@ impl DeviceConfig {
     ) -> Result<Self, ConfigError> {
         let path = doc.path().to_path_buf();
         let description = doc.take_text("description")?.unwrap_or_default();
-        let model_line = doc.take("media.model");
-        let mut model = match &model_line {
-            None => DEFAULT_MODEL.to_string(),
-            Some((RawValue::Text(m), _)) => m.clone(),
-            Some((other, line)) => {
-                return Err(ConfigError::at(
-                    &path,
-                    Some(*line),
-                    format!("field 'media.model': expected a model name, got {other}"),
-                ));
-            }
-        };
-        // `--set media.model=...` chooses the table the other media keys are read with.
-        for o in overrides {
-            if let Some(m) = o.trim().strip_prefix("media.model=") {
-                model = m.trim().trim_matches('"').to_string();
-            }
-        }
-        let table = media_table(&model).ok_or_else(|| {
-            let msg = format!(
-                "field 'media.model': expected one of {}, got '{model}'",
-                model_names().join(", ")
-            );
-            match &model_line {
-                Some((_, line)) => ConfigError::at(&path, Some(*line), msg),
-                None => ConfigError::new(msg),
-            }
-        })?;
+        let model = choose(
+            &mut doc,
+            overrides,
+            "media.model",
+            DEFAULT_MODEL,
+            model_names(),
+            |m| media_table(m).is_some(),
+        )?;
+        let transport_name = choose(
+            &mut doc,
+            overrides,
+            "path.transport",
+            "pcie",
+            transport_names(),
+            |t| transport_info(t).is_some(),
+        )?;
+        let arbiter_names: Vec<&str> = ARBITERS.iter().map(|a| a.name).collect();
+        let arbiter_name = choose(
+            &mut doc,
+            overrides,
+            "controller.arbitration",
+            "rr",
+            &arbiter_names,
+            |a| qoslab_nvme::arbiter::lookup(a).is_ok(),
+        )?;
+        let table = media_table(&model).expect("chosen from the registry");
+        let (_, _, t_section, t_table) = transport_info(&transport_name).expect("registered");
+        let a_table = qoslab_nvme::arbiter::lookup(&arbiter_name)
+            .expect("registered")
+            .tunables;
+        let mut path_s = doc.section("path", PATH_TUNABLES)?;
+        let mut arbiter = doc.section(&format!("controller.{arbiter_name}"), a_table)?;
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
-        let mut link = doc.section("link", LINK_TUNABLES)?;
+        let mut transport = doc.section(t_section, t_table)?;
         let mut media = doc.section("media", table)?;
         doc.finish()?;
+        // The choices were read first; their sections record them for the report.
+        path_s
+            .set("transport", &RawValue::Text(transport_name))
+            .expect("a text tunable");
+        controller
+            .set("arbitration", &RawValue::Text(arbiter_name))
+            .expect("a text tunable");
         for o in overrides {
-            if o.trim().starts_with("media.model=") {
+            if is_choice(o) {
                 continue;
             }
-            apply_override(o, &mut [&mut host, &mut controller, &mut link, &mut media])?;
+            apply_override(
+                o,
+                &mut [
+                    &mut path_s,
+                    &mut host,
+                    &mut controller,
+                    &mut arbiter,
+                    &mut transport,
+                    &mut media,
+                ],
+            )?;
         }
+        let cfg = ControllerConfig::from_settings(&controller);
+        cfg.validate()
+            .map_err(|m| ConfigError::at(&path, None, m))?;
+        qoslab_nvme::order::lookup(&cfg.completion_order)
+            .map_err(|e| ConfigError::at(&path, None, e.message))?;
         Ok(DeviceConfig {
             source,
             description,
+            path: path_s,
             host,
             controller,
-            link,
+            arbiter,
+            transport,
             model,
             media,
             dir,
         })
     }
 
-    /// The NVMe stage's configuration; `jobs` resolves `host.cores = 0`.
-    pub fn nvme_config(&self, jobs: u32) -> Result<NvmeConfig, ConfigError> {
-        NvmeConfig::from_settings(&self.host, &self.controller, &self.link, jobs)
-            .map_err(|e| self.locate(e))
+    /// The path's shape.
+    pub fn path_config(&self) -> PathConfig {
+        PathConfig::from_settings(&self.path)
+    }
+
+    /// The NVMe host driver's settings.
+    pub fn host_config(&self) -> HostConfig {
+        HostConfig::from_settings(&self.host)
+    }
+
+    /// The controller's settings.
+    pub fn controller_config(&self) -> ControllerConfig {
+        ControllerConfig::from_settings(&self.controller)
     }
 
     /// Builds the media model `D` (the caller chose `D` from `self.model`).
@@ -177,7 +237,7 @@ impl DeviceConfig {
     }
 
     /// Adds the device file to an error that names only a field.
-    fn locate(&self, mut e: ConfigError) -> ConfigError {
+    pub(crate) fn locate(&self, mut e: ConfigError) -> ConfigError {
         if e.path.is_none() {
             e.path = Some(PathBuf::from(&self.source));
         }
@@ -187,7 +247,14 @@ impl DeviceConfig {
     /// Every setting as (section.key, value), for the report's "device" block.
     pub fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("media.model".to_string(), self.model.clone())];
-        for s in [&self.host, &self.controller, &self.link, &self.media] {
+        for s in [
+            &self.path,
+            &self.host,
+            &self.controller,
+            &self.arbiter,
+            &self.transport,
+            &self.media,
+        ] {
             for (k, v) in s.iter() {
                 out.push((format!("{}.{k}", s.section()), v.to_string()));
             }
@@ -196,42 +263,136 @@ impl DeviceConfig {
     }
 }
 
-/// The tunable tables of a device file, as (section, tunables): the path's sections, then the
-/// media models named in `models` (all registered models for `None`) as
-/// `media (model = "NAME")`.
-pub fn tables_for(models: Option<&[&str]>) -> Vec<(String, &'static [Tunable])> {
+/// Whether `--set` override `o` chooses a plug-in (read before the sections).
+fn is_choice(o: &str) -> bool {
+    let key = o.split('=').next().unwrap_or("").trim();
+    matches!(
+        key,
+        "media.model" | "path.transport" | "controller.arbitration"
+    )
+}
+
+/// Reads the plug-in choice `key` (a dotted key): from the file, then from `--set`, checked
+/// against the registry's `names`.
+fn choose(
+    doc: &mut ConfigDoc,
+    overrides: &[String],
+    key: &str,
+    default: &str,
+    names: &[&str],
+    known: impl Fn(&str) -> bool,
+) -> Result<String, ConfigError> {
+    let path = doc.path().to_path_buf();
+    let line = doc.take(key);
+    let mut value = match &line {
+        None => default.to_string(),
+        Some((RawValue::Text(m), _)) => m.clone(),
+        Some((other, line)) => {
+            return Err(ConfigError::at(
+                &path,
+                Some(*line),
+                format!("field '{key}': expected a name, got {other}"),
+            ));
+        }
+    };
+    for o in overrides {
+        if let Some((k, v)) = o.split_once('=')
+            && k.trim() == key
+        {
+            value = v.trim().trim_matches('"').to_string();
+        }
+    }
+    if known(&value) {
+        return Ok(value);
+    }
+    let msg = format!(
+        "field '{key}': expected one of {}, got '{value}'",
+        names.join(", ")
+    );
+    Err(match &line {
+        Some((_, line)) => ConfigError::at(&path, Some(*line), msg),
+        None => ConfigError::new(msg),
+    })
+}
+
+/// One table of a device file, for help and docs.
+pub struct TableDoc {
+    /// The section heading, with the choice that selects it for a plug-in's table
+    /// (`media (model = "ssd")`).
+    pub heading: String,
+    /// The prefix of its keys (`media`, `controller.wrr`).
+    pub section: String,
+    /// What the plug-in is, for plug-in tables.
+    pub help: Option<&'static str>,
+    pub table: &'static [Tunable],
+}
+
+/// The tunable tables of a device file: the path's sections, each arbiter's and transport's
+/// table, then the media models named in `models` (all registered models for `None`).
+pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
+    let plain = |section: &str, table| TableDoc {
+        heading: section.to_string(),
+        section: section.to_string(),
+        help: None,
+        table,
+    };
     let mut out = vec![
-        ("host".to_string(), HOST_TUNABLES),
-        ("controller".to_string(), CONTROLLER_TUNABLES),
-        ("link".to_string(), LINK_TUNABLES),
+        plain("path", PATH_TUNABLES),
+        plain("host", HOST_TUNABLES),
+        plain("controller", CONTROLLER_TUNABLES),
     ];
+    for a in ARBITERS {
+        if !a.tunables.is_empty() {
+            out.push(TableDoc {
+                heading: format!("controller.{} (arbitration = \"{}\")", a.name, a.name),
+                section: format!("controller.{}", a.name),
+                help: Some(a.help),
+                table: a.tunables,
+            });
+        }
+    }
+    for name in transport_names() {
+        let (_, help, section, table) = transport_info(name).expect("registered");
+        out.push(TableDoc {
+            heading: format!("{section} (transport = \"{name}\")"),
+            section: section.to_string(),
+            help: Some(help),
+            table,
+        });
+    }
     for name in model_names() {
         if models.is_some_and(|m| !m.contains(name)) {
             continue;
         }
-        let (_, _, t) = model_info(name).expect("registered");
-        out.push((format!("media (model = \"{name}\")"), t));
+        let (_, help, table) = model_info(name).expect("registered");
+        out.push(TableDoc {
+            heading: format!("media (model = \"{name}\")"),
+            section: "media".into(),
+            help: Some(help),
+            table,
+        });
     }
     out
 }
 
-/// Every table (all registered models).
+/// Every table (all registered models), as (heading, tunables).
 pub fn all_tables() -> Vec<(String, &'static [Tunable])> {
-    tables_for(None)
+    table_docs(None)
+        .into_iter()
+        .map(|d| (d.heading, d.table))
+        .collect()
 }
 
 /// The reference of the device-file tunables as Markdown, for the models in `models` (all
 /// for `None`).
 pub fn tunables_markdown_for(models: Option<&[&str]>) -> String {
     let mut out = String::new();
-    for (section, table) in tables_for(models) {
-        let key_prefix = section.split(' ').next().unwrap_or(&section).to_string();
-        out.push_str(&format!("### `[{section}]`\n\n"));
-        if let Some(name) = section.split('"').nth(1) {
-            let (_, help, _) = model_info(name).expect("registered");
+    for d in table_docs(models) {
+        out.push_str(&format!("### `[{}]`\n\n", d.heading));
+        if let Some(help) = d.help {
             out.push_str(&format!("{help}.\n\n"));
         }
-        out.push_str(&qoslab_engine::tunable::markdown_table(&key_prefix, table));
+        out.push_str(&qoslab_engine::tunable::markdown_table(&d.section, d.table));
         out.push('\n');
     }
     out
@@ -253,7 +414,7 @@ mod tests {
         assert_eq!(d.host.u64("submit_ns"), 1500);
         assert_eq!(d.controller.str("arbitration"), "wrr");
         assert_eq!(d.media.u64("servers"), 4);
-        assert_eq!(d.link.u64("lanes"), 4);
+        assert_eq!(d.transport.u64("lanes"), 4);
     }
 
     #[test]

@@ -182,6 +182,8 @@ pub struct JobRun {
     pub group: u32,
     /// Reporting group (`stonewall` or `new_group`), for `group_reporting`.
     pub report_group: u32,
+    /// The host the job runs on, and its CPU there.
+    pub host: u16,
     pub core: u16,
     source: Source,
     iodepth: u32,
@@ -239,6 +241,7 @@ impl JobRun {
             clone,
             group,
             report_group,
+            host: 0,
             core,
             source,
             iodepth: iodepth.max(1),
@@ -347,6 +350,7 @@ impl JobRun {
             }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
             req.prio = io.prio;
+            req.host = self.host;
             req.core = self.core;
             submit(req);
         };

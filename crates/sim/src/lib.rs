@@ -8,6 +8,7 @@
 
 pub mod device;
 pub mod job;
+pub mod path;
 pub mod report;
 pub mod run;
 pub mod series;
@@ -17,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use qoslab_engine::{ConfigError, Ns};
 use qoslab_media::{DeviceModel, ModelVisitor, visit_model};
-use qoslab_nvme::Nvme;
 use qoslab_workload::WorkloadError;
 use qoslab_workload::fio::JobFile;
 use qoslab_workload::generator::JobGen;
@@ -26,6 +26,7 @@ use rayon::prelude::*;
 
 pub use device::DeviceConfig;
 use job::{JobRun, Source, TraceSource};
+use path::{PathPlan, PathVisitor};
 pub use qoslab_workload::trace::TraceFormat;
 pub use report::OutputFormat;
 use run::{LoopOptions, Outcome};
@@ -138,23 +139,38 @@ pub struct SimOutput {
     pub max_outstanding: usize,
 }
 
-/// Builds the job clones of one run.
+/// Builds the job clones of one run, each on its host and core, and what the path needs to
+/// know of them.
 fn build_jobs(
     opts: &SimOptions,
     seed: u64,
     capacity: u64,
-    cores: u32,
-) -> Result<Vec<JobRun>, SimError> {
+) -> Result<(Vec<JobRun>, PathPlan), SimError> {
     let series = opts.series.as_ref().map(|s| s.interval_ns);
-    match &opts.workload {
+    let mut jobs_per_host: Vec<u32> = vec![0];
+    let out = match &opts.workload {
         WorkloadSpec::Jobs(file) => {
             let mut out = Vec::new();
+            for job in &file.jobs {
+                let h = job.sim_host as usize;
+                if h >= jobs_per_host.len() {
+                    jobs_per_host.resize(h + 1, 0);
+                }
+                jobs_per_host[h] += job.numjobs;
+            }
+            let cores = PathPlan {
+                jobs_per_host: jobs_per_host.clone(),
+                seed,
+            }
+            .cores(&opts.device);
+            let mut on_host = vec![0u32; jobs_per_host.len()];
             for job in &file.jobs {
                 let interval = job
                     .log_avg_msec
                     .filter(|&ms| ms > 0)
                     .map(|ms| ms * 1_000_000)
                     .or(series);
+                let h = job.sim_host as usize;
                 for clone in 0..job.numjobs {
                     let g = JobGen::on_device(job, clone, seed, Some(capacity))?;
                     let issues = [
@@ -163,8 +179,9 @@ fn build_jobs(
                         job.rw.issues(qoslab_engine::Op::Trim),
                         false,
                     ];
-                    let core = (out.len() as u32 % cores) as u16;
-                    out.push(JobRun::new(
+                    let core = (on_host[h] % cores[h]) as u16;
+                    on_host[h] += 1;
+                    let mut run = JobRun::new(
                         job.name.clone(),
                         job.index,
                         clone,
@@ -177,10 +194,12 @@ fn build_jobs(
                         g.end_ns(),
                         issues,
                         series.and(interval),
-                    ));
+                    );
+                    run.host = job.sim_host;
+                    out.push(run);
                 }
             }
-            Ok(out)
+            out
         }
         WorkloadSpec::Trace {
             path,
@@ -194,7 +213,8 @@ fn build_jobs(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "trace".into());
             let depth = if *qd_cap == 0 { u32::MAX / 2 } else { *qd_cap };
-            Ok(vec![JobRun::new(
+            jobs_per_host[0] = 1;
+            vec![JobRun::new(
                 name,
                 0,
                 0,
@@ -211,17 +231,51 @@ fn build_jobs(
                 None,
                 [true, true, true, true],
                 series,
-            )])
+            )]
         }
+    };
+    Ok((
+        out,
+        PathPlan {
+            jobs_per_host,
+            seed,
+        },
+    ))
+}
+
+/// Runs the jobs on a built path.
+struct Simulate<'w> {
+    jobs: Vec<JobRun>,
+    opts: LoopOptions,
+    series: Option<&'w mut SeriesWriter>,
+}
+
+impl PathVisitor for Simulate<'_> {
+    type Output = Result<Outcome, SimError>;
+    fn visit<P: qoslab_engine::Stage>(self, path: P) -> Self::Output {
+        run::simulate(path, self.jobs, self.opts, self.series)
     }
 }
 
-/// Number of job clones (for `host.cores = 0`).
-fn clone_count(spec: &WorkloadSpec) -> u32 {
-    match spec {
-        WorkloadSpec::Jobs(f) => f.jobs.iter().map(|j| j.numjobs).sum::<u32>().max(1),
-        WorkloadSpec::Trace { .. } => 1,
-    }
+/// One seed of `opts` on media `dev`.
+fn run_with_media<D: qoslab_media::Device>(
+    opts: &SimOptions,
+    seed: u64,
+    dev: D,
+    loop_opts: LoopOptions,
+    series: Option<&mut SeriesWriter>,
+) -> Result<Outcome, SimError> {
+    let (jobs, plan) = build_jobs(opts, seed, dev.capacity_bytes())?;
+    path::build(
+        &opts.device,
+        dev,
+        &plan,
+        Simulate {
+            jobs,
+            opts: loop_opts,
+            series,
+        },
+    )?
 }
 
 /// One run with one seed on model `D`.
@@ -235,23 +289,10 @@ impl ModelVisitor for RunOnce<'_, '_> {
     type Output = Result<Outcome, SimError>;
     fn visit<D: DeviceModel>(self) -> Self::Output {
         let dev: D = self.opts.device.build_media(self.seed)?;
-        let capacity = dev.capacity_bytes();
-        let cfg = self
-            .opts
-            .device
-            .nvme_config(clone_count(&self.opts.workload))?;
-        let cores = cfg.cores;
-        let jobs = build_jobs(self.opts, self.seed, capacity, cores)?;
-        let nvme = Nvme::new(cfg, self.seed);
-        run::simulate(
-            dev,
-            nvme,
-            jobs,
-            LoopOptions {
-                progress: self.opts.progress,
-            },
-            self.series,
-        )
+        let loop_opts = LoopOptions {
+            progress: self.opts.progress,
+        };
+        run_with_media(self.opts, self.seed, dev, loop_opts, self.series)
     }
 }
 
@@ -272,10 +313,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
     opts: &SimOptions,
     dev: D,
 ) -> Result<SimOutput, SimError> {
-    let cfg = opts.device.nvme_config(clone_count(&opts.workload))?;
-    let jobs = build_jobs(opts, opts.seed, dev.capacity_bytes(), cfg.cores)?;
-    let nvme = Nvme::new(cfg, opts.seed);
-    let outcome = run::simulate(dev, nvme, jobs, LoopOptions::default(), None)?;
+    let outcome = run_with_media(opts, opts.seed, dev, LoopOptions::default(), None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,

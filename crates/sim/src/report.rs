@@ -580,8 +580,25 @@ fn group_footer(entries: &[Entry]) -> String {
     out
 }
 
-/// Counters as JSON: the NVMe stage's are counts (integers); a device's are real numbers as the
-/// model gives them (a ratio such as write amplification stays a float even when whole).
+/// Each stage of the path with its counters, top to bottom. The path's stages count things
+/// (integers); the media's counters are real numbers as the model gives them (a ratio such as
+/// write amplification stays a float even when whole).
+fn stages_json(stages: &[qoslab_engine::StageReport]) -> Value {
+    let last = stages.len().saturating_sub(1);
+    Value::Array(
+        stages
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                json!({
+                    "stage": st.name,
+                    "counters": counters_json(&st.counters, i != last),
+                })
+            })
+            .collect(),
+    )
+}
+
 fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
     let mut m = Map::new();
     for (k, v) in list {
@@ -753,8 +770,7 @@ fn json_report(
         "events".into(),
         json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
     );
-    q.insert("nvme".into(), counters_json(&o.nvme_counters, true));
-    q.insert("media".into(), counters_json(&o.device_counters, false));
+    q.insert("stages".into(), stages_json(&o.stages));
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, per_run));
     }
@@ -892,12 +908,7 @@ fn normal(
         }
     }
     let o = &outcomes[0];
-    let get = |name: &str| {
-        o.nvme_counters
-            .iter()
-            .find(|(k, _)| k == name)
-            .map_or(0.0, |(_, v)| *v)
-    };
+    let get = |name: &str| o.counter("nvme-host", name);
     out.push_str(&group_footer(pooled));
     out.push_str(&format!(
         "\nNVMe: {:.0} commands, {:.0} interrupts, {:.0} timeouts, {:.0} resets; simulated {:.6} s\n",

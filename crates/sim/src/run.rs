@@ -1,50 +1,41 @@
-//! The run loop: jobs, the NVMe stage and a device wired into one path, driven by one event
-//! queue.
+//! The run loop: jobs over one path of stages, driven by one event queue.
 //!
-//! Hand-offs between stages (a job submits, NVMe dispatches to the media, the media completes,
-//! NVMe completes to the job) happen at the current time without going through the event heap:
-//! they wait in a FIFO that is drained before the next event, so their order is the order in
-//! which stages made them. Only timed events (a server finishing, an interrupt arriving, a
-//! job's next arrival) use the heap.
-//!
-//! The loop is generic over the device type, so every hook call is statically dispatched.
+//! The path (a [`Chain`](qoslab_engine::Chain) of stages built from the device file) is one
+//! [`Stage`]; the loop is generic over it, so every hook call is statically dispatched. Jobs
+//! hand their requests to the top of the path as they issue them; a request the path completes
+//! comes back through the queue's urgent lane, so it reaches its job at the same simulated time
+//! in the order completions were made. Hand-offs inside the path use the urgent lane too; only
+//! timed events (a server finishing, an interrupt arriving, a job's next arrival) are counted
+//! as events.
 
-use std::collections::VecDeque;
-use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
-use qoslab_engine::{EventQueue, Ns, ReqId, Requests, Stage, StageCtx};
-use qoslab_media::Device;
-use qoslab_nvme::{Nvme, NvmeEvent};
+use qoslab_engine::{
+    Admission, EventQueue, Notice, Ns, ReqId, Requests, Stage, StageCtx, StageReport,
+};
 
 use crate::SimError;
 use crate::job::{JobResult, JobRun, Pump};
 use crate::series::SeriesWriter;
 
 #[derive(Clone, Copy, Debug)]
-enum Ev<DE> {
+enum Ev<PE> {
     /// Wake job `j` (pacing, think time, group start).
     Job(u32),
-    Nvme(NvmeEvent),
-    Dev(DE),
+    Path(PE),
+    /// The path completed request `id`: its job sees it.
+    Done(ReqId),
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Handoff {
-    NvmeSubmit(ReqId),
-    DevSubmit(ReqId),
-    NvmeComplete(ReqId),
-    JobComplete(ReqId),
-}
-
-struct DevCtx<'a, DE> {
+/// What the top of the path sees above it: the jobs.
+struct RootCtx<'a, PE> {
     now: Ns,
-    queue: &'a mut EventQueue<Ev<DE>>,
+    queue: &'a mut EventQueue<Ev<PE>>,
     reqs: &'a mut Requests,
-    handoffs: &'a mut VecDeque<Handoff>,
+    notices: &'a mut u64,
 }
 
-impl<DE: Copy + Debug> StageCtx<DE> for DevCtx<'_, DE> {
+impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
     #[inline]
     fn now_ns(&self) -> Ns {
         self.now
@@ -60,68 +51,24 @@ impl<DE: Copy + Debug> StageCtx<DE> for DevCtx<'_, DE> {
     // Always inlined: an event passed to an out-of-line call goes through memory, and loading
     // it back whole right after the caller stored it field by field stalls the CPU.
     #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: DE) {
-        self.queue.schedule(at_ns, Ev::Dev(ev));
-    }
-    fn dispatch(&mut self, id: ReqId) {
-        panic!("the device is the last stage, yet dispatched {id:?}");
-    }
-    #[inline]
-    fn complete(&mut self, id: ReqId) {
-        self.handoffs.push_back(Handoff::NvmeComplete(id));
-    }
-}
-
-struct NvmeCtx<'a, D: Device> {
-    now: Ns,
-    queue: &'a mut EventQueue<Ev<D::Event>>,
-    reqs: &'a mut Requests,
-    handoffs: &'a mut VecDeque<Handoff>,
-    dev: &'a mut D,
-}
-
-impl<D: Device> StageCtx<NvmeEvent> for NvmeCtx<'_, D> {
-    #[inline]
-    fn now_ns(&self) -> Ns {
-        self.now
-    }
-    #[inline]
-    fn reqs(&self) -> &Requests {
-        self.reqs
-    }
-    #[inline]
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.reqs
+    fn schedule(&mut self, at_ns: Ns, ev: PE) {
+        self.queue.schedule(at_ns, Ev::Path(ev));
     }
     #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: NvmeEvent) {
-        self.queue.schedule(at_ns, Ev::Nvme(ev));
+    fn schedule_now(&mut self, ev: PE) {
+        self.queue.schedule_urgent(Ev::Path(ev));
     }
-    #[inline]
-    fn dispatch(&mut self, id: ReqId) {
-        self.handoffs.push_back(Handoff::DevSubmit(id));
+    fn dispatch(&mut self, id: ReqId) -> Admission {
+        panic!("the media is the last stage, yet dispatched {id:?}");
     }
     #[inline]
     fn complete(&mut self, id: ReqId) {
-        self.handoffs.push_back(Handoff::JobComplete(id));
+        self.queue.schedule_urgent(Ev::Done(id));
     }
-    fn abort_below(&mut self, id: ReqId) -> bool {
-        let mut ctx = DevCtx {
-            now: self.now,
-            queue: self.queue,
-            reqs: self.reqs,
-            handoffs: self.handoffs,
-        };
-        self.dev.abort(id, &mut ctx)
-    }
-    fn reset_below(&mut self) {
-        let mut ctx = DevCtx {
-            now: self.now,
-            queue: self.queue,
-            reqs: self.reqs,
-            handoffs: self.handoffs,
-        };
-        self.dev.reset(&mut ctx);
+    /// The block layer at the top never refuses a job's request.
+    fn room_above(&mut self) {}
+    fn notify_above(&mut self, _notice: Notice) {
+        *self.notices += 1;
     }
 }
 
@@ -138,27 +85,37 @@ pub struct Outcome {
     /// Simulated time of the last event handled.
     pub end_ns: Ns,
     pub events: u64,
-    pub nvme_counters: Vec<(String, f64)>,
-    pub interrupts_per_vector: Vec<u64>,
-    pub device_counters: Vec<(String, f64)>,
+    /// Each stage's counters, top to bottom.
+    pub stages: Vec<StageReport>,
     /// Most requests ever outstanding at once.
     pub max_outstanding: usize,
 }
 
-struct Sim<'w, D: Device> {
-    queue: EventQueue<Ev<D::Event>>,
+impl Outcome {
+    /// Counter `name` of the stage called `stage` (0 when absent).
+    pub fn counter(&self, stage: &str, name: &str) -> f64 {
+        self.stages
+            .iter()
+            .filter(|s| s.name == stage)
+            .flat_map(|s| s.counters.iter())
+            .find(|(k, _)| k == name)
+            .map_or(0.0, |(_, v)| *v)
+    }
+}
+
+struct Sim<'w, P: Stage> {
+    queue: EventQueue<Ev<P::Event>>,
     reqs: Requests,
-    handoffs: VecDeque<Handoff>,
-    nvme: Nvme,
-    dev: D,
+    path: P,
     jobs: Vec<JobRun>,
     group: u32,
     last_group: u32,
     done: bool,
+    notices: u64,
     series_out: Option<&'w mut SeriesWriter>,
 }
 
-impl<D: Device> Sim<'_, D> {
+impl<P: Stage> Sim<'_, P> {
     fn now(&self) -> Ns {
         self.queue.now_ns()
     }
@@ -167,15 +124,22 @@ impl<D: Device> Sim<'_, D> {
         let Sim {
             jobs,
             reqs,
-            handoffs,
             queue,
+            path,
+            notices,
             ..
         } = self;
         let job = &mut jobs[j];
         let next = job.pump(now, |mut req| {
             req.job = j as u32;
             let id = reqs.alloc(req);
-            handoffs.push_back(Handoff::NvmeSubmit(id));
+            let mut ctx = RootCtx {
+                now,
+                queue,
+                reqs,
+                notices,
+            };
+            path.submit(id, &mut ctx);
         })?;
         if let Pump::WakeAt(t) = next
             && job.wake_at.is_none_or(|w| t < w)
@@ -257,58 +221,53 @@ impl<D: Device> Sim<'_, D> {
     }
 
     #[inline]
-    fn drain_handoffs(&mut self) -> Result<(), SimError> {
-        while let Some(h) = self.handoffs.pop_front() {
-            let now = self.queue.now_ns();
-            match h {
-                Handoff::NvmeSubmit(id) => {
-                    let mut ctx = NvmeCtx {
-                        now,
-                        queue: &mut self.queue,
-                        reqs: &mut self.reqs,
-                        handoffs: &mut self.handoffs,
-                        dev: &mut self.dev,
-                    };
-                    self.nvme.submit(id, &mut ctx);
+    fn handle(&mut self, ev: Ev<P::Event>, now: Ns) -> Result<(), SimError> {
+        match ev {
+            Ev::Path(e) => {
+                let mut ctx = RootCtx {
+                    now,
+                    queue: &mut self.queue,
+                    reqs: &mut self.reqs,
+                    notices: &mut self.notices,
+                };
+                self.path.on_event(e, &mut ctx);
+            }
+            Ev::Done(id) => {
+                let j = self.reqs[id].job as usize;
+                self.jobs[j].complete(&self.reqs[id]);
+                self.reqs.free(id);
+                if self.series_out.is_some() {
+                    self.write_series(j)?;
                 }
-                Handoff::NvmeComplete(id) => {
-                    let mut ctx = NvmeCtx {
-                        now,
-                        queue: &mut self.queue,
-                        reqs: &mut self.reqs,
-                        handoffs: &mut self.handoffs,
-                        dev: &mut self.dev,
-                    };
-                    self.nvme.complete(id, &mut ctx);
-                }
-                Handoff::DevSubmit(id) => {
-                    let mut ctx = DevCtx {
-                        now,
-                        queue: &mut self.queue,
-                        reqs: &mut self.reqs,
-                        handoffs: &mut self.handoffs,
-                    };
-                    self.dev.submit(id, &mut ctx);
-                }
-                Handoff::JobComplete(id) => {
-                    let j = self.reqs[id].job as usize;
-                    self.jobs[j].complete(&self.reqs[id]);
-                    self.reqs.free(id);
-                    if self.series_out.is_some() {
-                        self.write_series(j)?;
+                self.pump(j, now)?;
+            }
+            Ev::Job(j) => {
+                let job = &mut self.jobs[j as usize];
+                if job.wake_at == Some(now) {
+                    job.wake_at = None;
+                    if !job.started {
+                        job.start(now);
                     }
-                    self.pump(j, now)?;
+                    self.pump(j as usize, now)?;
                 }
             }
         }
         Ok(())
     }
+
+    #[inline]
+    fn drain_urgent(&mut self) -> Result<(), SimError> {
+        while let Some(ev) = self.queue.pop_urgent() {
+            let now = self.queue.now_ns();
+            self.handle(ev, now)?;
+        }
+        Ok(())
+    }
 }
 
-/// Runs `jobs` on `nvme` + `dev` until every group is done.
-pub fn simulate<D: Device>(
-    dev: D,
-    nvme: Nvme,
+/// Runs `jobs` on `path` until every group is done.
+pub fn simulate<P: Stage>(
+    path: P,
     jobs: Vec<JobRun>,
     opts: LoopOptions,
     series_out: Option<&mut SeriesWriter>,
@@ -317,76 +276,44 @@ pub fn simulate<D: Device>(
     let mut sim = Sim {
         queue: EventQueue::new(),
         reqs: Requests::with_capacity(1024),
-        handoffs: VecDeque::with_capacity(64),
-        nvme,
-        dev,
+        path,
         jobs,
         group: 0,
         last_group,
         done: false,
+        notices: 0,
         series_out,
     };
     {
-        let mut ctx = DevCtx {
+        let mut ctx = RootCtx {
             now: 0,
             queue: &mut sim.queue,
             reqs: &mut sim.reqs,
-            handoffs: &mut sim.handoffs,
+            notices: &mut sim.notices,
         };
-        sim.dev.start(&mut ctx);
+        sim.path.start(&mut ctx);
     }
     if sim.jobs.is_empty() {
         sim.done = true;
     } else {
         sim.start_group(0, 0)?;
     }
-    sim.drain_handoffs()?;
+    sim.drain_urgent()?;
 
     let wall = Instant::now();
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut events: u64 = 0;
     while !sim.done {
-        let Some((_, ev)) = sim.queue.pop() else {
+        let Some((now, ev)) = sim.queue.pop() else {
             let stuck: u32 = sim.jobs.iter().map(|j| j.inflight).sum();
             return Err(SimError::new(format!(
                 "the simulation stalled at {} ns with {stuck} I/Os outstanding and nothing scheduled (a device or policy that never completes?)",
                 sim.now()
             )));
         };
-        let now = sim.queue.now_ns();
         events += 1;
-        match ev {
-            Ev::Dev(e) => {
-                let mut ctx = DevCtx {
-                    now,
-                    queue: &mut sim.queue,
-                    reqs: &mut sim.reqs,
-                    handoffs: &mut sim.handoffs,
-                };
-                sim.dev.on_event(e, &mut ctx);
-            }
-            Ev::Nvme(e) => {
-                let mut ctx = NvmeCtx {
-                    now,
-                    queue: &mut sim.queue,
-                    reqs: &mut sim.reqs,
-                    handoffs: &mut sim.handoffs,
-                    dev: &mut sim.dev,
-                };
-                sim.nvme.on_event(e, &mut ctx);
-            }
-            Ev::Job(j) => {
-                let job = &mut sim.jobs[j as usize];
-                if job.wake_at == Some(now) {
-                    job.wake_at = None;
-                    if !job.started {
-                        job.start(now);
-                    }
-                    sim.pump(j as usize, now)?;
-                }
-            }
-        }
-        sim.drain_handoffs()?;
+        sim.handle(ev, now)?;
+        sim.drain_urgent()?;
         if opts.progress && events & 0xffff == 0 {
             update_progress(&mut bar, wall, &sim.jobs, now);
         }
@@ -399,11 +326,11 @@ pub fn simulate<D: Device>(
         sim.write_series(j)?;
     }
     let end_ns = sim.now();
+    let mut stages = Vec::new();
+    sim.path.reports(&mut stages);
     Ok(Outcome {
-        device_counters: sim.dev.counters(),
+        stages,
         max_outstanding: sim.reqs.high_water(),
-        nvme_counters: sim.nvme.counters(),
-        interrupts_per_vector: sim.nvme.interrupts_per_vector(),
         jobs: sim.jobs.into_iter().map(JobRun::into_result).collect(),
         end_ns,
         events,
@@ -502,7 +429,9 @@ mod tests {
             series: None,
             progress: false,
         };
-        crate::build_jobs(&opts, 1, 1 << 30, 64).unwrap_or_else(|e| panic!("{e}"))
+        crate::build_jobs(&opts, 1, 1 << 30)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0
     }
 
     fn job_file(text: &str) -> Vec<JobRun> {

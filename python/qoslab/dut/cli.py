@@ -1,10 +1,17 @@
-"""`qoslab nvmelite diff`: differential testing of an NVMe-lite implementation."""
+"""`qoslab nvmelite diff`: differential testing of an NVMe-lite implementation.
+
+The command sits in the `nvmelite` group, but the group does not know the differential tester
+(which depends on the model, never the reverse): `register` adds it there.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+
+from qoslab.dut.options import DiffOptions
+from qoslab.errors import InputError
 
 
 def diff(
@@ -48,10 +55,6 @@ def diff(
     Exit status 0 when every run matches, 1 when a run diverges or the DUT fails one,
     2 on bad input.
     """
-    from qoslab.dut.harness import DiffOptions
-    from qoslab.dut.harness import diff as run_diff
-    from qoslab.errors import InputError
-
     if only not in ("poison", "all"):
         raise InputError(f"--only: expected poison or all, got '{only}'")
     opts = DiffOptions(
@@ -66,4 +69,11 @@ def diff(
         minimize=minimize,
         schedules=list(schedule),
     )
+    # Imported here: every `qoslab` command registers `diff`, only this one needs the harness.
+    from qoslab.dut.harness import diff as run_diff
+
     raise typer.Exit(run_diff(target, opts))
+
+
+def register(nvmelite_app: typer.Typer) -> None:
+    nvmelite_app.command(name="diff")(diff)

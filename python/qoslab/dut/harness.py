@@ -9,8 +9,6 @@ The model plans and runs the matrix (or a single workload + schedules); every ru
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import queue
 import shlex
@@ -20,44 +18,21 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from qoslab.dut.compare import STATUSES, header_suffix
-from qoslab.dut.runner import BatchRunner, DutStartError, Outcome, SingleRunner, Task
+from qoslab import nvmelite
+from qoslab.dut.compare import STATUSES
+from qoslab.dut.minimize import write_reproducers
+from qoslab.dut.options import DiffOptions
+from qoslab.dut.results import RunReport, csv_text
+from qoslab.dut.runner import BatchRunner, DutStartError, SingleRunner, make_task
 from qoslab.errors import InputError
+from qoslab.nvmelite.config import read_input, workload_paths
 from qoslab.outputs import staged_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILTIN_C = "builtin:c"
 BUILTIN_C_BINARY = ROOT / "build" / "dut" / "nvmelite-c"
-# Failures whose reproducer is searched for; a timeout or an output flood would make every
-# probe of the minimiser as slow as the failure itself.
-MINIMIZED_STATUSES = ("diverged", "crash", "exit", "error", "garbage")
-
-
-@dataclass
-class DiffOptions:
-    dut: str
-    out: Path
-    batch: bool = False
-    jobs: int = 1
-    timeout_s: float = 10.0
-    only: str = "all"
-    top_k: int = 10
-    submit_window: str = "inf"
-    minimize: int = 10
-    schedules: list[Path] = field(default_factory=list)
-
-
-@dataclass
-class RunReport:
-    order: int
-    run_id: str
-    poison: bool
-    outcome: Outcome
-    task: Task | None = None  # kept for failed runs: the minimiser starts from it
-    workload_path: str = ""
 
 
 def dut_argv(spec: str) -> list[str]:
@@ -81,47 +56,6 @@ def dut_argv(spec: str) -> list[str]:
     return argv
 
 
-def _unescape(value: str) -> str:
-    """Undoes the two escapes of schedule header values (docs/nvmelite-schedule.md)."""
-    if "\\" not in value:
-        return value
-    out, i = [], 0
-    while i < len(value):
-        c = value[i]
-        if c == "\\" and value[i + 1 : i + 2] == "\\":
-            out.append("\\")
-            i += 2
-        elif c == "\\" and value[i + 1 : i + 2] == "x":
-            out.append(chr(int(value[i + 2 : i + 4], 16)))
-            i += 4
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def schedule_header(text: str) -> dict[str, str]:
-    """The key=value header of a schedule file (the model wrote or checked it)."""
-    head = {}
-    for line in text.split("\n")[1:10]:
-        key, sep, value = line.partition("=")
-        if sep:
-            head[key] = _unescape(value)
-    return head
-
-
-def make_task(run_id: str, workload_path: str, result) -> Task:
-    head = schedule_header(result.schedule)
-    return Task(
-        run_id=run_id,
-        workload_path=workload_path,
-        schedule=result.schedule.encode(),
-        expected_log=result.log,
-        expected_row=result.row,
-        suffix=header_suffix(head.get("scheduler_version", ""), head.get("git_commit", "")),
-    )
-
-
 def _split_run_id(run_id: str) -> tuple[str, str, str, str, str]:
     seed_id, policy, bound, seed, fault = run_id.rsplit("_", 4)
     return seed_id, policy, bound, seed, fault
@@ -140,9 +74,6 @@ class Plan:
 
 
 def plan_matrix(config: Path, opts: DiffOptions) -> Plan:
-    from qoslab import nvmelite
-    from qoslab.nvmelite.config import workload_paths
-
     matrix = nvmelite.load_matrix(config, submit_window=opts.submit_window)
     paths: dict[str, str] = {}
     for path, line in workload_paths(config):
@@ -183,9 +114,6 @@ def plan_matrix(config: Path, opts: DiffOptions) -> Plan:
 
 def plan_schedules(workload: Path, opts: DiffOptions) -> Plan:
     """A single workload with one or more schedule files (`--schedule`)."""
-    from qoslab import nvmelite
-    from qoslab.nvmelite.config import read_input
-
     w = nvmelite.load_workload(workload)
     results = []
     for sched in opts.schedules:
@@ -302,14 +230,6 @@ def _is_earlier_output(out: Path) -> bool:
     return (out / "summary.json").exists()
 
 
-def _csv_text(header: list[str], rows) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
-
-
 def _divergence_rows(report: RunReport) -> list[list[str]]:
     o = report.outcome
     rows = [[report.run_id, d.line, d.expected, d.got] for d in o.rows]
@@ -343,8 +263,6 @@ def diff(target: Path, opts: DiffOptions) -> int:
         t0 = time.monotonic()
         reports = run_plan(plan, argv, opts, workdir)
         elapsed = time.monotonic() - t0
-        from qoslab.dut.minimize import write_reproducers
-
         t1 = time.monotonic()
         minimized = write_reproducers(reports, argv, opts, tmp, workdir)
         min_elapsed = time.monotonic() - t1
@@ -357,10 +275,10 @@ def diff(target: Path, opts: DiffOptions) -> int:
 def _write_results(tmp: Path, plan: Plan, reports, minimized, opts, elapsed, min_elapsed) -> str:
     div_rows = [row for r in reports if r.outcome.status != "match" for row in _divergence_rows(r)]
     (tmp / "divergences.csv").write_text(
-        _csv_text(["run_id", "line", "expected", "got"], div_rows), encoding="utf-8"
+        csv_text(["run_id", "line", "expected", "got"], div_rows), encoding="utf-8"
     )
     (tmp / "status.csv").write_text(
-        _csv_text(
+        csv_text(
             ["run_id", "status", "detail", "metrics", "poison"],
             (
                 [

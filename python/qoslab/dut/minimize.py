@@ -19,29 +19,21 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from qoslab.dut.harness import MINIMIZED_STATUSES, DiffOptions, RunReport, _csv_text, make_task
-from qoslab.dut.runner import BatchRunner, Outcome, SingleRunner
+from qoslab import nvmelite
+from qoslab._core import nvmelite as _core
+from qoslab.dut.options import MINIMIZED_STATUSES, DiffOptions
+from qoslab.dut.results import RunReport, csv_text
+from qoslab.dut.runner import BatchRunner, Outcome, SingleRunner, make_task
 
 MAX_PROBES = 3000  # DUT runs per reproducer
 MAX_SECONDS = 60.0
-
-HEADER_KEYS = (
-    "seed_id",
-    "schedule_seed",
-    "policy",
-    "bound_k",
-    "fault_mode",
-    "submit_window",
-    "scheduler_version",
-    "git_commit",
-)
 
 
 @dataclass(frozen=True)
 class Case:
     seed_id: str
     commands: tuple[str, ...]  # each command object as JSON text
-    header: tuple[tuple[str, str], ...]  # schedule header lines as written (escaped values)
+    header: tuple[tuple[str, str], ...]  # schedule header (key, value), values unescaped
     steps: tuple[str, ...]
 
     def workload_json(self) -> bytes:
@@ -55,10 +47,7 @@ class Case:
         ).encode()
 
     def schedule_text(self) -> str:
-        lines = ["qoslab-nvmelite-schedule v1"]
-        lines += [f"{k}={v}" for k, v in self.header]
-        lines += ["steps", *self.steps, "end"]
-        return "\n".join(lines) + "\n"
+        return _core.schedule_compose(dict(self.header), list(self.steps))
 
     def with_param(self, key: str, value: str) -> Case:
         return replace(self, header=tuple((k, value if k == key else v) for k, v in self.header))
@@ -68,14 +57,8 @@ class Case:
 
 
 def parse_schedule(text: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    lines = text.split("\n")
-    header = []
-    for line in lines[1:9]:
-        key, _, value = line.partition("=")
-        header.append((key, value))
-    steps_start = lines.index("steps") + 1
-    end = len(lines) - 1 - lines[::-1].index("end")
-    return tuple(header), tuple(lines[steps_start:end])
+    header, steps = _core.schedule_split(text)
+    return tuple(header.items()), tuple(steps)
 
 
 class _Prober:
@@ -100,15 +83,12 @@ class _Prober:
             return self.cache[key]
         if self.exhausted() and not force:
             return None
-        from qoslab import nvmelite
-        from qoslab._core import nvmelite as core
-
         self.probes += 1
         found = None
         try:
             w = nvmelite.Workload.from_json(key[0])
             result = nvmelite.replay(w, key[1], False)
-        except (nvmelite.ScheduleError, nvmelite.ParamsError, core.WorkloadError, ValueError):
+        except (nvmelite.ScheduleError, nvmelite.ParamsError, _core.WorkloadError, ValueError):
             result = None
         if result is not None:
             # A new name per candidate: a batch DUT may cache workloads by path (protocol).
@@ -246,7 +226,7 @@ def _reproduce(report: RunReport, runner, opts: DiffOptions, out_tmp: Path, work
         if outcome.status != "diverged":
             rows.insert(0, [result.run_id, "", "", f"[{outcome.status}] {outcome.detail}"])
     (folder / "divergences.csv").write_text(
-        _csv_text(["run_id", "line", "expected", "got"], rows), encoding="utf-8"
+        csv_text(["run_id", "line", "expected", "got"], rows), encoding="utf-8"
     )
     final_dir = opts.out.resolve() / "minimal" / name
     command = " ".join(

@@ -19,11 +19,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qoslab._core import nvmelite as _core
 from qoslab.dut.compare import (
     OUTPUT_LIMIT_BYTES,
     Comparison,
     Divergence,
     compare_rows,
+    header_suffix,
     shown,
 )
 
@@ -46,6 +48,19 @@ class Task:
     expected_log: bytes
     expected_row: str
     suffix: bytes  # compare.header_suffix() of the run
+
+
+def make_task(run_id: str, workload_path: str, result) -> Task:
+    """The task of a model run (`RunResult` with its schedule file and log)."""
+    head, _ = _core.schedule_split(result.schedule)
+    return Task(
+        run_id=run_id,
+        workload_path=workload_path,
+        schedule=result.schedule.encode(),
+        expected_log=result.log,
+        expected_row=result.row,
+        suffix=header_suffix(head["scheduler_version"], head["git_commit"]),
+    )
 
 
 @dataclass

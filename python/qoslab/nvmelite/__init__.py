@@ -1,7 +1,8 @@
 """NVMe-lite (study 1): the exact step model of completion reordering under a bound k.
 
 The model runs in Rust (`qoslab._core.nvmelite`); this package turns files into its inputs
-and its errors into `InputError`. The API other parts build on:
+and its errors into `InputError`. "spec section N" is section N of the NVMe-lite specification,
+docs/nvme-lite-spec.md. The API other parts build on:
 
 - `load_workload(path)` -> `Workload` (strict JSON, spec section 1.2)
 - `run(workload, policy=..., bound_k=..., fault_mode=..., schedule_seed=...)` -> `RunResult`

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import typer
 
+from qoslab import nvmelite
 from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
-from qoslab.outputs import write_files
+from qoslab.nvmelite import search
+from qoslab.nvmelite.config import read_input
+from qoslab.nvmelite.study import run_study
+from qoslab.outputs import staged_dir, write_files
 
 # The policy registry of the Rust core is the one list of policies.
 POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.POLICIES) + "."
@@ -77,8 +81,6 @@ def run(
     ),
 ) -> None:
     """Run one schedule: the log goes to stdout (or --log), the metrics to stderr."""
-    from qoslab import nvmelite
-
     w = nvmelite.load_workload(workload)
     if git_commit == "auto":
         git_commit = nvmelite.project_commit()
@@ -121,9 +123,6 @@ def replay(
     ),
 ) -> None:
     """Re-execute a recorded schedule: the byte-identical log to stdout, metrics to stderr."""
-    from qoslab import nvmelite
-    from qoslab.nvmelite.config import read_input
-
     w = nvmelite.load_workload(workload)
     try:
         text = read_input(schedule).decode("utf-8")
@@ -152,10 +151,16 @@ def matrix(
         None, "--jobs", min=1, help="Worker threads.", show_default="all cores"
     ),
     top_k: int = typer.Option(10, "--top-k", min=0, help="Poison schedules to keep."),
+    exact_nodes: int | None = typer.Option(
+        None,
+        "--exact-nodes",
+        min=0,
+        help="States the worst-case search may visit per workload, fault and k for "
+        "exact_worst.csv (0: no exact column).",
+        show_default="5000",
+    ),
 ) -> None:
     """Run the study matrix: runs.csv, logs, tables, figures and report.html in --out."""
-    from qoslab.nvmelite.study import run_study
-
     report = run_study(
         config,
         out,
@@ -163,12 +168,150 @@ def matrix(
         logs=not no_logs,
         jobs=jobs,
         top_k=top_k,
+        exact_nodes=exact_nodes,
         command=shlex.join(["qoslab", *sys.argv[1:]]),
     )
     print(report)
 
 
-# `qoslab nvmelite diff` lives with the differential-testing harness (python/qoslab/dut).
-from qoslab.dut.cli import diff as _diff  # noqa: E402
+METRIC_HELP = "Metric to maximise: " + "; ".join(f"{n} ({h})" for n, h in _core.METRICS) + "."
 
-app.command(name="diff")(_diff)
+
+def _describe(r, what: str) -> str:
+    if r.value is None:
+        return f"{what}: no schedule above the floor"
+    if r.certificate == "optimal":
+        return f"{what}: {r.value:g} (optimal)"
+    return f"{what}: {r.value:g} (best found, upper bound {r.upper_bound:g}; {r.stop})"
+
+
+def _speed(r) -> str:
+    rate = r.nodes / r.elapsed_s if r.elapsed_s > 0 else float("inf")
+    return f"{r.nodes:,} states in {r.elapsed_s:.2f} s ({rate:,.0f} states/s)"
+
+
+@app.command()
+def worst(
+    workload: Path = typer.Argument(..., help="Workload JSON file (up to 64 commands)."),
+    bound: str = typer.Option(..., "--bound", help="Reordering bound k: an integer or inf."),
+    metric: str = typer.Option("p95", "--metric", help=METRIC_HELP),
+    fault: str = typer.Option("NONE", "--fault", help="Fault mode: NONE, TIMEOUT or RESET."),
+    submit_window: str = typer.Option(
+        "inf", "--submit-window", help="Most commands pending at once: an integer or inf."
+    ),
+    time_limit: str = typer.Option(
+        "60s", "--time-limit", help="Stop the search after this long (60s, 500ms, 2m, none)."
+    ),
+    node_limit: int | None = typer.Option(
+        None,
+        "--node-limit",
+        min=1,
+        help="Stop after this many states (reproducible).",
+        show_default="no limit",
+    ),
+    schedule_out: Path | None = typer.Option(
+        None,
+        "--schedule-out",
+        help="Write the worst schedule here (replay it with `replay`).",
+        show_default="not written",
+    ),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the worst run's log here.", show_default="not written"
+    ),
+    race: int = typer.Option(
+        0, "--race", min=0, help="Also sample each policy and GUIDED over this many seeds."
+    ),
+) -> None:
+    """The schedule with the largest metric under bound k, with a certificate: "optimal" when
+    the search closed every branch, else "best found" with an upper bound."""
+    w = nvmelite.load_workload(workload)
+    r = search.worst(
+        w,
+        metric=metric,
+        bound_k=bound,
+        fault_mode=fault,
+        submit_window=submit_window,
+        time_limit_s=search.parse_time_limit(time_limit),
+        node_limit=node_limit,
+    )
+    run_result = r.run
+    files = {}
+    if schedule_out is not None and run_result is not None:
+        files[schedule_out] = run_result.schedule.encode()
+    if log is not None and run_result is not None:
+        files[log] = run_result.log
+    write_files(files)
+    what = f"worst {metric} of {w.seed_id} at k={bound}, fault {fault.upper()}"
+    print(_describe(r, what))
+    print(f"searched {_speed(r)}")
+    if schedule_out is not None:
+        print(f"schedule: {schedule_out} (qoslab nvmelite replay {workload} {schedule_out})")
+    if race:
+        target = r.value if r.value is not None else r.upper_bound
+        rows = _core.race(w, metric, bound, fault, submit_window, race, target)
+        print(f"sampling seeds 0-{race - 1}: best value, and runs until it reached {target:g}")
+        for row in rows:
+            reached = row["reached_after"]
+            after = f"after {reached} runs" if reached else "not reached"
+            print(
+                f"  {row['strategy']:<12} best {row['best']:g} (seed {row['best_seed']}), {after}"
+            )
+
+
+@app.command()
+def cliffs(
+    workload: Path = typer.Argument(..., help="Workload JSON file (up to 64 commands)."),
+    fault: str = typer.Option("NONE", "--fault", help="Fault mode: NONE, TIMEOUT or RESET."),
+    submit_window: str = typer.Option(
+        "inf", "--submit-window", help="Most commands pending at once: an integer or inf."
+    ),
+    threshold_pct: int = typer.Option(
+        20, "--threshold-pct", min=0, help="A cliff is a rise of more than this many percent."
+    ),
+    time_limit: str = typer.Option(
+        "60s", "--time-limit", help="Limit of each search (60s, 500ms, 2m, none)."
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Write each cliff's worst schedules and cliffs.csv into this folder.",
+        show_default="not written",
+    ),
+) -> None:
+    """The bounds k at which the exact worst-case p95 jumps, by bisection over k: the smallest
+    k whose worst case exceeds k=0's by more than the threshold, then the same from there."""
+    w = nvmelite.load_workload(workload)
+    found = search.find_cliffs(
+        w,
+        fault_mode=fault,
+        submit_window=submit_window,
+        threshold_pct=threshold_pct,
+        time_limit_s=search.parse_time_limit(time_limit),
+    )
+    print(f"{w.seed_id}, fault {fault.upper()}: worst-case p95 at the bounds searched")
+    # No times in the file: the same inputs write the same bytes.
+    rows = ["k,worst_p95,certificate,upper_bound,states"]
+    for k, r in sorted(found.results.items()):
+        label = "inf" if k == found.k_max else str(k)
+        print(f"  {_describe(r, f'k={label}')}; {_speed(r)}")
+        rows.append(f"{label},{r.value:g},{r.certificate},{r.upper_bound:g},{r.nodes}")
+    files = {"cliffs.csv": ("\n".join(rows) + "\n").encode()}
+    for c in found.cliffs:
+        rise = 100 * (c.worst.value / c.base.value - 1) if c.base.value else float("inf")
+        print(
+            f"cliff at k={c.k}: worst p95 {c.worst.value:g} against {c.base.value:g} at "
+            f"k={c.base_k} (+{rise:.1f} %; k={c.k - 1}: {c.below.value:g})"
+        )
+        files[f"cliff_k{c.k}.sched"] = c.worst.run.schedule.encode()
+        files[f"below_k{c.k - 1}.sched"] = c.below.run.schedule.encode()
+    for what in found.undecided:
+        print(f"undecided: {what} (a search hit its time limit; raise --time-limit)")
+    if not found.cliffs and not found.undecided:
+        print(f"no cliff: the worst case never rises more than {threshold_pct} % above k=0's")
+    if out is not None:
+        with staged_dir(
+            out,
+            is_earlier_output=lambda d: (d / "cliffs.csv").is_file(),
+            refusal="exists, is not empty and holds no cliffs.csv; choose another directory",
+        ) as tmp:
+            write_files({tmp / name: data for name, data in files.items()})

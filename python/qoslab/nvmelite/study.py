@@ -9,6 +9,7 @@ then rename): an error or Ctrl-C leaves no half-written output.
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 from qoslab.errors import InputError
@@ -76,6 +77,7 @@ def run_study(
     jobs: int | None = None,
     top_k: int = 10,
     report: bool = True,
+    exact_nodes: int | None = None,
     command: str = "",
 ) -> Path:
     """Runs the matrix of `config` into `out` and returns the report's path (or `out`);
@@ -83,10 +85,15 @@ def run_study(
     matrix = load_matrix(config, submit_window)
     out = Path(out)
     with staged_dir(out, is_earlier_output=_is_earlier_output, refusal=_REFUSAL) as tmp:
+        if report:
+            # The Rust core releases the GIL while it runs the matrix: load the chart code
+            # meanwhile, off the command's critical path.
+            threading.Thread(target=_load_chart_code, daemon=True).start()
         with _Progress(len(matrix)) as progress:
             try:
+                extra = {} if exact_nodes is None else {"exact_nodes": exact_nodes}
                 summary = matrix.write(
-                    str(tmp), logs=logs, top_k=top_k, jobs=jobs, progress=progress
+                    str(tmp), logs=logs, top_k=top_k, jobs=jobs, progress=progress, **extra
                 )
             except OSError as err:
                 raise InputError(f"cannot write the output: {err}", path=out) from None
@@ -100,6 +107,15 @@ def run_study(
 # ---- figures and report ---------------------------------------------------------------------
 
 
+def _load_chart_code() -> None:
+    try:
+        from PIL import Image, ImageDraw, ImageFont, PngImagePlugin  # noqa: F401
+
+        import qoslab.report.charts  # noqa: F401
+    except ImportError:
+        pass  # _figures imports them again and reports the error
+
+
 def _k_columns(table: Table) -> list[str]:
     return [c for c in table.columns if c.startswith("k=")]
 
@@ -110,9 +126,8 @@ def _focus_fault(table: Table) -> str:
 
 
 def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list[Figure]:
-    from qoslab.report.figures import pyplot, save_figure
+    from qoslab.report.charts import HeatPanel, bar_chart, heatmap, line_chart, save_chart
 
-    plt = pyplot()
     figdir = d / "figures"
     figdir.mkdir()
     fault = _focus_fault(t2)
@@ -123,17 +138,20 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
     figures = []
 
     # Figure 1: mean RD vs k.
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for row in f1.where(fault_mode=fault).rows:
-        name = f"{row[0]} {row[2]}" if many else row[2]
-        ax.plot(labels, [row[f1.columns.index(k)] for k in ks], marker="o", label=name)
-    ax.set_xlabel("reordering bound k")
-    ax.set_ylabel("mean RD")
-    ax.set_title(f"Realized reordering vs k (fault {fault})")
-    ax.legend(fontsize="small")
+    series = [
+        (f"{row[0]} {row[2]}" if many else row[2], [row[f1.columns.index(k)] for k in ks])
+        for row in f1.where(fault_mode=fault).rows
+    ]
+    chart = line_chart(
+        labels,
+        series,
+        title=f"Realized reordering vs k (fault {fault})",
+        x_label="reordering bound k",
+        y_label="mean RD",
+    )
     figures.append(
-        save_figure(
-            fig,
+        save_chart(
+            chart,
             figdir,
             "rd_vs_k",
             "Mean RD vs bound k",
@@ -146,26 +164,23 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
     top_k = "inf" if "k=inf" in ks else (labels[-1] if labels else "inf")
     sel = [r for r in cells.where(fault_mode=fault).rows if str(r[2]) == top_k]
     idx = {c: i for i, c in enumerate(cells.columns)}
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    width = 0.8 / max(1, len(seed_ids))
     policies = list(dict.fromkeys(r[idx["policy"]] for r in sel))
-    for j, seed_id in enumerate(seed_ids):
+    groups = []
+    for seed_id in seed_ids:
         rows = {r[idx["policy"]]: r for r in sel if r[idx["seed_id"]] == seed_id}
-        xs = [i + (j - (len(seed_ids) - 1) / 2) * width for i in range(len(policies))]
         means = [rows[p][idx["p95_mean"]] if p in rows else 0 for p in policies]
         stds = [rows[p][idx["p95_std"]] if p in rows else 0 for p in policies]
-        ax.bar(xs, means, width, yerr=stds, capsize=4, label=seed_id)
-        for x, m in zip(xs, means, strict=True):
-            ax.annotate(f"{m:.2f}", (x, 0), ha="center", va="bottom", fontsize="small",
-                        color="white", xytext=(0, 3), textcoords="offset points")  # fmt: skip
-    ax.set_xticks(range(len(policies)), policies)
-    ax.set_ylabel("mean p95 latency (steps)")
-    ax.set_title(f"p95 by policy at k={top_k} (fault {fault})")
-    if many:
-        ax.legend(fontsize="small")
+        groups.append((seed_id, means, stds))
+    chart = bar_chart(
+        policies,
+        groups,
+        title=f"p95 by policy at k={top_k} (fault {fault})",
+        y_label="mean p95 latency (steps)",
+        legend=many,
+    )
     figures.append(
-        save_figure(
-            fig,
+        save_chart(
+            chart,
             figdir,
             "p95_by_policy",
             f"p95 by policy at k = {top_k}",
@@ -175,55 +190,68 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         )
     )
 
-    # Figure 3: a risk-cliff heatmap per fault mode.
-    faults = [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]
-    for f in faults:
-        figures.append(_heatmap(plt, save_figure, figdir, f, t2, cliffs, ks, seed_ids))
+    # Figure 3: a risk-cliff heatmap (mean p95 per policy x k, cliffs outlined) per fault
+    # mode; the first fault's keeps the plain name.
+    ci = {c: i for i, c in enumerate(cliffs.columns)}
+    for f in [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]:
+        cliff_rows = cliffs.where(fault_mode=f).rows
+        panels = []
+        for seed_id in seed_ids:
+            rows = t2.where(seed_id=seed_id, fault_mode=f).rows
+            names = [r[2] for r in rows]
+            outlined = {
+                (names.index(c[ci["policy"]]), labels.index(str(c[ci["k_to"]])))
+                for c in cliff_rows
+                if c[ci["seed_id"]] == seed_id and c[ci["policy"]] in names
+            }
+            panels.append(
+                HeatPanel(
+                    seed_id,
+                    f"{seed_id}: mean p95 (steps), fault {f}; red = risk cliff",
+                    names,
+                    labels,
+                    [[r[t2.columns.index(k)] for k in ks] for r in rows],
+                    outlined,
+                )
+            )
+        figures.append(
+            save_chart(
+                heatmap(panels, x_label="reordering bound k"),
+                figdir,
+                "risk_cliff_heatmap" if f == fault else f"risk_cliff_heatmap_{f.lower()}",
+                f"Risk-cliff heatmap, fault {f}",
+                f"Mean p95 per policy and bound under fault {f}; a red outline marks a bound "
+                "whose mean p95 is more than 20 % above the previous bound's (a risk cliff).",
+                "figures/",
+            )
+        )
     return figures
 
 
-def _heatmap(plt, save_figure, figdir, fault, t2, cliffs, ks, seed_ids) -> Figure:
-    """Mean p95 per policy and bound under one fault mode, its risk cliffs outlined."""
-    labels = [k[2:] for k in ks]
-    rows_by_seed = {s: t2.where(seed_id=s, fault_mode=fault).rows for s in seed_ids}
-    height = sum(max(1, len(r)) for r in rows_by_seed.values()) * 0.45 + 1.2 * len(seed_ids)
-    fig, axes = plt.subplots(len(seed_ids), 1, figsize=(7.2, height), squeeze=False)
-    cliff_rows = cliffs.where(fault_mode=fault).rows
-    ci = {c: i for i, c in enumerate(cliffs.columns)}
-    for ax, seed_id in zip(axes[:, 0], seed_ids, strict=True):
-        rows = rows_by_seed[seed_id]
-        grid = [[r[t2.columns.index(k)] for k in ks] for r in rows]
-        names = [r[2] for r in rows]
-        im = ax.imshow(grid, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(ks)), labels)
-        ax.set_yticks(range(len(names)), names)
-        ax.grid(False)
-        lo = min((v for line in grid for v in line), default=0)
-        hi = max((v for line in grid for v in line), default=0)
-        for y, line in enumerate(grid):
-            for x, v in enumerate(line):
-                bright = v > lo + 0.6 * (hi - lo)  # viridis is light at the top of its range
-                ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize="small",
-                        color="black" if bright else "white")  # fmt: skip
-        for c in cliff_rows:
-            if c[ci["seed_id"]] != seed_id or c[ci["policy"]] not in names:
-                continue
-            y = names.index(c[ci["policy"]])
-            x = labels.index(str(c[ci["k_to"]]))
-            ax.add_patch(
-                plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", lw=2.5)
-            )
-        ax.set_xlabel("reordering bound k")
-        ax.set_title(f"{seed_id}: mean p95 (steps), fault {fault}; red = risk cliff")
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    return save_figure(
-        fig,
-        figdir,
-        f"risk_cliff_heatmap_{fault.lower()}",
-        f"Risk-cliff heatmap, fault {fault}",
-        f"Mean p95 per policy and bound under fault {fault}; a red outline marks a bound whose "
-        "mean p95 is more than 20 % above the previous bound's (a risk cliff).",
-        "figures/",
+def _exact_table(d: Path) -> Table | None:
+    """Per workload, fault and k: the exact worst-case p95 beside each policy's sampled worst."""
+    path = d / "exact_worst.csv"
+    if not path.is_file():
+        return None
+    t = Table.from_csv(path)
+    i = {c: n for n, c in enumerate(t.columns)}
+    policies = list(dict.fromkeys(t.column("policy")))
+    rows: dict[tuple, list] = {}
+    for r in t.rows:
+        key = (r[i["seed_id"]], r[i["fault_mode"]], str(r[i["bound_k"]]))
+        if key not in rows:
+            exact = r[i["exact_p95"]]
+            if r[i["certificate"]] != "optimal" and exact != "":
+                exact = f"{exact:g} to {r[i['upper_bound']]:g}"
+            rows[key] = [*key, exact, *([""] * len(policies))]
+        rows[key][4 + policies.index(r[i["policy"]])] = r[i["sampled_max_p95"]]
+    return Table(
+        ["seed_id", "fault_mode", "k", "exact worst p95", *(f"{p} max" for p in policies)],
+        list(rows.values()),
+        title="Worst p95 over the schedule seeds, per policy, beside the exact worst case",
+        caption="The exact worst case is over every schedule the bound k allows (branch and "
+        "bound, docs/nvmelite.md); 'a to b' when the search's state budget (--exact-nodes) ran "
+        "out first: the worst found and an upper bound.",
     )
 
 
@@ -326,6 +354,11 @@ def build_report(
             ],
         ),
         Section("Mean p95 by workload, policy and k", [t2]),
+        *(
+            [Section("Sampled against exact worst case", [exact])]
+            if (exact := _exact_table(d)) is not None
+            else []
+        ),
         Section(
             "Poison schedules",
             [

@@ -358,3 +358,15 @@ def sim_frame(*args, **kwargs):
     report = sim_json(*args, **kwargs)
     name = kwargs.get("mqsim_workload") or (args[0] if args else kwargs.get("job")) or "<text>"
     return jobs_table([parse_fio_json(json.dumps(report), path=Path(str(name)).name)])
+
+
+def stage_counters(report: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The counters of the path's stage called `stage` in a JSON report (`qoslab.stages`);
+    `"media"` names the last stage, whatever the model."""
+    stages = report["qoslab"]["stages"]
+    if stage == "media":
+        return stages[-1]["counters"]
+    for s in stages:
+        if s["stage"] == stage:
+            return s["counters"]
+    raise KeyError(f"no stage '{stage}' in the report (stages: {[s['stage'] for s in stages]})")

@@ -33,7 +33,7 @@ MQSIM_SCHEDULING = ("scheduling", "mqsim")
 # on-flash translation entries, and the ONFI NV-DDR2 command timings of
 # ssd/ONFI_Channel_NVDDR2.h.
 MQSIM_CONSTANTS = {
-    "host.doorbell_ns": 8,
+    "link.doorbell_ns": 8,
     "controller.cmd_ns": 8,
     "link.tlp_payload_bytes": 128,
     "link.tlp_overhead_bytes": 28,

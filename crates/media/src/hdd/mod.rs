@@ -704,6 +704,10 @@ impl DeviceModel for Hdd {
 impl Stage for Hdd {
     type Event = HddEvent;
 
+    fn name(&self) -> &'static str {
+        <Self as crate::DeviceModel>::NAME
+    }
+
     fn start(&mut self, ctx: &mut impl StageCtx<HddEvent>) {
         if self.power_fail_ns > 0 {
             ctx.schedule(self.power_fail_ns, HddEvent::PowerFail);

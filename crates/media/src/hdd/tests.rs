@@ -2,8 +2,9 @@
 //! order-statistics model, read-ahead against the media rate, write cache and power loss.
 
 use super::*;
-use crate::ssd::tests::{ClosedLoop, Done, read, steady_rate, write};
+use crate::ssd::tests::{read, steady_rate, write};
 use qoslab_engine::tunable::RawValue;
+use qoslab_engine::{Done, Harness};
 use qoslab_engine::{Request, RngStream};
 
 /// A drive from `--set`-style overrides of the defaults (the 7200 rpm preset's figures).
@@ -15,9 +16,9 @@ pub(crate) fn hdd(overrides: &[(&str, &str)]) -> Hdd {
     Hdd::from_settings(&s).unwrap()
 }
 
-fn random_reads(dev: Hdd, qd: usize, n: usize, seed: u64) -> (ClosedLoop<Hdd>, Vec<Done>) {
-    let mut h = ClosedLoop::new(dev);
-    let sectors = h.dev.capacity_bytes() / 4096;
+fn random_reads(dev: Hdd, qd: usize, n: usize, seed: u64) -> (Harness<Hdd>, Vec<Done>) {
+    let mut h = Harness::new(dev);
+    let sectors = h.stage.capacity_bytes() / 4096;
     let mut rng = RngStream::new(seed, "offsets");
     let done = h.run(qd, n, |now| read(rng.below(sectors) * 4096, 4096, now));
     (h, done)
@@ -89,7 +90,7 @@ fn sptf_throughput_rises_with_queue_depth_as_the_best_of_n_model_predicts() {
     for qd in [4, 8, 16, 32] {
         let (h, done) = random_reads(hdd(&[("scheduler", "sptf")]), qd, 10_000, 2);
         let iops = steady_rate(&done, 2 * qd);
-        let model = best_of_n_iops(&h.dev, qd);
+        let model = best_of_n_iops(&h.stage, qd);
         // The model draws fresh requests every time; a real queue keeps the ones it passed
         // over (the far ones), so SPTF lands somewhat below it.
         assert!(
@@ -110,7 +111,7 @@ fn sptf_throughput_rises_with_queue_depth_as_the_best_of_n_model_predicts() {
 
 #[test]
 fn read_ahead_streams_sequential_reads_at_the_media_rate() {
-    let mut h = ClosedLoop::new(hdd(&[]));
+    let mut h = Harness::new(hdd(&[]));
     let mut offset = 0;
     let done = h.run(1, 2_000, |now| {
         offset += 65_536;
@@ -122,7 +123,7 @@ fn read_ahead_streams_sequential_reads_at_the_media_rate() {
         "{bytes_per_ns} GB/s"
     );
     let (_, off) = {
-        let mut h = ClosedLoop::new(hdd(&[("readahead_bytes", "0")]));
+        let mut h = Harness::new(hdd(&[("readahead_bytes", "0")]));
         let mut offset = 0;
         let d = h.run(1, 500, |now| {
             offset += 65_536;
@@ -140,24 +141,24 @@ fn flush(now: Ns) -> Request {
 
 #[test]
 fn with_the_write_cache_writes_complete_after_the_bus_and_flush_waits_for_the_platter() {
-    let mut h = ClosedLoop::new(hdd(&[("write_cache", "true")]));
+    let mut h = Harness::new(hdd(&[("write_cache", "true")]));
     let mut out = Vec::new();
     for i in 0..4u64 {
-        let now = h.now();
+        let now = h.now_ns();
         h.submit(write(i * 1_000_000_000, 4096, now));
         out.clear();
         h.step(&mut out);
         // 4 KiB over a 300 MB/s interface.
         assert_eq!(out[0].latency_ns, 13_653);
     }
-    let now = h.now();
+    let now = h.now_ns();
     h.submit(flush(now));
     out.clear();
     h.step(&mut out);
     assert_eq!(out[0].op, Op::Flush);
     assert!(out[0].latency_ns > 0);
-    assert_eq!(h.dev.cached_bytes, 0, "everything is on the platter");
-    let now = h.now();
+    assert_eq!(h.stage.cached_bytes, 0, "everything is on the platter");
+    let now = h.now_ns();
     h.submit(flush(now));
     out.clear();
     h.step(&mut out);
@@ -168,20 +169,20 @@ fn with_the_write_cache_writes_complete_after_the_bus_and_flush_waits_for_the_pl
 fn a_power_failure_loses_the_cached_writes_not_yet_on_the_platter() {
     // Three writes far apart land in the cache; the failure comes 1 ms later, before any
     // can have been written (a seek alone takes more).
-    let mut h = ClosedLoop::new(hdd(&[("write_cache", "true"), ("power_fail_ns", "1ms")]));
+    let mut h = Harness::new(hdd(&[("write_cache", "true"), ("power_fail_ns", "1ms")]));
     for (job, off) in [(1u32, 50u64 << 30), (2, 150 << 30), (3, 250 << 30)] {
         let mut w = write(off, 4096, 0);
         w.job = job;
         h.submit(w);
     }
     h.settle();
-    let lost: Vec<u32> = h.dev.lost_writes().iter().map(|l| l.job).collect();
+    let lost: Vec<u32> = h.stage.lost_writes().iter().map(|l| l.job).collect();
     assert_eq!(lost.len(), 3, "{lost:?}");
-    assert!(h.dev.lost_writes().iter().all(|l| l.acknowledged));
+    assert!(h.stage.lost_writes().iter().all(|l| l.acknowledged));
     // Without a write cache nothing acknowledged is ever lost.
-    let mut h = ClosedLoop::new(hdd(&[("power_fail_ns", "1ms")]));
+    let mut h = Harness::new(hdd(&[("power_fail_ns", "1ms")]));
     h.submit(write(100 << 30, 4096, 0));
     let done = h.settle();
     assert_eq!(done[0].status, IoStatus::PowerLoss);
-    assert!(h.dev.lost_writes().iter().all(|l| !l.acknowledged));
+    assert!(h.stage.lost_writes().iter().all(|l| !l.acknowledged));
 }

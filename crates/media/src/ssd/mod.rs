@@ -1122,6 +1122,10 @@ impl DeviceModel for Ssd {
 impl Stage for Ssd {
     type Event = SsdEvent;
 
+    fn name(&self) -> &'static str {
+        <Self as crate::DeviceModel>::NAME
+    }
+
     fn start(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
         if self.cfg.power_fail_ns > 0 {
             ctx.schedule(self.cfg.power_fail_ns, SsdEvent::PowerFail);

@@ -4,156 +4,7 @@
 use super::*;
 use crate::Device;
 use qoslab_engine::tunable::RawValue;
-use qoslab_engine::{EventQueue, Request, Requests};
-
-/// Runs one stage alone under a closed loop: `qd` requests outstanding, a new one issued as
-/// each completes, until `total` have completed. Returns (request, completion time) in
-/// completion order, with the requests' final state.
-pub(crate) struct ClosedLoop<S: Stage> {
-    pub dev: S,
-    pub reqs: Requests,
-    queue: EventQueue<S::Event>,
-    done: Vec<ReqId>,
-}
-
-struct Ctx<'a, E> {
-    now: Ns,
-    reqs: &'a mut Requests,
-    queue: &'a mut EventQueue<E>,
-    done: &'a mut Vec<ReqId>,
-}
-
-impl<E: Copy> StageCtx<E> for Ctx<'_, E> {
-    fn now_ns(&self) -> Ns {
-        self.now
-    }
-    fn reqs(&self) -> &Requests {
-        self.reqs
-    }
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.reqs
-    }
-    fn schedule(&mut self, at_ns: Ns, ev: E) {
-        self.queue.schedule(at_ns, ev);
-    }
-    fn dispatch(&mut self, id: ReqId) {
-        panic!("a device has nothing below it ({id:?})");
-    }
-    fn complete(&mut self, id: ReqId) {
-        self.done.push(id);
-    }
-}
-
-/// One completed request: what it was and when it ran.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Done {
-    pub op: Op,
-    pub done_ns: Ns,
-    pub latency_ns: Ns,
-    pub status: IoStatus,
-}
-
-impl<S: Stage> ClosedLoop<S> {
-    pub fn new(mut dev: S) -> Self {
-        let mut reqs = Requests::new();
-        let mut queue = EventQueue::new();
-        let mut done = Vec::new();
-        let mut ctx = Ctx {
-            now: 0,
-            reqs: &mut reqs,
-            queue: &mut queue,
-            done: &mut done,
-        };
-        dev.start(&mut ctx);
-        ClosedLoop {
-            dev,
-            reqs,
-            queue,
-            done,
-        }
-    }
-
-    pub fn now(&self) -> Ns {
-        self.queue.now_ns()
-    }
-
-    /// Submits `req` now.
-    pub fn submit(&mut self, req: Request) {
-        let id = self.reqs.alloc(req);
-        let mut ctx = Ctx {
-            now: self.queue.now_ns(),
-            reqs: &mut self.reqs,
-            queue: &mut self.queue,
-            done: &mut self.done,
-        };
-        self.dev.submit(id, &mut ctx);
-    }
-
-    /// Runs events until a request completes or nothing is left; returns the completions.
-    pub fn step(&mut self, out: &mut Vec<Done>) -> bool {
-        while self.done.is_empty() {
-            let Some((now, ev)) = self.queue.pop() else {
-                return false;
-            };
-            let mut ctx = Ctx {
-                now,
-                reqs: &mut self.reqs,
-                queue: &mut self.queue,
-                done: &mut self.done,
-            };
-            self.dev.on_event(ev, &mut ctx);
-        }
-        let now = self.queue.now_ns();
-        for id in self.done.drain(..) {
-            let r = self.reqs[id];
-            out.push(Done {
-                op: r.op,
-                done_ns: now,
-                latency_ns: now - r.t.queued_ns,
-                status: r.status,
-            });
-            self.reqs.free(id);
-        }
-        true
-    }
-
-    /// Keeps `qd` requests from `next` outstanding until `total` completed.
-    pub fn run(
-        &mut self,
-        qd: usize,
-        total: usize,
-        mut next: impl FnMut(Ns) -> Request,
-    ) -> Vec<Done> {
-        let mut out = Vec::with_capacity(total);
-        for _ in 0..qd.min(total) {
-            let now = self.now();
-            self.submit(next(now));
-        }
-        let mut issued = qd.min(total);
-        while out.len() < total {
-            let before = out.len();
-            assert!(
-                self.step(&mut out),
-                "the device stalled with requests outstanding"
-            );
-            for _ in before..out.len() {
-                if issued < total {
-                    let now = self.now();
-                    self.submit(next(now));
-                    issued += 1;
-                }
-            }
-        }
-        out
-    }
-
-    /// Runs every pending event (the device drains its background work).
-    pub fn settle(&mut self) -> Vec<Done> {
-        let mut out = Vec::new();
-        while self.step(&mut out) {}
-        out
-    }
-}
+use qoslab_engine::{Done, EventQueue, Harness, Request, Requests};
 
 /// A device from `--set`-style overrides (`nand.erase_ns`, `2ms`) of the default (MQSim)
 /// configuration.
@@ -196,8 +47,8 @@ const MAPPING_READ_NS: Ns = 290 + 75_000 + 512 * 3;
 
 #[test]
 fn qd1_4k_random_read_is_command_plus_tr_plus_transfer_exactly() {
-    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
-    let cap = h.dev.capacity_bytes();
+    let mut h = Harness::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let cap = h.stage.capacity_bytes();
     let mut rng = RngStream::new(1, "offsets");
     let done = h.run(1, 2000, |now| read(rng.below(cap / 4096) * 4096, 4096, now));
     assert!(
@@ -210,8 +61,8 @@ fn qd1_4k_random_read_is_command_plus_tr_plus_transfer_exactly() {
 
 #[test]
 fn qd1_read_with_mqsims_2mib_mapping_cache_adds_one_translation_read() {
-    let mut h = ClosedLoop::new(ssd(&[], 1));
-    let cap = h.dev.capacity_bytes();
+    let mut h = Harness::new(ssd(&[], 1));
+    let cap = h.stage.capacity_bytes();
     let mut rng = RngStream::new(1, "offsets");
     let done = h.run(1, 2000, |now| read(rng.below(cap / 4096) * 4096, 4096, now));
     let misses = done
@@ -237,8 +88,8 @@ fn random_read_bound_iops() -> f64 {
 
 #[test]
 fn saturated_4k_random_reads_reach_the_channel_bound() {
-    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
-    let cap = h.dev.capacity_bytes();
+    let mut h = Harness::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let cap = h.stage.capacity_bytes();
     let mut rng = RngStream::new(2, "offsets");
     let done = h.run(1024, 400_000, |now| {
         read(rng.below(cap / 4096) * 4096, 4096, now)
@@ -254,13 +105,13 @@ fn saturated_4k_random_reads_reach_the_channel_bound() {
 
 #[test]
 fn sequential_128k_reads_reach_the_channel_bandwidth() {
-    let mut h = ClosedLoop::new(ssd(&[("ftl.mapping", "dram")], 1));
+    let mut h = Harness::new(ssd(&[("ftl.mapping", "dram")], 1));
     let mut offset = 0;
     let done = h.run(8, 20_000, |now| {
         offset += 131_072;
         read(offset - 131_072, 131_072, now)
     });
-    let bytes_per_ns = done.len() as f64 * 131_072.0 / h.now() as f64;
+    let bytes_per_ns = done.len() as f64 * 131_072.0 / h.now_ns() as f64;
     let bound = 8.0 / 3.0; // 8 channels x 1 B / 3 ns
     assert!(
         bytes_per_ns <= bound && bytes_per_ns > 0.95 * bound,
@@ -321,18 +172,18 @@ fn measured_wa(op: &str, policy: &str, fill: &str) -> (f64, f64) {
         ],
         1,
     );
-    let mut h = ClosedLoop::new(dev);
-    let pages = u64::from(h.dev.config().logical_pages);
+    let mut h = Harness::new(dev);
+    let pages = u64::from(h.stage.config().logical_pages);
     let mut rng = RngStream::new(1, "offsets");
     let mut next = |now| write(rng.below(pages) * 8192, 8192, now);
     let warmup = if fill == "sequential" { 3 * pages } else { 0 };
     h.run(16, warmup as usize, &mut next);
-    h.dev.reset_ftl_stats();
+    h.stage.reset_ftl_stats();
     h.run(16, (3 * pages) as usize, &mut next);
     // The GC keeps 2 free blocks a plane and the host and GC frontiers are half written on
     // average: the pages in circulation are those of 509.5 of the 512 blocks.
     let rho_eff = pages as f64 / 2.0 / (509.5 * 64.0);
-    (h.dev.ftl().stats.write_amplification(), rho_eff)
+    (h.stage.ftl().stats.write_amplification(), rho_eff)
 }
 
 #[test]
@@ -398,8 +249,8 @@ fn mixed_read_latencies(gc_timed: &str, erase_suspend: &str) -> (Vec<Ns>, f64) {
         ],
         1,
     );
-    let mut h = ClosedLoop::new(dev);
-    let sectors = h.dev.capacity_bytes() / 4096;
+    let mut h = Harness::new(dev);
+    let sectors = h.stage.capacity_bytes() / 4096;
     let mut rng = RngStream::new(1, "offsets");
     let done = h.run(32, 300_000, |now| {
         let offset = rng.below(sectors) * 4096;
@@ -410,7 +261,7 @@ fn mixed_read_latencies(gc_timed: &str, erase_suspend: &str) -> (Vec<Ns>, f64) {
         }
     });
     let victims = h
-        .dev
+        .stage
         .counters()
         .into_iter()
         .find(|(k, _)| k == "gc_victims")
@@ -464,7 +315,7 @@ fn the_same_seed_gives_the_same_run() {
 
 /// One die, one plane, 64 blocks of 64 pages of 8 KiB (20 % spare), a 64-page cache that destages only when
 /// it must (writeback_start = 1), MQSim's flash and DRAM timings.
-fn tiny(extra: &[(&str, &str)]) -> ClosedLoop<Ssd> {
+fn tiny(extra: &[(&str, &str)]) -> Harness<Ssd> {
     let mut settings = vec![
         ("channels", "1"),
         ("chips_per_channel", "1"),
@@ -478,7 +329,7 @@ fn tiny(extra: &[(&str, &str)]) -> ClosedLoop<Ssd> {
         ("ftl.overprovisioning", "0.2"),
     ];
     settings.extend_from_slice(extra);
-    ClosedLoop::new(ssd(&settings, 1))
+    Harness::new(ssd(&settings, 1))
 }
 
 /// 8 KiB through MQSim's DRAM: tRCD + tCL + 4096 x 10 ns.
@@ -487,7 +338,7 @@ const DRAM_8K_NS: Ns = 13 + 13 + 4096 * 10;
 const PROGRAM_NS: Ns = 361 + 8192 * 3 + 750_000;
 
 /// Runs one request alone and returns its latency and status.
-fn alone(h: &mut ClosedLoop<Ssd>, req: Request) -> Done {
+fn alone(h: &mut Harness<Ssd>, req: Request) -> Done {
     h.submit(req);
     let mut out = Vec::new();
     assert!(h.step(&mut out));
@@ -525,16 +376,16 @@ fn writes_complete_at_dram_speed_until_the_cache_is_full() {
 fn flush_takes_exactly_the_time_to_program_the_dirty_pages() {
     let mut h = tiny(&[]);
     for i in 0..10 {
-        let now = h.now();
+        let now = h.now_ns();
         assert_eq!(
             alone(&mut h, write(i * 8192, 8192, now)).latency_ns,
             DRAM_8K_NS
         );
     }
-    let now = h.now();
+    let now = h.now_ns();
     assert_eq!(alone(&mut h, flush(now)).latency_ns, 10 * PROGRAM_NS);
     // Nothing is dirty any more: the next flush is immediate.
-    let now = h.now();
+    let now = h.now_ns();
     assert_eq!(alone(&mut h, flush(now)).latency_ns, 0);
 }
 
@@ -542,12 +393,12 @@ fn flush_takes_exactly_the_time_to_program_the_dirty_pages() {
 fn with_plp_flush_is_immediate_and_fua_needs_no_program() {
     let mut h = tiny(&[("cache.plp", "true")]);
     for i in 0..10 {
-        let now = h.now();
+        let now = h.now_ns();
         alone(&mut h, write(i * 8192, 8192, now));
     }
-    let now = h.now();
+    let now = h.now_ns();
     assert_eq!(alone(&mut h, flush(now)).latency_ns, 0);
-    let now = h.now();
+    let now = h.now_ns();
     assert_eq!(
         alone(&mut h, fua(write(0, 8192, now))).latency_ns,
         DRAM_8K_NS
@@ -558,10 +409,10 @@ fn with_plp_flush_is_immediate_and_fua_needs_no_program() {
 fn fua_without_plp_completes_when_its_page_is_programmed_ahead_of_older_dirty_data() {
     let mut h = tiny(&[]);
     for i in 0..5 {
-        let now = h.now();
+        let now = h.now_ns();
         alone(&mut h, write(i * 8192, 8192, now));
     }
-    let now = h.now();
+    let now = h.now_ns();
     let d = alone(&mut h, fua(write(100 * 8192, 8192, now)));
     assert_eq!(d.latency_ns, DRAM_8K_NS + PROGRAM_NS);
 }
@@ -571,7 +422,7 @@ fn power_fail_after_a_script(plp: &str) -> Vec<LostWrite> {
     let mut h = tiny(&[("cache.plp", plp), ("cache.power_fail_ns", "20ms")]);
     let mut ids = Vec::new();
     for (i, f) in [false, false].into_iter().enumerate() {
-        let now = h.now();
+        let now = h.now_ns();
         let mut r = write(i as u64 * 8192, 8192, now);
         r.job = i as u32 + 1;
         if f {
@@ -579,10 +430,10 @@ fn power_fail_after_a_script(plp: &str) -> Vec<LostWrite> {
         }
         ids.push(alone(&mut h, r));
     }
-    let now = h.now();
+    let now = h.now_ns();
     alone(&mut h, flush(now));
     for (job, f) in [(3u32, false), (4, true), (5, false)] {
-        let now = h.now();
+        let now = h.now_ns();
         let mut r = write(u64::from(job) * 8192, 8192, now);
         r.job = job;
         if f {
@@ -590,9 +441,9 @@ fn power_fail_after_a_script(plp: &str) -> Vec<LostWrite> {
         }
         assert_eq!(alone(&mut h, r).status, IoStatus::Ok);
     }
-    assert!(h.now() < 20_000_000);
+    assert!(h.now_ns() < 20_000_000);
     h.settle();
-    h.dev.lost_writes().to_vec()
+    h.stage.lost_writes().to_vec()
 }
 
 #[test]
@@ -612,16 +463,16 @@ fn power_fail_with_plp_loses_no_completed_write() {
 fn a_write_in_flight_at_the_power_failure_fails_and_is_reported_unacknowledged() {
     // The failure hits 10 us into the write's 41 us DRAM transfer.
     let mut h = tiny(&[("cache.power_fail_ns", "10us")]);
-    let now = h.now();
+    let now = h.now_ns();
     let d = alone(&mut h, write(0, 8192, now));
     assert_eq!(d.status, IoStatus::PowerLoss);
     assert_eq!(d.latency_ns, 10_000);
     h.settle();
-    let lost = h.dev.lost_writes();
+    let lost = h.stage.lost_writes();
     assert_eq!(lost.len(), 1);
     assert!(!lost[0].acknowledged);
     // The drive works again after the failure.
-    let now = h.now();
+    let now = h.now_ns();
     assert_eq!(alone(&mut h, write(0, 8192, now)).latency_ns, DRAM_8K_NS);
 }
 
@@ -631,6 +482,39 @@ fn a_write_in_flight_at_the_power_failure_fails_and_is_reported_unacknowledged()
 /// a victim's GC reads on plane 1 (one by one through `submit`, or at once through
 /// `submit_gc_reads`); each finished GC read queues a copy program on one plane or the other,
 /// and every third completion queues another host read. Returns (time, page, owner) of every completion.
+/// The flash array's context in a script: its events go to a queue the script pops itself.
+struct ScriptCtx<'a> {
+    now: Ns,
+    reqs: &'a mut Requests,
+    queue: &'a mut EventQueue<SsdEvent>,
+}
+
+impl StageCtx<SsdEvent> for ScriptCtx<'_> {
+    fn now_ns(&self) -> Ns {
+        self.now
+    }
+    fn reqs(&self) -> &Requests {
+        self.reqs
+    }
+    fn reqs_mut(&mut self) -> &mut Requests {
+        self.reqs
+    }
+    fn schedule(&mut self, at_ns: Ns, ev: SsdEvent) {
+        self.queue.schedule(at_ns, ev);
+    }
+    fn schedule_now(&mut self, ev: SsdEvent) {
+        self.queue.schedule(self.now, ev);
+    }
+    fn dispatch(&mut self, id: ReqId) -> qoslab_engine::Admission {
+        unreachable!("the flash array dispatched {id:?}")
+    }
+    fn complete(&mut self, id: ReqId) {
+        unreachable!("the flash array completed {id:?}")
+    }
+    fn room_above(&mut self) {}
+    fn notify_above(&mut self, _: qoslab_engine::Notice) {}
+}
+
 fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
     let mut s = Settings::defaults("media", config::SSD_TUNABLES);
     for (key, value) in [
@@ -646,7 +530,7 @@ fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
     let cfg = SsdConfig::from_settings(&s).unwrap();
     let plane_pages = cfg.geo.pages_per_plane();
     let mut flash: FlashArray<u32> = FlashArray::new(&cfg);
-    let (mut reqs, mut queue, mut done_reqs) = (Requests::new(), EventQueue::new(), Vec::new());
+    let (mut reqs, mut queue) = (Requests::new(), EventQueue::new());
     let op = |kind, class, ppa, owner| FlashOp {
         kind,
         class,
@@ -658,11 +542,10 @@ fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
         .iter()
         .map(|&p| (plane_pages + 16 + p, 100 + p))
         .collect();
-    let mut ctx = Ctx {
+    let mut ctx = ScriptCtx {
         now: 0,
         reqs: &mut reqs,
         queue: &mut queue,
-        done: &mut done_reqs,
     };
     flash.submit(op(OpKind::Program, OpClass::HostWrite, 3, 1), &mut ctx);
     flash.submit(
@@ -680,11 +563,10 @@ fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
     let mut out = Vec::new();
     let mut next_program = 64;
     while let Some((now, ev)) = queue.pop() {
-        let mut ctx = Ctx {
+        let mut ctx = ScriptCtx {
             now,
             reqs: &mut reqs,
             queue: &mut queue,
-            done: &mut done_reqs,
         };
         match ev {
             SsdEvent::ChannelFree(ch) => flash.on_channel_free(ch, &mut ctx),

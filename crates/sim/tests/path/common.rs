@@ -38,3 +38,14 @@ pub fn f(v: &Value) -> f64 {
 pub fn analytic(media: &str) -> String {
     format!("description = \"test\"\n[media]\nmodel = \"analytic\"\n{media}\n")
 }
+
+/// The counters of the path's stage called `name` in a JSON report.
+pub fn stage<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["qoslab"]["stages"]
+        .as_array()
+        .expect("qoslab.stages")
+        .iter()
+        .find(|s| s["stage"] == name)
+        .map(|s| &s["counters"])
+        .unwrap_or_else(|| panic!("no stage '{name}'"))
+}

@@ -4,4 +4,5 @@ mod common;
 mod jobs;
 mod nvme;
 mod queueing;
+mod stages;
 mod timeouts;

@@ -9,7 +9,7 @@ use crate::common::*;
 fn fixed_costs_add_up_exactly_at_queue_depth_one() {
     let sets = [
         "host.submit_ns=1000",
-        "host.doorbell_ns=200",
+        "link.doorbell_ns=200",
         "controller.fetch_ns=100",
         "controller.cmd_ns=500",
         "controller.cq_post_ns=100",
@@ -72,8 +72,8 @@ fn mdts_splits_large_ios_into_commands() {
             &["controller.mdts_bytes=32k"],
             1,
         ));
-        assert_eq!(r["qoslab"]["nvme"]["commands"], 200);
-        assert_eq!(r["qoslab"]["nvme"]["split_ios"], 50);
+        assert_eq!(stage(&r, "nvme-host")["commands"], 200);
+        assert_eq!(stage(&r, "nvme-host")["split_ios"], 50);
         assert_eq!(r["jobs"][0]["read"]["clat_ns"]["max"], clat);
         assert_eq!(r["jobs"][0]["read"]["io_bytes"], 50 * 131072);
     }
@@ -89,9 +89,9 @@ fn weighted_round_robin_shares_follow_the_weights() {
                [high]\nprioclass=2\nprio=0\n[medium]\nprioclass=2\nprio=4\n[low]\nprioclass=2\nprio=7\n";
     let sets = [
         "controller.arbitration=wrr",
-        "controller.wrr_high_weight=8",
-        "controller.wrr_medium_weight=4",
-        "controller.wrr_low_weight=1",
+        "controller.wrr.high_weight=8",
+        "controller.wrr.medium_weight=4",
+        "controller.wrr.low_weight=1",
         "controller.max_outstanding=1",
     ];
     let r = run_json(&options(
@@ -100,7 +100,7 @@ fn weighted_round_robin_shares_follow_the_weights() {
         &sets,
         1,
     ));
-    let n = &r["qoslab"]["nvme"];
+    let n = stage(&r, "nvme-controller");
     let fetched = [
         f(&n["fetched_high"]),
         f(&n["fetched_medium"]),
@@ -125,7 +125,7 @@ fn urgent_queues_are_served_strictly_first() {
                [urgent]\nprioclass=1\n[high]\nprioclass=2\nprio=0\n";
     let sets = [
         "controller.arbitration=wrr",
-        "controller.wrr_high_weight=8",
+        "controller.wrr.high_weight=8",
         "controller.max_outstanding=1",
     ];
     let r = run_json(&options(
@@ -139,7 +139,7 @@ fn urgent_queues_are_served_strictly_first() {
     // The 64 high I/Os queued at time 0 are fetched only after all 5000 urgent ones: the first
     // at 5000 us, the last at 5063 us, done 1 us later.
     assert_eq!(r["jobs"][1]["read"]["clat_ns"]["max"], 5_064_000);
-    assert_eq!(r["qoslab"]["nvme"]["fetched_urgent"], 5000);
+    assert_eq!(stage(&r, "nvme-controller")["fetched_urgent"], 5000);
 }
 
 /// One job issuing at a fixed rate (one I/O every a = 10 us), a fixed 3 us service, so CQ
@@ -175,7 +175,7 @@ fn interrupt_coalescing_follows_the_threshold_and_time_rule() {
             1,
         ));
         assert_eq!(
-            f(&r["qoslab"]["nvme"]["interrupts"]),
+            f(&stage(&r, "nvme-host")["interrupts"]),
             interrupts,
             "T={thr} tau={tau}"
         );
@@ -223,8 +223,8 @@ fn booking_the_fetch_early_changes_nothing() {
     let events = run_json(&options(job, preset, &["controller.arbitration=wrr"], 9));
     assert_eq!(folded["jobs"], events["jobs"]);
     assert_eq!(
-        folded["qoslab"]["nvme"]["commands"],
-        events["qoslab"]["nvme"]["commands"]
+        stage(&folded, "nvme-host")["commands"],
+        stage(&events, "nvme-host")["commands"]
     );
     assert!(f(&folded["qoslab"]["events"]) < f(&events["qoslab"]["events"]));
 }

@@ -208,6 +208,9 @@ pub struct Job {
     pub cmdprio_percentage: PerOp<f64>,
     pub cmdprio_class: PerOp<IoPrioClass>,
     pub cmdprio: PerOp<u8>,
+    /// The simulated host the job runs on (`sim_host`, qoslab's own option), for paths where
+    /// several hosts share one controller.
+    pub sim_host: u16,
     pub stonewall: bool,
     pub new_group: bool,
     pub group_reporting: bool,
@@ -285,6 +288,7 @@ impl Job {
             cmdprio_percentage: [0.0; 3],
             cmdprio_class: [IoPrioClass::RealTime; 3],
             cmdprio: [0; 3],
+            sim_host: 0,
             stonewall: false,
             new_group: false,
             group_reporting: false,

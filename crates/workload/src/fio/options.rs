@@ -839,6 +839,18 @@ pub static OPTIONS: &[OptionSpec] = &[
         "I/O priority class: 0 none, 1 real-time, 2 best-effort, 3 idle."
     ),
     opt!(
+        "sim_host",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 63,
+            set: |j, v| j.sim_host = v as u16
+        },
+        "",
+        "0",
+        "qoslab only (fio has no such option): the simulated host the job runs on, when the device file's [path] hosts is above 1."
+    ),
+    opt!(
         "cmdprio_percentage",
         [],
         Kind::Text {

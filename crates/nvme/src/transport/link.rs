@@ -6,15 +6,8 @@
 //! Transfers are booked arithmetically (start = max(requested start, link free)), so the link
 //! adds no events; bookings are served in the order the simulator makes them.
 
-use qoslab_engine::Ns;
 use qoslab_engine::time::ns_from_f64;
-
-/// Host to device (SQ entries, write data) or device to host (read data, CQ entries).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    ToDevice = 0,
-    ToHost = 1,
-}
+use qoslab_engine::{Dma, Ns};
 
 #[derive(Clone, Debug)]
 pub struct PcieLink {
@@ -68,7 +61,7 @@ impl PcieLink {
 
     /// Books a transfer of `bytes` that may start at `start_ns`; returns when it ends.
     #[inline]
-    pub fn transfer(&mut self, dir: Direction, start_ns: Ns, bytes: u64) -> Ns {
+    pub fn transfer(&mut self, dir: Dma, start_ns: Ns, bytes: u64) -> Ns {
         let d = self.duration_ns(bytes);
         if d == 0 {
             return start_ns;
@@ -102,15 +95,15 @@ mod tests {
     #[test]
     fn transfers_in_one_direction_queue_and_directions_are_independent() {
         let mut link = PcieLink::new(1.0, 4, 128, 28);
-        assert_eq!(link.transfer(Direction::ToHost, 0, 4096), 1248);
-        assert_eq!(link.transfer(Direction::ToHost, 100, 4096), 2496);
-        assert_eq!(link.transfer(Direction::ToDevice, 100, 4096), 1348);
-        assert_eq!(link.transfer(Direction::ToHost, 5000, 4096), 6248);
+        assert_eq!(link.transfer(Dma::ToHost, 0, 4096), 1248);
+        assert_eq!(link.transfer(Dma::ToHost, 100, 4096), 2496);
+        assert_eq!(link.transfer(Dma::ToDevice, 100, 4096), 1348);
+        assert_eq!(link.transfer(Dma::ToHost, 5000, 4096), 6248);
     }
 
     #[test]
     fn a_disabled_link_is_free() {
         let mut link = PcieLink::new(0.0, 4, 128, 28);
-        assert_eq!(link.transfer(Direction::ToHost, 7, 1 << 20), 7);
+        assert_eq!(link.transfer(Dma::ToHost, 7, 1 << 20), 7);
     }
 }

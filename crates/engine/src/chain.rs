@@ -1,0 +1,329 @@
+//! A path is a chain of stages: [`Chain<Upper, Lower>`] joins two stages into one, and a longer
+//! path nests chains (`Chain<Block, Chain<Host, Chain<Transport, Chain<Controller, Device>>>>`).
+//! Every hook call stays statically dispatched.
+//!
+//! The chain routes what its two stages do (see [`crate::stage`] for the contract):
+//! - the upper stage's `dispatch` asks the lower stage's `admit` at once and, when accepted,
+//!   puts the lower stage's `submit` on the urgent lane;
+//! - the lower stage's `complete`, `room_above` and `notify_above` reach the upper stage's
+//!   `complete`, `pull` and `notice` through the urgent lane;
+//! - the upper stage's `abort_below`, `reset_below` and `control_below` call the lower stage's
+//!   hooks at once; the lower stage's `dma` asks the upper stage first;
+//! - everything else leaves the chain through the chain's own context, so a chain inside a
+//!   chain behaves as one stage.
+
+use crate::control::{Control, Notice, Transfer};
+use crate::request::{ReqId, Requests};
+use crate::stage::{Admission, Stage, StageCtx, StageReport};
+use crate::time::Ns;
+
+/// Two stages, `upper` above `lower`, as one stage.
+pub struct Chain<U, L> {
+    pub upper: U,
+    pub lower: L,
+}
+
+impl<U, L> Chain<U, L> {
+    pub fn new(upper: U, lower: L) -> Self {
+        Chain { upper, lower }
+    }
+}
+
+/// The events of a chain: each stage's own, and the hand-offs between them waiting in the
+/// urgent lane.
+#[derive(Clone, Copy, Debug)]
+pub enum Link<UE, LE> {
+    Upper(UE),
+    Lower(LE),
+    /// The upper stage dispatched `id` and the lower stage accepted it.
+    Submit(ReqId),
+    /// The lower stage completed `id`.
+    Complete(ReqId),
+    /// The lower stage has room again.
+    Pull,
+    /// The lower stage sent a notice up.
+    Notice(Notice),
+}
+
+/// The context of the upper stage `U` inside a chain.
+struct UpperCtx<'a, C, U, L> {
+    outer: &'a mut C,
+    lower: &'a mut L,
+    upper: std::marker::PhantomData<fn(U)>,
+}
+
+impl<U, L, C> StageCtx<U::Event> for UpperCtx<'_, C, U, L>
+where
+    U: Stage,
+    L: Stage,
+    C: StageCtx<Link<U::Event, L::Event>>,
+{
+    #[inline(always)]
+    fn now_ns(&self) -> Ns {
+        self.outer.now_ns()
+    }
+    #[inline(always)]
+    fn reqs(&self) -> &Requests {
+        self.outer.reqs()
+    }
+    #[inline(always)]
+    fn reqs_mut(&mut self) -> &mut Requests {
+        self.outer.reqs_mut()
+    }
+    #[inline(always)]
+    fn schedule(&mut self, at_ns: Ns, ev: U::Event) {
+        self.outer.schedule(at_ns, Link::Upper(ev));
+    }
+    #[inline(always)]
+    fn schedule_now(&mut self, ev: U::Event) {
+        self.outer.schedule_now(Link::Upper(ev));
+    }
+    #[inline(always)]
+    fn dispatch(&mut self, id: ReqId) -> Admission {
+        let a = self.lower.admit(id, self.outer.reqs_mut());
+        if a == Admission::Accepted {
+            if L::SUBMITS_AT_ONCE {
+                let mut ctx = LowerCtx::<C, U> {
+                    outer: self.outer,
+                    upper: None,
+                };
+                self.lower.submit(id, &mut ctx);
+            } else {
+                self.outer.schedule_now(Link::Submit(id));
+            }
+        }
+        a
+    }
+    #[inline(always)]
+    fn complete(&mut self, id: ReqId) {
+        self.outer.complete(id);
+    }
+    #[inline(always)]
+    fn room_above(&mut self) {
+        self.outer.room_above();
+    }
+    #[inline(always)]
+    fn notify_above(&mut self, notice: Notice) {
+        self.outer.notify_above(notice);
+    }
+    fn abort_below(&mut self, id: ReqId) -> bool {
+        let mut ctx = LowerCtx::<C, U> {
+            outer: self.outer,
+            upper: None,
+        };
+        self.lower.abort(id, &mut ctx)
+    }
+    fn reset_below(&mut self) {
+        let mut ctx = LowerCtx::<C, U> {
+            outer: self.outer,
+            upper: None,
+        };
+        self.lower.reset(&mut ctx);
+    }
+    fn control_below(&mut self, msg: &mut Control) {
+        let mut ctx = LowerCtx::<C, U> {
+            outer: self.outer,
+            upper: None,
+        };
+        self.lower.control(msg, &mut ctx);
+    }
+    #[inline(always)]
+    fn dma(&mut self, t: Transfer) -> Ns {
+        self.outer.dma(t)
+    }
+}
+
+/// The context of the lower stage inside a chain whose upper stage is `U`. `upper` is absent
+/// while the upper stage itself is running (a synchronous call down from it); a `dma` then
+/// goes past it.
+struct LowerCtx<'a, C, U> {
+    outer: &'a mut C,
+    upper: Option<&'a mut U>,
+}
+
+impl<U, LE, C> StageCtx<LE> for LowerCtx<'_, C, U>
+where
+    U: Stage,
+    LE: Copy,
+    C: StageCtx<Link<U::Event, LE>>,
+{
+    #[inline(always)]
+    fn now_ns(&self) -> Ns {
+        self.outer.now_ns()
+    }
+    #[inline(always)]
+    fn reqs(&self) -> &Requests {
+        self.outer.reqs()
+    }
+    #[inline(always)]
+    fn reqs_mut(&mut self) -> &mut Requests {
+        self.outer.reqs_mut()
+    }
+    #[inline(always)]
+    fn schedule(&mut self, at_ns: Ns, ev: LE) {
+        self.outer.schedule(at_ns, Link::Lower(ev));
+    }
+    #[inline(always)]
+    fn schedule_now(&mut self, ev: LE) {
+        self.outer.schedule_now(Link::Lower(ev));
+    }
+    #[inline(always)]
+    fn dispatch(&mut self, id: ReqId) -> Admission {
+        self.outer.dispatch(id)
+    }
+    #[inline(always)]
+    fn complete(&mut self, id: ReqId) {
+        if U::FORWARDS_UP {
+            self.outer.complete(id);
+        } else {
+            self.outer.schedule_now(Link::Complete(id));
+        }
+    }
+    #[inline(always)]
+    fn room_above(&mut self) {
+        self.outer.schedule_now(Link::Pull);
+    }
+    #[inline(always)]
+    fn notify_above(&mut self, notice: Notice) {
+        if U::FORWARDS_UP {
+            self.outer.notify_above(notice);
+        } else {
+            self.outer.schedule_now(Link::Notice(notice));
+        }
+    }
+    fn abort_below(&mut self, id: ReqId) -> bool {
+        self.outer.abort_below(id)
+    }
+    fn reset_below(&mut self) {
+        self.outer.reset_below();
+    }
+    fn control_below(&mut self, msg: &mut Control) {
+        self.outer.control_below(msg);
+    }
+    #[inline(always)]
+    fn dma(&mut self, t: Transfer) -> Ns {
+        if let Some(up) = self.upper.as_deref_mut()
+            && let Some(done) = up.dma(t)
+        {
+            return done;
+        }
+        self.outer.dma(t)
+    }
+}
+
+impl<U: Stage, L: Stage> Chain<U, L> {
+    #[inline(always)]
+    fn with_upper<C: StageCtx<Link<U::Event, L::Event>>>(
+        &mut self,
+        outer: &mut C,
+        f: impl FnOnce(&mut U, &mut UpperCtx<'_, C, U, L>),
+    ) {
+        let mut ctx = UpperCtx {
+            outer,
+            lower: &mut self.lower,
+            upper: std::marker::PhantomData,
+        };
+        f(&mut self.upper, &mut ctx);
+    }
+
+    #[inline(always)]
+    fn with_lower<C: StageCtx<Link<U::Event, L::Event>>>(
+        &mut self,
+        outer: &mut C,
+        f: impl FnOnce(&mut L, &mut LowerCtx<'_, C, U>),
+    ) {
+        let mut ctx = LowerCtx {
+            outer,
+            upper: Some(&mut self.upper),
+        };
+        f(&mut self.lower, &mut ctx);
+    }
+}
+
+impl<U: Stage, L: Stage> Stage for Chain<U, L> {
+    type Event = Link<U::Event, L::Event>;
+
+    const FORWARDS_UP: bool = U::FORWARDS_UP && L::FORWARDS_UP;
+    const SUBMITS_AT_ONCE: bool = if U::PASSES_DOWN {
+        L::SUBMITS_AT_ONCE
+    } else {
+        U::SUBMITS_AT_ONCE
+    };
+    const PASSES_DOWN: bool = U::PASSES_DOWN && L::PASSES_DOWN;
+
+    fn name(&self) -> &'static str {
+        self.upper.name()
+    }
+
+    fn start(&mut self, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_upper(ctx, |u, c| u.start(c));
+        self.with_lower(ctx, |l, c| l.start(c));
+    }
+
+    /// A request enters through the upper stage; past one that only passes requests down, the
+    /// lower stage admits it too.
+    #[inline(always)]
+    fn admit(&mut self, id: ReqId, reqs: &mut Requests) -> Admission {
+        match self.upper.admit(id, reqs) {
+            Admission::Accepted if U::PASSES_DOWN => self.lower.admit(id, reqs),
+            a => a,
+        }
+    }
+
+    #[inline(always)]
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<Self::Event>) {
+        if U::PASSES_DOWN {
+            self.with_lower(ctx, |l, c| l.submit(id, c));
+        } else {
+            self.with_upper(ctx, |u, c| u.submit(id, c));
+        }
+    }
+
+    #[inline(always)]
+    fn on_event(&mut self, ev: Self::Event, ctx: &mut impl StageCtx<Self::Event>) {
+        match ev {
+            Link::Upper(e) => self.with_upper(ctx, |u, c| u.on_event(e, c)),
+            Link::Lower(e) => self.with_lower(ctx, |l, c| l.on_event(e, c)),
+            Link::Submit(id) => self.with_lower(ctx, |l, c| l.submit(id, c)),
+            Link::Complete(id) => self.with_upper(ctx, |u, c| u.complete(id, c)),
+            Link::Pull => self.with_upper(ctx, |u, c| u.pull(c)),
+            Link::Notice(n) => self.with_upper(ctx, |u, c| u.notice(n, c)),
+        }
+    }
+
+    #[inline(always)]
+    fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_lower(ctx, |l, c| l.complete(id, c));
+    }
+
+    fn pull(&mut self, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_lower(ctx, |l, c| l.pull(c));
+    }
+
+    fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_lower(ctx, |l, c| l.notice(notice, c));
+    }
+
+    fn dma(&mut self, t: Transfer) -> Option<Ns> {
+        self.lower.dma(t).or_else(|| self.upper.dma(t))
+    }
+
+    fn abort(&mut self, id: ReqId, ctx: &mut impl StageCtx<Self::Event>) -> bool {
+        let mut done = false;
+        self.with_upper(ctx, |u, c| done = u.abort(id, c));
+        done
+    }
+
+    fn reset(&mut self, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_upper(ctx, |u, c| u.reset(c));
+    }
+
+    fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<Self::Event>) {
+        self.with_upper(ctx, |u, c| u.control(msg, c));
+    }
+
+    fn reports(&self, out: &mut Vec<StageReport>) {
+        self.upper.reports(out);
+        self.lower.reports(out);
+    }
+}

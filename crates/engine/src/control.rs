@@ -1,0 +1,102 @@
+//! What stages tell each other besides requests: notices going up (an interrupt, an
+//! asynchronous event), admin commands going down (Set Features, Get Log Page), and the
+//! direction of a data transfer. Defined here so that the NVMe stages and the devices can talk
+//! without depending on each other (NVM Express Base Specification 2.0: Set Features 09h, Get
+//! Log Page 02h, Asynchronous Event Request 0Ch).
+
+/// Which way data moves through a transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dma {
+    /// Host memory to the device: SQ entries, write data.
+    ToDevice = 0,
+    /// Device to host memory: read data, CQ entries.
+    ToHost = 1,
+}
+
+/// What a transfer carries: transports may move queue entries differently from data (over
+/// PCIe both cross the link; a fabric carries commands inside capsules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Payload {
+    Data,
+    /// Submission or completion queue entries.
+    QueueEntries,
+}
+
+/// One data movement through a transport (see `StageCtx::dma`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// The host whose memory is on the other side.
+    pub host: u16,
+    pub dir: Dma,
+    pub payload: Payload,
+    /// Earliest start.
+    pub start_ns: crate::Ns,
+    pub bytes: u64,
+}
+
+/// A message for the stage above that is not a request. Small and `Copy`: it waits in the
+/// event queue's urgent lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// An interrupt vector fired (MSI-X): the host's handler should look at queue `vector`.
+    Interrupt { host: u16, vector: u16 },
+    /// An asynchronous event (NVMe AER completion): `kind` is the event type (e.g. 7 for an
+    /// I/O command set specific event), `info` the event information, `log_page` the log page
+    /// the host should read to clear it.
+    AsyncEvent {
+        host: u16,
+        kind: u8,
+        info: u8,
+        log_page: u8,
+    },
+}
+
+/// An admin command (or a register write) going down the path, answered by the stage that owns
+/// it. `status` starts
+/// as [`ControlStatus::Unhandled`]; a stage that handles the command sets it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Control {
+    /// Simulated time the command was issued.
+    pub at_ns: crate::Ns,
+    /// The host that sent it.
+    pub host: u16,
+    pub command: Command,
+    pub status: ControlStatus,
+}
+
+impl Control {
+    pub fn new(at_ns: crate::Ns, host: u16, command: Command) -> Self {
+        Control {
+            at_ns,
+            host,
+            command,
+            status: ControlStatus::Unhandled,
+        }
+    }
+}
+
+/// The admin commands (and register writes outside the request flow) a stage may own.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// The host consumed completion queue `cq` (numbered across hosts) up to entry `head`:
+    /// the CQ head doorbell, which gives the controller room to post again.
+    CqHeadDoorbell { cq: u16, head: u64 },
+    /// Set Features: feature identifier `fid`, for NVM set `set` (0: the controller), value
+    /// in command dword 11 layout.
+    SetFeature { fid: u8, set: u16, value: u32 },
+    /// Get Features: the answer goes into `value`.
+    GetFeature { fid: u8, set: u16, value: u32 },
+    /// Get Log Page `lid` for NVM set `set` (the log-specific identifier): the stage that owns
+    /// it fills `data` with the page's bytes as the specification lays them out.
+    GetLogPage { lid: u8, set: u16, data: Vec<u8> },
+}
+
+/// How an admin command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlStatus {
+    /// No stage owns the feature or log page.
+    Unhandled,
+    Success,
+    /// Owned but refused (invalid field, feature not changeable now).
+    Invalid,
+}

@@ -1,0 +1,168 @@
+//! Submission-queue arbitration (NVMe 2.0 base specification, 3.4.4): which SQ the controller
+//! fetches from next, and how many commands (at most the arbitration burst).
+//!
+//! An arbiter is a plug-in: one file with an [`Arbiter`] implementation, its [`ArbiterOps`]
+//! (name, help, tunable sub-table `[controller.NAME]`, constructor) and one line in
+//! [`ARBITERS`]. The controller finds it by the name in `controller.arbitration`.
+
+pub mod rr;
+pub mod wrr;
+
+use qoslab_engine::{ConfigError, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable};
+
+use crate::config::SqClass;
+
+/// What an arbiter sees of one SQ.
+#[derive(Clone, Copy, Debug)]
+pub struct SqView {
+    pub class: SqClass,
+    /// The host the queue belongs to.
+    pub host: u16,
+    /// Commands the controller could fetch from it now.
+    pub available: u32,
+    /// How long the command at the head has waited since it reached the controller (0 when
+    /// nothing is available).
+    pub head_age_ns: Ns,
+    /// The NVM set of the command at the head.
+    pub head_nvm_set: u16,
+}
+
+/// The arbitration hook: pick an SQ with `available > 0` and a command count, or `None`.
+pub trait Arbiter {
+    fn pick(&mut self, now_ns: Ns, sqs: &[SqView]) -> Option<(usize, u32)>;
+}
+
+/// What a constructor gets: the arbitration burst and the arbiter's own sub-table.
+pub struct ArbiterSetup<'a> {
+    pub burst: u32,
+    pub settings: &'a Settings,
+}
+
+/// An arbiter's constructor.
+pub type BuildArbiter = fn(&ArbiterSetup<'_>) -> Box<dyn Arbiter>;
+
+/// One arbiter, as the registry knows it.
+pub struct ArbiterOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The stage contract the arbiter was written for.
+    pub api_version: u32,
+    /// Its tunables, read from `[controller.NAME]`.
+    pub tunables: &'static [Tunable],
+    /// Whether each core gets one SQ per [`SqClass`] (so the host can place I/Os by priority).
+    pub sq_per_class: bool,
+    /// Builds the arbiter (required).
+    pub build: Option<BuildArbiter>,
+}
+
+/// Every arbiter a device file can name.
+pub static ARBITERS: &[&ArbiterOps] = &[&rr::OPS, &wrr::OPS];
+
+/// The arbiter called `name` in `registry`, checked against the stage contract.
+pub fn lookup_in(
+    registry: &[&'static ArbiterOps],
+    name: &str,
+) -> Result<&'static ArbiterOps, ConfigError> {
+    let ops = registry.iter().find(|a| a.name == name).ok_or_else(|| {
+        let names: Vec<&str> = registry.iter().map(|a| a.name).collect();
+        ConfigError::new(format!(
+            "field 'controller.arbitration': expected one of {}, got '{name}'",
+            names.join(", ")
+        ))
+    })?;
+    let missing: &[&str] = if ops.build.is_none() { &["build"] } else { &[] };
+    qoslab_engine::check_plugin(&PluginInfo {
+        kind: "arbiter",
+        name: ops.name,
+        api_version: ops.api_version,
+        missing_hooks: missing,
+    })
+    .map_err(ConfigError::new)?;
+    Ok(ops)
+}
+
+/// The registered arbiter called `name`.
+pub fn lookup(name: &str) -> Result<&'static ArbiterOps, ConfigError> {
+    lookup_in(ARBITERS, name)
+}
+
+/// The version every arbiter in this crate is written for.
+pub(crate) const API: u32 = STAGE_API_VERSION;
+
+/// Round robin among the SQs for which `eligible` holds; starts after the last SQ served.
+pub fn rr_pick(
+    next: &mut usize,
+    sqs: &[SqView],
+    eligible: impl Fn(&SqView) -> bool,
+) -> Option<usize> {
+    let n = sqs.len();
+    for step in 0..n {
+        let i = (*next + step) % n;
+        if sqs[i].available > 0 && eligible(&sqs[i]) {
+            *next = (i + 1) % n;
+            return Some(i);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+pub(crate) fn saturated(classes: &[SqClass]) -> Vec<SqView> {
+    classes
+        .iter()
+        .map(|&class| SqView {
+            class,
+            host: 0,
+            available: u32::MAX,
+            head_age_ns: 0,
+            head_nvm_set: 0,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toy_build(_: &ArbiterSetup<'_>) -> Box<dyn Arbiter> {
+        unreachable!("never built")
+    }
+
+    static FROM_THE_FUTURE: ArbiterOps = ArbiterOps {
+        name: "future",
+        help: "written for a later contract",
+        api_version: API + 1,
+        tunables: &[],
+        sq_per_class: false,
+        build: Some(toy_build),
+    };
+
+    static HOOKLESS: ArbiterOps = ArbiterOps {
+        name: "hookless",
+        help: "forgot its constructor",
+        api_version: API,
+        tunables: &[],
+        sq_per_class: false,
+        build: None,
+    };
+
+    #[test]
+    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
+        let reg: &[&'static ArbiterOps] = &[&rr::OPS, &FROM_THE_FUTURE, &HOOKLESS];
+        assert!(lookup_in(reg, "rr").is_ok());
+        let e = lookup_in(reg, "future").err().unwrap().to_string();
+        assert!(e.contains("built for stage API version"), "{e}");
+        let e = lookup_in(reg, "hookless").err().unwrap().to_string();
+        assert_eq!(e, "arbiter 'hookless' lacks the required hook 'build'");
+        let e = lookup_in(reg, "lottery").err().unwrap().to_string();
+        assert!(e.starts_with("field 'controller.arbitration': expected one of rr, future"));
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, a) in ARBITERS.iter().enumerate() {
+            assert!(ARBITERS[..i].iter().all(|b| b.name != a.name));
+            assert!(lookup(a.name).is_ok());
+        }
+    }
+}

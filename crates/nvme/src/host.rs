@@ -1,0 +1,646 @@
+//! The NVMe host driver of every host on the path, as one stage.
+//!
+//! As Linux's nvme driver does it:
+//! - a request is admitted only with a command id free on its submission queue (one per core,
+//!   or one per core and priority class); otherwise it is refused and waits in the stage above
+//!   until a command id frees;
+//! - an admitted I/O larger than the controller's MDTS is split into commands; the driver
+//!   writes each SQ entry (after its CPU time, `submit_ns`) and rings the doorbell, handing the
+//!   command to the transport;
+//! - completions arrive as CQ entries; the interrupt handler (after `irq_ns`) consumes the
+//!   entries whose phase tag is new, writes the CQ head doorbell, frees the command ids and
+//!   completes the I/Os (after `complete_ns`);
+//! - a command that outlives `timeout_ns` is aborted; if the controller cannot withdraw it, the
+//!   host resets the controller and requeues everything outstanding.
+//!
+//! When the transport and the controller allow it (no completion reordering, no interrupt
+//! coalescing, a transport of fixed latency in order), the controller hands a completion up
+//! as soon as the media finishes, with its CQ post time stamped; the host then knows when its
+//! interrupt arrives and completes the I/O with one event instead of three.
+
+use qoslab_engine::{
+    Admission, Command, Control, IoStatus, Notice, Ns, Op, ReqFlags, ReqId, Requests, Stage,
+    StageCtx,
+};
+
+use crate::config::HostConfig;
+use crate::layout::QueueLayout;
+use crate::rings::{Cq, Cqe, Sq};
+
+/// Timed events of the host stage. `epoch` changes at every controller reset; events of an
+/// older epoch belong to state the reset threw away and are ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEvent {
+    /// An interrupt reaches the host: the handler consumes the new entries of CQ `cq`.
+    Interrupt { cq: u16, epoch: u32 },
+    /// The host finished handling the completion of a command.
+    HostDone { id: ReqId },
+    /// Time to look for commands past their timeout.
+    TimeoutScan,
+    /// The Abort admin command for a timed-out command reaches the controller.
+    AbortSend { id: ReqId, epoch: u32 },
+    /// The controller is ready again after a reset.
+    ResetDone,
+}
+
+/// Where a command is, as the host sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum CmdState {
+    #[default]
+    Idle,
+    /// Admitted, waiting for a command id in its SQ's `waiting` list.
+    Waiting,
+    /// Written to the SQ; the controller has it.
+    InFlight,
+    /// Completion known ahead (fast path): handling scheduled.
+    Done,
+    /// CQ entry posted, not yet consumed.
+    Posted,
+    /// Consumed by the interrupt handler, completion handling under way.
+    Reaped,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Cmd {
+    sq: u16,
+    cid: u16,
+    state: CmdState,
+    timed_out: bool,
+    /// Command ids promised at admission (to an I/O, before it is split).
+    promised: u32,
+}
+
+/// Counters of the host stage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// I/Os submitted from above.
+    pub ios: u64,
+    /// NVMe commands, after MDTS splitting.
+    pub commands: u64,
+    /// I/Os that were split.
+    pub split_ios: u64,
+    /// Requests refused for want of a command id (they waited above).
+    pub refused: u64,
+    /// The most admitted commands ever waiting here for a command id (parts of split I/Os,
+    /// requeued commands).
+    pub max_waiting: u64,
+    pub cq_entries: u64,
+    pub interrupts: u64,
+    pub timeouts: u64,
+    pub aborts_failed: u64,
+    pub resets: u64,
+    pub requeues: u64,
+    /// I/Os failed after `max_retries` requeues.
+    pub failed: u64,
+}
+
+/// The NVMe host drivers of every host.
+pub struct NvmeHost {
+    cfg: HostConfig,
+    mdts_bytes: u64,
+    layout: QueueLayout,
+    /// Completions come up ahead of their CQ post (the fast path).
+    early_completions: bool,
+    sqs: Vec<Sq>,
+    cqs: Vec<Cq>,
+    cmds: Vec<Cmd>,
+    epoch: u32,
+    resetting: bool,
+    /// A request was refused since room last opened: tell the stage above when it does.
+    refused: bool,
+    /// Commands to issue when the reset completes, with "cancelled by the reset" (a requeue)
+    /// or not (admitted just before it).
+    held: Vec<(ReqId, bool)>,
+    timeout_scan_armed: bool,
+    pub stats: HostStats,
+}
+
+impl NvmeHost {
+    /// `mdts_bytes` is the controller's (Identify Controller), `early_completions` whether the
+    /// controller and transport hand completions up ahead of their post time.
+    pub fn new(
+        cfg: HostConfig,
+        layout: QueueLayout,
+        mdts_bytes: u64,
+        early_completions: bool,
+    ) -> Self {
+        let sqs = layout
+            .sqs
+            .iter()
+            .map(|s| Sq::new(s.class, s.cq, cfg.sq_depth))
+            .collect();
+        let cqs = layout
+            .cq_host
+            .iter()
+            .map(|_| Cq::new(cfg.cq_depth))
+            .collect();
+        NvmeHost {
+            mdts_bytes,
+            layout,
+            early_completions,
+            sqs,
+            cqs,
+            cmds: Vec::new(),
+            epoch: 0,
+            resetting: false,
+            refused: false,
+            held: Vec::new(),
+            timeout_scan_armed: false,
+            stats: HostStats::default(),
+            cfg,
+        }
+    }
+
+    pub fn layout(&self) -> &QueueLayout {
+        &self.layout
+    }
+
+    /// Interrupts handled per vector (per CQ, across hosts).
+    pub fn interrupts_per_vector(&self) -> Vec<u64> {
+        self.cqs.iter().map(|c| c.interrupts).collect()
+    }
+
+    #[inline(always)]
+    fn cmd(&mut self, id: ReqId) -> &mut Cmd {
+        let i = id.index();
+        if i >= self.cmds.len() {
+            self.grow_cmds(i);
+        }
+        &mut self.cmds[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_cmds(&mut self, i: usize) {
+        self.cmds.resize(i + 1, Cmd::default());
+    }
+
+    fn sq_of(&self, req: &qoslab_engine::Request) -> usize {
+        self.layout.sq_of(req.host, req.core, req.prio) as usize
+    }
+
+    /// The NVMe commands a request becomes (split at MDTS).
+    fn parts(&self, req: &qoslab_engine::Request) -> u64 {
+        let mdts = self.mdts_bytes;
+        if mdts == 0 || req.len_bytes <= mdts || !matches!(req.op, Op::Read | Op::Write) {
+            1
+        } else {
+            req.len_bytes.div_ceil(mdts)
+        }
+    }
+
+    fn refuse(&mut self) -> Admission {
+        self.refused = true;
+        self.stats.refused += 1;
+        Admission::Busy
+    }
+
+    /// Room opened (a command id freed, a reset ended): the stage above may offer again.
+    fn room(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
+        if self.refused {
+            self.refused = false;
+            ctx.room_above();
+        }
+    }
+
+    // ---- submission --------------------------------------------------------------------------
+
+    /// An admitted command (a whole I/O or a part of a split one, `reserved` when a command id
+    /// was promised to it) goes to its SQ, or waits for a command id.
+    fn issue(&mut self, id: ReqId, reserved: bool, ctx: &mut impl StageCtx<HostEvent>) {
+        if self.resetting {
+            if reserved {
+                let sqi = self.sq_of(&ctx.reqs()[id]);
+                self.sqs[sqi].reserved -= 1;
+            }
+            self.held.push((id, false));
+            return;
+        }
+        let sqi = self.sq_of(&ctx.reqs()[id]);
+        let host = ctx.reqs()[id].host;
+        ctx.reqs_mut()[id].hwq = self.layout.local_sq(host, sqi as u16);
+        let sq = &mut self.sqs[sqi];
+        let cid = if reserved {
+            sq.reserved -= 1;
+            sq.alloc_cid(id)
+        } else {
+            sq.alloc_unpromised(id)
+        };
+        match cid {
+            Some(cid) => self.place(id, sqi, cid, ctx),
+            None => {
+                debug_assert!(!reserved, "a promised command id was taken");
+                *self.cmd(id) = Cmd {
+                    sq: sqi as u16,
+                    state: CmdState::Waiting,
+                    ..Cmd::default()
+                };
+                self.sqs[sqi].waiting.push_back(id);
+                let waiting = self.sqs[sqi].waiting.len() as u64;
+                self.stats.max_waiting = self.stats.max_waiting.max(waiting);
+            }
+        }
+    }
+
+    /// The driver writes the SQ entry (after its CPU time) and rings the doorbell: the command
+    /// goes to the transport.
+    fn place(&mut self, id: ReqId, sqi: usize, cid: u16, ctx: &mut impl StageCtx<HostEvent>) {
+        let now = ctx.now_ns();
+        *self.cmd(id) = Cmd {
+            sq: sqi as u16,
+            cid,
+            state: CmdState::InFlight,
+            ..Cmd::default()
+        };
+        self.stats.commands += 1;
+        let written = now + self.cfg.submit_ns;
+        let req = &mut ctx.reqs_mut()[id];
+        req.t.dispatched_ns = written;
+        let parent = req.parent;
+        if !parent.is_none() {
+            let p = &mut ctx.reqs_mut()[parent];
+            p.t.dispatched_ns = p.t.dispatched_ns.min(written);
+        }
+        self.sqs[sqi].write_entry();
+        if ctx.dispatch(id) == Admission::Busy {
+            unreachable!("the transport refused a command the host had an SQ slot for");
+        }
+        self.arm_timeout_scan(written, ctx);
+    }
+
+    /// A command id of SQ `sqi` is free again: admitted work waiting for one gets it first.
+    fn cid_freed(&mut self, sqi: usize, ctx: &mut impl StageCtx<HostEvent>) {
+        if let Some(w) = self.sqs[sqi].waiting.pop_front() {
+            let cid = self.sqs[sqi]
+                .alloc_cid(w)
+                .expect("a command id was just freed");
+            self.place(w, sqi, cid, ctx);
+        } else {
+            self.room(ctx);
+        }
+    }
+
+    // ---- completion ------------------------------------------------------------------------
+
+    /// The interrupt handler consumes every new entry of CQ `cqi`, then writes the CQ head
+    /// doorbell.
+    fn interrupt(&mut self, cqi: usize, ctx: &mut impl StageCtx<HostEvent>) {
+        let now = ctx.now_ns();
+        while let Some(e) = self.cqs[cqi].reap() {
+            self.cmd(e.id).state = CmdState::Reaped;
+            ctx.reqs_mut()[e.id].t.interrupt_ns = now;
+            let at = now + self.cfg.complete_ns;
+            if at == now {
+                self.host_done(e.id, ctx);
+            } else {
+                ctx.schedule(at, HostEvent::HostDone { id: e.id });
+            }
+        }
+        let host = self.layout.cq_host[cqi];
+        let mut doorbell = Control::new(
+            now,
+            host,
+            Command::CqHeadDoorbell {
+                cq: cqi as u16,
+                head: self.cqs[cqi].head,
+            },
+        );
+        ctx.control_below(&mut doorbell);
+    }
+
+    fn host_done(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let now = ctx.now_ns();
+        let c = *self.cmd(id);
+        let sqi = c.sq as usize;
+        if c.state == CmdState::Done {
+            // Fast path: the entry is posted and consumed now (times were stamped when the
+            // media finished), one interrupt each.
+            let cqi = self.sqs[sqi].cq as usize;
+            let cq = &mut self.cqs[cqi];
+            cq.post(Cqe {
+                id,
+                sq: c.sq,
+                cid: c.cid,
+                phase: false,
+            });
+            let reaped = cq.reap();
+            debug_assert_eq!(reaped.map(|e| e.id), Some(id));
+            cq.interrupts += 1;
+            self.stats.cq_entries += 1;
+            self.stats.interrupts += 1;
+        }
+        self.cmd(id).state = CmdState::Idle;
+        self.sqs[sqi].free_cid(c.cid);
+        self.cid_freed(sqi, ctx);
+        let req = &mut ctx.reqs_mut()[id];
+        req.t.completed_ns = now;
+        if req.status == IoStatus::Aborted && c.timed_out {
+            self.requeue(id, ctx);
+        } else {
+            self.finish(id, ctx);
+        }
+    }
+
+    /// Issues `id` again after an abort or reset, or fails it after `max_retries`.
+    fn requeue(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let req = &mut ctx.reqs_mut()[id];
+        if u32::from(req.retries) >= self.cfg.max_retries {
+            req.status = IoStatus::Aborted;
+            self.stats.failed += 1;
+            self.finish(id, ctx);
+            return;
+        }
+        req.retries += 1;
+        req.flags |= ReqFlags::REQUEUED;
+        req.status = IoStatus::Ok;
+        self.stats.requeues += 1;
+        self.issue(id, false, ctx);
+    }
+
+    /// Reports a command complete: the I/O itself, or one part of a split I/O.
+    fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let req = ctx.reqs()[id];
+        if req.parent.is_none() {
+            ctx.complete(id);
+            return;
+        }
+        let p = &mut ctx.reqs_mut()[req.parent];
+        p.pending_parts -= 1;
+        if req.status != IoStatus::Ok {
+            p.status = req.status;
+        }
+        p.retries = p.retries.max(req.retries);
+        if p.pending_parts == 0 {
+            // The last part to finish carries the I/O's later stamps.
+            let (queued, dispatched) = (p.t.queued_ns, p.t.dispatched_ns);
+            p.t = req.t;
+            p.t.queued_ns = queued;
+            p.t.dispatched_ns = dispatched;
+        }
+        let done = p.pending_parts == 0;
+        ctx.reqs_mut().free(id);
+        if done {
+            ctx.complete(req.parent);
+        }
+    }
+
+    // ---- timeouts, aborts, resets -----------------------------------------------------------
+
+    fn arm_timeout_scan(&mut self, dispatched: Ns, ctx: &mut impl StageCtx<HostEvent>) {
+        if self.cfg.timeout_ns > 0 && !self.timeout_scan_armed {
+            self.timeout_scan_armed = true;
+            ctx.schedule(dispatched + self.cfg.timeout_ns, HostEvent::TimeoutScan);
+        }
+    }
+
+    fn timeout_scan(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
+        self.timeout_scan_armed = false;
+        let now = ctx.now_ns();
+        let mut next: Option<Ns> = None;
+        let mut expired = Vec::new();
+        for sq in &self.sqs {
+            for (_, id) in sq.outstanding() {
+                let c = self.cmds[id.index()];
+                if c.timed_out || !matches!(c.state, CmdState::InFlight | CmdState::Posted) {
+                    continue;
+                }
+                let deadline = ctx.reqs()[id].t.dispatched_ns + self.cfg.timeout_ns;
+                if deadline <= now {
+                    expired.push(id);
+                } else {
+                    next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                }
+            }
+        }
+        for id in expired {
+            self.cmd(id).timed_out = true;
+            self.stats.timeouts += 1;
+            ctx.schedule(
+                now + self.cfg.abort_ns,
+                HostEvent::AbortSend {
+                    id,
+                    epoch: self.epoch,
+                },
+            );
+        }
+        if let Some(at) = next {
+            self.timeout_scan_armed = true;
+            ctx.schedule(at, HostEvent::TimeoutScan);
+        }
+    }
+
+    fn abort_send(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let c = *self.cmd(id);
+        if !c.timed_out || c.state != CmdState::InFlight {
+            return; // completed meanwhile (and the id perhaps reused)
+        }
+        if !ctx.abort_below(id) {
+            // The controller cannot withdraw it: the host escalates to a reset.
+            self.stats.aborts_failed += 1;
+            self.start_reset(ctx);
+        }
+    }
+
+    fn start_reset(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
+        if self.resetting {
+            return;
+        }
+        self.stats.resets += 1;
+        self.resetting = true;
+        self.epoch = self.epoch.wrapping_add(1);
+        let now = ctx.now_ns();
+        // The controller forgets its commands and marks those the media still holds as
+        // orphans: their completions will be dropped, and copies are issued instead.
+        ctx.reset_below();
+        let mut cancelled: Vec<ReqId> = Vec::new();
+        for sqi in 0..self.sqs.len() {
+            let outstanding: Vec<(u16, ReqId)> = self.sqs[sqi].outstanding().collect();
+            for (cid, id) in outstanding {
+                match self.cmds[id.index()].state {
+                    // Completion already on its way to the host: let it finish.
+                    CmdState::Reaped | CmdState::Done => continue,
+                    _ if ctx.reqs()[id].flags.contains(ReqFlags::ORPHAN) => {
+                        let mut copy = ctx.reqs()[id];
+                        copy.flags.remove(ReqFlags::ORPHAN);
+                        let new = ctx.reqs_mut().alloc(copy);
+                        *self.cmd(id) = Cmd::default();
+                        cancelled.push(new);
+                    }
+                    _ => {
+                        *self.cmd(id) = Cmd::default();
+                        cancelled.push(id);
+                    }
+                }
+                self.sqs[sqi].free_cid(cid);
+            }
+            self.sqs[sqi].reset_ring();
+        }
+        for cq in &mut self.cqs {
+            cq.reset();
+        }
+        cancelled.sort_by_key(|&id| (ctx.reqs()[id].t.queued_ns, id));
+        // Cancelled commands go first, then those admitted just before the reset.
+        self.held
+            .splice(0..0, cancelled.into_iter().map(|id| (id, true)));
+        ctx.schedule(now + self.cfg.reset_ns, HostEvent::ResetDone);
+    }
+
+    fn reset_done(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
+        self.resetting = false;
+        for (id, cancelled) in std::mem::take(&mut self.held) {
+            if cancelled {
+                self.requeue(id, ctx);
+            } else {
+                self.issue(id, false, ctx);
+            }
+        }
+        // Command ids the reset freed go to work that was waiting for one.
+        for sqi in 0..self.sqs.len() {
+            while let Some(&w) = self.sqs[sqi].waiting.front() {
+                let Some(cid) = self.sqs[sqi].alloc_unpromised(w) else {
+                    break;
+                };
+                self.sqs[sqi].waiting.pop_front();
+                self.place(w, sqi, cid, ctx);
+            }
+        }
+        self.room(ctx);
+    }
+}
+
+impl Stage for NvmeHost {
+    type Event = HostEvent;
+
+    fn name(&self) -> &'static str {
+        "nvme-host"
+    }
+
+    /// Admits a request when its SQ has a command id beyond those promised (and nothing
+    /// admitted earlier waits there), promising it as many as its commands need and are free;
+    /// its further commands wait here for ids freed later, ahead of anything new.
+    fn admit(&mut self, id: ReqId, reqs: &mut Requests) -> Admission {
+        if self.resetting {
+            return self.refuse();
+        }
+        let req = &mut reqs[id];
+        let sqi = self.sq_of(req);
+        req.hwq = self.layout.local_sq(req.host, sqi as u16);
+        let parts = self.parts(req) as u32;
+        let sq = &mut self.sqs[sqi];
+        if !sq.has_room() {
+            return self.refuse();
+        }
+        let promised = parts.min(sq.unpromised());
+        sq.reserved += promised;
+        self.cmd(id).promised = promised;
+        Admission::Accepted
+    }
+
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        self.stats.ios += 1;
+        let req = ctx.reqs()[id];
+        let promised = std::mem::take(&mut self.cmd(id).promised);
+        let parts = self.parts(&req);
+        if parts == 1 {
+            self.issue(id, true, ctx);
+            return;
+        }
+        let mdts = self.mdts_bytes;
+        self.stats.split_ios += 1;
+        let p = &mut ctx.reqs_mut()[id];
+        p.pending_parts = parts as u32;
+        p.t.dispatched_ns = Ns::MAX;
+        for k in 0..parts {
+            let mut part = req;
+            part.offset_bytes = req.offset_bytes + k * mdts;
+            part.len_bytes = mdts.min(req.len_bytes - k * mdts);
+            part.parent = id;
+            part.flags |= ReqFlags::SPLIT;
+            let pid = ctx.reqs_mut().alloc(part);
+            self.issue(pid, k < promised as u64, ctx);
+        }
+    }
+
+    fn on_event(&mut self, ev: HostEvent, ctx: &mut impl StageCtx<HostEvent>) {
+        let current = self.epoch;
+        match ev {
+            HostEvent::HostDone { id } => self.host_done(id, ctx),
+            HostEvent::TimeoutScan => self.timeout_scan(ctx),
+            HostEvent::ResetDone => self.reset_done(ctx),
+            HostEvent::Interrupt { epoch, .. } | HostEvent::AbortSend { epoch, .. }
+                if epoch != current => {}
+            HostEvent::Interrupt { cq, .. } => self.interrupt(cq as usize, ctx),
+            HostEvent::AbortSend { id, .. } => self.abort_send(id, ctx),
+        }
+    }
+
+    /// A CQ entry lands: known ahead on the fast path (handling scheduled now), else it waits
+    /// in its CQ for the interrupt.
+    fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let c = *self.cmd(id);
+        if self.early_completions {
+            let posted = ctx.reqs()[id].t.cq_posted_ns;
+            let interrupt = posted + self.cfg.irq_ns;
+            let done_at = interrupt + self.cfg.complete_ns;
+            ctx.reqs_mut()[id].t.interrupt_ns = interrupt;
+            self.cmd(id).state = CmdState::Done;
+            if done_at == ctx.now_ns() {
+                self.host_done(id, ctx);
+            } else {
+                ctx.schedule(done_at, HostEvent::HostDone { id });
+            }
+            return;
+        }
+        self.cmd(id).state = CmdState::Posted;
+        self.stats.cq_entries += 1;
+        let cqi = self.sqs[c.sq as usize].cq as usize;
+        self.cqs[cqi].post(Cqe {
+            id,
+            sq: c.sq,
+            cid: c.cid,
+            phase: false,
+        });
+    }
+
+    /// An interrupt arrives after `irq_ns`; other notices go up.
+    fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<HostEvent>) {
+        let Notice::Interrupt { vector, .. } = notice else {
+            ctx.notify_above(notice);
+            return;
+        };
+        let cqi = vector as usize;
+        self.cqs[cqi].interrupts += 1;
+        self.stats.interrupts += 1;
+        let now = ctx.now_ns();
+        let at = now + self.cfg.irq_ns;
+        if at == now {
+            self.interrupt(cqi, ctx);
+        } else {
+            ctx.schedule(
+                at,
+                HostEvent::Interrupt {
+                    cq: vector,
+                    epoch: self.epoch,
+                },
+            );
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        let s = &self.stats;
+        vec![
+            ("ios".to_string(), s.ios as f64),
+            ("commands".into(), s.commands as f64),
+            ("split_ios".into(), s.split_ios as f64),
+            ("refused_no_command_id".into(), s.refused as f64),
+            ("max_waiting_for_command_id".into(), s.max_waiting as f64),
+            ("cq_entries".into(), s.cq_entries as f64),
+            ("interrupts".into(), s.interrupts as f64),
+            ("timeouts".into(), s.timeouts as f64),
+            ("aborts_failed".into(), s.aborts_failed as f64),
+            ("resets".into(), s.resets as f64),
+            ("requeues".into(), s.requeues as f64),
+            ("failed_ios".into(), s.failed as f64),
+        ]
+    }
+}

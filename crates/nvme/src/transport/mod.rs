@@ -1,0 +1,91 @@
+//! Transports: how commands, completions, interrupts and data cross between the NVMe hosts
+//! and the controller. PCIe today ([`pcie`]); a fabric (RDMA, TCP) is another implementation of
+//! the same idea. A transport is a stage between the host stage and the controller stage: it
+//! carries commands down and completions and notices up, and moves data for the controller
+//! through its `dma` hook.
+//!
+//! A transport declares what it guarantees as [`TransportCaps`]. With a fixed latency and in
+//! order delivery, the time a command reaches the controller is known when it is sent, so the
+//! transport stamps it (`arrived_ns`) and hands the command down at once; the controller may
+//! then book its fetch early, and the host may compute a completion's handling time when the
+//! controller finishes it. Those are the two speed folds; each has a differential test.
+//!
+//! A transport is a plug-in: a type implementing [`TransportModel`] and one line in
+//! `transports!` below; the device file's `[path] transport` names it.
+
+pub mod link;
+pub mod pcie;
+
+use qoslab_engine::{ConfigError, Settings, Stage, Tunable};
+
+bitflags::bitflags! {
+    /// What a transport guarantees (like fio's engine flags).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct TransportCaps: u32 {
+        /// Every message takes a latency known when it is sent.
+        const FIXED_LATENCY = 1 << 0;
+        /// Messages between one host and the controller arrive in the order they were sent.
+        const IN_ORDER = 1 << 1;
+    }
+}
+
+impl TransportCaps {
+    /// Whether arrival times may be computed at sending time (the speed folds).
+    pub fn foldable(self) -> bool {
+        self.contains(TransportCaps::FIXED_LATENCY | TransportCaps::IN_ORDER)
+    }
+}
+
+/// A transport that a device file can name.
+pub trait TransportModel: Stage + Sized {
+    /// The name in `[path] transport = "..."`.
+    const NAME: &'static str;
+    const HELP: &'static str;
+    /// The section its tunables are read from.
+    const SECTION: &'static str;
+    const TUNABLES: &'static [Tunable];
+    /// Builds the transport for `hosts` hosts.
+    fn build(settings: &Settings, hosts: u16) -> Result<Self, ConfigError>;
+    fn caps(&self) -> TransportCaps;
+}
+
+/// Code that is generic over the transport type.
+pub trait TransportVisitor {
+    type Output;
+    fn visit<T: TransportModel>(self) -> Self::Output;
+}
+
+macro_rules! transports {
+    ($($t:ty),* $(,)?) => {
+        /// Names of every registered transport.
+        pub fn transport_names() -> &'static [&'static str] {
+            &[$(<$t as TransportModel>::NAME),*]
+        }
+
+        /// Calls `visitor.visit::<T>()` for the transport called `name`, or returns `None`.
+        pub fn visit_transport<V: TransportVisitor>(name: &str, visitor: V) -> Option<V::Output> {
+            $(
+                if name == <$t as TransportModel>::NAME {
+                    return Some(visitor.visit::<$t>());
+                }
+            )*
+            None
+        }
+    };
+}
+
+transports!(pcie::Pcie);
+
+/// (name, help, section, tunables) of the transport called `name`.
+pub fn transport_info(
+    name: &str,
+) -> Option<(&'static str, &'static str, &'static str, &'static [Tunable])> {
+    struct Info;
+    impl TransportVisitor for Info {
+        type Output = (&'static str, &'static str, &'static str, &'static [Tunable]);
+        fn visit<T: TransportModel>(self) -> Self::Output {
+            (T::NAME, T::HELP, T::SECTION, T::TUNABLES)
+        }
+    }
+    visit_transport(name, Info)
+}

@@ -1,0 +1,128 @@
+//! The one builder of a simulated path: from a device file to a chain of stages,
+//!
+//! ```text
+//! jobs -> block layer -> NVMe host(s) -> transport -> NVMe controller -> media
+//! ```
+//!
+//! each stage a plug-in found in its registry: the transport by `[path] transport`, the
+//! arbiter by `[controller] arbitration`, the completion order by `[controller]
+//! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
+//! so the run loop is compiled once per (transport, media) pair and every hook call is static.
+
+use qoslab_block::BlockLayer;
+use qoslab_engine::{Chain, Stage};
+use qoslab_media::Device;
+use qoslab_nvme::transport::{TransportModel, TransportVisitor, visit_transport};
+use qoslab_nvme::{ControllerSetup, NvmeController, NvmeHost, QueueLayout};
+
+use crate::SimError;
+use crate::device::DeviceConfig;
+
+/// The default path over transport `T` and media `D`.
+pub type NvmePath<T, D> = Chain<BlockLayer, Chain<NvmeHost, Chain<T, Chain<NvmeController, D>>>>;
+
+/// What a path is built for besides the device file: the cores each host's jobs need (for
+/// `host.cores = 0`) and the run's seed.
+#[derive(Clone, Debug)]
+pub struct PathPlan {
+    /// Job clones per host.
+    pub jobs_per_host: Vec<u32>,
+    pub seed: u64,
+}
+
+impl PathPlan {
+    /// Cores of each host: `host.cores`, or one per job of the host when 0.
+    pub fn cores(&self, device: &DeviceConfig) -> Vec<u32> {
+        let cfg = device.host_config();
+        self.jobs_per_host
+            .iter()
+            .map(|&n| if cfg.cores == 0 { n.max(1) } else { cfg.cores })
+            .collect()
+    }
+}
+
+/// Code that runs on a built path (a simulation).
+pub trait PathVisitor {
+    type Output;
+    fn visit<P: Stage>(self, path: P) -> Self::Output;
+}
+
+/// Builds the path of `device` over media `dev` and hands it to `visitor`.
+pub fn build<D: Device, V: PathVisitor>(
+    device: &DeviceConfig,
+    dev: D,
+    plan: &PathPlan,
+    visitor: V,
+) -> Result<V::Output, SimError> {
+    let name = device.path_config().transport;
+    visit_transport(
+        &name,
+        WithMedia {
+            device,
+            dev,
+            plan,
+            visitor,
+        },
+    )
+    .ok_or_else(|| SimError::new(format!("unknown transport '{name}'")))?
+}
+
+struct WithMedia<'a, D, V> {
+    device: &'a DeviceConfig,
+    dev: D,
+    plan: &'a PathPlan,
+    visitor: V,
+}
+
+impl<D: Device, V: PathVisitor> TransportVisitor for WithMedia<'_, D, V> {
+    type Output = Result<V::Output, SimError>;
+
+    fn visit<T: TransportModel>(self) -> Self::Output {
+        let device = self.device;
+        let hosts = device.path_config().hosts;
+        if self.plan.jobs_per_host.len() > hosts as usize {
+            return Err(SimError::new(format!(
+                "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
+                self.plan.jobs_per_host.len() - 1
+            )));
+        }
+        let mut jobs_per_host = self.plan.jobs_per_host.clone();
+        jobs_per_host.resize(hosts as usize, 0);
+        let plan = PathPlan {
+            jobs_per_host,
+            seed: self.plan.seed,
+        };
+        let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
+        let foldable = transport.caps().foldable();
+        let ctrl_cfg = device.controller_config();
+        let order =
+            qoslab_nvme::order::lookup(&ctrl_cfg.completion_order).map_err(|e| device.locate(e))?;
+        let arbiter_ops =
+            qoslab_nvme::arbiter::lookup(&ctrl_cfg.arbitration).map_err(|e| device.locate(e))?;
+        let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
+        let host_cfg = device.host_config();
+        let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
+        let host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+        let arbiter = NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter)
+            .map_err(|e| device.locate(e))?;
+        let controller = NvmeController::new(
+            ctrl_cfg,
+            ControllerSetup {
+                layout,
+                cq_depth: host_cfg.cq_depth,
+                arbiter,
+                order,
+                transport_foldable: foldable,
+                seed: plan.seed,
+            },
+        );
+        let path: NvmePath<T, D> = Chain::new(
+            BlockLayer::new(),
+            Chain::new(
+                host,
+                Chain::new(transport, Chain::new(controller, self.dev)),
+            ),
+        );
+        Ok(self.visitor.visit(path))
+    }
+}

@@ -410,11 +410,11 @@ def test_series_and_output_paths_that_cannot_be_written(qoslab, tmp_path):
     out = tmp_path / "r.json"
     for series in ("s.csv", "s.parquet"):
         done = qoslab("sim", job, "--timeseries", tmp_path / "nowhere" / series, "--output", out)
-        assert_one_line_error(done, "nowhere: the folder does not exist")
+        assert_one_line_error(done, "--timeseries:", "nowhere does not exist")
         done = qoslab("sim", job, "--timeseries", tmp_path, "--output", out)
         assert_one_line_error(done, str(tmp_path), "is a folder")
     done = qoslab("sim", job, "--timeseries", tmp_path / "s.csv", "--output", tmp_path / "no" / "r")
-    assert_one_line_error(done, "no: the folder does not exist")
+    assert_one_line_error(done, "--output:", "folder", "/no does not exist")
     assert_one_line_error(qoslab("sim", job, "--log-avg-msec", "0"), "--log-avg-msec")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.fio"]
 
@@ -446,6 +446,18 @@ def test_the_docs_tunables_reference_is_generated_from_the_tables():
 
     doc = (ROOT / "docs" / "sim.md").read_text()
     assert tunables_markdown(MODELS) in doc, "run `make sim-docs` to regenerate docs/sim.md"
+
+
+def test_the_docs_list_every_preset_of_the_registry():
+    from qoslab.sim.api import presets
+    from qoslab.sim.docs import presets_table
+
+    doc = (ROOT / "docs" / "sim.md").read_text()
+    assert presets_table() in doc, "run `make sim-docs` to regenerate docs/sim.md"
+    names = sorted(p.stem for p in (ROOT / "configs" / "devices").glob("*.toml"))
+    assert sorted(n for n, _ in presets()) == names
+    for name in names:
+        assert f"| `{name}`" in doc
 
 
 def test_the_docs_tour_excerpt_is_what_the_tour_job_gives():

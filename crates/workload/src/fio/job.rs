@@ -128,6 +128,15 @@ pub enum Distribution {
     Zoned(Vec<Zone>),
 }
 
+/// The log files of fio a job asks for: each the prefix of its file names (empty: the job's
+/// name, as fio does when the option has no value).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FioLogs {
+    pub lat: Option<String>,
+    pub bw: Option<String>,
+    pub iops: Option<String>,
+}
+
 /// Where an option came from, for messages about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -145,6 +154,8 @@ pub struct Job {
     pub index: usize,
     /// `name=`, or the section name.
     pub name: String,
+    /// The name in the job's section header.
+    pub section: String,
     /// Where the job's section starts.
     pub location: Location,
     pub rw: RwPattern,
@@ -222,7 +233,12 @@ pub struct Job {
     pub ioengine: String,
     pub filename: Option<String>,
     pub log_avg_msec: Option<u64>,
+    /// The fio logs asked for (`write_lat_log`, `write_bw_log`, `write_iops_log`).
+    pub logs: FioLogs,
     pub kb_base: KbBase,
+    /// How many of the file's `[global]` options (in file order) were written before this
+    /// job's section: with `options`, the file as written, section by section.
+    pub globals_before: usize,
     /// The options as written in the job's own section, in order, values after `${ENV}`
     /// expansion (what fio's JSON echoes as "job options").
     pub options: Vec<(String, String)>,
@@ -242,6 +258,7 @@ impl Job {
         Self {
             index,
             name: name.to_string(),
+            section: name.to_string(),
             location,
             rw: RwPattern::Read,
             rw_modifier: None,
@@ -294,7 +311,9 @@ impl Job {
             ioengine: "psync".to_string(),
             filename: None,
             log_avg_msec: None,
+            logs: FioLogs::default(),
             kb_base: KbBase::Binary,
+            globals_before: 0,
             options: Vec::new(),
             ignored: Vec::new(),
         }

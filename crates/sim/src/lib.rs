@@ -336,6 +336,35 @@ pub fn run_on_device<D: qoslab_media::Device>(
     })
 }
 
+/// Runs one seed of `opts` on media `dev` over transport `T`, with the path's stages put
+/// together by `assemble` instead of the builder's chain (to test a stage in the path, or a
+/// speed trick against the path without it), without a time series.
+pub fn run_parts<T, D, P>(
+    opts: &SimOptions,
+    dev: D,
+    assemble: impl FnOnce(path::PathParts<T, D>) -> P,
+) -> Result<SimOutput, SimError>
+where
+    T: qoslab_nvme::TransportModel,
+    D: qoslab_media::Device,
+    P: qoslab_engine::Stage,
+{
+    let (jobs, plan) = build_jobs(opts, opts.seed, dev.capacity_bytes())?;
+    let parts = path::parts::<T, D>(&opts.device, dev, &plan)?;
+    let loop_opts = LoopOptions {
+        progress: false,
+        power_fail_at_ns: opts.power_fail_at_ns,
+    };
+    let outcome = run::simulate(assemble(parts), jobs, loop_opts, None)?;
+    let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
+    Ok(SimOutput {
+        text,
+        ios: outcome.jobs.iter().map(|j| j.issued).sum(),
+        events: outcome.events,
+        max_outstanding: outcome.max_outstanding,
+    })
+}
+
 /// Runs the simulation as `opts` says, writes the time series if asked, and renders the
 /// report.
 pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {

@@ -128,6 +128,7 @@ def sim(
         "--power-fail-at",
         help="Cut the power at this simulated time (e.g. 20ms) and report per job what it "
         "took (qoslab.durability in the JSON).",
+        show_default="never",
     ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),
     list_tunables: bool = typer.Option(

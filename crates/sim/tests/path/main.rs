@@ -2,6 +2,7 @@
 
 mod common;
 mod durability;
+mod folds;
 mod jobs;
 mod nvme;
 mod queueing;

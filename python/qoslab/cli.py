@@ -9,7 +9,7 @@ import sys
 import typer
 import typer.rich_utils
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.errors import EXIT_BAD_INPUT, InputError
 
 # Help is never cut: rich would otherwise fit it into 80 columns whenever stdout is not a

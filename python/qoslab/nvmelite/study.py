@@ -382,7 +382,7 @@ def build_report(
         ("risk cliffs", summary["cliffs"]),
         ("per-run results", files[0]),
     ]
-    from qoslab import __version__
+    from qoslab._core import __version__
     from qoslab.nvmelite.config import project_commit
 
     return write_report(

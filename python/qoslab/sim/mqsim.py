@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qoslab import _core
 from qoslab.errors import InputError
 
 SECTOR_BYTES = 512
@@ -329,9 +330,9 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
 
 def ssd_has_tunable(name: str) -> bool:
     """Whether the SSD model declares the tunable `name` of [media]."""
-    from qoslab.sim.api import tunables
-
-    return any(sec == 'media (model = "ssd")' and key == name for sec, key, *_ in tunables())
+    return any(
+        sec == 'media (model = "ssd")' and key == name for sec, key, *_ in _core.sim_tunables()
+    )
 
 
 _ALLOCATION_SCHEMES = [

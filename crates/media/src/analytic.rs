@@ -229,6 +229,7 @@ impl DeviceModel for AnalyticDevice {
     const HELP: &'static str =
         "c servers and one FIFO queue; fixed, exponential, lognormal or empirical service";
     const TUNABLES: &'static [Tunable] = ANALYTIC_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         let read_mean = s.u64("service_mean_ns") as f64;

@@ -13,6 +13,7 @@
 pub mod analytic;
 pub mod empirical;
 pub mod hdd;
+pub mod null;
 pub mod registry;
 pub mod service;
 pub mod ssd;
@@ -22,6 +23,7 @@ use std::path::Path;
 pub use analytic::AnalyticDevice;
 pub use empirical::EmpiricalDevice;
 pub use hdd::Hdd;
+pub use null::NullDevice;
 pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
 pub use registry::{ModelVisitor, model_names, visit_model};
 pub use ssd::Ssd;
@@ -91,6 +93,9 @@ pub trait DeviceModel: Device + Sized {
     const HELP: &'static str;
     /// Every key the model reads from `[media]` (besides `model`).
     const TUNABLES: &'static [Tunable];
+    /// The stage contract the model was written for (`qoslab_engine::STAGE_API_VERSION` when
+    /// it was); the registry refuses a model written for another.
+    const API_VERSION: u32;
 
     /// Builds the model. Errors name the field (`field 'media.servers': ...`); the caller adds
     /// the file and line.

@@ -296,6 +296,7 @@ struct RunOnce<'a, 'w> {
 impl ModelVisitor for RunOnce<'_, '_> {
     type Output = Result<Outcome, SimError>;
     fn visit<D: DeviceModel>(self) -> Self::Output {
+        qoslab_media::registry::check_model::<D>().map_err(SimError::new)?;
         let dev: D = self.opts.device.build_media(self.seed)?;
         let loop_opts = LoopOptions {
             progress: self.opts.progress,

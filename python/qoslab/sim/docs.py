@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
 EXCERPT_LINES = 32
 # The models documented here; the SSD and HDD models have their own page (docs/media.md).
-MODELS = ["analytic", "empirical"]
+MODELS = ["analytic", "empirical", "null"]
 
 
 def _splice(text: str, name: str, body: str) -> str:

@@ -695,6 +695,7 @@ impl DeviceModel for Hdd {
     const NAME: &'static str = "hdd";
     const HELP: &'static str = "hard disk: zoned platters, fitted seek curve, rotation, read-ahead buffer, write cache, FIFO or SPTF queueing";
     const TUNABLES: &'static [Tunable] = HDD_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, _ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         Hdd::from_settings(settings)

@@ -1113,6 +1113,7 @@ impl DeviceModel for Ssd {
     const NAME: &'static str = "ssd";
     const HELP: &'static str = "NAND-flash SSD: channels, dies, planes, page-level FTL with GC, mapping cache, DRAM write cache, FLUSH/FUA, PLP";
     const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         Ok(Ssd::new(SsdConfig::from_settings(settings)?, ctx.seed))

@@ -7,16 +7,17 @@ import shutil
 import sys
 
 import typer
-import typer.rich_utils
 
 from qoslab._core import __version__
 from qoslab.errors import EXIT_BAD_INPUT, InputError
 
 # Help is never cut: rich would otherwise fit it into 80 columns whenever stdout is not a
-# terminal (a pipe, a file), shortening option names and defaults with an ellipsis.
+# terminal (a pipe, a file), shortening option names and defaults with an ellipsis. typer's
+# help renderer reads the width from TERMINAL_WIDTH when it is first imported, which only
+# printing help does (importing it here would cost every command its start-up time).
 HELP_MIN_WIDTH = 120
 if not os.environ.get("TERMINAL_WIDTH"):
-    typer.rich_utils.MAX_WIDTH = max(HELP_MIN_WIDTH, shutil.get_terminal_size().columns)
+    os.environ["TERMINAL_WIDTH"] = str(max(HELP_MIN_WIDTH, shutil.get_terminal_size().columns))
 
 app = typer.Typer(
     name="qoslab",

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::time::Ns;
-use crate::units::{parse_duration_ns, parse_rate_bytes_per_ns, parse_size};
+use crate::units::{KbBase, parse_duration_ns, parse_rate_bytes_per_ns, parse_size};
 
 /// What a tunable measures, which decides how its value is written and checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -172,8 +172,8 @@ impl Tunable {
         self
     }
 
-    /// Reads `raw` as this tunable's value, or says what was expected.
-    pub fn parse(&self, raw: &RawValue) -> Result<Value, String> {
+    /// Reads `raw` as this tunable's value (sizes with `kb_base`), or says what was expected.
+    pub fn parse(&self, raw: &RawValue, kb_base: KbBase) -> Result<Value, String> {
         let bad = || {
             format!(
                 "expected {}{}, got {raw}",
@@ -186,7 +186,9 @@ impl Tunable {
             (Unit::Ns, RawValue::Real(v)) if *v >= 0.0 => Value::Int(v.round() as u64),
             (Unit::Ns, RawValue::Text(s)) => Value::Int(parse_duration_ns(s).ok_or_else(bad)?),
             (Unit::Bytes, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
-            (Unit::Bytes, RawValue::Text(s)) => Value::Int(parse_size(s).ok_or_else(bad)?),
+            (Unit::Bytes, RawValue::Text(s)) => {
+                Value::Int(parse_size(s, kb_base).map_err(|e| format!("{}: {e}", bad()))?)
+            }
             (Unit::Count, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
             (Unit::Ratio, RawValue::Text(s)) => match s.trim().strip_suffix('%') {
                 Some(p) => Value::Real(p.trim().parse::<f64>().map_err(|_| bad())? / 100.0),
@@ -355,8 +357,14 @@ impl Settings {
             .unwrap_or_else(|| panic!("tunable '{name}' is not declared in [{}]", self.section))
     }
 
-    /// Sets `name` from `raw`; `Err` says what was expected.
+    /// Sets `name` from `raw` (sizes as fio reads them by default, `kb_base=1024`); `Err` says
+    /// what was expected.
     pub fn set(&mut self, name: &str, raw: &RawValue) -> Result<(), String> {
+        self.set_with(name, raw, KbBase::default())
+    }
+
+    /// Sets `name` from `raw`, reading sizes with `kb_base` (a file's own).
+    pub fn set_with(&mut self, name: &str, raw: &RawValue, kb_base: KbBase) -> Result<(), String> {
         let Some(i) = self.table.iter().position(|t| t.name == name) else {
             let known: Vec<&str> = self.table.iter().map(|t| t.name).collect();
             return Err(format!(
@@ -366,7 +374,7 @@ impl Settings {
             ));
         };
         let value = self.table[i]
-            .parse(raw)
+            .parse(raw, kb_base)
             .map_err(|e| format!("field '{}.{name}': {e}", self.section))?;
         self.values[i] = value;
         self.given[i] = true;
@@ -662,6 +670,7 @@ struct Entry {
 pub struct ConfigDoc {
     path: PathBuf,
     entries: Vec<Entry>,
+    kb_base: KbBase,
 }
 
 /// The 1-based line of byte `offset` in `text` (a TOML parser reports spans in bytes).
@@ -691,9 +700,26 @@ impl ConfigDoc {
         })?;
         let mut entries = Vec::new();
         Self::flatten(path, text, "", table.get_ref(), &mut entries)?;
+        // A file says how its sizes read as a fio job does: `kb_base = 1000` or 1024 (default).
+        let mut kb_base = KbBase::default();
+        if let Some(e) = entries.iter_mut().find(|e| e.key == "kb_base") {
+            e.used = true;
+            kb_base = match e.value {
+                RawValue::Int(1024) => KbBase::Binary,
+                RawValue::Int(1000) => KbBase::Decimal,
+                ref other => {
+                    return Err(ConfigError::at(
+                        path,
+                        e.line,
+                        format!("field 'kb_base': expected 1000 or 1024, got {other}"),
+                    ));
+                }
+            };
+        }
         Ok(ConfigDoc {
             path: path.to_path_buf(),
             entries,
+            kb_base,
         })
     }
 
@@ -771,7 +797,7 @@ impl ConfigDoc {
             };
             e.used = true;
             settings
-                .set(name, &e.value)
+                .set_with(name, &e.value, self.kb_base)
                 .map_err(|msg| ConfigError::at(&self.path, e.line, msg))?;
         }
         Ok(settings)
@@ -790,7 +816,8 @@ impl ConfigDoc {
     }
 }
 
-/// Applies one `--set section.key=value` override to the settings it names.
+/// Applies one `--set section.key=value` override to the settings it names (sizes as fio's
+/// command line reads them by default, `kb_base=1024`).
 pub fn apply_override(assignment: &str, settings: &mut [&mut Settings]) -> Result<(), ConfigError> {
     let err = |msg: String| ConfigError::new(format!("--set {assignment}: {msg}"));
     let (key, value) = assignment
@@ -879,6 +906,30 @@ mod tests {
         assert_eq!(s.str("arbitration"), "wrr");
         assert!(s.bool("plp"));
         assert_eq!(s.reals("weights"), &[8.0, 4.0, 1.0]);
+    }
+
+    #[test]
+    fn sizes_read_as_fio_reads_them_with_the_files_kb_base() {
+        // fio's default (kb_base=1024): `k` is 1024, the IEC `KiB` 1000 (fio 3.33's inversion).
+        let mut d = doc("[c]\nmdts_bytes = \"4KiB\"\n");
+        assert_eq!(d.section("c", TABLE).unwrap().u64("mdts_bytes"), 4000);
+        // kb_base=1000: as a datasheet writes them.
+        for (text, bytes) in [("4KiB", 4096), ("4kB", 4000), ("960GB", 960_000_000_000)] {
+            let mut d = doc(&format!("kb_base = 1000\n[c]\nmdts_bytes = \"{text}\"\n"));
+            let s = d.section("c", TABLE).unwrap();
+            d.finish().unwrap();
+            assert_eq!(s.u64("mdts_bytes"), bytes, "{text}");
+        }
+        // `--set` reads as fio's command line does by default, whatever the file says.
+        let mut d = doc("kb_base = 1000\n[c]\n");
+        let mut s = d.section("c", TABLE).unwrap();
+        apply_override("c.mdts_bytes=32k", &mut [&mut s]).unwrap();
+        assert_eq!(s.u64("mdts_bytes"), 32768);
+        let e = ConfigDoc::parse(Path::new("dev.toml"), "\nkb_base = 999\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "dev.toml:2: field 'kb_base': expected 1000 or 1024, got 999"
+        );
     }
 
     #[test]

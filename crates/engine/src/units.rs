@@ -1,7 +1,12 @@
 //! Reading sizes, times and rates written by people: `4k`, `1.5us`, `500MB/s`.
 //!
-//! Sizes follow fio's default `kb_base=1024` for bare and binary suffixes (`4k` = `4KiB` =
-//! 4096) and read SI suffixes with a `B` (`4KB`) as powers of 1000, as disk datasheets do.
+//! Sizes have one dialect everywhere (job files, device files, `--set`, the lab's command
+//! line): fio's, as fio 3.33 applies it (checked with `fio --parse-only --debug=parse` and by
+//! the I/O counts of real runs). With fio's default `kb_base=1024`, `k`/`kb`/`K`/`KB` mean 1024
+//! and the IEC spellings `ki`/`kib`/`KiB` mean 1000 (fio inverts them for old scripts); with
+//! `kb_base=1000` SI and IEC mean what they say (`4kB` = 4000, `4KiB` = 4096), as datasheets
+//! write them. Where fio 3.33 silently reads something else than its manual says (`1.5g`
+//! becomes 1 byte) qoslab refuses the value instead of guessing.
 
 use crate::time::Ns;
 
@@ -22,28 +27,79 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
     None
 }
 
-/// A byte count from `"4096"`, `"4k"`, `"4KiB"`, `"4KB"` (= 4000), `"1.5MiB"`, `"128"`.
-pub fn parse_size(s: &str) -> Option<u64> {
-    let (value, unit) = split_number(s)?;
-    let mult: f64 = match unit {
-        "" | "b" | "B" => 1.0,
-        "k" | "K" | "KiB" | "kiB" | "Ki" | "ki" => 1024.0,
-        "m" | "M" | "MiB" | "Mi" => 1024f64.powi(2),
-        "g" | "G" | "GiB" | "Gi" => 1024f64.powi(3),
-        "t" | "T" | "TiB" | "Ti" => 1024f64.powi(4),
-        "p" | "P" | "PiB" | "Pi" => 1024f64.powi(5),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        "PB" => 1e15,
+/// How fio interprets unit prefixes (`kb_base`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KbBase {
+    /// fio's default: `k` = 1024, `ki` = 1000.
+    #[default]
+    Binary,
+    /// SI/IEC as written: `k` = 1000, `ki` = 1024.
+    Decimal,
+}
+
+/// Splits `text` into its leading whole number (decimal digits, or `0x` hex) and the rest.
+pub fn split_whole_number(text: &str) -> Result<(u64, &str), String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err("negative values are not allowed".into());
+    }
+    let (digits, radix, rest) = if let Some(hex) = t.strip_prefix("0x").or(t.strip_prefix("0X")) {
+        let end = hex
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(hex.len());
+        (&hex[..end], 16, &hex[end..])
+    } else {
+        let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        (&t[..end], 10, &t[end..])
+    };
+    if digits.is_empty() {
+        return Err("no number".into());
+    }
+    if rest.starts_with('.')
+        || rest.starts_with(['e', 'E']) && rest[1..].starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(
+            "fractional values are not accepted (fio 3.33 would silently truncate them)".into(),
+        );
+    }
+    let n = u64::from_str_radix(digits, radix).map_err(|_| "number too large".to_string())?;
+    Ok((n, rest.trim_start()))
+}
+
+/// The multiplier of a size suffix such as `k`, `KiB`, `mb`, `g`, `b` or `` (bytes).
+fn size_multiplier(suffix: &str, kb_base: KbBase) -> Option<u64> {
+    let s = suffix.to_ascii_lowercase();
+    let s = s.strip_suffix('b').unwrap_or(&s);
+    if s.is_empty() {
+        return Some(1);
+    }
+    let (prefix, iec) = match s.strip_suffix('i') {
+        Some(p) => (p, true),
+        None => (s, false),
+    };
+    let power = match prefix {
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        "p" => 5,
         _ => return None,
     };
-    let bytes = value * mult;
-    if !(0.0..1.8e19).contains(&bytes) || bytes.fract() != 0.0 {
-        return None;
-    }
-    Some(bytes as u64)
+    // fio's default base inverts the IEC meaning, see the module comment.
+    let binary = match kb_base {
+        KbBase::Binary => !iec,
+        KbBase::Decimal => iec,
+    };
+    let base: u64 = if binary { 1024 } else { 1000 };
+    Some(base.pow(power))
+}
+
+/// A size in bytes: `4096`, `4k`, `1m`, `0x1000`, `4KiB` (see the module comment for bases).
+pub fn parse_size(text: &str, kb_base: KbBase) -> Result<u64, String> {
+    let (n, suffix) = split_whole_number(text)?;
+    let mult =
+        size_multiplier(suffix, kb_base).ok_or_else(|| format!("unknown unit '{suffix}'"))?;
+    n.checked_mul(mult).ok_or_else(|| "value too large".into())
 }
 
 /// A duration in ns from `"250"` (ns), `"250ns"`, `"1.5us"`, `"1.5µs"`, `"2ms"`, `"3s"`.
@@ -93,18 +149,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_read_like_fio_with_si_suffixes_as_powers_of_1000() {
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("4k"), Some(4096));
-        assert_eq!(parse_size("4KiB"), Some(4096));
-        assert_eq!(parse_size("4KB"), Some(4000));
-        assert_eq!(parse_size("1.5MiB"), Some(1_572_864));
-        assert_eq!(parse_size("2g"), Some(2 << 30));
-        assert_eq!(parse_size("4 k"), Some(4096));
-        assert_eq!(parse_size("4x"), None);
-        assert_eq!(parse_size("k"), None);
-        assert_eq!(parse_size("-4k"), None);
-        assert_eq!(parse_size("0.3"), None);
+    fn sizes_follow_fios_default_kb_base() {
+        // The table of "Examples with kb_base=1024 (default)" in fio's HOWTO.
+        for (text, bytes) in [
+            ("4096", 4096),
+            ("4096b", 4096),
+            ("4096B", 4096),
+            ("4k", 4096),
+            ("4kb", 4096),
+            ("4kB", 4096),
+            ("4K", 4096),
+            ("4KB", 4096),
+            ("1m", 1 << 20),
+            ("1024k", 1 << 20),
+            ("1mi", 1_000_000),
+            ("1000ki", 1_000_000),
+            ("1t", 1 << 40),
+            ("1024g", 1 << 40),
+            ("1048576m", 1 << 40),
+            ("1ti", 1_000_000_000_000),
+            ("4KiB", 4000),
+            ("0x10", 16),
+            ("1p", 1 << 50),
+        ] {
+            assert_eq!(parse_size(text, KbBase::Binary), Ok(bytes), "{text}");
+        }
+    }
+
+    #[test]
+    fn sizes_with_kb_base_1000_use_si_and_iec_as_written() {
+        for (text, bytes) in [
+            ("4ki", 4096),
+            ("4KiB", 4096),
+            ("1m", 1_000_000),
+            ("1000k", 1_000_000),
+            ("1mi", 1 << 20),
+        ] {
+            assert_eq!(parse_size(text, KbBase::Decimal), Ok(bytes), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_are_refused() {
+        for text in [
+            "x",
+            "",
+            "4q",
+            "1.5g",
+            "-1",
+            "1e3",
+            "99999999999999999999",
+            "16777216t",
+        ] {
+            assert!(parse_size(text, KbBase::Binary).is_err(), "{text}");
+        }
     }
 
     #[test]

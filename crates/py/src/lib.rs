@@ -8,11 +8,13 @@ use pyo3::prelude::*;
 
 mod nvmelite;
 mod sim;
+mod units;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nvmelite::register(m)?;
     sim::register(m)?;
+    units::register(m)?;
     Ok(())
 }

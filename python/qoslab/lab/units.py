@@ -1,8 +1,8 @@
 """Sizes and durations as the lab's command line takes them.
 
-Sizes are binary: `4k` = `4K` = `4KiB` = 4096 bytes, `10G` = 10 GiB, a bare number is bytes.
-(fio's own parser differs: in its default kb_base=1024 mode `4KiB` means 4000 bytes, so the
-lab writes job files in plain bytes.) Durations take `us`, `ms`, `s`, `m`, `h`; a bare number
+Sizes are read by the simulator's one parser, as fio reads them with its default kb_base=1024:
+`4k` = `4K` = `4KB` = 4096 bytes, `10G` = 10 GiB, a bare number is bytes, and (fio's inversion
+for old scripts) `4KiB` = 4000 bytes. Durations take `us`, `ms`, `s`, `m`, `h`; a bare number
 is seconds.
 """
 
@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import re
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
-_SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+from qoslab._core import parse_size as fio_size
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$", re.IGNORECASE)
 _DURATION_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def parse_size(text: str, what: str = "size") -> int:
-    """Bytes from `4k`, `256M`, `10GiB` or `4096`; ValueError names `what` otherwise."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ValueError(f"{what}: expected a size like 4k, 256M or 10G, got {text!r}")
-    value = float(m.group(1)) * (1 << _SIZE_SHIFT[m.group(2).lower()])
-    if value != int(value) or value <= 0:
-        raise ValueError(f"{what}: expected a positive whole number of bytes, got {text!r}")
-    return int(value)
+    """Bytes from `4k`, `256M`, `10G` or `4096`; ValueError names `what` otherwise."""
+    try:
+        value = fio_size(str(text))
+    except ValueError as e:
+        raise ValueError(
+            f"{what}: expected a size like 4k, 256M or 10G, got {text!r} ({e})"
+        ) from None
+    if value <= 0:
+        raise ValueError(f"{what}: expected a positive number of bytes, got {text!r}")
+    return value
 
 
 def parse_duration(text: str, what: str = "duration") -> float:

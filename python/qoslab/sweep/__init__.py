@@ -8,7 +8,15 @@
 them (`qoslab.store`), `study` is the adapter contract and `studies` the registry.
 """
 
-from qoslab.sweep.runner import Outcome, run_sweep
-from qoslab.sweep.spec import Spec, load_spec
+import importlib
 
+# Imported on first use: the runner brings numpy, pandas and Dask, which every other command
+# (`qoslab sim`, whose CLI registers this package's) would otherwise pay for at start.
+_HOMES = {"Outcome": "runner", "run_sweep": "runner", "Spec": "spec", "load_spec": "spec"}
 __all__ = ["Outcome", "Spec", "load_spec", "run_sweep"]
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'qoslab.sweep' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"qoslab.sweep.{_HOMES[name]}"), name)

@@ -324,7 +324,7 @@ fn tiny(extra: &[(&str, &str)]) -> Harness<Ssd> {
         ("blocks_per_plane", "64"),
         ("pages_per_block", "64"),
         ("ftl.mapping", "dram"),
-        ("cache.bytes", "512KiB"),
+        ("cache.bytes", "512k"),
         ("cache.writeback_start", "1"),
         ("ftl.overprovisioning", "0.2"),
     ];

@@ -9,16 +9,8 @@
 //! qoslab refuses the value instead of guessing.
 
 use qoslab_engine::Ns;
-
-/// How fio interprets unit prefixes (`kb_base`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum KbBase {
-    /// fio's default: `k` = 1024, `ki` = 1000.
-    #[default]
-    Binary,
-    /// SI/IEC as written: `k` = 1000, `ki` = 1024.
-    Decimal,
-}
+use qoslab_engine::units::split_whole_number as split_number;
+pub use qoslab_engine::units::{KbBase, parse_size};
 
 /// The unit a time option assumes when the value has no suffix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,71 +36,6 @@ impl TimeUnit {
             TimeUnit::S => "s",
         }
     }
-}
-
-/// Splits `text` into its leading number (decimal digits, or `0x` hex) and the rest.
-fn split_number(text: &str) -> Result<(u64, &str), String> {
-    let t = text.trim();
-    if t.starts_with('-') {
-        return Err("negative values are not allowed".into());
-    }
-    let (digits, radix, rest) = if let Some(hex) = t.strip_prefix("0x").or(t.strip_prefix("0X")) {
-        let end = hex
-            .find(|c: char| !c.is_ascii_hexdigit())
-            .unwrap_or(hex.len());
-        (&hex[..end], 16, &hex[end..])
-    } else {
-        let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        (&t[..end], 10, &t[end..])
-    };
-    if digits.is_empty() {
-        return Err("no number".into());
-    }
-    if rest.starts_with('.')
-        || rest.starts_with(['e', 'E']) && rest[1..].starts_with(|c: char| c.is_ascii_digit())
-    {
-        return Err(
-            "fractional values are not accepted (fio 3.33 would silently truncate them)".into(),
-        );
-    }
-    let n = u64::from_str_radix(digits, radix).map_err(|_| "number too large".to_string())?;
-    Ok((n, rest.trim_start()))
-}
-
-/// The multiplier of a size suffix such as `k`, `KiB`, `mb`, `g`, `b` or `` (bytes).
-fn size_multiplier(suffix: &str, kb_base: KbBase) -> Option<u64> {
-    let s = suffix.to_ascii_lowercase();
-    let s = s.strip_suffix('b').unwrap_or(&s);
-    if s.is_empty() {
-        return Some(1);
-    }
-    let (prefix, iec) = match s.strip_suffix('i') {
-        Some(p) => (p, true),
-        None => (s, false),
-    };
-    let power = match prefix {
-        "k" => 1,
-        "m" => 2,
-        "g" => 3,
-        "t" => 4,
-        "p" => 5,
-        _ => return None,
-    };
-    // fio's default base inverts the IEC meaning, see the module comment.
-    let binary = match kb_base {
-        KbBase::Binary => !iec,
-        KbBase::Decimal => iec,
-    };
-    let base: u64 = if binary { 1024 } else { 1000 };
-    Some(base.pow(power))
-}
-
-/// A size in bytes: `4096`, `4k`, `1m`, `0x1000`, `4KiB` (see the module comment for bases).
-pub fn parse_size(text: &str, kb_base: KbBase) -> Result<u64, String> {
-    let (n, suffix) = split_number(text)?;
-    let mult =
-        size_multiplier(suffix, kb_base).ok_or_else(|| format!("unknown unit '{suffix}'"))?;
-    n.checked_mul(mult).ok_or_else(|| "value too large".into())
 }
 
 /// An integer that may carry a size suffix as fio allows for every integer (`iodepth=1k`).
@@ -236,63 +163,6 @@ mod tests {
     use super::*;
 
     const B: KbBase = KbBase::Binary;
-
-    #[test]
-    fn sizes_follow_fios_default_kb_base() {
-        // The table of "Examples with kb_base=1024 (default)" in fio's HOWTO.
-        for (text, bytes) in [
-            ("4096", 4096),
-            ("4096b", 4096),
-            ("4096B", 4096),
-            ("4k", 4096),
-            ("4kb", 4096),
-            ("4kB", 4096),
-            ("4K", 4096),
-            ("4KB", 4096),
-            ("1m", 1 << 20),
-            ("1024k", 1 << 20),
-            ("1mi", 1_000_000),
-            ("1000ki", 1_000_000),
-            ("1t", 1 << 40),
-            ("1024g", 1 << 40),
-            ("1048576m", 1 << 40),
-            ("1ti", 1_000_000_000_000),
-            ("4KiB", 4000),
-            ("0x10", 16),
-            ("1p", 1 << 50),
-        ] {
-            assert_eq!(parse_size(text, B), Ok(bytes), "{text}");
-        }
-    }
-
-    #[test]
-    fn sizes_with_kb_base_1000_use_si_and_iec_as_written() {
-        for (text, bytes) in [
-            ("4ki", 4096),
-            ("4KiB", 4096),
-            ("1m", 1_000_000),
-            ("1000k", 1_000_000),
-            ("1mi", 1 << 20),
-        ] {
-            assert_eq!(parse_size(text, KbBase::Decimal), Ok(bytes), "{text}");
-        }
-    }
-
-    #[test]
-    fn bad_sizes_are_refused() {
-        for text in [
-            "x",
-            "",
-            "4q",
-            "1.5g",
-            "-1",
-            "1e3",
-            "99999999999999999999",
-            "16777216t",
-        ] {
-            assert!(parse_size(text, B).is_err(), "{text}");
-        }
-    }
 
     #[test]
     fn times_default_to_the_options_unit_and_take_suffixes() {

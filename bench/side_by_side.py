@@ -1,0 +1,143 @@
+"""Are two builds as fast as each other? Builds both revisions (bench/revs.py), runs the
+benchmark modules of `make bench` alternately on each, and prints every figure side by side.
+
+    python bench/side_by_side.py BASE [HEAD] [--module sim --module media] [--rounds 3]
+                                 [--out FILE]
+
+Each round runs every chosen module once on BASE, then once on HEAD, so that the load of a
+shared machine falls on both alike; a figure is the median over the rounds. A module runs as
+`make bench` runs it (bench/run.py --one), from the revision's own worktree, so each revision
+is timed by its own benchmark code on its own build. Only modules both revisions have are
+compared, and only the figures both report; a figure is a table row of a section
+(`| figure | value |`) whose value starts with a number. The ratio is HEAD / BASE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import revs
+from qoslab.outputs import write_file
+
+ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<value>[^|]+?)\s*\|$")
+NUMBER = re.compile(r"^(?P<num>[0-9][0-9,]*(?:\.[0-9]+)?)\s*(?P<unit>.*)$")
+
+
+def figures(sections: list[str]) -> dict[tuple[str, str], tuple[float, str]]:
+    """`(section title, figure) -> (number, unit)` for every numeric row of every section."""
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    for section in sections:
+        lines = section.splitlines()
+        title = next((ln[3:].strip() for ln in lines if ln.startswith("## ")), "?")
+        for line in lines:
+            row = ROW.match(line)
+            if not row or set(row["value"]) <= set("-: "):
+                continue
+            num = NUMBER.match(row["value"])
+            if num:
+                out[(title, row["name"])] = (float(num["num"].replace(",", "")), num["unit"])
+    return out
+
+
+def run_module(worktree: Path, module: str) -> list[str]:
+    """The sections of `bench/bench_MODULE.py` run from `worktree` on that worktree's build."""
+    env = revs.env_for(worktree / "python")
+    with tempfile.TemporaryDirectory(prefix="qoslab-sbs-") as scratch:
+        out = Path(scratch) / "sections.json"
+        subprocess.run(
+            [
+                sys.executable,
+                str(worktree / "bench" / "run.py"),
+                "--one",
+                str(worktree / "bench" / f"bench_{module}.py"),
+                str(out),
+            ],
+            cwd=worktree,
+            env=env,
+            check=True,
+        )
+        return json.loads(out.read_text())
+
+
+def modules_of(worktree: Path) -> set[str]:
+    return {p.stem.removeprefix("bench_") for p in (worktree / "bench").glob("bench_*.py")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("base", help="the revision to compare against (e.g. a commit id)")
+    ap.add_argument("head", nargs="?", default="HEAD", help="the revision measured (HEAD)")
+    ap.add_argument(
+        "--module",
+        action="append",
+        help="a bench module by its name without bench_ (repeatable; default: all both have)",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="alternating rounds (default 1)")
+    ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        sys.exit("side_by_side: --rounds: expected a whole number of at least 1")
+
+    names = {"base": revs.resolve(args.base), "head": revs.resolve(args.head)}
+    trees = {k: revs.build(c).parent for k, c in names.items()}
+    common = modules_of(trees["base"]) & modules_of(trees["head"])
+    chosen = sorted(common if not args.module else set(args.module))
+    missing = [m for m in chosen if m not in common]
+    if missing:
+        sys.exit(f"side_by_side: --module {missing[0]}: not a bench module of both revisions")
+
+    runs: dict[str, list[dict]] = {"base": [], "head": []}
+    for r in range(args.rounds):
+        for module in chosen:
+            for side in ("base", "head"):
+                print(f"round {r + 1}/{args.rounds}: {module} on {side}", flush=True)
+                runs[side].append(
+                    {"module": module, "figures": figures(run_module(trees[side], module))}
+                )
+
+    def median(side: str, module: str, key: tuple[str, str]) -> float | None:
+        vals = [
+            run["figures"][key][0]
+            for run in runs[side]
+            if run["module"] == module and key in run["figures"]
+        ]
+        return statistics.median(vals) if vals else None
+
+    lines = [
+        f"Side by side: base `{names['base'][:12]}`, head `{names['head'][:12]}`, "
+        f"{args.rounds} alternating round(s), medians.",
+        "",
+        "| module | section | figure | base | head | head / base |",
+        "|---|---|---|---|---|---|",
+    ]
+    for module in chosen:
+        units = {
+            k: unit
+            for run in runs["head"]
+            if run["module"] == module
+            for k, (_, unit) in run["figures"].items()
+        }
+        for key, unit in units.items():
+            b, h = median("base", module, key), median("head", module, key)
+            if b is None or h is None:
+                continue
+            ratio = f"{h / b:.3f}" if b else "-"
+            lines.append(
+                f"| {module} | {key[0]} | {key[1]} | {b:,.6g} | {h:,.6g} {unit} | {ratio} |"
+            )
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.out:
+        write_file(args.out, table)
+
+
+if __name__ == "__main__":
+    main()

@@ -189,7 +189,7 @@ fn ios_waiting_for_a_command_id_go_on_after_a_reset() {
     assert_eq!(n["resets"], 1, "{n}");
     assert_eq!(n["failed_ios"], 1, "{n}");
     // One command id: the other I/Os wait in the block layer (all four while the reset is on).
-    let held = f(&stage(&r, "block")["max_held"]);
+    let held = f(&stage(&r, "block")["queued_max"]);
     assert!((3.0..=4.0).contains(&held), "{held}");
     assert_eq!(r["jobs"][0]["read"]["total_ios"], 200);
 }

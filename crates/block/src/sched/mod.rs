@@ -1,0 +1,4 @@
+//! The I/O schedulers, one file each (see [`crate::elevator`] for the contract and the
+//! registry).
+
+pub mod none;

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 
 import typer
+import typer.rich_utils
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.errors import EXIT_BAD_INPUT, InputError
+
+# Help is never cut: rich would otherwise fit it into 80 columns whenever stdout is not a
+# terminal (a pipe, a file), shortening option names and defaults with an ellipsis.
+HELP_MIN_WIDTH = 120
+if not os.environ.get("TERMINAL_WIDTH"):
+    typer.rich_utils.MAX_WIDTH = max(HELP_MIN_WIDTH, shutil.get_terminal_size().columns)
 
 app = typer.Typer(
     name="qoslab",

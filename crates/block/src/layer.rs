@@ -22,6 +22,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use qoslab_engine::{Admission, LatencyHist, Ns, Op, ReqFlags, ReqId, Request, Stage, StageCtx};
 
+use crate::WriteCache;
 use crate::config::QueueSetup;
 use crate::elevator::{Elevator, MergeKind, OpCount, RqMeta, SchedCtx, SchedOps, SchedSetup};
 use crate::ioprio;
@@ -171,6 +172,8 @@ pub struct BlockStats {
     busy_since: Ns,
     /// Requests held in the block layer at once, at most.
     pub queued_max: u64,
+    /// Flushes completed here because the device has no volatile write cache.
+    pub flushes_not_sent: u64,
     /// Time from entering the scheduler (or dispatch list) to the driver, reads and writes.
     pub sched_wait: [LatencyHist; 2],
     pub sched_wait_sum_ns: [u128; 2],
@@ -195,7 +198,8 @@ pub struct BlockLayer {
     wakes_scratch: Vec<Ns>,
     /// Records of requests at the driver whose ids the driver freed and gave out again (see
     /// [`adopt`](Self::adopt)).
-    lost: Vec<(RqState, RqMeta)>,
+    lost: Vec<(ReqId, RqState, RqMeta)>,
+    write_cache: WriteCache,
     pub stats: BlockStats,
 }
 
@@ -232,8 +236,15 @@ impl BlockLayer {
             held: 0,
             wakes_scratch: Vec::new(),
             lost: Vec::new(),
+            write_cache: WriteCache::default(),
             stats: BlockStats::default(),
         }
+    }
+
+    /// Tells the block layer what the device's write cache is.
+    pub fn with_write_cache(mut self, write_cache: WriteCache) -> Self {
+        self.write_cache = write_cache;
+        self
     }
 
     /// The pass-through block layer: no scheduler, the kernel's other defaults, the driver
@@ -370,6 +381,7 @@ impl BlockLayer {
             part.len_bytes = piece.min(req.len_bytes - k * piece);
             let pid = ctx.reqs_mut().alloc(part);
             self.grow(pid);
+            self.forget(pid);
             self.rq[pid.index()] = RqState {
                 split_parent: id,
                 ..RqState::default()
@@ -785,18 +797,34 @@ impl BlockLayer {
     fn adopt(&mut self, copy: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> ReqId {
         let r = ctx.reqs()[copy];
         let key = (r.job, r.t.queued_ns, r.offset_bytes);
-        let original = (0..self.rq.len())
-            .find(|&i| {
-                i != copy.index() && self.rq[i].place == Place::Driver && self.rq[i].issued == key
-            })
-            .unwrap_or_else(|| {
-                let d: Vec<_> = self.rq.iter().enumerate().filter(|(_, s)| s.place == Place::Driver).map(|(i, s)| (i, s.issued)).collect();
-                panic!("DEBUG copy {copy:?} key {key:?} flags {:?} place {:?} lost {} driver {:?}", r.flags, self.rq[copy.index()].place, self.lost.len(), &d[..d.len().min(20)])
-            });
-        self.rq[copy.index()] = self.rq[original];
-        self.meta[copy.index()] = self.meta[original];
-        self.rq[original] = RqState::default();
-        ReqId(original as u32)
+        let found = (0..self.rq.len()).find(|&i| {
+            i != copy.index() && self.rq[i].place == Place::Driver && self.rq[i].issued == key
+        });
+        if let Some(original) = found {
+            self.rq[copy.index()] = self.rq[original];
+            self.meta[copy.index()] = self.meta[original];
+            self.rq[original] = RqState::default();
+            return ReqId(original as u32);
+        }
+        let k = self
+            .lost
+            .iter()
+            .position(|(_, st, _)| st.issued == key)
+            .expect("a completion the block layer issued, or a copy of one");
+        let (original, st, meta) = self.lost.swap_remove(k);
+        self.rq[copy.index()] = st;
+        self.meta[copy.index()] = meta;
+        original
+    }
+
+    /// `id` starts a new life here; if the driver still held it under this id it freed the id
+    /// (keeping a copy), so its record is kept until the copy completes.
+    fn forget(&mut self, id: ReqId) {
+        if self.rq[id.index()].place == Place::Driver {
+            self.lost
+                .push((id, self.rq[id.index()], self.meta[id.index()]));
+        }
+        self.rq[id.index()] = RqState::default();
     }
 
     /// A bio is done: a piece counts down its split bio, anything else goes up.
@@ -844,10 +872,16 @@ impl Stage for BlockLayer {
         req.prio = ioprio::effective(req.prio);
         let req = *req;
         self.stats.bios[req.op.index()] += 1;
-        if self.rq[id.index()].place == Place::Driver {
-            self.lost.push((self.rq[id.index()], self.meta[id.index()]));
+        if !self.write_cache.prepare(&mut ctx.reqs_mut()[id]) {
+            self.stats.flushes_not_sent += 1;
+            let t = &mut ctx.reqs_mut()[id].t;
+            t.dispatched_ns = now;
+            t.completed_ns = now;
+            ctx.complete(id);
+            return;
         }
-        self.rq[id.index()] = RqState::default();
+        let req = ctx.reqs()[id];
+        self.forget(id);
         self.meta[id.index()] = RqMeta {
             start_ns: now,
             io_start_ns: 0,
@@ -992,6 +1026,7 @@ impl Stage for BlockLayer {
         put("tag_waits", s.tag_waits as f64);
         put("waited", s.waited as f64);
         put("queued_max", s.queued_max as f64);
+        put("flushes_not_sent", s.flushes_not_sent as f64);
         put("in_flight_max", s.in_flight_max as f64);
         for (k, name) in [(0, "read"), (1, "write")] {
             let w = &s.sched_wait[k];

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod elevator;
+pub mod flush;
 pub mod ioprio;
 mod layer;
 pub mod merge;
@@ -17,4 +18,5 @@ pub use config::{BLOCK_TUNABLES, BlockConfig, CpuCost, DriverLimits, QueueSetup}
 pub use elevator::{
     Elevator, MergeKind, SCHEDULERS, SchedCtx, SchedOps, SchedSetup, lookup, scheduler_names,
 };
+pub use flush::WriteCache;
 pub use layer::{BlockEvent, BlockLayer, BlockStats};

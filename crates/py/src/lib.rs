@@ -1,6 +1,9 @@
 //! `qoslab._core`: the Rust models exposed to Python. Each study adds a submodule here;
 //! conversion between Python and Rust values is all this crate does.
 
+// The job description of `sim::job_json` is one large `json!` literal.
+#![recursion_limit = "256"]
+
 use pyo3::prelude::*;
 
 mod nvmelite;

@@ -1113,6 +1113,7 @@ impl DeviceModel for Ssd {
     const NAME: &'static str = "ssd";
     const HELP: &'static str = "NAND-flash SSD: channels, dies, planes, page-level FTL with GC, mapping cache, DRAM write cache, FLUSH/FUA, PLP";
     const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         Ok(Ssd::new(SsdConfig::from_settings(settings)?, ctx.seed))
@@ -1154,6 +1155,18 @@ impl Stage for Ssd {
             SsdEvent::PowerFail => self.power_fail(ctx),
         }
         self.drain_flash(ctx);
+    }
+
+    /// A power failure sent down the path (`--power-fail-at`).
+    fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<SsdEvent>) {
+        if msg.command == qoslab_engine::Command::PowerLoss {
+            self.power_fail(ctx);
+            msg.status = qoslab_engine::ControlStatus::Success;
+        }
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
+        out.extend_from_slice(&self.lost);
     }
 
     fn counters(&self) -> Vec<(String, f64)> {

@@ -20,13 +20,13 @@
 //! | `timer` | a scheduler's own timer | a wake-up it asked for is due |
 
 use qoslab_engine::{
-    ConfigError, IoPrio, Ns, Op, PluginInfo, ReqId, Request, Requests, STAGE_API_VERSION, Settings,
+    ConfigError, IoPrio, Ns, PluginInfo, ReqId, Request, Requests, STAGE_API_VERSION, Settings,
     Tunable,
 };
 
 use crate::config::QueueSetup;
 use crate::merge::MergeIndex;
-use crate::sched::none;
+use crate::sched::{mq_deadline, none};
 
 /// Where a bio joins a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,9 +84,9 @@ pub trait Elevator {
     /// the driver's copy of `rq`, and `rq` itself already gone.
     fn completed(&mut self, _rq: ReqId, _cx: &mut SchedCtx<'_>) {}
 
-    /// Scheduler tags (of `nr_requests`) a new request for `op` may find in use and still get
+    /// Scheduler tags (of `nr_requests`) new request `req` may find in use and still get
     /// one (Linux's shallow depth); `u32::MAX` for no limit.
-    fn limit_depth(&self, _op: Op) -> u32 {
+    fn limit_depth(&self, _req: &Request) -> u32 {
         u32::MAX
     }
 
@@ -229,7 +229,7 @@ pub struct SchedOps {
 }
 
 /// Every scheduler a device file can name.
-pub static SCHEDULERS: &[&SchedOps] = &[&none::OPS];
+pub static SCHEDULERS: &[&SchedOps] = &[&none::OPS, &mq_deadline::OPS];
 
 /// The version every scheduler in this crate is written for.
 pub(crate) const API: u32 = STAGE_API_VERSION;

@@ -118,8 +118,9 @@ struct Hctx {
     host: u16,
     /// Requests for the driver ahead of the scheduler (hctx->dispatch).
     dispatch: VecDeque<ReqId>,
-    /// Bios waiting for a scheduler tag, in arrival order.
-    tag_wait: VecDeque<ReqId>,
+    /// Bios waiting for a scheduler tag, in arrival order, each with the tags it may find in
+    /// use (its scheduler's limit_depth).
+    tag_wait: VecDeque<(ReqId, u32)>,
     sched_tags: u32,
     in_driver: u32,
 }
@@ -421,16 +422,19 @@ impl BlockLayer {
             let depth = self.hosts[host as usize]
                 .elevator
                 .as_deref()
-                .map_or(u32::MAX, |e| e.limit_depth(req.op))
+                .map_or(u32::MAX, |e| e.limit_depth(&req))
                 .min(self.setup.nr_requests);
             let hc = &self.hctxs[h];
-            if hc.sched_tags >= depth || !hc.tag_wait.is_empty() {
+            // First come, first served among requests allowed as deep or deeper; a request
+            // allowed deeper passes those held to a shallow depth (async writes), as the
+            // kernel's shallow sbitmap waits do.
+            if hc.sched_tags >= depth || hc.tag_wait.iter().any(|&(_, d)| d >= depth) {
                 if plugged {
                     self.flush_plug(req.job as usize, ctx);
                 }
                 self.stats.tag_waits += 1;
                 self.rq[id.index()].place = Place::TagWait;
-                self.hctxs[h].tag_wait.push_back(id);
+                self.hctxs[h].tag_wait.push_back((id, depth));
                 self.hold();
                 return;
             }
@@ -781,9 +785,11 @@ impl BlockLayer {
 
     fn release_tag(&mut self, h: usize, ctx: &mut impl StageCtx<BlockEvent>) {
         self.hctxs[h].sched_tags -= 1;
-        let Some(id) = self.hctxs[h].tag_wait.pop_front() else {
+        let tags = self.hctxs[h].sched_tags;
+        let Some(k) = self.hctxs[h].tag_wait.iter().position(|&(_, d)| tags < d) else {
             return;
         };
+        let (id, _) = self.hctxs[h].tag_wait.remove(k).expect("found");
         self.held -= 1;
         self.hctxs[h].sched_tags += 1;
         self.rq[id.index()].has_tag = true;
@@ -1076,5 +1082,114 @@ fn pct(h: &LatencyHist, p: f64) -> f64 {
         0.0
     } else {
         h.percentile(p) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testbed::*;
+    use qoslab_engine::{Op, ReqFlags};
+
+    #[test]
+    fn sequential_4k_writes_merge_into_max_sectors_kb_requests() {
+        // The first write finds the disk idle; the next 32 x 4 wait in the scheduler and merge
+        // back to back into 128 KiB requests (max_sectors_kb), no further. (Enough scheduler
+        // tags that no bio waits for one: a submitter waiting for a tag is asleep in Linux.)
+        let mut h = rig(
+            "mq-deadline",
+            &["block.max_sectors_kb=128", "block.nr_requests=64"],
+            1,
+            MS,
+        );
+        for k in 0..(1 + 32 * 4) {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "write_ios"), 5.0);
+        assert_eq!(counter(&h, "write_merges"), 31.0 * 4.0);
+        assert_eq!(counter(&h, "write_sectors"), (129 * 8) as f64);
+        let lens: Vec<u64> = served(&h).iter().map(|s| s.len_bytes / KIB).collect();
+        assert_eq!(lens, vec![4, 128, 128, 128, 128]);
+        assert_eq!(h.completed.len(), 129, "every bio completes on its own");
+    }
+
+    #[test]
+    fn merges_also_stop_at_max_segments() {
+        // Each 4 KiB bio is its own segment: 8 segments make a 32 KiB request.
+        let mut h = rig(
+            "mq-deadline",
+            &["block.max_segments=8", "block.nr_requests=64"],
+            1,
+            MS,
+        );
+        for k in 0..17 {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        let lens: Vec<u64> = served(&h).iter().map(|s| s.len_bytes / KIB).collect();
+        assert_eq!(lens, vec![4, 32, 32]);
+    }
+
+    #[test]
+    fn a_1_mib_read_splits_at_max_sectors_kb_and_completes_with_its_last_piece() {
+        let mut h = rig("none", &["block.max_sectors_kb=128"], 4, MS);
+        let id = h.submit_at(0, io(Op::Read, 0, MIB, BE4));
+        h.run_all();
+        assert_eq!(counter(&h, "bio_splits"), 1.0);
+        assert_eq!(counter(&h, "split_pieces"), 8.0);
+        assert_eq!(counter(&h, "read_ios"), 8.0);
+        let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / KIB).collect();
+        assert_eq!(offs, (0..8).map(|k| k * 128).collect::<Vec<_>>());
+        assert_eq!(h.completed, vec![(id, 8 * MS)]);
+    }
+
+    #[test]
+    fn a_submission_batch_is_plugged_and_merges_in_the_plug_without_a_scheduler() {
+        let mut h = rig("none", &[], 32, MS);
+        h.submit_batch((0..32).map(|k| {
+            let mut r = io(Op::Write, k * 4 * KIB, 4 * KIB, BE4);
+            if k < 31 {
+                r.flags |= ReqFlags::BATCH_MORE;
+            }
+            r
+        }));
+        h.run_all();
+        assert_eq!(counter(&h, "plug_merges"), 31.0);
+        assert_eq!(counter(&h, "write_ios"), 1.0);
+        assert_eq!(served(&h)[0].len_bytes, 128 * KIB);
+    }
+
+    #[test]
+    fn without_a_plug_none_merges_nothing() {
+        let mut h = rig("none", &[], 1, MS);
+        for k in 0..8 {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "write_ios"), 8.0);
+        assert_eq!(counter(&h, "write_merges"), 0.0);
+        assert_eq!(counter(&h, "queued_max"), 7.0);
+    }
+
+    #[test]
+    fn bios_beyond_nr_requests_wait_for_a_scheduler_tag() {
+        // 4 tags: one request at the disk, three in the scheduler, six bios waiting.
+        let mut h = rig("mq-deadline", &["block.nr_requests=4"], 1, MS);
+        for k in 0..10 {
+            h.submit_at(0, io(Op::Read, k * MIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "tag_waits"), 6.0);
+        assert_eq!(counter(&h, "read_ios"), 10.0);
+        assert_eq!(counter(&h, "nr_requests"), 4.0);
+    }
+
+    #[test]
+    fn nr_requests_defaults_as_the_kernel_sets_it() {
+        // Twice the hardware queue depth (at most 128) with a scheduler, the depth without.
+        let h = rig("mq-deadline", &[], 32, MS);
+        assert_eq!(counter(&h, "nr_requests"), 64.0);
+        let h = rig("none", &[], 32, MS);
+        assert_eq!(counter(&h, "nr_requests"), 32.0);
     }
 }

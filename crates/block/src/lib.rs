@@ -13,6 +13,8 @@ pub mod ioprio;
 mod layer;
 pub mod merge;
 pub mod sched;
+#[cfg(test)]
+mod testbed;
 
 pub use config::{BLOCK_TUNABLES, BlockConfig, CpuCost, DriverLimits, QueueSetup};
 pub use elevator::{

@@ -1,4 +1,5 @@
 //! The I/O schedulers, one file each (see [`crate::elevator`] for the contract and the
 //! registry).
 
+pub mod mq_deadline;
 pub mod none;

@@ -26,7 +26,7 @@ use qoslab_engine::{
 
 use crate::config::QueueSetup;
 use crate::merge::MergeIndex;
-use crate::sched::{mq_deadline, none};
+use crate::sched::{mq_deadline, none, prio, prio_advanced};
 
 /// Where a bio joins a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,7 +229,12 @@ pub struct SchedOps {
 }
 
 /// Every scheduler a device file can name.
-pub static SCHEDULERS: &[&SchedOps] = &[&none::OPS, &mq_deadline::OPS];
+pub static SCHEDULERS: &[&SchedOps] = &[
+    &none::OPS,
+    &mq_deadline::OPS,
+    &prio::OPS,
+    &prio_advanced::OPS,
+];
 
 /// The version every scheduler in this crate is written for.
 pub(crate) const API: u32 = STAGE_API_VERSION;

@@ -3,3 +3,5 @@
 
 pub mod mq_deadline;
 pub mod none;
+pub mod prio;
+pub mod prio_advanced;

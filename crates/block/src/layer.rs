@@ -803,6 +803,9 @@ impl BlockLayer {
     fn adopt(&mut self, copy: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> ReqId {
         let r = ctx.reqs()[copy];
         let key = (r.job, r.t.queued_ns, r.offset_bytes);
+        // The copy's id may be one the driver freed while this layer still counts it out
+        // (another orphan's): that record waits in `lost` for its own copy.
+        self.forget(copy);
         let found = (0..self.rq.len()).find(|&i| {
             i != copy.index() && self.rq[i].place == Place::Driver && self.rq[i].issued == key
         });

@@ -197,3 +197,26 @@ fn ios_waiting_for_a_command_id_go_on_after_a_reset() {
     assert!(max < 5e6, "{max}");
     assert_eq!(r["jobs"][0]["read"]["total_ios"], 200);
 }
+
+/// Resets that orphan commands the media still holds (the host issues copies under new ids,
+/// and frees the orphans' ids when their late completions are dropped) leave every I/O
+/// completed once, through every scheduler.
+#[test]
+fn orphans_and_their_copies_complete_once_through_every_scheduler() {
+    let job = "[w]\nrw=randread\nbs=4k\nsize=1g\niodepth=32\nnumber_ios=3000\n";
+    for sched in qoslab_block::scheduler_names() {
+        let set = format!("block.scheduler={sched}");
+        let sets = [
+            set.as_str(),
+            "media.service=exponential",
+            "media.service_mean_ns=150us",
+            "media.servers=8",
+            "host.timeout_ns=400us",
+            "host.reset_ns=50us",
+        ];
+        let r = run_json(&options(job, &analytic(""), &sets, 1));
+        assert!(f(&stage(&r, "nvme-host")["resets"]) > 0.0, "{sched}");
+        assert_eq!(r["jobs"][0]["read"]["total_ios"], 3000, "{sched}");
+        assert_eq!(f(&stage(&r, "block")["in_flight"]), 0.0, "{sched}");
+    }
+}

@@ -248,22 +248,6 @@ impl BlockLayer {
         self
     }
 
-    /// The pass-through block layer: no scheduler, the kernel's other defaults, the driver
-    /// deciding its own depth.
-    pub fn none(hosts: u16) -> Self {
-        let cfg = crate::BlockConfig::defaults();
-        let limits = crate::DriverLimits {
-            queue_per_core: true,
-            hw_queue_depth: 1023,
-            driver_admits: true,
-            max_hw_bytes: 0,
-            rotational: false,
-        };
-        let ops = crate::elevator::lookup("none").expect("registered");
-        let settings = qoslab_engine::Settings::defaults("block.none", ops.tunables);
-        Self::new(QueueSetup::new(&cfg, &limits), ops, &settings, hosts)
-    }
-
     pub fn setup(&self) -> &QueueSetup {
         &self.setup
     }

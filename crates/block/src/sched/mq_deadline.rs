@@ -338,8 +338,6 @@ impl Elevator for MqDeadline {
         }
     }
 
-    fn timer(&mut self, _cx: &mut SchedCtx<'_>) {}
-
     fn counters(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
         for (c, name) in ["rt", "be", "idle"].iter().enumerate() {

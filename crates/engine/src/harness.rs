@@ -273,6 +273,28 @@ impl<S: Stage> Harness<S> {
         Some(id)
     }
 
+    /// Offers `reqs` now in one go, as one submission call does (what the stage schedules on
+    /// the urgent lane runs after the last); returns their ids, `None` where the stage was
+    /// busy.
+    pub fn submit_batch(&mut self, reqs: impl IntoIterator<Item = Request>) -> Vec<Option<ReqId>> {
+        self.ensure_started();
+        let mut out = Vec::new();
+        for req in reqs {
+            let id = self.reqs.alloc(req);
+            if self.stage.admit(id, &mut self.reqs) == Admission::Busy {
+                self.reqs.free(id);
+                out.push(None);
+                continue;
+            }
+            let now = self.now_ns;
+            let mut ctx = ctx!(self, now);
+            self.stage.submit(id, &mut ctx);
+            out.push(Some(id));
+        }
+        self.drain_urgent();
+        out
+    }
+
     /// Runs events until a request completes or nothing is left; appends the completions
     /// (freeing their requests) and returns whether any event was left to run.
     pub fn step(&mut self, out: &mut Vec<Done>) -> bool {

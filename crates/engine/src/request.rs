@@ -86,6 +86,10 @@ bitflags::bitflags! {
         /// Cancelled by a controller reset while the media still held it: its completion is
         /// dropped when it arrives, and only then is the slot freed.
         const ORPHAN = 1 << 6;
+        /// More I/Os of the same submission call follow at this instant (fio's
+        /// iodepth_batch_submit: one io_submit for the batch); the block layer plugs a batch of
+        /// more than two, as Linux does.
+        const BATCH_MORE = 1 << 7;
     }
 }
 

@@ -18,6 +18,9 @@ use crate::units::{KbBase, parse_duration_ns, parse_rate_bytes_per_ns, parse_siz
 pub enum Unit {
     /// Time in ns: an integer, or a string with a unit (`"1.5us"`).
     Ns,
+    /// Time in whole ms, as Linux's sysfs writes it (`read_expire`): an integer (ms), or a
+    /// string with a unit (`"0.5s"`). Stored in ms.
+    Ms,
     /// A byte count: an integer, or a string with a size suffix (`"4KiB"`, `"128k"`).
     Bytes,
     /// A plain non-negative integer.
@@ -42,6 +45,7 @@ impl Unit {
     pub fn label(&self) -> &'static str {
         match self {
             Unit::Ns => "ns",
+            Unit::Ms => "ms",
             Unit::Bytes => "bytes",
             Unit::Count => "count",
             Unit::Ratio => "fraction",
@@ -57,6 +61,7 @@ impl Unit {
     fn expected(&self) -> String {
         match self {
             Unit::Ns => "a time like 250ns, 1.5us or 2ms".into(),
+            Unit::Ms => "a time in whole ms like 500 or 0.5s".into(),
             Unit::Bytes => "a size like 4096, 4k or 4KiB".into(),
             Unit::Count => "a non-negative integer".into(),
             Unit::Ratio => "a fraction like 0.07 or 7%".into(),
@@ -123,6 +128,10 @@ impl Tunable {
     pub const fn ns(name: &'static str, default_ns: Ns, help: &'static str) -> Self {
         Self::new(name, Unit::Ns, Value::Int(default_ns), help)
     }
+    /// A time in whole ms (Linux sysfs units); the value is read in ms.
+    pub const fn ms(name: &'static str, default_ms: u64, help: &'static str) -> Self {
+        Self::new(name, Unit::Ms, Value::Int(default_ms), help)
+    }
     pub const fn bytes(name: &'static str, default: u64, help: &'static str) -> Self {
         Self::new(name, Unit::Bytes, Value::Int(default), help)
     }
@@ -185,6 +194,11 @@ impl Tunable {
             (Unit::Ns, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
             (Unit::Ns, RawValue::Real(v)) if *v >= 0.0 => Value::Int(v.round() as u64),
             (Unit::Ns, RawValue::Text(s)) => Value::Int(parse_duration_ns(s).ok_or_else(bad)?),
+            (Unit::Ms, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
+            (Unit::Ms, RawValue::Text(s)) => match parse_duration_ns(s) {
+                Some(ns) if ns % 1_000_000 == 0 => Value::Int(ns / 1_000_000),
+                _ => return Err(bad()),
+            },
             (Unit::Bytes, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
             (Unit::Bytes, RawValue::Text(s)) => {
                 Value::Int(parse_size(s, kb_base).map_err(|e| format!("{}: {e}", bad()))?)
@@ -239,7 +253,13 @@ impl Tunable {
     fn range_text(&self) -> String {
         let numeric = matches!(
             self.unit,
-            Unit::Ns | Unit::Bytes | Unit::Count | Unit::Ratio | Unit::Real | Unit::BytesPerNs
+            Unit::Ns
+                | Unit::Ms
+                | Unit::Bytes
+                | Unit::Count
+                | Unit::Ratio
+                | Unit::Real
+                | Unit::BytesPerNs
         );
         match (numeric, self.min > 0.0, self.max.is_finite()) {
             (false, _, _) | (true, false, false) => String::new(),
@@ -850,7 +870,13 @@ pub fn markdown_table(section: &str, table: &[Tunable]) -> String {
     for t in table {
         let range = match t.unit {
             Unit::Choice(words) => words.join(" \\| "),
-            Unit::Ns | Unit::Bytes | Unit::Count | Unit::Ratio | Unit::Real | Unit::BytesPerNs => {
+            Unit::Ns
+            | Unit::Ms
+            | Unit::Bytes
+            | Unit::Count
+            | Unit::Ratio
+            | Unit::Real
+            | Unit::BytesPerNs => {
                 let max = if t.max.is_finite() {
                     t.max.to_string()
                 } else {
@@ -929,6 +955,22 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "dev.toml:2: field 'kb_base': expected 1000 or 1024, got 999"
+        );
+    }
+
+    #[test]
+    fn sysfs_times_are_whole_milliseconds_as_linux_writes_them() {
+        static SYSFS: &[Tunable] = &[Tunable::ms("read_expire", 500, "deadline of a read")];
+        let mut s = Settings::defaults("iosched", SYSFS);
+        assert_eq!(s.u64("read_expire"), 500);
+        apply_override("iosched.read_expire=250", &mut [&mut s]).unwrap();
+        assert_eq!(s.u64("read_expire"), 250);
+        apply_override("iosched.read_expire=2s", &mut [&mut s]).unwrap();
+        assert_eq!(s.u64("read_expire"), 2000);
+        let err = apply_override("iosched.read_expire=1.5ms", &mut [&mut s]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--set iosched.read_expire=1.5ms: field 'iosched.read_expire': expected a time in whole ms like 500 or 0.5s, got '1.5ms'"
         );
     }
 

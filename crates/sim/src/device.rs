@@ -5,8 +5,14 @@
 //! ```toml
 //! description = "what this device is and where its numbers come from"
 //!
-//! [path]            # PATH_TUNABLES: how many hosts, which transport
+//! [path]            # PATH_TUNABLES: how many hosts, which driver and transport
 //! transport = "pcie"
+//!
+//! [block]           # qoslab_block::BLOCK_TUNABLES (/sys/block/DEV/queue)
+//! scheduler = "mq-deadline"
+//!
+//! [block.mq-deadline]  # the chosen scheduler's own tunables (queue/iosched)
+//! fifo_batch = 8
 //!
 //! [host]            # qoslab_nvme::HOST_TUNABLES
 //! submit_ns = 1500
@@ -28,11 +34,13 @@
 //! Every section is optional (its tunables keep their defaults); every key is checked against
 //! its table, so a misspelt key or a value in the wrong unit stops with the file, line and
 //! field. `--set section.key=value` overrides any of them afterwards. A key that chooses a
-//! plug-in (`path.transport`, `controller.arbitration`, `media.model`) decides which table the
+//! plug-in (`path.transport`, `block.scheduler`, `controller.arbitration`, `media.model`)
+//! decides which table the
 //! plug-in's section is read with, so it is read first (from the file, then `--set`).
 
 use std::path::{Path, PathBuf};
 
+use qoslab_block::{BLOCK_TUNABLES, BlockConfig, SCHEDULERS};
 use qoslab_engine::tunable::apply_override;
 use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
 use qoslab_media::registry::model_info;
@@ -40,12 +48,18 @@ use qoslab_media::{BuildCtx, DeviceModel, model_names};
 use qoslab_nvme::transport::{transport_info, transport_names};
 use qoslab_nvme::{ARBITERS, CONTROLLER_TUNABLES, ControllerConfig, HOST_TUNABLES, HostConfig};
 
+qoslab_engine::choice! {
+    /// The driver below the block layer.
+    pub enum Driver { Nvme = "nvme", Ata = "ata" }
+}
+
 qoslab_engine::settings! {
     /// `[path]`: the shape of the path below the jobs: block layer, NVMe hosts, transport, NVMe
     /// controller, media.
     pub struct PathConfig in PATH_TUNABLES {
         hosts: u16 = count(1, "NVMe hosts sharing the controller, each with its own block layer queues, driver, queue pairs and link; a job picks its host with sim_host").range(1.0, 64.0),
         transport: String = text("pcie", "how commands, completions and data cross between the hosts and the controller: a transport's name; its tunables are its own section"),
+        driver: Driver = choice(Driver::Nvme, "what is below the block layer: nvme (NVMe host, transport, controller, then the media) or ata (a SATA disk: the media right below the block layer, one hardware queue of NCQ depth 32; [host], [controller] and the transport are not used)"),
     }
 }
 
@@ -63,6 +77,10 @@ pub struct DeviceConfig {
     pub path: Settings,
     pub host: Settings,
     pub controller: Settings,
+    /// The block layer, `[block]`.
+    pub block: Settings,
+    /// The chosen scheduler's sub-table, `[block.NAME]`.
+    pub scheduler: Settings,
     /// The chosen arbiter's sub-table, `[controller.NAME]`.
     pub arbiter: Settings,
     /// The chosen transport's section.
@@ -158,6 +176,15 @@ impl DeviceConfig {
             &arbiter_names,
             |a| qoslab_nvme::arbiter::lookup(a).is_ok(),
         )?;
+        let sched_names = qoslab_block::scheduler_names();
+        let sched_name = choose(
+            &mut doc,
+            overrides,
+            "block.scheduler",
+            "none",
+            &sched_names,
+            |s| qoslab_block::lookup(s).is_ok(),
+        )?;
         let table = media_table(&model).expect("chosen from the registry");
         let (_, _, t_section, t_table) = transport_info(&transport_name).expect("registered");
         let a_table = qoslab_nvme::arbiter::lookup(&arbiter_name)
@@ -165,6 +192,11 @@ impl DeviceConfig {
             .tunables;
         let mut path_s = doc.section("path", PATH_TUNABLES)?;
         let mut arbiter = doc.section(&format!("controller.{arbiter_name}"), a_table)?;
+        let s_table = qoslab_block::lookup(&sched_name)
+            .expect("registered")
+            .tunables;
+        let mut scheduler = doc.section(&format!("block.{sched_name}"), s_table)?;
+        let mut block = doc.section("block", BLOCK_TUNABLES)?;
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
         let mut transport = doc.section(t_section, t_table)?;
@@ -177,6 +209,9 @@ impl DeviceConfig {
         controller
             .set("arbitration", &RawValue::Text(arbiter_name))
             .expect("a text tunable");
+        block
+            .set("scheduler", &RawValue::Text(sched_name))
+            .expect("a text tunable");
         for o in overrides {
             if is_choice(o) {
                 continue;
@@ -188,6 +223,8 @@ impl DeviceConfig {
                     &mut host,
                     &mut controller,
                     &mut arbiter,
+                    &mut block,
+                    &mut scheduler,
                     &mut transport,
                     &mut media,
                 ],
@@ -203,6 +240,8 @@ impl DeviceConfig {
             path: path_s,
             host,
             controller,
+            block,
+            scheduler,
             arbiter,
             transport,
             model,
@@ -219,6 +258,11 @@ impl DeviceConfig {
     /// The NVMe host driver's settings.
     pub fn host_config(&self) -> HostConfig {
         HostConfig::from_settings(&self.host)
+    }
+
+    /// The block layer's settings.
+    pub fn block_config(&self) -> BlockConfig {
+        BlockConfig::from_settings(&self.block)
     }
 
     /// The controller's settings.
@@ -248,6 +292,8 @@ impl DeviceConfig {
         let mut out = vec![("media.model".to_string(), self.model.clone())];
         for s in [
             &self.path,
+            &self.block,
+            &self.scheduler,
             &self.host,
             &self.controller,
             &self.arbiter,
@@ -267,7 +313,7 @@ fn is_choice(o: &str) -> bool {
     let key = o.split('=').next().unwrap_or("").trim();
     matches!(
         key,
-        "media.model" | "path.transport" | "controller.arbitration"
+        "media.model" | "path.transport" | "controller.arbitration" | "block.scheduler"
     )
 }
 
@@ -335,11 +381,19 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         help: None,
         table,
     };
-    let mut out = vec![
-        plain("path", PATH_TUNABLES),
-        plain("host", HOST_TUNABLES),
-        plain("controller", CONTROLLER_TUNABLES),
-    ];
+    let mut out = vec![plain("path", PATH_TUNABLES), plain("block", BLOCK_TUNABLES)];
+    for s in SCHEDULERS {
+        if !s.tunables.is_empty() {
+            out.push(TableDoc {
+                heading: format!("block.{} (scheduler = \"{}\")", s.name, s.name),
+                section: format!("block.{}", s.name),
+                help: Some(s.help),
+                table: s.tunables,
+            });
+        }
+    }
+    out.push(plain("host", HOST_TUNABLES));
+    out.push(plain("controller", CONTROLLER_TUNABLES));
     for a in ARBITERS {
         if !a.tunables.is_empty() {
             out.push(TableDoc {

@@ -447,6 +447,10 @@ impl JobRun {
                 self.stats.iodepth_level[depth_level_bucket(self.inflight)] += self.batch as u64;
             }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
+            if !submitted.is_multiple_of(self.batch) {
+                // The rest of this io_submit call follows at once.
+                req.flags |= qoslab_engine::ReqFlags::BATCH_MORE;
+            }
             req.prio = io.prio;
             if io.op == Op::Write {
                 req.flags |= self.durability.write_flags();

@@ -1,25 +1,65 @@
 //! The one builder of a simulated path: from a device file to a chain of stages,
 //!
 //! ```text
-//! jobs -> block layer -> NVMe host(s) -> transport -> NVMe controller -> media
+//! jobs -> block layer -> NVMe host(s) -> transport -> NVMe controller -> media   (driver nvme)
+//! jobs -> block layer -> media                                                   (driver ata)
 //! ```
 //!
-//! each stage a plug-in found in its registry: the transport by `[path] transport`, the
+//! each stage a plug-in found in its registry: the scheduler by `[block] scheduler`, the
+//! transport by `[path] transport`, the
 //! arbiter by `[controller] arbitration`, the completion order by `[controller]
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
-use qoslab_block::{BlockLayer, WriteCache};
+use qoslab_block::{BlockLayer, DriverLimits, QueueSetup, WriteCache};
 use qoslab_engine::{Chain, Stage};
 use qoslab_media::{Device, DeviceCaps};
 use qoslab_nvme::transport::{TransportModel, TransportVisitor, visit_transport};
 use qoslab_nvme::{ControllerSetup, NvmeController, NvmeHost, QueueLayout};
 
 use crate::SimError;
-use crate::device::DeviceConfig;
+use crate::device::{DeviceConfig, Driver};
 
 /// The default path over transport `T` and media `D`.
 pub type NvmePath<T, D> = Chain<BlockLayer, Chain<NvmeHost, Chain<T, Chain<NvmeController, D>>>>;
+
+/// A SATA disk's path: the media right below the block layer.
+pub type AtaPath<D> = Chain<BlockLayer, D>;
+
+/// What libata tells the block layer of a SATA disk: one hardware queue as deep as NCQ
+/// (ATA_MAX_QUEUE 32), transfers up to 65535 sectors (max_hw_sectors_kb 32767).
+const ATA_LIMITS: DriverLimits = DriverLimits {
+    queue_per_core: false,
+    hw_queue_depth: 32,
+    driver_admits: false,
+    max_hw_bytes: 32767 * 1024,
+    rotational: false,
+};
+
+/// The block layer of `device` over a driver with `limits` and media with `caps`.
+fn block_layer(
+    device: &DeviceConfig,
+    limits: DriverLimits,
+    caps: DeviceCaps,
+    hosts: u16,
+) -> Result<BlockLayer, SimError> {
+    let cfg = device.block_config();
+    let ops = qoslab_block::lookup(&cfg.scheduler).map_err(|e| device.locate(e))?;
+    let limits = DriverLimits {
+        rotational: device.model == "hdd",
+        ..limits
+    };
+    Ok(BlockLayer::new(
+        QueueSetup::new(&cfg, &limits),
+        ops,
+        &device.scheduler,
+        hosts,
+    )
+    .with_write_cache(WriteCache {
+        volatile: caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
+        fua: caps.contains(DeviceCaps::FUA),
+    }))
+}
 
 /// What a path is built for besides the device file: the cores each host's jobs need (for
 /// `host.cores = 0`) and the run's seed.
@@ -54,7 +94,18 @@ pub fn build<D: Device, V: PathVisitor>(
     plan: &PathPlan,
     visitor: V,
 ) -> Result<V::Output, SimError> {
-    let name = device.path_config().transport;
+    let path = device.path_config();
+    if path.driver == Driver::Ata {
+        if plan.jobs_per_host.len() > 1 || path.hosts > 1 {
+            return Err(SimError::new(
+                "field 'path.driver': an ata disk has one host; a job runs on sim_host > 0 or [path] hosts > 1",
+            ));
+        }
+        let block = block_layer(device, ATA_LIMITS, dev.caps(), 1)?;
+        let ata: AtaPath<D> = Chain::new(block, dev);
+        return Ok(visitor.visit(ata));
+    }
+    let name = path.transport;
     visit_transport(
         &name,
         WithMedia {
@@ -134,6 +185,19 @@ pub fn parts<T: TransportModel, D: Device>(
     let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
     let host_cfg = device.host_config();
     let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
+    let sqs_per_core = if arbiter_ops.sq_per_class {
+        qoslab_nvme::SqClass::ALL.len() as u32
+    } else {
+        1
+    };
+    let limits = DriverLimits {
+        queue_per_core: true,
+        hw_queue_depth: (host_cfg.sq_depth - 1) * sqs_per_core,
+        driver_admits: true,
+        max_hw_bytes: ctrl_cfg.mdts_bytes,
+        rotational: false,
+    };
+    let block = block_layer(device, limits, dev.caps(), hosts)?;
     let host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
     let arbiter =
         NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter).map_err(|e| device.locate(e))?;
@@ -148,11 +212,6 @@ pub fn parts<T: TransportModel, D: Device>(
             seed: plan.seed,
         },
     );
-    let caps = dev.caps();
-    let block = BlockLayer::new().with_write_cache(WriteCache {
-        volatile: caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
-        fua: caps.contains(DeviceCaps::FUA),
-    });
     Ok(PathParts {
         block,
         host,

@@ -15,8 +15,8 @@ fn a_stage_above_nvme_holds_what_the_submission_queue_cannot() {
         1,
     ));
     let block = stage(&r, "block");
-    assert_eq!(block["max_held"], 1024 - 31);
-    assert!(f(&block["max_held"]) >= 990.0);
+    assert_eq!(block["queued_max"], 1024 - 31);
+    assert!(f(&block["queued_max"]) >= 990.0);
     let host = stage(&r, "nvme-host");
     assert_eq!(host["max_waiting_for_command_id"], 0);
     assert!(f(&host["refused_no_command_id"]) > 0.0);

@@ -1,0 +1,1182 @@
+//! The block layer stage: what happens to a bio between the job and the driver (Linux
+//! `blk_mq_submit_bio` and the hardware-queue dispatch), with the scheduler as a plug-in.
+//!
+//! A bio from a job:
+//! 1. takes the priority the kernel gives it (a job without one: best effort 4);
+//! 2. is split into pieces of at most `max_sectors_kb` and `max_segments` segments;
+//! 3. inside a plugged batch, tries to join the last request of the job's plug;
+//! 4. tries to join a request waiting in the scheduler (the scheduler's `bio_merge`);
+//! 5. takes a scheduler tag (`nr_requests` per hardware queue, less for a request the
+//!    scheduler's `limit_depth` holds to a shallower depth), or waits for one;
+//! 6. goes into the job's plug (a batch), or to the scheduler, or, without one, straight to
+//!    the driver.
+//!
+//! The dispatch loop of a host first offers the requests its hardware queues hold (the driver
+//! refused them, or, without a scheduler, they wait for room), then asks the scheduler while
+//! the device has room: `queue_depth` per hardware queue when the block layer keeps that limit
+//! (an ATA disk), else until the driver says busy (an NVMe host with no command id free).
+//! It runs after an insertion, a completion, a wake-up the scheduler asked for, and when the
+//! driver has room again.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use qoslab_engine::{Admission, LatencyHist, Ns, Op, ReqFlags, ReqId, Request, Stage, StageCtx};
+
+use crate::WriteCache;
+use crate::config::QueueSetup;
+use crate::elevator::{Elevator, MergeKind, OpCount, RqMeta, SchedCtx, SchedOps, SchedSetup};
+use crate::ioprio;
+use crate::merge::{MergeIndex, mergeable};
+
+/// Linux plugs an `io_submit` of more than this many I/Os (fs/aio.c `AIO_PLUG_THRESHOLD`;
+/// io_uring does the same above 2).
+const AIO_PLUG_THRESHOLD: usize = 2;
+/// A plug is flushed before it holds more requests than this (block/blk.h
+/// `BLK_MAX_REQUEST_COUNT`)...
+const BLK_MAX_REQUEST_COUNT: usize = 32;
+/// ...or once its last request is this large (`BLK_PLUG_FLUSH_SIZE`).
+const BLK_PLUG_FLUSH_SIZE: u64 = 128 * 1024;
+
+/// Timed events of the block layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockEvent {
+    /// The instant's submissions are over: plugged batches still open are flushed.
+    Unplug,
+    /// A wake-up host `host`'s scheduler asked for.
+    Wake { host: u16 },
+}
+
+/// Where a request (or bio) is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Place {
+    #[default]
+    Nowhere,
+    /// In its job's submission batch, not looked at yet.
+    Batch,
+    /// In its job's plug.
+    Plug,
+    /// Waiting for a scheduler tag.
+    TagWait,
+    /// In the scheduler.
+    Sched,
+    /// In its hardware queue's dispatch list.
+    HctxList,
+    /// Out at the driver.
+    Driver,
+    /// Joined another request; completes with it.
+    Merged,
+    /// Split into pieces; completes with the last one.
+    Split,
+}
+
+/// The block layer's own record of a request (indexed by request id).
+#[derive(Clone, Copy, Debug)]
+struct RqState {
+    place: Place,
+    hctx: u32,
+    has_tag: bool,
+    /// Entered the scheduler or its dispatch list.
+    insert_ns: Ns,
+    /// Bios that joined it, in order (a chain through their own records).
+    next_bio: ReqId,
+    last_bio: ReqId,
+    /// Its own extent before bios joined it.
+    grown: bool,
+    orig_offset: u64,
+    orig_len: u64,
+    /// The bio this piece was split from.
+    split_parent: ReqId,
+    /// Pieces of a split bio still outstanding.
+    parts_left: u32,
+    /// (job, queued_ns, offset) when it went to the driver: how a copy the driver makes of it
+    /// is recognised.
+    issued: (u32, Ns, u64),
+}
+
+impl Default for RqState {
+    fn default() -> Self {
+        RqState {
+            place: Place::Nowhere,
+            hctx: 0,
+            has_tag: false,
+            insert_ns: 0,
+            next_bio: ReqId::NONE,
+            last_bio: ReqId::NONE,
+            grown: false,
+            orig_offset: 0,
+            orig_len: 0,
+            split_parent: ReqId::NONE,
+            parts_left: 0,
+            issued: (0, 0, 0),
+        }
+    }
+}
+
+/// One hardware queue (blk-mq's hctx).
+#[derive(Debug, Default)]
+struct Hctx {
+    host: u16,
+    /// Requests for the driver ahead of the scheduler (hctx->dispatch).
+    dispatch: VecDeque<ReqId>,
+    /// Bios waiting for a scheduler tag, in arrival order, each with the tags it may find in
+    /// use (its scheduler's limit_depth).
+    tag_wait: VecDeque<(ReqId, u32)>,
+    sched_tags: u32,
+    in_driver: u32,
+}
+
+/// The scheduler side of one host.
+struct HostQueue {
+    elevator: Option<Box<dyn Elevator>>,
+    merges: MergeIndex,
+    /// Wake-ups already scheduled.
+    wakes: BTreeSet<Ns>,
+    ops: OpCount,
+}
+
+/// A job's submission in progress.
+#[derive(Debug, Default)]
+struct JobPlug {
+    /// Bios of a submission call still coming in.
+    batch: Vec<ReqId>,
+    /// Requests held until the call ends (blk_plug).
+    plug: Vec<ReqId>,
+}
+
+/// Counters, named as `/sys/block/DEV/stat` names them (Documentation/block/stat.rst), per
+/// operation (read, write, discard, flush).
+#[derive(Clone, Debug, Default)]
+pub struct BlockStats {
+    /// Bios from the jobs.
+    pub bios: [u64; 4],
+    /// Requests completed (after merging and splitting).
+    pub ios: [u64; 4],
+    /// Bios (and requests) that joined a queued request.
+    pub merges: [u64; 4],
+    pub sectors: [u64; 4],
+    /// Sum over completed requests of their time from creation to completion.
+    pub ticks_ns: [u128; 4],
+    /// Bios split, and the pieces they became.
+    pub bio_splits: u64,
+    pub split_pieces: u64,
+    /// Merges with the last request of a plug.
+    pub plug_merges: u64,
+    /// Bios that waited for a scheduler tag.
+    pub tag_waits: u64,
+    /// Requests that waited in the block layer (scheduler, dispatch list, tag wait).
+    pub waited: u64,
+    /// Requests out at the driver now, and at most.
+    pub in_flight: u64,
+    pub in_flight_max: u64,
+    /// Time with at least one request out at the driver.
+    pub io_ticks_ns: u64,
+    busy_since: Ns,
+    /// Requests held in the block layer at once, at most.
+    pub queued_max: u64,
+    /// Flushes completed here because the device has no volatile write cache.
+    pub flushes_not_sent: u64,
+    /// Time from entering the scheduler (or dispatch list) to the driver, reads and writes.
+    pub sched_wait: [LatencyHist; 2],
+    pub sched_wait_sum_ns: [u128; 2],
+    /// Time at the device (driver to completion), reads and writes.
+    pub device: [LatencyHist; 2],
+    pub device_sum_ns: [u128; 2],
+}
+
+/// The block layer of every host on the path.
+pub struct BlockLayer {
+    setup: QueueSetup,
+    sched: &'static SchedOps,
+    hosts: Vec<HostQueue>,
+    hctxs: Vec<Hctx>,
+    /// (host, queue key) -> hardware queue, in order of first use.
+    index: Vec<((u16, u16), usize)>,
+    rq: Vec<RqState>,
+    meta: Vec<RqMeta>,
+    plugs: Vec<JobPlug>,
+    unplug_armed: bool,
+    held: usize,
+    wakes_scratch: Vec<Ns>,
+    /// Records of requests at the driver whose ids the driver freed and gave out again (see
+    /// [`adopt`](Self::adopt)).
+    lost: Vec<(ReqId, RqState, RqMeta)>,
+    write_cache: WriteCache,
+    pub stats: BlockStats,
+}
+
+impl BlockLayer {
+    /// A block layer for `hosts` hosts with scheduler `sched` (its settings `sched_settings`).
+    pub fn new(
+        setup: QueueSetup,
+        sched: &'static SchedOps,
+        sched_settings: &qoslab_engine::Settings,
+        hosts: u16,
+    ) -> Self {
+        let build = sched.build.expect("checked by the registry");
+        let hosts = (0..hosts.max(1))
+            .map(|_| HostQueue {
+                elevator: build(&SchedSetup {
+                    settings: sched_settings,
+                    queue: &setup,
+                }),
+                merges: MergeIndex::default(),
+                wakes: BTreeSet::new(),
+                ops: OpCount::default(),
+            })
+            .collect();
+        BlockLayer {
+            setup,
+            sched,
+            hosts,
+            hctxs: Vec::new(),
+            index: Vec::new(),
+            rq: Vec::new(),
+            meta: Vec::new(),
+            plugs: Vec::new(),
+            unplug_armed: false,
+            held: 0,
+            wakes_scratch: Vec::new(),
+            lost: Vec::new(),
+            write_cache: WriteCache::default(),
+            stats: BlockStats::default(),
+        }
+    }
+
+    /// Tells the block layer what the device's write cache is.
+    pub fn with_write_cache(mut self, write_cache: WriteCache) -> Self {
+        self.write_cache = write_cache;
+        self
+    }
+
+    pub fn setup(&self) -> &QueueSetup {
+        &self.setup
+    }
+
+    /// Requests held now (in plugs, tag waits, schedulers and dispatch lists).
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    fn grow(&mut self, id: ReqId) {
+        let i = id.index();
+        if i >= self.rq.len() {
+            self.rq.resize(i + 1, RqState::default());
+            self.meta.resize(i + 1, RqMeta::default());
+        }
+    }
+
+    fn hold(&mut self) {
+        self.held += 1;
+        self.stats.queued_max = self.stats.queued_max.max(self.held as u64);
+    }
+
+    fn hctx_of(&mut self, req: &Request) -> usize {
+        let key = (
+            req.host,
+            if self.setup.queue_per_core {
+                req.core
+            } else {
+                0
+            },
+        );
+        if let Some(&(_, i)) = self.index.iter().find(|(k, _)| *k == key) {
+            return i;
+        }
+        self.hctxs.push(Hctx {
+            host: req.host,
+            ..Hctx::default()
+        });
+        self.index.push((key, self.hctxs.len() - 1));
+        self.hctxs.len() - 1
+    }
+
+    fn room(&self, h: usize) -> bool {
+        self.setup
+            .queue_depth
+            .is_none_or(|d| self.hctxs[h].in_driver < d)
+    }
+
+    /// Runs `f` with host `host`'s scheduler and a context over this block layer.
+    fn with_sched<R>(
+        &mut self,
+        host: u16,
+        now_ns: Ns,
+        reqs: &qoslab_engine::Requests,
+        f: impl FnOnce(&mut dyn Elevator, &mut SchedCtx<'_>) -> R,
+    ) -> Option<R> {
+        let hq = &mut self.hosts[host as usize];
+        let e = hq.elevator.as_deref_mut()?;
+        hq.ops.hooks += 1;
+        let mut cx = SchedCtx {
+            now_ns,
+            reqs,
+            meta: &self.meta,
+            merges: &hq.merges,
+            setup: &self.setup,
+            wakes: &mut self.wakes_scratch,
+            ops: &mut hq.ops,
+        };
+        Some(f(e, &mut cx))
+    }
+
+    /// Schedules the wake-ups the last hooks asked for.
+    fn arm_wakes(&mut self, host: u16, ctx: &mut impl StageCtx<BlockEvent>) {
+        for at in self.wakes_scratch.drain(..) {
+            if self.hosts[host as usize].wakes.insert(at) {
+                ctx.schedule(at, BlockEvent::Wake { host });
+            }
+        }
+    }
+
+    // ---- arrival ---------------------------------------------------------------------------
+
+    /// A job's submission call is complete: a batch of more than two is plugged.
+    fn end_batch(&mut self, job: usize, ctx: &mut impl StageCtx<BlockEvent>) {
+        let mut batch = std::mem::take(&mut self.plugs[job].batch);
+        let plugged = batch.len() > AIO_PLUG_THRESHOLD;
+        for &id in &batch {
+            self.take_bio(id, plugged, ctx);
+        }
+        if plugged {
+            self.flush_plug(job, ctx);
+        }
+        batch.clear();
+        if self.plugs[job].batch.is_empty() {
+            self.plugs[job].batch = batch;
+        }
+    }
+
+    /// A bio of a plugged batch, or one on its own.
+    fn take_bio(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
+        let req = ctx.reqs()[id];
+        if !self.setup.splits(&req) {
+            self.take_request(id, plugged, ctx);
+            return;
+        }
+        let piece = self.setup.piece_bytes();
+        let n = req.len_bytes.div_ceil(piece);
+        self.stats.bio_splits += 1;
+        self.stats.split_pieces += n;
+        self.rq[id.index()].place = Place::Split;
+        self.rq[id.index()].parts_left = n as u32;
+        ctx.reqs_mut()[id].t.dispatched_ns = Ns::MAX;
+        for k in 0..n {
+            let mut part = req;
+            part.offset_bytes = req.offset_bytes + k * piece;
+            part.len_bytes = piece.min(req.len_bytes - k * piece);
+            let pid = ctx.reqs_mut().alloc(part);
+            self.grow(pid);
+            self.forget(pid);
+            self.rq[pid.index()] = RqState {
+                split_parent: id,
+                ..RqState::default()
+            };
+            self.meta[pid.index()] = RqMeta {
+                start_ns: ctx.now_ns(),
+                io_start_ns: 0,
+                segments: self.setup.segments(part.len_bytes),
+            };
+            self.take_request(pid, plugged, ctx);
+        }
+    }
+
+    /// Merges, a tag, then the plug or the queue (steps 3 to 6 above).
+    fn take_request(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
+        let req = ctx.reqs()[id];
+        let host = req.host;
+        let data = matches!(req.op, Op::Read | Op::Write);
+        if plugged && data && self.setup.nomerges < 2 && self.plug_merge(id, ctx) {
+            return;
+        }
+        if data && self.setup.nomerges == 0 {
+            let now = ctx.now_ns();
+            let pick = self
+                .with_sched(host, now, ctx.reqs(), |e, cx| e.bio_merge(id, cx))
+                .flatten();
+            if let Some((rq, kind)) = pick {
+                self.merge_bio(rq, id, kind, true, ctx);
+                self.stats.merges[req.op.index()] += 1;
+                self.try_merge_neighbour(rq, kind, ctx);
+                return;
+            }
+        }
+        let h = self.hctx_of(&req);
+        self.rq[id.index()].hctx = h as u32;
+        if self.hosts[host as usize].elevator.is_some() {
+            let depth = self.hosts[host as usize]
+                .elevator
+                .as_deref()
+                .map_or(u32::MAX, |e| e.limit_depth(&req))
+                .min(self.setup.nr_requests);
+            let hc = &self.hctxs[h];
+            // First come, first served among requests allowed as deep or deeper; a request
+            // allowed deeper passes those held to a shallow depth (async writes), as the
+            // kernel's shallow sbitmap waits do.
+            if hc.sched_tags >= depth || hc.tag_wait.iter().any(|&(_, d)| d >= depth) {
+                if plugged {
+                    self.flush_plug(req.job as usize, ctx);
+                }
+                self.stats.tag_waits += 1;
+                self.rq[id.index()].place = Place::TagWait;
+                self.hctxs[h].tag_wait.push_back((id, depth));
+                self.hold();
+                return;
+            }
+            self.hctxs[h].sched_tags += 1;
+            self.rq[id.index()].has_tag = true;
+        }
+        if plugged {
+            self.add_to_plug(req.job as usize, id, ctx);
+        } else {
+            self.queue(id, ctx);
+        }
+    }
+
+    fn plug_merge(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
+        let job = ctx.reqs()[id].job as usize;
+        let Some(&last) = self.plugs.get(job).and_then(|p| p.plug.last()) else {
+            return false;
+        };
+        let (rq, bio) = (ctx.reqs()[last], ctx.reqs()[id]);
+        let kind = if rq.offset_bytes + rq.len_bytes == bio.offset_bytes {
+            MergeKind::Back
+        } else if bio.offset_bytes + bio.len_bytes == rq.offset_bytes {
+            MergeKind::Front
+        } else {
+            return false;
+        };
+        let segs = (
+            self.meta[last.index()].segments,
+            self.meta[id.index()].segments,
+        );
+        if !mergeable(&rq, segs.0, &bio, segs.1, &self.setup) {
+            return false;
+        }
+        let now = ctx.now_ns();
+        let host = rq.host;
+        let allowed = self
+            .with_sched(host, now, ctx.reqs(), |e, cx| e.allow_merge(last, id, cx))
+            .unwrap_or(true);
+        if !allowed {
+            return false;
+        }
+        self.merge_bio(last, id, kind, true, ctx);
+        self.stats.plug_merges += 1;
+        self.stats.merges[bio.op.index()] += 1;
+        true
+    }
+
+    /// Bio (or tagless request) `bio` joins request `rq` at `kind`'s end.
+    fn merge_bio(
+        &mut self,
+        rq: ReqId,
+        bio: ReqId,
+        kind: MergeKind,
+        notify: bool,
+        ctx: &mut impl StageCtx<BlockEvent>,
+    ) {
+        let in_sched = self.rq[rq.index()].place == Place::Sched;
+        let host = ctx.reqs()[rq].host;
+        if in_sched {
+            let r = ctx.reqs()[rq];
+            self.hosts[host as usize].merges.remove(&r, rq);
+        }
+        let b = ctx.reqs()[bio];
+        let r = &mut ctx.reqs_mut()[rq];
+        let old_offset = r.offset_bytes;
+        let st = &mut self.rq[rq.index()];
+        if !st.grown {
+            st.grown = true;
+            st.orig_offset = r.offset_bytes;
+            st.orig_len = r.len_bytes;
+        }
+        if kind == MergeKind::Front {
+            r.offset_bytes = b.offset_bytes;
+        }
+        r.len_bytes += b.len_bytes;
+        let r = *r;
+        self.meta[rq.index()].segments += self.meta[bio.index()].segments;
+        self.meta[rq.index()].start_ns = self.meta[rq.index()]
+            .start_ns
+            .min(self.meta[bio.index()].start_ns);
+        self.chain(rq, bio, ctx);
+        if in_sched {
+            self.hosts[host as usize].merges.add(&r, rq);
+        }
+        if in_sched && notify {
+            let now = ctx.now_ns();
+            self.with_sched(host, now, ctx.reqs(), |e, cx| {
+                e.request_merged(rq, kind, old_offset, cx)
+            });
+        }
+    }
+
+    /// Appends `bio` (and whatever joined it) to `rq`'s bios; `bio` gives up its own tag.
+    fn chain(&mut self, rq: ReqId, bio: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        let b = self.rq[bio.index()];
+        if b.grown {
+            let r = &mut ctx.reqs_mut()[bio];
+            r.offset_bytes = b.orig_offset;
+            r.len_bytes = b.orig_len;
+            self.rq[bio.index()].grown = false;
+        }
+        if b.has_tag {
+            self.rq[bio.index()].has_tag = false;
+            self.release_tag(b.hctx as usize, ctx);
+        }
+        self.rq[bio.index()].place = Place::Merged;
+        let tail = if b.last_bio.is_none() {
+            bio
+        } else {
+            b.last_bio
+        };
+        let r = &mut self.rq[rq.index()];
+        if r.last_bio.is_none() {
+            r.next_bio = bio;
+        } else {
+            let last = r.last_bio;
+            self.rq[last.index()].next_bio = bio;
+        }
+        self.rq[rq.index()].last_bio = tail;
+        self.rq[bio.index()].last_bio = ReqId::NONE;
+    }
+
+    /// After a bio merge, the grown queued request may touch its neighbour: the two become one
+    /// (Linux `attempt_back_merge` / `attempt_front_merge`).
+    fn try_merge_neighbour(
+        &mut self,
+        rq: ReqId,
+        kind: MergeKind,
+        ctx: &mut impl StageCtx<BlockEvent>,
+    ) {
+        if !self.sched.merges_requests || self.rq[rq.index()].place != Place::Sched {
+            return;
+        }
+        let host = ctx.reqs()[rq].host;
+        let hq = &self.hosts[host as usize];
+        let (front, back) = match kind {
+            MergeKind::Back => (
+                rq,
+                hq.merges
+                    .front_candidate(ctx.reqs(), &self.meta, rq, &self.setup),
+            ),
+            MergeKind::Front => (
+                match hq
+                    .merges
+                    .back_candidate(ctx.reqs(), &self.meta, rq, &self.setup)
+                {
+                    Some(prev) => prev,
+                    None => return,
+                },
+                Some(rq),
+            ),
+        };
+        let Some(next) = back else { return };
+        if self.rq[next.index()].place != Place::Sched || front == next {
+            return;
+        }
+        let now = ctx.now_ns();
+        let allowed = self
+            .with_sched(host, now, ctx.reqs(), |e, cx| {
+                e.allow_merge(front, next, cx)
+            })
+            .unwrap_or(true);
+        if !allowed {
+            return;
+        }
+        let n = ctx.reqs()[next];
+        self.hosts[host as usize].merges.remove(&n, next);
+        self.with_sched(host, now, ctx.reqs(), |e, cx| {
+            e.requests_merged(front, next, cx)
+        });
+        self.held -= 1;
+        self.merge_bio(front, next, MergeKind::Back, false, ctx);
+        self.stats.merges[n.op.index()] += 1;
+    }
+
+    fn add_to_plug(&mut self, job: usize, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        let p = &self.plugs[job].plug;
+        if let Some(&last) = p.last()
+            && (p.len() >= BLK_MAX_REQUEST_COUNT
+                || ctx.reqs()[last].len_bytes >= BLK_PLUG_FLUSH_SIZE)
+        {
+            self.flush_plug(job, ctx);
+        }
+        self.rq[id.index()].place = Place::Plug;
+        self.plugs[job].plug.push(id);
+        self.hold();
+    }
+
+    fn flush_plug(&mut self, job: usize, ctx: &mut impl StageCtx<BlockEvent>) {
+        let plug = std::mem::take(&mut self.plugs[job].plug);
+        for &id in &plug {
+            self.held -= 1;
+            self.queue_quietly(id, ctx);
+        }
+        let hosts: BTreeSet<u16> = plug.iter().map(|&id| ctx.reqs()[id].host).collect();
+        for host in hosts {
+            self.run_host(host, ctx);
+        }
+        self.plugs[job].plug = plug;
+        self.plugs[job].plug.clear();
+    }
+
+    /// A tagged request goes to the scheduler (and the host's dispatch runs), or, without
+    /// one, to the driver.
+    fn queue(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        let host = ctx.reqs()[id].host;
+        if self.queue_quietly(id, ctx) {
+            self.run_host(host, ctx);
+        }
+    }
+
+    /// [`queue`](Self::queue) without running the scheduler's dispatch; says whether it
+    /// should run.
+    fn queue_quietly(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
+        let req = ctx.reqs()[id];
+        let now = ctx.now_ns();
+        let h = self.rq[id.index()].hctx as usize;
+        self.rq[id.index()].insert_ns = now;
+        if self.hosts[req.host as usize].elevator.is_none() || req.op == Op::Flush {
+            // blk_mq_try_issue_directly, behind whatever already waits on the queue.
+            if self.hctxs[h].dispatch.is_empty() && self.room(h) && self.issue(id, ctx) {
+                return false;
+            }
+            self.stats.waited += 1;
+            self.rq[id.index()].place = Place::HctxList;
+            self.hctxs[h].dispatch.push_back(id);
+            self.hold();
+            return false;
+        }
+        if self.setup.nomerges == 0
+            && self.sched.merges_requests
+            && matches!(req.op, Op::Read | Op::Write)
+        {
+            // Insert merge (elv_attempt_insert_merge): the new request may continue a queued one.
+            let hq = &self.hosts[req.host as usize];
+            if let Some(rq) = hq
+                .merges
+                .back_candidate(ctx.reqs(), &self.meta, id, &self.setup)
+            {
+                let allowed = self
+                    .with_sched(req.host, now, ctx.reqs(), |e, cx| e.allow_merge(rq, id, cx))
+                    .unwrap_or(true);
+                if allowed {
+                    self.merge_bio(rq, id, MergeKind::Back, true, ctx);
+                    self.stats.merges[req.op.index()] += 1;
+                    return false;
+                }
+            }
+        }
+        self.rq[id.index()].place = Place::Sched;
+        self.stats.waited += 1;
+        self.hold();
+        self.hosts[req.host as usize].merges.add(&req, id);
+        self.with_sched(req.host, now, ctx.reqs(), |e, cx| e.insert(id, false, cx));
+        true
+    }
+
+    // ---- dispatch --------------------------------------------------------------------------
+
+    /// Offers `id` to the driver; true when it took it.
+    fn issue(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
+        let now = ctx.now_ns();
+        let t = &mut ctx.reqs_mut()[id].t;
+        let before = t.dispatched_ns;
+        t.dispatched_ns = now;
+        if ctx.dispatch(id) == Admission::Busy {
+            ctx.reqs_mut()[id].t.dispatched_ns = before;
+            return false;
+        }
+        let r = ctx.reqs()[id];
+        let st = &mut self.rq[id.index()];
+        let waited = now - st.insert_ns;
+        st.place = Place::Driver;
+        st.issued = (r.job, r.t.queued_ns, r.offset_bytes);
+        let h = st.hctx as usize;
+        self.hctxs[h].in_driver += 1;
+        self.meta[id.index()].io_start_ns = now;
+        let op = ctx.reqs()[id].op;
+        if op == Op::Read || op == Op::Write {
+            self.stats.sched_wait[op.index()].record(waited);
+            self.stats.sched_wait_sum_ns[op.index()] += u128::from(waited);
+        }
+        let s = &mut self.stats;
+        if s.in_flight == 0 {
+            s.busy_since = now;
+        }
+        s.in_flight += 1;
+        s.in_flight_max = s.in_flight_max.max(s.in_flight);
+        true
+    }
+
+    /// Offers hardware queue `h`'s dispatch list; false when the driver or the depth stopped
+    /// it.
+    fn run_hctx_list(&mut self, h: usize, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
+        while let Some(&id) = self.hctxs[h].dispatch.front() {
+            if !self.room(h) || !self.issue(id, ctx) {
+                return false;
+            }
+            self.hctxs[h].dispatch.pop_front();
+            self.held -= 1;
+        }
+        true
+    }
+
+    /// The dispatch loop of host `host`.
+    fn run_host(&mut self, host: u16, ctx: &mut impl StageCtx<BlockEvent>) {
+        for h in 0..self.hctxs.len() {
+            if self.hctxs[h].host == host && !self.run_hctx_list(h, ctx) {
+                return;
+            }
+        }
+        let now = ctx.now_ns();
+        loop {
+            let hq = &self.hosts[host as usize];
+            let Some(e) = hq.elevator.as_deref() else {
+                return;
+            };
+            if !e.has_work() {
+                break;
+            }
+            // The device's budget (SCSI's queue_depth) is asked before the scheduler.
+            if self.setup.queue_depth.is_some()
+                && !(0..self.hctxs.len()).any(|h| self.hctxs[h].host == host && self.room(h))
+            {
+                break;
+            }
+            let Some(id) = self
+                .with_sched(host, now, ctx.reqs(), |e, cx| e.dispatch(cx))
+                .flatten()
+            else {
+                break;
+            };
+            let r = ctx.reqs()[id];
+            self.hosts[host as usize].merges.remove(&r, id);
+            self.held -= 1;
+            let h = self.rq[id.index()].hctx as usize;
+            if !self.room(h) || !self.issue(id, ctx) {
+                self.rq[id.index()].place = Place::HctxList;
+                self.hctxs[h].dispatch.push_front(id);
+                self.hold();
+                break;
+            }
+        }
+        self.arm_wakes(host, ctx);
+    }
+
+    // ---- completion ------------------------------------------------------------------------
+
+    fn release_tag(&mut self, h: usize, ctx: &mut impl StageCtx<BlockEvent>) {
+        self.hctxs[h].sched_tags -= 1;
+        let tags = self.hctxs[h].sched_tags;
+        let Some(k) = self.hctxs[h].tag_wait.iter().position(|&(_, d)| tags < d) else {
+            return;
+        };
+        let (id, _) = self.hctxs[h].tag_wait.remove(k).expect("found");
+        self.held -= 1;
+        self.hctxs[h].sched_tags += 1;
+        self.rq[id.index()].has_tag = true;
+        self.queue_quietly(id, ctx);
+    }
+
+    /// `copy` completed, which this layer never issued: the driver replaced a request it lost
+    /// track of (an orphan of a controller reset) by a copy. The copy takes over the
+    /// original's record.
+    /// Returns the original's id (which the scheduler knows).
+    fn adopt(&mut self, copy: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> ReqId {
+        let r = ctx.reqs()[copy];
+        let key = (r.job, r.t.queued_ns, r.offset_bytes);
+        // The copy's id may be one the driver freed while this layer still counts it out
+        // (another orphan's): that record waits in `lost` for its own copy.
+        self.forget(copy);
+        let found = (0..self.rq.len()).find(|&i| {
+            i != copy.index() && self.rq[i].place == Place::Driver && self.rq[i].issued == key
+        });
+        if let Some(original) = found {
+            self.rq[copy.index()] = self.rq[original];
+            self.meta[copy.index()] = self.meta[original];
+            self.rq[original] = RqState::default();
+            return ReqId(original as u32);
+        }
+        let k = self
+            .lost
+            .iter()
+            .position(|(_, st, _)| st.issued == key)
+            .expect("a completion the block layer issued, or a copy of one");
+        let (original, st, meta) = self.lost.swap_remove(k);
+        self.rq[copy.index()] = st;
+        self.meta[copy.index()] = meta;
+        original
+    }
+
+    /// `id` starts a new life here; if the driver still held it under this id it freed the id
+    /// (keeping a copy), so its record is kept until the copy completes.
+    fn forget(&mut self, id: ReqId) {
+        if self.rq[id.index()].place == Place::Driver {
+            self.lost
+                .push((id, self.rq[id.index()], self.meta[id.index()]));
+        }
+        self.rq[id.index()] = RqState::default();
+    }
+
+    /// A bio is done: a piece counts down its split bio, anything else goes up.
+    fn finish_bio(&mut self, b: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        let parent = self.rq[b.index()].split_parent;
+        self.rq[b.index()] = RqState::default();
+        if parent.is_none() {
+            ctx.complete(b);
+            return;
+        }
+        let piece = ctx.reqs()[b];
+        let p = &mut ctx.reqs_mut()[parent];
+        p.t.dispatched_ns = p.t.dispatched_ns.min(piece.t.dispatched_ns);
+        if piece.status != qoslab_engine::IoStatus::Ok {
+            p.status = piece.status;
+        }
+        let ps = &mut self.rq[parent.index()];
+        ps.parts_left -= 1;
+        let done = ps.parts_left == 0;
+        if done {
+            let (queued, dispatched) = (p.t.queued_ns, p.t.dispatched_ns);
+            p.t = piece.t;
+            p.t.queued_ns = queued;
+            p.t.dispatched_ns = dispatched;
+        }
+        ctx.reqs_mut().free(b);
+        if done {
+            self.rq[parent.index()] = RqState::default();
+            ctx.complete(parent);
+        }
+    }
+}
+
+impl Stage for BlockLayer {
+    type Event = BlockEvent;
+
+    fn name(&self) -> &'static str {
+        "block"
+    }
+
+    fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        self.grow(id);
+        let now = ctx.now_ns();
+        let req = &mut ctx.reqs_mut()[id];
+        req.prio = ioprio::effective(req.prio);
+        let req = *req;
+        self.stats.bios[req.op.index()] += 1;
+        if !self.write_cache.prepare(&mut ctx.reqs_mut()[id]) {
+            self.stats.flushes_not_sent += 1;
+            let t = &mut ctx.reqs_mut()[id].t;
+            t.dispatched_ns = now;
+            t.completed_ns = now;
+            ctx.complete(id);
+            return;
+        }
+        let req = ctx.reqs()[id];
+        self.forget(id);
+        self.meta[id.index()] = RqMeta {
+            start_ns: now,
+            io_start_ns: 0,
+            segments: self.setup.segments(req.len_bytes),
+        };
+        let job = req.job as usize;
+        if job >= self.plugs.len() {
+            self.plugs.resize_with(job + 1, JobPlug::default);
+        }
+        if req.flags.contains(ReqFlags::BATCH_MORE) {
+            self.rq[id.index()].place = Place::Batch;
+            self.plugs[job].batch.push(id);
+            if !self.unplug_armed {
+                self.unplug_armed = true;
+                ctx.schedule_now(BlockEvent::Unplug);
+            }
+            return;
+        }
+        if self.plugs[job].batch.is_empty() {
+            self.take_bio(id, false, ctx);
+        } else {
+            self.plugs[job].batch.push(id);
+            self.end_batch(job, ctx);
+        }
+    }
+
+    fn on_event(&mut self, ev: BlockEvent, ctx: &mut impl StageCtx<BlockEvent>) {
+        match ev {
+            BlockEvent::Unplug => {
+                self.unplug_armed = false;
+                for job in 0..self.plugs.len() {
+                    if !self.plugs[job].batch.is_empty() {
+                        self.end_batch(job, ctx);
+                    }
+                }
+            }
+            BlockEvent::Wake { host } => {
+                let now = ctx.now_ns();
+                self.hosts[host as usize].wakes.remove(&now);
+                self.with_sched(host, now, ctx.reqs(), |e, cx| e.timer(cx));
+                self.run_host(host, ctx);
+            }
+        }
+    }
+
+    fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        let now = ctx.now_ns();
+        self.grow(id);
+        let r = ctx.reqs()[id];
+        let mine = self.rq[id.index()].place == Place::Driver
+            && self.rq[id.index()].issued == (r.job, r.t.queued_ns, r.offset_bytes);
+        let sched_id = if mine { id } else { self.adopt(id, ctx) };
+        let st = self.rq[id.index()];
+        let h = st.hctx as usize;
+        let host = self.hctxs[h].host;
+        self.hctxs[h].in_driver -= 1;
+        let req = ctx.reqs()[id];
+        let k = req.op.index();
+        let s = &mut self.stats;
+        s.ios[k] += 1;
+        s.sectors[k] += req.len_bytes / 512;
+        s.ticks_ns[k] += u128::from(now - self.meta[id.index()].start_ns);
+        if k < 2 {
+            let at_device = now - self.meta[id.index()].io_start_ns;
+            s.device[k].record(at_device);
+            s.device_sum_ns[k] += u128::from(at_device);
+        }
+        s.in_flight -= 1;
+        if s.in_flight == 0 {
+            s.io_ticks_ns += now - s.busy_since;
+        }
+        self.with_sched(host, now, ctx.reqs(), |e, cx| e.completed(sched_id, cx));
+        // The request's bios complete with its times, each with its own extent.
+        let done = ctx.reqs()[id];
+        if st.grown {
+            let r = &mut ctx.reqs_mut()[id];
+            r.offset_bytes = st.orig_offset;
+            r.len_bytes = st.orig_len;
+        }
+        ctx.reqs_mut()[id].t.completed_ns = now;
+        let mut bio = st.next_bio;
+        self.finish_bio(id, ctx);
+        while !bio.is_none() {
+            let next = self.rq[bio.index()].next_bio;
+            let r = &mut ctx.reqs_mut()[bio];
+            let queued = r.t.queued_ns;
+            r.t = done.t;
+            r.t.queued_ns = queued;
+            r.t.completed_ns = now;
+            r.status = done.status;
+            self.finish_bio(bio, ctx);
+            bio = next;
+        }
+        if st.has_tag {
+            self.release_tag(h, ctx);
+        }
+        if self.hosts[host as usize].elevator.is_some() {
+            self.run_host(host, ctx);
+        } else if self.setup.queue_depth.is_some() {
+            self.run_hctx_list(h, ctx);
+        }
+    }
+
+    fn pull(&mut self, ctx: &mut impl StageCtx<BlockEvent>) {
+        for h in 0..self.hctxs.len() {
+            self.run_hctx_list(h, ctx);
+        }
+        for host in 0..self.hosts.len() as u16 {
+            if self.hosts[host as usize].elevator.is_some() {
+                self.run_host(host, ctx);
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        let s = &self.stats;
+        let mut out: Vec<(String, f64)> = Vec::new();
+        let mut put = |k: &str, v: f64| out.push((k.to_string(), v));
+        for (k, name) in [(0, "read"), (1, "write"), (2, "discard")] {
+            put(&format!("{name}_ios"), s.ios[k] as f64);
+            put(&format!("{name}_merges"), s.merges[k] as f64);
+            put(&format!("{name}_sectors"), s.sectors[k] as f64);
+            put(&format!("{name}_ticks_ms"), s.ticks_ns[k] as f64 / 1e6);
+        }
+        put("flush_ios", s.ios[3] as f64);
+        put("flush_ticks_ms", s.ticks_ns[3] as f64 / 1e6);
+        put("in_flight", s.in_flight as f64);
+        put("io_ticks_ms", s.io_ticks_ns as f64 / 1e6);
+        put(
+            "time_in_queue_ms",
+            s.ticks_ns.iter().sum::<u128>() as f64 / 1e6,
+        );
+        put("nr_requests", f64::from(self.setup.nr_requests));
+        put("max_sectors_kb", (self.setup.split_bytes / 1024) as f64);
+        put("max_segments", f64::from(self.setup.max_segments));
+        put("queue_depth", self.setup.queue_depth.map_or(0.0, f64::from));
+        put("rotational", f64::from(u8::from(self.setup.rotational)));
+        put("bios", s.bios.iter().sum::<u64>() as f64);
+        put("bio_splits", s.bio_splits as f64);
+        put("split_pieces", s.split_pieces as f64);
+        put("plug_merges", s.plug_merges as f64);
+        put("tag_waits", s.tag_waits as f64);
+        put("waited", s.waited as f64);
+        put("queued_max", s.queued_max as f64);
+        put("flushes_not_sent", s.flushes_not_sent as f64);
+        put("in_flight_max", s.in_flight_max as f64);
+        for (k, name) in [(0, "read"), (1, "write")] {
+            let w = &s.sched_wait[k];
+            let d = &s.device[k];
+            put(
+                &format!("{name}_sched_wait_mean_ns"),
+                mean(s.sched_wait_sum_ns[k], w),
+            );
+            put(&format!("{name}_sched_wait_p99_ns"), pct(w, 99.0));
+            put(&format!("{name}_sched_wait_max_ns"), pct(w, 100.0));
+            put(
+                &format!("{name}_device_mean_ns"),
+                mean(s.device_sum_ns[k], d),
+            );
+            put(&format!("{name}_device_p99_ns"), pct(d, 99.0));
+            put(&format!("{name}_device_max_ns"), pct(d, 100.0));
+        }
+        let ops = self.hosts.iter().fold(OpCount::default(), |a, h| OpCount {
+            hooks: a.hooks + h.ops.hooks,
+            list_ops: a.list_ops + h.ops.list_ops,
+            tree_levels: a.tree_levels + h.ops.tree_levels,
+            hash_ops: a.hash_ops + h.ops.hash_ops,
+        });
+        let cpu = ops.cpu_ns(&self.setup.cost);
+        let requests = s.ios.iter().sum::<u64>().max(1);
+        put("sched_hook_calls", ops.hooks as f64);
+        put("sched_list_ops", ops.list_ops as f64);
+        put("sched_tree_levels", ops.tree_levels as f64);
+        put("sched_hash_ops", ops.hash_ops as f64);
+        put("sched_cpu_ns", cpu as f64);
+        put("sched_cpu_ns_per_request", cpu as f64 / requests as f64);
+        if let Some(e) = self.hosts.first().and_then(|h| h.elevator.as_deref()) {
+            for (k, v) in e.counters() {
+                out.push((format!("iosched_{k}"), v));
+            }
+        }
+        out
+    }
+}
+
+fn mean(sum_ns: u128, h: &LatencyHist) -> f64 {
+    sum_ns as f64 / h.count().max(1) as f64
+}
+
+fn pct(h: &LatencyHist, p: f64) -> f64 {
+    if h.count() == 0 {
+        0.0
+    } else {
+        h.percentile(p) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testbed::*;
+    use qoslab_engine::{Op, ReqFlags};
+
+    #[test]
+    fn sequential_4k_writes_merge_into_max_sectors_kb_requests() {
+        // The first write finds the disk idle; the next 32 x 4 wait in the scheduler and merge
+        // back to back into 128 KiB requests (max_sectors_kb), no further. (Enough scheduler
+        // tags that no bio waits for one: a submitter waiting for a tag is asleep in Linux.)
+        let mut h = rig(
+            "mq-deadline",
+            &["block.max_sectors_kb=128", "block.nr_requests=64"],
+            1,
+            MS,
+        );
+        for k in 0..(1 + 32 * 4) {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "write_ios"), 5.0);
+        assert_eq!(counter(&h, "write_merges"), 31.0 * 4.0);
+        assert_eq!(counter(&h, "write_sectors"), (129 * 8) as f64);
+        let lens: Vec<u64> = served(&h).iter().map(|s| s.len_bytes / KIB).collect();
+        assert_eq!(lens, vec![4, 128, 128, 128, 128]);
+        assert_eq!(h.completed.len(), 129, "every bio completes on its own");
+    }
+
+    #[test]
+    fn merges_also_stop_at_max_segments() {
+        // Each 4 KiB bio is its own segment: 8 segments make a 32 KiB request.
+        let mut h = rig(
+            "mq-deadline",
+            &["block.max_segments=8", "block.nr_requests=64"],
+            1,
+            MS,
+        );
+        for k in 0..17 {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        let lens: Vec<u64> = served(&h).iter().map(|s| s.len_bytes / KIB).collect();
+        assert_eq!(lens, vec![4, 32, 32]);
+    }
+
+    #[test]
+    fn a_1_mib_read_splits_at_max_sectors_kb_and_completes_with_its_last_piece() {
+        let mut h = rig("none", &["block.max_sectors_kb=128"], 4, MS);
+        let id = h.submit_at(0, io(Op::Read, 0, MIB, BE4));
+        h.run_all();
+        assert_eq!(counter(&h, "bio_splits"), 1.0);
+        assert_eq!(counter(&h, "split_pieces"), 8.0);
+        assert_eq!(counter(&h, "read_ios"), 8.0);
+        let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / KIB).collect();
+        assert_eq!(offs, (0..8).map(|k| k * 128).collect::<Vec<_>>());
+        assert_eq!(h.completed, vec![(id, 8 * MS)]);
+    }
+
+    #[test]
+    fn a_submission_batch_is_plugged_and_merges_in_the_plug_without_a_scheduler() {
+        let mut h = rig("none", &[], 32, MS);
+        h.submit_batch((0..32).map(|k| {
+            let mut r = io(Op::Write, k * 4 * KIB, 4 * KIB, BE4);
+            if k < 31 {
+                r.flags |= ReqFlags::BATCH_MORE;
+            }
+            r
+        }));
+        h.run_all();
+        assert_eq!(counter(&h, "plug_merges"), 31.0);
+        assert_eq!(counter(&h, "write_ios"), 1.0);
+        assert_eq!(served(&h)[0].len_bytes, 128 * KIB);
+    }
+
+    #[test]
+    fn without_a_plug_none_merges_nothing() {
+        let mut h = rig("none", &[], 1, MS);
+        for k in 0..8 {
+            h.submit_at(0, io(Op::Write, k * 4 * KIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "write_ios"), 8.0);
+        assert_eq!(counter(&h, "write_merges"), 0.0);
+        assert_eq!(counter(&h, "queued_max"), 7.0);
+    }
+
+    #[test]
+    fn bios_beyond_nr_requests_wait_for_a_scheduler_tag() {
+        // 4 tags: one request at the disk, three in the scheduler, six bios waiting.
+        let mut h = rig("mq-deadline", &["block.nr_requests=4"], 1, MS);
+        for k in 0..10 {
+            h.submit_at(0, io(Op::Read, k * MIB, 4 * KIB, BE4));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "tag_waits"), 6.0);
+        assert_eq!(counter(&h, "read_ios"), 10.0);
+        assert_eq!(counter(&h, "nr_requests"), 4.0);
+    }
+
+    #[test]
+    fn nr_requests_defaults_as_the_kernel_sets_it() {
+        // Twice the hardware queue depth (at most 128) with a scheduler, the depth without.
+        let h = rig("mq-deadline", &[], 32, MS);
+        assert_eq!(counter(&h, "nr_requests"), 64.0);
+        let h = rig("none", &[], 32, MS);
+        assert_eq!(counter(&h, "nr_requests"), 32.0);
+    }
+}

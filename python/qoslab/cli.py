@@ -45,6 +45,7 @@ def _register_studies() -> None:
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
     from qoslab.report.cli import register as register_report
+    from qoslab.rio.cli import app as rio
     from qoslab.sim.cli import register as register_sim
     from qoslab.store.cli import app as store
     from qoslab.sweep.cli import register as register_sweep
@@ -56,6 +57,7 @@ def _register_studies() -> None:
     register_sweep(app)
     app.add_typer(store)
     register_report(app)
+    app.add_typer(rio)
 
 
 _register_studies()

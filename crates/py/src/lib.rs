@@ -7,12 +7,14 @@
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod rio;
 mod sim;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nvmelite::register(m)?;
+    rio::register(m)?;
     sim::register(m)?;
     Ok(())
 }

@@ -76,3 +76,20 @@ impl FabricConfig {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_configuration_reads_back_to_itself() {
+        let sets = [("plp".to_string(), "true".to_string())];
+        let cfg = FabricConfig::with_overrides(&sets).unwrap();
+        assert!(cfg.plp);
+        let pairs = cfg.pairs();
+        assert_eq!(pairs.len(), FABRIC_TUNABLES.len());
+        assert_eq!(FabricConfig::with_overrides(&pairs).unwrap(), cfg);
+        assert_eq!(cfg.pmr_slots(), 65536);
+        assert_eq!(cfg.chunk_blocks(), 32);
+    }
+}

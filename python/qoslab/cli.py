@@ -46,6 +46,7 @@ def _register_studies() -> None:
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
     from qoslab.report.cli import register as register_report
+    from qoslab.rio.cli import app as rio
     from qoslab.sim.cli import register as register_sim
     from qoslab.store.cli import app as store
     from qoslab.sweep.cli import register as register_sweep
@@ -57,6 +58,7 @@ def _register_studies() -> None:
     register_sweep(app)
     app.add_typer(store)
     register_report(app)
+    app.add_typer(rio)
 
 
 _register_studies()

@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod rio;
 mod sim;
 mod units;
 
@@ -14,6 +15,7 @@ mod units;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nvmelite::register(m)?;
+    rio::register(m)?;
     sim::register(m)?;
     units::register(m)?;
     Ok(())

@@ -1,0 +1,70 @@
+"""The crash checker's speed: crash points tried per second (each one a recovery and the
+prefix and durability checks), for each stack, as a user runs it (`qoslab rio crash-check`).
+
+Target (2-core machine): at least 50,000 crash points per second of wall-clock time for Rio
+on the default workloads (2 streams of 6 writes, 2 targets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QOSLAB = Path(sys.executable).parent / "qoslab"
+WORKLOADS = 2000
+TARGET = 50_000
+
+
+def _run(stack: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="qoslab-bench-rio-") as d:
+        out = Path(d) / "out"
+        cmd = [str(QOSLAB), "rio", "crash-check", "--stack", stack]
+        cmd += ["--workloads", str(WORKLOADS), "--reproducers", "0", "--out", str(out)]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, rusage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            raise RuntimeError(f"qoslab rio crash-check failed: {proc.stderr.read().decode()}")
+        summary = json.loads((out / "summary.json").read_text())
+    return {
+        "cmd": " ".join(["qoslab", *cmd[1:-2]]),
+        "wall": wall,
+        "cpu": rusage.ru_utime + rusage.ru_stime,
+        "points": summary["crash_points"],
+        "violations": summary["prefix_violations"] + summary["acked_lost"],
+    }
+
+
+def run() -> list[str]:
+    rows = [
+        "| stack | crash points | violating points | wall s | per wall s | per CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
+    commands = []
+    for stack in ("orderless", "linux", "horae", "rio"):
+        r = _run(stack)
+        commands.append(r["cmd"])
+        rows.append(
+            f"| {stack} | {r['points']:,} | {r['violations']:,} | {r['wall']:.2f} | "
+            f"{r['points'] / r['wall']:,.0f} | {r['points'] / r['cpu']:,.0f} |"
+        )
+        if stack == "rio":
+            verdict = "met" if r["points"] / r["wall"] >= TARGET else "NOT met"
+    return [
+        "## Crash checker (study 4)\n\n"
+        f"Command: `{commands[-1]}` (and the same with each `--stack`)\n\n"
+        "Every event boundary of each workload is a crash point; the figures include the process "
+        f"start. Target: {TARGET:,} crash points per wall-clock second for Rio ({verdict}).\n\n"
+        + "\n".join(rows)
+        + "\n"
+    ]
+
+
+if __name__ == "__main__":
+    print(run()[0])

@@ -1,0 +1,123 @@
+//! The ordered-write stacks as plug-ins: one `StackOps` table each and one registry line.
+
+use crate::FabricConfig;
+use crate::machine::CrashImage;
+use crate::plan::{Plan, PlanRules};
+use crate::recovery;
+
+/// How a stack orders writes, and how it recovers after a crash.
+#[derive(Debug)]
+pub struct StackOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub plan: PlanRules,
+    /// A stream's next request waits until the previous one is acknowledged (synchronous
+    /// transfer, one in flight per stream).
+    pub one_in_flight: bool,
+    /// Ordering metadata goes to the target's PMR by a synchronous control path before the
+    /// data (HORAE).
+    pub control_path: bool,
+    /// Ordering attributes are logged to the PMR before the data, and each target submits in
+    /// per-server order (Rio).
+    pub attributes: bool,
+    /// Requests are acknowledged in sequence order (Rio reads `in_order_completion`).
+    pub in_order_ack: fn(&FabricConfig) -> bool,
+    /// After a crash: which commands' data to erase (indexed like `plan.cmds`).
+    pub recover: fn(&Plan, &CrashImage) -> Vec<bool>,
+}
+
+impl PartialEq for StackOps {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+fn never(_: &FabricConfig) -> bool {
+    false
+}
+
+fn always(_: &FabricConfig) -> bool {
+    true
+}
+
+fn rio_in_order(cfg: &FabricConfig) -> bool {
+    cfg.in_order_completion
+}
+
+/// No recovery: whatever reached the media stays.
+fn keep_all(plan: &Plan, _: &CrashImage) -> Vec<bool> {
+    vec![false; plan.cmds.len()]
+}
+
+pub static ORDERLESS: StackOps = StackOps {
+    name: "orderless",
+    help: "plain NVMe-oF: asynchronous, merged, a FLUSH flag where asked, no ordering (the upper bound)",
+    plan: PlanRules {
+        merge: true,
+        flush_every_request: false,
+        separate_flush: false,
+    },
+    one_in_flight: false,
+    control_path: false,
+    attributes: false,
+    in_order_ack: never,
+    recover: keep_all,
+};
+
+pub static LINUX: StackOps = StackOps {
+    name: "linux",
+    help: "Linux NVMe-oF ordering: each ordered write waits for the previous one's completion and a FLUSH",
+    plan: PlanRules {
+        merge: false,
+        flush_every_request: true,
+        separate_flush: true,
+    },
+    one_in_flight: true,
+    control_path: false,
+    attributes: false,
+    in_order_ack: always,
+    recover: keep_all,
+};
+
+pub static HORAE: StackOps = StackOps {
+    name: "horae",
+    help: "HORAE: ordering metadata persisted to the target's PMR by a synchronous control path, data asynchronous",
+    plan: PlanRules {
+        merge: false,
+        flush_every_request: false,
+        separate_flush: true,
+    },
+    one_in_flight: false,
+    control_path: true,
+    attributes: false,
+    in_order_ack: always,
+    recover: recovery::horae,
+};
+
+pub static RIO: StackOps = StackOps {
+    name: "rio",
+    help: "Rio: ordering attributes in the PMR log, asynchronous data, in-order submission and completion, merging",
+    plan: PlanRules {
+        merge: true,
+        flush_every_request: false,
+        separate_flush: false,
+    },
+    one_in_flight: false,
+    control_path: false,
+    attributes: true,
+    in_order_ack: rio_in_order,
+    recover: recovery::rio,
+};
+
+/// Every stack, in the order help lists them.
+pub static STACKS: &[&StackOps] = &[&ORDERLESS, &LINUX, &HORAE, &RIO];
+
+pub fn lookup(name: &str) -> Option<&'static StackOps> {
+    STACKS.iter().copied().find(|s| s.name == name)
+}
+
+/// `orderless, linux, horae or rio`.
+pub fn names() -> String {
+    let n: Vec<&str> = STACKS.iter().map(|s| s.name).collect();
+    format!("{} or {}", n[..n.len() - 1].join(", "), n[n.len() - 1])
+}

@@ -1,0 +1,154 @@
+//! The crash checker against the four stacks (what the document claims, and what it must catch).
+
+use qoslab_fabric::FabricConfig;
+use qoslab_fabric::check::{CheckSpec, Summary, crash_check, replay};
+use qoslab_fabric::stack::{self, StackOps};
+use qoslab_fabric::workload::Shape;
+
+fn check(stack: &'static StackOps, sets: &[(&str, &str)], workloads: usize) -> Summary {
+    let sets: Vec<(String, String)> = sets
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let spec = CheckSpec {
+        stack,
+        cfg: FabricConfig::with_overrides(&sets).unwrap(),
+        shape: Shape {
+            streams: 2,
+            writes_per_stream: 5,
+            max_blocks: 48,
+            ..Shape::default()
+        },
+        workloads,
+        seed: 1,
+        exhaustive_limit: 100_000,
+        samples: 0,
+        reproducers: 2,
+    };
+    crash_check(&spec).unwrap()
+}
+
+const FLASH: &[(&str, &str)] = &[("plp", "false"), ("mdts_bytes", "65536")];
+const OPTANE: &[(&str, &str)] = &[("plp", "true"), ("mdts_bytes", "65536")];
+
+#[test]
+fn rio_keeps_a_prefix_at_every_crash_point_with_and_without_plp() {
+    for cfg in [FLASH, OPTANE] {
+        let s = check(&stack::RIO, cfg, 40);
+        assert_eq!(s.exhaustive_workloads, 40);
+        assert!(s.crash_points > 2_000, "{}", s.crash_points);
+        assert_eq!(
+            (s.prefix_violations, s.acked_lost),
+            (0, 0),
+            "{:?}",
+            s.reproducers
+        );
+    }
+}
+
+#[test]
+fn linux_flush_ordering_keeps_a_prefix_at_every_crash_point() {
+    for cfg in [FLASH, OPTANE] {
+        let s = check(&stack::LINUX, cfg, 40);
+        assert_eq!(
+            (s.prefix_violations, s.acked_lost),
+            (0, 0),
+            "{:?}",
+            s.reproducers
+        );
+    }
+}
+
+#[test]
+fn horae_keeps_a_prefix_at_every_crash_point() {
+    for cfg in [FLASH, OPTANE] {
+        let s = check(&stack::HORAE, cfg, 40);
+        assert_eq!(
+            (s.prefix_violations, s.acked_lost),
+            (0, 0),
+            "{:?}",
+            s.reproducers
+        );
+    }
+}
+
+#[test]
+fn orderless_breaks_the_order_and_the_reproducer_replays() {
+    let s = check(&stack::ORDERLESS, FLASH, 40);
+    assert!(s.prefix_violations > 0);
+    let r = &s.reproducers[0];
+    assert_eq!(replay(r).unwrap(), r.violations);
+    // Minimal: the shrinker leaves no more than a handful of writes.
+    assert!(r.workload.writes() <= 4, "{r:?}");
+}
+
+#[test]
+fn rio_without_in_order_completion_loses_acknowledged_writes() {
+    for cfg in [FLASH, OPTANE] {
+        let mut sets = cfg.to_vec();
+        sets.push(("in_order_completion", "false"));
+        let s = check(&stack::RIO, &sets, 40);
+        assert!(s.acked_lost > 0, "{s:?}");
+        let r = &s.reproducers[0];
+        assert_eq!(replay(r).unwrap(), r.violations);
+        assert!(r.violations.iter().any(|v| v.kind == "acked_lost"));
+    }
+}
+
+#[test]
+fn the_summary_does_not_depend_on_the_thread_count() {
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let a = one.install(|| check(&stack::ORDERLESS, FLASH, 12));
+    let b = check(&stack::ORDERLESS, FLASH, 12);
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+fn no_recovery(
+    plan: &qoslab_fabric::plan::Plan,
+    _: &qoslab_fabric::machine::CrashImage,
+) -> Vec<bool> {
+    vec![false; plan.cmds.len()]
+}
+
+#[test]
+fn rio_needs_its_recovery_the_same_runs_without_it_break_the_order() {
+    let unrecovered: &'static StackOps = Box::leak(Box::new(StackOps {
+        recover: no_recovery,
+        ..stack::RIO
+    }));
+    let s = check(unrecovered, FLASH, 40);
+    assert!(s.prefix_violations > 0, "{s:?}");
+}
+
+#[test]
+fn larger_workloads_are_sampled_and_the_count_is_stated() {
+    let spec = CheckSpec {
+        stack: &stack::RIO,
+        cfg: FabricConfig::with_overrides(&[("targets".into(), "3".into())]).unwrap(),
+        shape: Shape {
+            streams: 4,
+            writes_per_stream: 30,
+            ..Shape::default()
+        },
+        workloads: 4,
+        seed: 9,
+        exhaustive_limit: 200,
+        samples: 50,
+        reproducers: 1,
+    };
+    let s = crash_check(&spec).unwrap();
+    assert_eq!((s.exhaustive_workloads, s.sampled_workloads), (0, 4));
+    assert_eq!(s.crash_points, 200);
+    assert_eq!(
+        (s.prefix_violations, s.acked_lost),
+        (0, 0),
+        "{:?}",
+        s.reproducers
+    );
+}

@@ -1,0 +1,86 @@
+//! `qoslab._core.rio`: the ordered-write stacks over NVMe-oF and their crash checker
+//! (`crates/fabric`). Conversion only.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
+use qoslab_fabric::workload::Shape;
+use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack};
+
+/// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
+/// a one-line message naming the field.
+#[pyfunction]
+#[pyo3(signature = (stack_name, sets, workloads, seed, streams, writes_per_stream, max_blocks, exhaustive_limit, samples, reproducers))]
+#[allow(clippy::too_many_arguments)]
+fn crash_check(
+    py: Python<'_>,
+    stack_name: &str,
+    sets: Vec<(String, String)>,
+    workloads: usize,
+    seed: u64,
+    streams: usize,
+    writes_per_stream: usize,
+    max_blocks: u32,
+    exhaustive_limit: u64,
+    samples: u64,
+    reproducers: usize,
+) -> PyResult<String> {
+    let stack = stack::lookup(stack_name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "--stack: expected {}, got '{stack_name}'",
+            stack::names()
+        ))
+    })?;
+    let cfg = FabricConfig::with_overrides(&sets)
+        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let spec = CheckSpec {
+        stack,
+        cfg,
+        shape: Shape {
+            streams,
+            writes_per_stream,
+            max_blocks,
+            ..Shape::default()
+        },
+        workloads,
+        seed,
+        exhaustive_limit,
+        samples,
+        reproducers,
+    };
+    let summary = py
+        .detach(|| run_check(&spec))
+        .map_err(PyValueError::new_err)?;
+    serde_json::to_string_pretty(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.
+#[pyfunction]
+fn replay(text: &str) -> PyResult<String> {
+    let r: Reproducer = serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("line {}: {e}", e.line())))?;
+    let v = run_replay(&r).map_err(PyValueError::new_err)?;
+    serde_json::to_string_pretty(&v).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
+    let m = PyModule::new(parent.py(), "rio")?;
+    m.add_function(wrap_pyfunction!(crash_check, &m)?)?;
+    m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add(
+        "STACKS",
+        stack::STACKS
+            .iter()
+            .map(|s| (s.name, s.help))
+            .collect::<Vec<_>>(),
+    )?;
+    m.add(
+        "TUNABLES",
+        FABRIC_TUNABLES
+            .iter()
+            .map(|t| (t.name, t.unit.label(), t.default.to_string(), t.help))
+            .collect::<Vec<_>>(),
+    )?;
+    parent.add_submodule(&m)
+}

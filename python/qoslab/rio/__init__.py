@@ -1,0 +1,1 @@
+"""Ordered writes over NVMe-oF (Rio against Linux FLUSH ordering and HORAE): the crash checker."""

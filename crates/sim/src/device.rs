@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use qoslab_engine::tunable::apply_override;
 use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
-use qoslab_media::registry::model_info;
+use qoslab_media::registry::{model_info, model_sub_tables};
 use qoslab_media::{BuildCtx, DeviceModel, model_names};
 use qoslab_nvme::transport::{transport_info, transport_names};
 use qoslab_nvme::{ARBITERS, CONTROLLER_TUNABLES, ControllerConfig, HOST_TUNABLES, HostConfig};
@@ -69,6 +69,8 @@ pub struct DeviceConfig {
     pub transport: Settings,
     pub model: String,
     pub media: Settings,
+    /// The media model's plug-in sub-tables (`[media.gc.rga]`), every one the model has.
+    pub media_subs: Vec<Settings>,
     /// Folder of the device file (relative paths in it are resolved there).
     pub dir: Option<PathBuf>,
 }
@@ -168,6 +170,11 @@ impl DeviceConfig {
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
         let mut transport = doc.section(t_section, t_table)?;
+        let mut media_subs = model_sub_tables(&model)
+            .expect("chosen from the registry")
+            .iter()
+            .map(|t| doc.section(&format!("media.{}", t.key), t.tunables))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut media = doc.section("media", table)?;
         doc.finish()?;
         // The choices were read first; their sections record them for the report.
@@ -181,17 +188,16 @@ impl DeviceConfig {
             if is_choice(o) {
                 continue;
             }
-            apply_override(
-                o,
-                &mut [
-                    &mut path_s,
-                    &mut host,
-                    &mut controller,
-                    &mut arbiter,
-                    &mut transport,
-                    &mut media,
-                ],
-            )?;
+            let mut targets: Vec<&mut Settings> = vec![
+                &mut path_s,
+                &mut host,
+                &mut controller,
+                &mut arbiter,
+                &mut transport,
+                &mut media,
+            ];
+            targets.extend(media_subs.iter_mut());
+            apply_override(o, &mut targets)?;
         }
         let cfg = ControllerConfig::from_settings(&controller);
         cfg.validate()
@@ -208,6 +214,7 @@ impl DeviceConfig {
             transport,
             model,
             media,
+            media_subs,
             dir,
         })
     }
@@ -232,6 +239,7 @@ impl DeviceConfig {
         let ctx = BuildCtx {
             seed,
             config_dir: self.dir.as_deref(),
+            sections: &self.media_subs,
         };
         D::build(&self.media, &ctx).map_err(|e| self.locate(e))
     }
@@ -247,14 +255,15 @@ impl DeviceConfig {
     /// Every setting as (section.key, value), for the report's "device" block.
     pub fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("media.model".to_string(), self.model.clone())];
-        for s in [
+        let fixed = [
             &self.path,
             &self.host,
             &self.controller,
             &self.arbiter,
             &self.transport,
             &self.media,
-        ] {
+        ];
+        for s in fixed.into_iter().chain(&self.media_subs) {
             for (k, v) in s.iter() {
                 out.push((format!("{}.{k}", s.section()), v.to_string()));
             }
@@ -371,6 +380,14 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             help: Some(help),
             table,
         });
+        for sub in model_sub_tables(name).expect("registered") {
+            out.push(TableDoc {
+                heading: format!("media.{} (model = \"{name}\")", sub.key),
+                section: format!("media.{}", sub.key),
+                help: Some(sub.help),
+                table: sub.tunables,
+            });
+        }
     }
     out
 }

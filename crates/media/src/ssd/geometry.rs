@@ -14,12 +14,20 @@ pub enum Level {
     Plane,
 }
 
-/// The allocation orders a preset may name: which level consecutive logical pages move along
-/// first (MQSim's `Plane_Allocation_Scheme`, e.g. `CWDP` = channel first, then way, die, plane).
-pub const ALLOCATION_ORDERS: &[&str] = &[
-    "cwdp", "cwpd", "cdwp", "cdpw", "cpwd", "cpdw", "wcdp", "wcpd", "wdcp", "wdpc", "wpcd", "wpdc",
-    "dcwp", "dcpw", "dwcp", "dwpc", "dpcw", "dpwc", "pcwd", "pcdw", "pwcd", "pwdc", "pdcw", "pdwc",
-];
+qoslab_engine::choice! {
+    /// The allocation orders a preset may name: which level consecutive logical pages move
+    /// along first (MQSim's `Plane_Allocation_Scheme`, e.g. `CWDP` = channel first, then way,
+    /// die, plane).
+    pub enum AllocationOrder {
+        Cwdp = "cwdp", Cwpd = "cwpd", Cdwp = "cdwp", Cdpw = "cdpw", Cpwd = "cpwd", Cpdw = "cpdw",
+        Wcdp = "wcdp", Wcpd = "wcpd", Wdcp = "wdcp", Wdpc = "wdpc", Wpcd = "wpcd", Wpdc = "wpdc",
+        Dcwp = "dcwp", Dcpw = "dcpw", Dwcp = "dwcp", Dwpc = "dwpc", Dpcw = "dpcw", Dpwc = "dpwc",
+        Pcwd = "pcwd", Pcdw = "pcdw", Pwcd = "pwcd", Pwdc = "pwdc", Pdcw = "pdcw", Pdwc = "pdwc",
+    }
+}
+
+/// Every allocation order's name.
+pub const ALLOCATION_ORDERS: &[&str] = <AllocationOrder as qoslab_engine::tunable::Choice>::NAMES;
 
 fn parse_order(order: &str) -> [Level; 4] {
     let mut levels = [Level::Channel; 4];

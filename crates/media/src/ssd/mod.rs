@@ -16,16 +16,20 @@ pub mod cmt;
 pub mod config;
 pub mod flash;
 pub mod ftl;
+pub mod gate;
 pub mod geometry;
 pub mod mean_field;
+pub mod plugin;
 pub mod precondition;
+pub mod priority;
+pub mod victim;
 
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use qoslab_engine::{
-    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
+    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, Settings, Stage, StageCtx, Tunable,
 };
 
 pub use crate::LostWrite;
@@ -36,6 +40,7 @@ use cmt::Cmt;
 use config::SsdConfig;
 use flash::{FlashArray, FlashOp, OpClass, OpKind};
 use ftl::{Ftl, NONE};
+use gate::{GateSetup, GcGate};
 use precondition::{PreconditionReport, precondition};
 
 /// Asks the CPU to start loading `value`'s cache line. The page maps, the mapping cache and
@@ -227,7 +232,7 @@ pub struct Ssd {
     /// Programs waiting for a free page, per plane.
     plane_waiters: Vec<VecDeque<Work>>,
     gc: Vec<PlaneGc>,
-    gc_rng: RngStream,
+    gate: Box<dyn GcGate>,
     /// Writes waiting for room in the cache, in arrival order.
     blocked: VecDeque<u32>,
     /// FLUSHes (or pre-flushes of writes) waiting for an epoch to drain: (slot, epoch, then
@@ -256,7 +261,11 @@ impl Ssd {
     /// A drive as `cfg` describes it, preconditioned if asked; `seed` is the run's seed, from
     /// which the GC's random victim draws and the preconditioner's placement are derived.
     pub fn new(cfg: SsdConfig, seed: u64) -> Self {
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let gate = cfg.gate.build.expect("checked by the registry")(&GateSetup {
+            sets: 1,
+            settings: &cfg.gate_settings,
+        });
+        let mut ftl = Ftl::for_config(&cfg, seed);
         let report = precondition(&mut ftl, &cfg, seed);
         let planes = cfg.geo.planes() as usize;
         Ssd {
@@ -272,7 +281,7 @@ impl Ssd {
             wait_nodes: Slab::new(),
             plane_waiters: vec![VecDeque::new(); planes],
             gc: vec![PlaneGc::default(); planes],
-            gc_rng: RngStream::new(seed, "ssd/gc/victim"),
+            gate,
             blocked: VecDeque::new(),
             flush_waiters: VecDeque::new(),
             dram_busy: None,
@@ -883,15 +892,17 @@ impl Ssd {
 
     // ---- garbage collection ------------------------------------------------------------------
 
-    /// Starts collecting a victim in `plane` if its free blocks ran low and none is running.
+    /// Starts collecting a victim in `plane` if its free blocks ran low, none is running and
+    /// the GC gate lets GC work now.
     fn maybe_gc(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         loop {
             if self.gc[plane as usize].victim.is_some()
                 || self.ftl.free_blocks(plane) >= self.cfg.gc_start_free_blocks
+                || !self.gate.gc_allowed(0, ctx.now_ns())
             {
                 return;
             }
-            let Some(victim) = self.ftl.select_victim(plane, &mut self.gc_rng) else {
+            let Some(victim) = self.ftl.select_victim(plane) else {
                 return;
             };
             let mut moves = std::mem::take(&mut self.scratch_moves);
@@ -1114,8 +1125,15 @@ impl DeviceModel for Ssd {
     const HELP: &'static str = "NAND-flash SSD: channels, dies, planes, page-level FTL with GC, mapping cache, DRAM write cache, FLUSH/FUA, PLP";
     const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
 
+    fn sub_tables() -> Vec<crate::SubTable> {
+        config::sub_tables()
+    }
+
     fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
-        Ok(Ssd::new(SsdConfig::from_settings(settings)?, ctx.seed))
+        Ok(Ssd::new(
+            SsdConfig::from_settings(settings, ctx.sections)?,
+            ctx.seed,
+        ))
     }
 }
 

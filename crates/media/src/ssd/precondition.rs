@@ -18,9 +18,9 @@
 
 use qoslab_engine::RngStream;
 
-use super::config::{FillPattern, GcPolicy, SsdConfig};
+use super::config::{FillPattern, SsdConfig};
 use super::ftl::Ftl;
-use super::mean_field::{Rule, steady_state};
+use super::mean_field::steady_state;
 
 /// What preconditioning did, for the report.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -89,10 +89,7 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     for slot in 0..planes {
         slot_of_plane[geo.stripe(slot).0 as usize] = slot;
     }
-    let rule = match cfg.gc_policy {
-        GcPolicy::Rga(d) => Rule::Choices(d),
-        GcPolicy::Greedy | GcPolicy::CostBenefit | GcPolicy::Fifo => Rule::Greedy,
-    };
+    let rule = ftl.mean_field_rule();
     // Sustained writing leaves a plane at its floor: GC (which only runs below its threshold)
     // cannot keep up with the host, so the free pool drains until the host waits for each
     // erase. Three blocks stay out of circulation: one free, the host's and GC's frontiers.
@@ -162,6 +159,10 @@ mod tests {
     use qoslab_engine::Settings;
     use qoslab_engine::tunable::RawValue;
 
+    fn ftl_of(cfg: &SsdConfig) -> Ftl {
+        Ftl::for_config(cfg, 0)
+    }
+
     fn config(pattern: &str, fill: f64) -> SsdConfig {
         let mut s = Settings::defaults("media", SSD_TUNABLES);
         for (key, val) in [
@@ -176,12 +177,12 @@ mod tests {
         ] {
             s.set(key, &val).unwrap();
         }
-        SsdConfig::from_settings(&s).unwrap()
+        SsdConfig::from_settings(&s, &[]).unwrap()
     }
 
     #[test]
     fn block_counts_hold_exactly_the_pages_and_the_blocks() {
-        let st = steady_state(64, 0.8, Rule::Greedy);
+        let st = steady_state(64, 0.8, crate::ssd::mean_field::Rule::Greedy);
         let v = block_valid_counts(&st.x, 250, 12_800, 64);
         assert_eq!(v.len(), 250);
         assert_eq!(v.iter().map(|&x| u64::from(x)).sum::<u64>(), 12_800);
@@ -191,7 +192,7 @@ mod tests {
     #[test]
     fn random_fill_maps_every_page_once_with_the_model_distribution() {
         let cfg = config("random", 1.0);
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let mut ftl = ftl_of(&cfg);
         let rep = precondition(&mut ftl, &cfg, 3);
         assert_eq!(rep.mapped_pages, u64::from(cfg.logical_pages));
         ftl.check();
@@ -205,7 +206,7 @@ mod tests {
     #[test]
     fn sequential_fill_leaves_full_blocks_in_order() {
         let cfg = config("sequential", 0.5);
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let mut ftl = ftl_of(&cfg);
         precondition(&mut ftl, &cfg, 3);
         ftl.check();
         // lpa 0 and 4 (two planes of two channels = 4 slots) are neighbours in plane 0.
@@ -219,7 +220,7 @@ mod tests {
     fn the_same_seed_gives_the_same_map() {
         let cfg = config("random", 0.9);
         let map = |seed| {
-            let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+            let mut ftl = ftl_of(&cfg);
             precondition(&mut ftl, &cfg, seed);
             (0..cfg.logical_pages)
                 .map(|l| ftl.lookup(l))

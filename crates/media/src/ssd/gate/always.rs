@@ -1,0 +1,16 @@
+//! Always open: GC runs whenever a plane's free blocks run low (a drive without Predictable
+//! Latency Mode).
+
+use super::{API, GateOps, GcGate};
+
+pub static OPS: GateOps = GateOps {
+    name: "always",
+    help: "GC may always run",
+    api_version: API,
+    tunables: &[],
+    build: Some(|_| Box::new(Always)),
+};
+
+pub struct Always;
+
+impl GcGate for Always {}

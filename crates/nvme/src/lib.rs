@@ -18,6 +18,7 @@ pub mod controller;
 pub mod host;
 pub mod layout;
 pub mod order;
+pub mod plm;
 pub mod rings;
 pub mod transport;
 

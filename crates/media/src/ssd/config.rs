@@ -8,7 +8,7 @@
 use qoslab_engine::{ConfigError, Ns, Settings};
 
 use super::gate::{GATES, GateOps};
-use super::geometry::{AllocationOrder, Geometry};
+use super::geometry::{AllocationOrder, Geometry, SetGrouping};
 use super::plugin::{lookup, settings_of};
 use super::priority::{PRIORITIES, PrioritySetup, ranks_of};
 use super::victim::{VICTIMS, VictimOps};
@@ -22,6 +22,11 @@ qoslab_engine::choice! {
 qoslab_engine::choice! {
     /// Where the page map lives.
     pub enum Mapping { Dram = "dram", Cached = "cached" }
+}
+
+qoslab_engine::choice! {
+    /// Which dies form an NVM set.
+    pub enum SetsBy { Channel = "channel", Die = "die" }
 }
 
 qoslab_engine::choice! {
@@ -47,6 +52,8 @@ qoslab_engine::settings! {
         read_overhead_ns: Ns = ns(0, "controller firmware time added to every read command"),
         write_overhead_ns: Ns = ns(0, "controller firmware time added to every write command"),
         flush_overhead_ns: Ns = ns(0, "controller time to process a FLUSH with nothing to drain"),
+        nvm_sets: u32 = count(1, "NVM sets: the dies split into this many groups, each with its own blocks, free pool and GC and one namespace (NSID = set number, from 1) of an equal share of the logical pages").range(1.0, 1024.0),
+        sets_by: SetsBy = choice(SetsBy::Channel, "which dies form a set: channel (whole channels per set) or die (the dies of every channel dealt out to the sets in turn)"),
         nand_cell as "nand.cell": CellType = choice(CellType::Mlc, "bits per cell: pages cycle through LSB, CSB, MSB, TSB types within a block"),
         read_lsb_ns as "nand.read_lsb_ns": Ns = ns(75_000, "tR of an LSB page (every page of SLC)"),
         read_csb_ns as "nand.read_csb_ns": Ns = ns(75_000, "tR of a CSB page (TLC, QLC)"),
@@ -168,6 +175,8 @@ pub struct SsdConfig {
     pub gate_settings: Settings,
     /// GC starts when a plane has fewer free blocks than this.
     pub gc_start_free_blocks: u32,
+    /// Below this many free blocks GC runs whatever the GC gate says.
+    pub gc_min_free_blocks: u32,
     pub gc_timed: bool,
     pub unmapped_reads_hit_flash: bool,
 
@@ -276,11 +285,22 @@ impl SsdConfig {
         let gate = lookup(GATES, "media.gc.gate", &t.gc_gate)?;
         let gate_settings = settings_of("gc", GATES, gate, sections)?;
 
-        let logical = (geo.physical_pages() as f64 * (1.0 - t.overprovisioning)).floor() as u64;
+        // Each set exports an equal share of the logical pages (whole pages: the remainder of
+        // an uneven split is left unused).
+        let logical_all = (geo.physical_pages() as f64 * (1.0 - t.overprovisioning)).floor() as u64;
+        let per_set = (logical_all / u64::from(t.nvm_sets)) as u32;
+        let logical = u64::from(per_set) * u64::from(t.nvm_sets);
+        let grouping = match t.sets_by {
+            SetsBy::Channel => SetGrouping::Channel,
+            SetsBy::Die => SetGrouping::Die,
+        };
+        let geo = geo
+            .with_sets(t.nvm_sets, grouping, per_set)
+            .map_err(|m| ConfigError::new(format!("field 'media.nvm_sets': {m}")))?;
         let gc_start = ((t.gc_threshold * f64::from(blocks)) as u32).max(t.gc_min_free_blocks);
         // Each plane needs room for its logical pages plus the free blocks GC keeps and the two
         // open blocks (host and GC frontiers).
-        let per_plane_logical = logical.div_ceil(u64::from(geo.planes()));
+        let per_plane_logical = u64::from(per_set).div_ceil(u64::from(geo.planes() / t.nvm_sets));
         let per_plane_room = u64::from(blocks.saturating_sub(gc_start + 2)) * u64::from(pages);
         if per_plane_logical > per_plane_room {
             return err(format!(
@@ -338,6 +358,7 @@ impl SsdConfig {
             gate,
             gate_settings,
             gc_start_free_blocks: gc_start,
+            gc_min_free_blocks: t.gc_min_free_blocks,
             gc_timed: t.gc_timed,
             unmapped_reads_hit_flash: t.unmapped_reads_hit_flash,
             cache_pages,

@@ -76,18 +76,14 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     let geo = ftl.geo.clone();
     let planes = geo.planes();
     let ppb = geo.pages_per_block;
-    let mapped = (cfg.fill * f64::from(cfg.logical_pages)).floor() as u32;
+    // Each NVM set is filled to the same fraction (with one set: the whole drive).
+    let mapped =
+        (cfg.fill * f64::from(geo.set_logical_pages().min(cfg.logical_pages))).floor() as u32;
     if mapped == 0 {
         return PreconditionReport {
             mapped_pages: 0,
             model_write_amplification: 1.0,
         };
-    }
-    // The logical pages of a plane are slot + k * planes, where slot is the plane's position in
-    // the striping order (striping is mixed-radix on lpa mod planes).
-    let mut slot_of_plane = vec![0u32; planes as usize];
-    for slot in 0..planes {
-        slot_of_plane[geo.stripe(slot).0 as usize] = slot;
     }
     let rule = ftl.mean_field_rule();
     // Sustained writing leaves a plane at its floor: GC (which only runs below its threshold)
@@ -99,14 +95,9 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     // Planes differ by at most one page: a handful of distinct page counts, each solved once.
     let mut model_cache: Vec<(u64, Vec<u32>)> = Vec::new();
     for plane in 0..planes {
-        let slot = slot_of_plane[plane as usize];
-        let count = if mapped > slot {
-            (mapped - slot).div_ceil(planes)
-        } else {
-            0
-        };
         lpas.clear();
-        lpas.extend((0..count).map(|k| slot + k * planes));
+        lpas.extend(geo.plane_lpas(plane, mapped));
+        let count = lpas.len() as u32;
         match cfg.fill_pattern {
             FillPattern::Sequential => ftl.place_sequential(plane, &lpas),
             FillPattern::Random => {
@@ -143,7 +134,7 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     }
     ftl.reset_stats();
     PreconditionReport {
-        mapped_pages: u64::from(mapped),
+        mapped_pages: u64::from(mapped) * u64::from(geo.sets()),
         model_write_amplification: if cfg.fill_pattern == FillPattern::Random {
             model_wa
         } else {

@@ -1,13 +1,14 @@
 //! Always open: GC runs whenever a plane's free blocks run low (a drive without Predictable
 //! Latency Mode).
 
-use super::{API, GateOps, GcGate};
+use super::{API, GateCaps, GateOps, GcGate};
 
 pub static OPS: GateOps = GateOps {
     name: "always",
-    help: "GC may always run",
+    help: "GC and destaging may always run",
     api_version: API,
     tunables: &[],
+    caps: GateCaps::empty(),
     build: Some(|_| Box::new(Always)),
 };
 

@@ -19,6 +19,7 @@ pub mod host;
 pub mod layout;
 pub mod order;
 pub mod plm;
+pub mod replicas;
 pub mod rings;
 pub mod transport;
 

@@ -24,7 +24,8 @@ fn to_py(e: SimError) -> PyErr {
 }
 
 /// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
-/// `series_interval_ms`) if given. Returns a dict: text, ios, events, max_outstanding.
+/// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. Returns a
+/// dict: text, ios, events, max_outstanding.
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
@@ -40,7 +41,7 @@ fn sim_run<'py>(
     repeat: u32,
     output_format: &str,
     jobfile: Option<PathBuf>,
-    trace: Option<PathBuf>,
+    trace: Option<Vec<PathBuf>>,
     trace_format: Option<&str>,
     speed: f64,
     qd_cap: u32,
@@ -55,7 +56,7 @@ fn sim_run<'py>(
     })?;
     let workload = match (jobfile, trace) {
         (Some(path), None) => WorkloadSpec::job_file(&path).map_err(to_py)?,
-        (None, Some(path)) => {
+        (None, Some(paths)) if !paths.is_empty() => {
             let format = match trace_format {
                 None | Some("auto") => None,
                 Some(name) => Some(TraceFormat::from_name(name).ok_or_else(|| {
@@ -67,7 +68,7 @@ fn sim_run<'py>(
                 })?),
             };
             WorkloadSpec::Trace {
-                path,
+                paths,
                 format,
                 speed,
                 qd_cap,

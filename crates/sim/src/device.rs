@@ -65,6 +65,8 @@ pub struct DeviceConfig {
     pub controller: Settings,
     /// The chosen arbiter's sub-table, `[controller.NAME]`.
     pub arbiter: Settings,
+    /// The chosen replica policy's sub-table, `[host.NAME]` (empty for `none`).
+    pub replicas: Settings,
     /// The chosen transport's section.
     pub transport: Settings,
     pub model: String,
@@ -160,6 +162,20 @@ impl DeviceConfig {
             &arbiter_names,
             |a| qoslab_nvme::arbiter::lookup(a).is_ok(),
         )?;
+        let replica_names: Vec<&str> = std::iter::once(qoslab_nvme::replicas::NONE)
+            .chain(qoslab_nvme::replicas::REPLICAS.iter().map(|r| r.name))
+            .collect();
+        let replicas_name = choose(
+            &mut doc,
+            overrides,
+            "host.replicas",
+            qoslab_nvme::replicas::NONE,
+            &replica_names,
+            |r| qoslab_nvme::replicas::lookup(r).is_ok(),
+        )?;
+        let r_table = qoslab_nvme::replicas::lookup(&replicas_name)
+            .expect("registered")
+            .map_or(&[][..], |r| r.tunables);
         let table = media_table(&model).expect("chosen from the registry");
         let (_, _, t_section, t_table) = transport_info(&transport_name).expect("registered");
         let a_table = qoslab_nvme::arbiter::lookup(&arbiter_name)
@@ -167,6 +183,7 @@ impl DeviceConfig {
             .tunables;
         let mut path_s = doc.section("path", PATH_TUNABLES)?;
         let mut arbiter = doc.section(&format!("controller.{arbiter_name}"), a_table)?;
+        let mut replicas = doc.section(&format!("host.{replicas_name}"), r_table)?;
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
         let mut transport = doc.section(t_section, t_table)?;
@@ -184,6 +201,8 @@ impl DeviceConfig {
         controller
             .set("arbitration", &RawValue::Text(arbiter_name))
             .expect("a text tunable");
+        host.set("replicas", &RawValue::Text(replicas_name))
+            .expect("a text tunable");
         for o in overrides {
             if is_choice(o) {
                 continue;
@@ -191,6 +210,7 @@ impl DeviceConfig {
             let mut targets: Vec<&mut Settings> = vec![
                 &mut path_s,
                 &mut host,
+                &mut replicas,
                 &mut controller,
                 &mut arbiter,
                 &mut transport,
@@ -211,6 +231,7 @@ impl DeviceConfig {
             host,
             controller,
             arbiter,
+            replicas,
             transport,
             model,
             media,
@@ -258,6 +279,7 @@ impl DeviceConfig {
         let fixed = [
             &self.path,
             &self.host,
+            &self.replicas,
             &self.controller,
             &self.arbiter,
             &self.transport,
@@ -277,7 +299,7 @@ fn is_choice(o: &str) -> bool {
     let key = o.split('=').next().unwrap_or("").trim();
     matches!(
         key,
-        "media.model" | "path.transport" | "controller.arbitration"
+        "media.model" | "path.transport" | "controller.arbitration" | "host.replicas"
     )
 }
 
@@ -348,8 +370,16 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
     let mut out = vec![
         plain("path", PATH_TUNABLES),
         plain("host", HOST_TUNABLES),
-        plain("controller", CONTROLLER_TUNABLES),
     ];
+    for r in qoslab_nvme::replicas::REPLICAS {
+        out.push(TableDoc {
+            heading: format!("host.{} (replicas = \"{}\")", r.name, r.name),
+            section: format!("host.{}", r.name),
+            help: Some(r.help),
+            table: r.tunables,
+        });
+    }
+    out.push(plain("controller", CONTROLLER_TUNABLES));
     for a in ARBITERS {
         if !a.tunables.is_empty() {
             out.push(TableDoc {

@@ -102,7 +102,28 @@ impl<D: Device, V: PathVisitor> TransportVisitor for WithMedia<'_, D, V> {
         let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
         let host_cfg = device.host_config();
         let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
-        let host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+        let mut host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+        if let Some(ops) =
+            qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
+        {
+            if ops.name == "plm"
+                && !(device.model == "ssd" && device.media.str("gc.gate") == "plm")
+            {
+                return Err(SimError::new(format!(
+                    "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
+                    device.source
+                )));
+            }
+            let policy = ops.build.expect("checked by the registry")(
+                &qoslab_nvme::replicas::ReplicaSetup {
+                    hosts,
+                    settings: &device.replicas,
+                    config_dir: device.dir.as_deref(),
+                },
+            )
+            .map_err(|e| device.locate(e))?;
+            host = host.with_replicas(policy);
+        }
         let arbiter = NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter)
             .map_err(|e| device.locate(e))?;
         let controller = NvmeController::new(

@@ -21,7 +21,7 @@ def _input_error(err: Exception) -> InputError:
 def run(
     jobfile: str | Path | None = None,
     *,
-    trace: str | Path | None = None,
+    trace: str | Path | list[str | Path] | None = None,
     trace_format: str | None = None,
     speed: float = 1.0,
     qd_cap: int = 0,
@@ -36,6 +36,8 @@ def run(
 ) -> dict[str, Any]:
     """Runs one simulation; returns {"text", "ios", "events", "max_outstanding"}.
 
+    `trace` is one block trace or a list of them, trace i replayed on host i.
+
     With `timeseries`, the per-interval series (every `log_avg_msec`, unless a job sets its
     own) is written there as CSV, or as Parquet when the name ends in .parquet."""
     if repeat < 1:
@@ -46,7 +48,7 @@ def run(
         raise InputError(f"--qd-cap: expected a non-negative integer, got {qd_cap}")
     core_args = dict(
         jobfile=None if jobfile is None else str(jobfile),
-        trace=None if trace is None else str(trace),
+        trace=None if trace is None else [str(t) for t in _as_list(trace)],
         trace_format=trace_format,
         speed=speed,
         qd_cap=qd_cap,
@@ -66,6 +68,10 @@ def run(
             result = _sim_run(device, sets, seed, repeat, output_format, scratch, core_args)
             _csv_to_parquet(scratch, staged)
         return result
+
+
+def _as_list(x: Any) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def _sim_run(

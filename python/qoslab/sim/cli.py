@@ -20,8 +20,11 @@ def sim(
     jobfile: Path | None = typer.Argument(
         None, help="fio job file to run (or give --trace).", show_default=False
     ),
-    trace: Path | None = typer.Option(
-        None, "--trace", help="Replay a block trace (MSR, SYSTOR'17, blkparse, fio iolog v2/v3)."
+    trace: list[Path] | None = typer.Option(
+        None,
+        "--trace",
+        help="Replay a block trace (MSR, SYSTOR'17, blkparse, fio iolog v2/v3); repeat it for "
+        "several hosts: the i-th trace runs on host i.",
     ),
     trace_format: str = typer.Option(
         "auto", "--trace-format", help="auto, msr, systor17, blkparse, iolog2 or iolog3."
@@ -83,6 +86,7 @@ def sim(
             raise InputError(f"--show-device: no preset '{show_device}' (presets: {names})")
         typer.echo(text, nl=False)
         return
+    trace = trace or None
     if (jobfile is None) == (trace is None):
         raise InputError("give either a job file or --trace FILE")
     if output_format not in FORMATS:
@@ -118,7 +122,7 @@ def sim(
         if plot is not None:
             from qoslab.sim.plot import timeseries_figure
 
-            timeseries_figure(series, plot, title=str(jobfile or trace))
+            timeseries_figure(series, plot, title=str(jobfile or trace[0]))
     if output is None:
         sys.stdout.write(result["text"])
     else:

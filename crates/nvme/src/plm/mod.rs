@@ -5,5 +5,6 @@
 
 pub mod allocation;
 pub mod coordinator;
+pub mod library;
 
 pub use coordinator::{Coordinator, HostWindow, Predictor, QosClass, RatioHist, coordinate};

@@ -52,7 +52,7 @@ def _diff_section(tmp: Path) -> str:
         [
             "## `qoslab nvmelite diff`: paper matrix against builtin:c, batch mode",
             "",
-            "```",
+            "```text",
             "qoslab nvmelite diff configs/nvmelite/main.yaml --dut builtin:c --dut-batch "
             "--jobs N --out DIR",
             "```",
@@ -105,7 +105,7 @@ def _matrix_section(tmp: Path) -> str:
         [
             "## NVMe-lite matrix: the C implementation beside the Rust model",
             "",
-            "```",
+            "```text",
             "build/dut/nvmelite-c matrix --out DIR [--no-logs] seed_001_long32.json   # C",
             "qoslab.nvmelite.load_matrix('configs/nvmelite/main.yaml').write(DIR, logs=)  # Rust",
             "```",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 QOSLAB = Path(sys.executable).parent / "qoslab"
-JOB = ROOT / "configs" / "jobs" / "randread-qd32.fio"
+JOB = ROOT / "bench" / "jobs" / "randread-qd32.fio"
 TARGET_IOPS = 2_000_000
 TARGET_RSS_MB = 100
 

@@ -81,7 +81,7 @@ def run() -> list[str]:
             f"""\
             ## Sweeps: 1,000,000 NVMe-lite runs through `qoslab sweep`
 
-            ```
+            ```text
             qoslab sweep million.yaml --store STORE      # study nvmelite run, 84 configurations x 11,905 seeds
             qoslab nvmelite matrix million-matrix.yaml --out DIR --no-logs   # the same 1,000,020 runs
             ```

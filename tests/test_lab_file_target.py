@@ -1,91 +1,77 @@
 """A plain file is a target without root: the study runs as an unprivileged user.
 
-Run as root, the test drops to `nobody` in a forked child (the Python installation may sit
-under a directory `nobody` cannot read, so every module is imported before the switch).
+Run as root, the test starts the `qoslab` command as `nobody` in a process of its own. The
+checkout or the Python installation may sit under a directory `nobody` cannot enter (a clone
+under /root or `mktemp -d`, Python under /root/.pyenv); for that process only, each such
+directory is replaced, in a private mount namespace, by an empty one that anybody may enter,
+holding the entries on the way at their usual paths. Nothing changes for other processes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import io
 import os
-import pkgutil
+import shlex
 import shutil
+import stat
+import subprocess
 import sys
 import tempfile
-import traceback
-import warnings
 from pathlib import Path
 
-import pandas as pd
+import pytest
+
+from conftest import QOSLAB, ROOT
+from qoslab import lab
 
 NOBODY = 65534
-_NOT_IMPORTABLE = {
-    "antigravity",
-    "this",
-    "idlelib",
-    "tkinter",
-    "turtle",
-    "turtledemo",
-    "__main__",
-    "pydoc_data",
-    "lib2to3",
-    "ensurepip",
-    "venv",
-}
 
 
-def _preload_everything() -> None:
-    with (
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore")
-        for name in sorted(sys.stdlib_module_names - _NOT_IMPORTABLE):
-            with contextlib.suppress(Exception):
-                importlib.import_module(name)
-        import encodings  # codecs are looked up lazily, by name
-
-        for codec in pkgutil.iter_modules(encodings.__path__):
-            with contextlib.suppress(Exception):
-                importlib.import_module(f"encodings.{codec.name}")
-    for name in (
-        "qoslab.cli",
-        "qoslab.lab.cli",
-        "qoslab.lab.study",
-        "qoslab.lab.figures",
-        "qoslab.lab.report",
-        "pyarrow.parquet",
-        "matplotlib.pyplot",
-    ):
-        importlib.import_module(name)
+def _closed_ancestors(paths: list[Path]) -> dict[Path, set[str]]:
+    """Directories on the way to `paths` that others may not enter, with the entries needed."""
+    closed: dict[Path, set[str]] = {}
+    for path in paths:
+        for parent in reversed(path.parents):
+            child = path.relative_to(parent).parts[0]
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                closed.setdefault(parent, set()).add(child)
+    return closed
 
 
-def run_study_as_nobody(args: list[str], home: str) -> int:
-    from qoslab.cli import main
-
-    _preload_everything()
-    pid = os.fork()
-    if pid == 0:  # child: never returns into pytest
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            os.environ.pop("QOSLAB_STATE_DIR", None)
-            os.environ.update(HOME=home, XDG_RUNTIME_DIR=home)
-            main(args)
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+def _as_nobody(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Runs `command` as nobody, with the checkout and the interpreter reachable."""
+    needed = [ROOT, Path(os.path.realpath(sys.base_prefix)), Path(sys.prefix).resolve()]
+    closed = _closed_ancestors(needed)
+    lines = ["set -eu"]
+    if closed:
+        if shutil.which("unshare") is None:
+            pytest.skip(f"{', '.join(map(str, closed))} closed to others and no unshare(1)")
+        stage = tempfile.mkdtemp(prefix="qoslab-stage-")
+        lines.append("mount --make-rprivate /")
+        # Outermost first: a deeper closed directory is reached through the mounts above it.
+        for i, (folder, children) in enumerate(
+            sorted(closed.items(), key=lambda c: len(c[0].parts))
+        ):
+            d, s = shlex.quote(str(folder)), shlex.quote(f"{stage}/{i}")
+            lines += [
+                f"mkdir {s}",
+                f"mount --bind {d} {s}",
+                f"mount -t tmpfs -o mode=0755 qoslab {d}",
+            ]
+            for child in sorted(children):
+                c = shlex.quote(child)
+                lines += [f"mkdir {d}/{c}", f"mount --bind {s}/{c} {d}/{c}"]
+    drop = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+    lines.append(f"exec {drop} {shlex.join(command)}")
+    wrapper = (
+        ["unshare", "--mount", "sh", "-c", "\n".join(lines)]
+        if closed
+        else ["sh", "-c", "\n".join(lines)]
+    )
+    try:
+        return subprocess.run(wrapper, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        if closed:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def test_study_on_a_file_without_root(qoslab):
@@ -108,20 +94,29 @@ def test_study_on_a_file_without_root(qoslab):
             "1s",
             "--ramp",
             "0s",
-            "--quiet",
             "--out",
             str(out),
         ]
         if os.geteuid() == 0:
             os.chown(work, NOBODY, NOBODY)
-            assert run_study_as_nobody(args, str(work)) == 0
+            env = {k: v for k, v in os.environ.items() if k != "QOSLAB_STATE_DIR"}
+            env.update(HOME=str(work), XDG_RUNTIME_DIR=str(work))
+            done = _as_nobody([str(QOSLAB), *args], env)
+            assert done.returncode == 0, done.stderr
             assert out.stat().st_uid == NOBODY
         else:
             done = qoslab(*args, env={**os.environ, "XDG_RUNTIME_DIR": str(work)})
             assert done.returncode == 0, done.stderr
-        table = pd.read_parquet(out / "results.parquet")
+        # stderr is a pipe here, not a terminal: no progress bars in it.
+        assert "remaining" not in done.stderr and "━" not in done.stderr
+        table = lab.results(out)
         assert table.qd.tolist() == [1, 4]
         assert (table.iops > 0).all()
+        # Every completion of a run is in its json+ histogram.
+        bins = lab.bins(out)
+        for row in table.itertuples():
+            mine = bins[(bins.source == row.source) & (bins.op == row.op)]
+            assert mine[mine.kind == "clat"]["count"].sum() == row.total_ios
         assert not target.exists()  # the scratch file is gone
         assert (work / "qoslab" / "created.json").read_text().strip() == "[]"
     finally:
@@ -168,3 +163,17 @@ def test_an_output_directory_that_is_not_qoslabs_is_never_replaced(qoslab, tmp_p
     assert "is not an earlier qoslab lab output" in done.stderr
     assert (precious / "thesis.tex").read_text() == "years of work"
     assert not (tmp_path / "data.img").exists()
+
+
+def test_a_missing_name_under_dev_is_no_such_block_device(qoslab, tmp_path):
+    done = qoslab(
+        "lab",
+        "study",
+        "qd-sweep",
+        "--target",
+        "/dev/nvme9n9",
+        env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert done.stderr == "qoslab: error: /dev/nvme9n9: no such block device\n"
+    assert not Path("/dev/nvme9n9").exists()

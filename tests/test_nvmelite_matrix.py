@@ -177,12 +177,14 @@ def test_risk_cliffs_of_the_spec_example(paper):
 
 def test_report_is_self_contained(paper):
     html = (paper / "report.html").read_text()
-    assert html.count("<svg") == 3
+    # RD vs k, p95 by policy, and a risk-cliff heatmap per fault mode.
+    assert html.count("<svg") == 5
     assert "28.46" in html and "Risk cliffs" in html
     # Nothing is loaded from elsewhere: figures are inline, links only point beside the file.
     assert "src=" not in html and "<link" not in html and "<script" not in html
     assert 'href="http' not in html
-    for stem in ("rd_vs_k", "p95_by_policy", "risk_cliff_heatmap"):
+    heatmaps = ("risk_cliff_heatmap", "risk_cliff_heatmap_timeout", "risk_cliff_heatmap_reset")
+    for stem in ("rd_vs_k", "p95_by_policy", *heatmaps):
         svg = (paper / "figures" / f"{stem}.svg").read_text()
         assert svg in html  # the report shows the very file
         with Image.open(paper / "figures" / f"{stem}.png") as png:

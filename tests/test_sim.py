@@ -410,11 +410,11 @@ def test_series_and_output_paths_that_cannot_be_written(qoslab, tmp_path):
     out = tmp_path / "r.json"
     for series in ("s.csv", "s.parquet"):
         done = qoslab("sim", job, "--timeseries", tmp_path / "nowhere" / series, "--output", out)
-        assert_one_line_error(done, "nowhere: the folder does not exist")
+        assert_one_line_error(done, "--timeseries:", "nowhere does not exist")
         done = qoslab("sim", job, "--timeseries", tmp_path, "--output", out)
         assert_one_line_error(done, str(tmp_path), "is a folder")
     done = qoslab("sim", job, "--timeseries", tmp_path / "s.csv", "--output", tmp_path / "no" / "r")
-    assert_one_line_error(done, "no: the folder does not exist")
+    assert_one_line_error(done, "--output:", "folder", "/no does not exist")
     assert_one_line_error(qoslab("sim", job, "--log-avg-msec", "0"), "--log-avg-msec")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.fio"]
 
@@ -446,6 +446,18 @@ def test_the_docs_tunables_reference_is_generated_from_the_tables():
 
     doc = (ROOT / "docs" / "sim.md").read_text()
     assert tunables_markdown(MODELS) in doc, "run `make sim-docs` to regenerate docs/sim.md"
+
+
+def test_the_docs_list_every_preset_of_the_registry():
+    from qoslab.sim.api import presets
+    from qoslab.sim.docs import presets_table
+
+    doc = (ROOT / "docs" / "sim.md").read_text()
+    assert presets_table() in doc, "run `make sim-docs` to regenerate docs/sim.md"
+    names = sorted(p.stem for p in (ROOT / "configs" / "devices").glob("*.toml"))
+    assert sorted(n for n, _ in presets()) == names
+    for name in names:
+        assert f"| `{name}`" in doc
 
 
 def test_the_docs_tour_excerpt_is_what_the_tour_job_gives():
@@ -524,3 +536,24 @@ def test_an_empirical_device_fitted_from_a_real_fio_run_reproduces_its_latencies
         hi = np.interp(p + spread, pct, lat) * (1 + 0.002)
         key = f"{p:.6f}"
         assert lo <= sim["percentile"][key] <= hi, (key, lo, sim["percentile"][key], hi)
+
+
+def test_power_fail_at_reports_what_each_job_lost(qoslab, tmp_path):
+    """`--power-fail-at` on a drive with a volatile cache and no power-loss protection: a job
+    that never flushes loses acknowledged writes; one that flushes after every write loses none
+    of what it relied on."""
+    job = write(
+        tmp_path,
+        "w.fio",
+        "[global]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=8\ntime_based=1\nruntime=30ms\n"
+        "[plain]\n[synced]\noffset=2g\nfsync=1\n",
+    )
+    report = sim_json(qoslab, str(job), "--device", "consumer-tlc", "--power-fail-at", "20ms")
+    d = report["qoslab"]["durability"]
+    assert d["power_fail_at_ns"] == 20_000_000
+    plain, synced = d["jobs"]
+    assert plain["jobname"] == "plain" and synced["jobname"] == "synced"
+    assert plain["acknowledged_lost"] > 0
+    assert plain["durable"] == plain["writes_acknowledged"] - plain["acknowledged_lost"]
+    assert synced["acknowledged_lost"] == 0
+    assert synced["durable"] == synced["writes_acknowledged"] > 0

@@ -23,7 +23,7 @@ def _example() -> list[tuple[str, str | None]]:
     steps = []
     for i, (lang, body) in enumerate(blocks):
         if lang == "" and body.startswith("qoslab "):
-            shown = blocks[i + 1][1] if i + 1 < len(blocks) and blocks[i + 1][0] == "" else None
+            shown = blocks[i + 1][1] if i + 1 < len(blocks) and blocks[i + 1][0] == "text" else None
             if shown is not None and shown.startswith("qoslab "):
                 shown = None
             steps.append((body.strip(), shown))

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 
 import typer
+import typer.rich_utils
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.errors import EXIT_BAD_INPUT, InputError
+
+# Help is never cut: rich would otherwise fit it into 80 columns whenever stdout is not a
+# terminal (a pipe, a file), shortening option names and defaults with an ellipsis.
+HELP_MIN_WIDTH = 120
+if not os.environ.get("TERMINAL_WIDTH"):
+    typer.rich_utils.MAX_WIDTH = max(HELP_MIN_WIDTH, shutil.get_terminal_size().columns)
 
 app = typer.Typer(
     name="qoslab",
@@ -35,6 +44,7 @@ def _register_studies() -> None:
     from qoslab.dut.cli import register as register_diff
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
+    from qoslab.plm.cli import app as plm
     from qoslab.report.cli import register as register_report
     from qoslab.sim.cli import register as register_sim
     from qoslab.store.cli import app as store
@@ -47,6 +57,7 @@ def _register_studies() -> None:
     register_sweep(app)
     app.add_typer(store)
     register_report(app)
+    app.add_typer(plm)
 
 
 _register_studies()

@@ -5,6 +5,8 @@ exit status 2 (design.md, "Errors"). Everything that validates user input raises
 the CLI turns it into that line. Any other exception is a bug and keeps its traceback.
 """
 
+import difflib
+
 EXIT_BAD_INPUT = 2
 
 
@@ -16,3 +18,9 @@ class InputError(Exception):
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + message)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """' (did you mean X?)' when one of `choices` is close to a mistyped `word`, else ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -9,9 +9,13 @@
 //! This is the pass-through block layer: first in, first out per queue, no merging, no
 //! reordering (blk-mq with the `none` scheduler).
 
+pub mod flush;
+
 use std::collections::VecDeque;
 
 use qoslab_engine::{Admission, ReqId, Stage, StageCtx};
+
+pub use flush::WriteCache;
 
 /// The block layer of every host on the path.
 #[derive(Debug, Default)]
@@ -20,6 +24,7 @@ pub struct BlockLayer {
     queues: Vec<VecDeque<ReqId>>,
     index: Vec<((u16, u16), usize)>,
     held: usize,
+    write_cache: WriteCache,
     pub stats: BlockStats,
 }
 
@@ -32,11 +37,19 @@ pub struct BlockStats {
     pub waited: u64,
     /// The most requests held here at once.
     pub max_held: u64,
+    /// Flushes completed here because the device has no volatile write cache.
+    pub flushes_not_sent: u64,
 }
 
 impl BlockLayer {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Tells the block layer what the device's write cache is.
+    pub fn with_write_cache(mut self, write_cache: WriteCache) -> Self {
+        self.write_cache = write_cache;
+        self
     }
 
     /// Requests held now.
@@ -77,6 +90,15 @@ impl Stage for BlockLayer {
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
         self.stats.ios += 1;
+        if !self.write_cache.prepare(&mut ctx.reqs_mut()[id]) {
+            self.stats.flushes_not_sent += 1;
+            let now = ctx.now_ns();
+            let t = &mut ctx.reqs_mut()[id].t;
+            t.dispatched_ns = now;
+            t.completed_ns = now;
+            ctx.complete(id);
+            return;
+        }
         let req = &ctx.reqs()[id];
         let q = self.queue_of(req.host, req.core);
         if self.queues[q].is_empty() && ctx.dispatch(id) == Admission::Accepted {
@@ -101,6 +123,10 @@ impl Stage for BlockLayer {
             ("ios".into(), self.stats.ios as f64),
             ("waited".into(), self.stats.waited as f64),
             ("max_held".into(), self.stats.max_held as f64),
+            (
+                "flushes_not_sent".into(),
+                self.stats.flushes_not_sent as f64,
+            ),
         ]
     }
 }

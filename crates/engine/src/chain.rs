@@ -12,7 +12,7 @@
 //! - everything else leaves the chain through the chain's own context, so a chain inside a
 //!   chain behaves as one stage.
 
-use crate::control::{Control, Notice, Transfer};
+use crate::control::{Control, LostWrite, Notice, Transfer};
 use crate::request::{ReqId, Requests};
 use crate::stage::{Admission, Stage, StageCtx, StageReport};
 use crate::time::Ns;
@@ -320,6 +320,11 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
 
     fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<Self::Event>) {
         self.with_upper(ctx, |u, c| u.control(msg, c));
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<LostWrite>) {
+        self.upper.collect_lost_writes(out);
+        self.lower.collect_lost_writes(out);
     }
 
     fn reports(&self, out: &mut Vec<StageReport>) {

@@ -92,6 +92,9 @@ pub enum Command {
     SetFeature { fid: u8, set: u16, value: u32 },
     /// Get Features: the answer goes into `value`.
     GetFeature { fid: u8, set: u16, value: u32 },
+    /// The power fails now (not an NVMe command: the environment's event, sent down the path
+    /// so the stage that holds volatile state loses it).
+    PowerLoss,
     /// Get Log Page `lid` for NVM set `set` (the log-specific identifier): the stage that owns
     /// it fills `data` with the page's bytes as the specification lays them out.
     GetLogPage { lid: u8, set: u16, data: Vec<u8> },
@@ -105,4 +108,16 @@ pub enum ControlStatus {
     Success,
     /// Owned but refused (invalid field, feature not changeable now).
     Invalid,
+}
+
+/// A write a power failure took away: what a crash-consistency check compares the host's
+/// view against (see `Stage::collect_lost_writes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LostWrite {
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub job: u32,
+    pub queued_ns: crate::Ns,
+    /// Whether the device had completed it to the host (false: it was still in flight).
+    pub acknowledged: bool,
 }

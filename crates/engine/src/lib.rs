@@ -18,7 +18,7 @@ pub mod tunable;
 pub mod units;
 
 pub use chain::{Chain, Link};
-pub use control::{Command, Control, ControlStatus, Dma, Notice, Payload, Transfer};
+pub use control::{Command, Control, ControlStatus, Dma, LostWrite, Notice, Payload, Transfer};
 pub use harness::{Done, Harness, Null, OverNull};
 pub use queue::EventQueue;
 pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};

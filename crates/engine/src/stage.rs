@@ -28,7 +28,7 @@
 
 use std::fmt::Debug;
 
-use crate::control::{Control, Notice, Transfer};
+use crate::control::{Control, LostWrite, Notice, Transfer};
 use crate::request::{ReqId, Requests};
 use crate::time::Ns;
 
@@ -186,6 +186,10 @@ pub trait Stage {
     fn counters(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+
+    /// Appends the writes power failures took from this stage so far, each failure's in issue
+    /// order. Stages that lose nothing keep the default.
+    fn collect_lost_writes(&self, _out: &mut Vec<LostWrite>) {}
 
     /// Each stage's counters, top to bottom: this stage's alone unless it is a chain.
     fn reports(&self, out: &mut Vec<StageReport>) {

@@ -190,8 +190,14 @@ impl Device for AnalyticDevice {
     fn capacity_bytes(&self) -> u64 {
         self.capacity_bytes
     }
+    /// A flush that takes time (`flush_ns`) means a cache to flush; a power failure loses
+    /// nothing here, though (the queue keeps no data).
     fn caps(&self) -> DeviceCaps {
-        DeviceCaps::ABORT_QUEUED
+        let mut caps = DeviceCaps::ABORT_QUEUED;
+        if self.flush_ns > 0 {
+            caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
+        }
+        caps
     }
 }
 
@@ -223,6 +229,7 @@ impl DeviceModel for AnalyticDevice {
     const HELP: &'static str =
         "c servers and one FIFO queue; fixed, exponential, lognormal or empirical service";
     const TUNABLES: &'static [Tunable] = ANALYTIC_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         let read_mean = s.u64("service_mean_ns") as f64;

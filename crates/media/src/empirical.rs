@@ -266,6 +266,7 @@ impl DeviceModel for EmpiricalDevice {
     const HELP: &'static str =
         "latency distributions per op and queue depth, fitted from real fio runs";
     const TUNABLES: &'static [Tunable] = EMPIRICAL_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         let file = s.str("profile");

@@ -13,6 +13,7 @@
 pub mod analytic;
 pub mod empirical;
 pub mod hdd;
+pub mod null;
 pub mod registry;
 pub mod service;
 pub mod ssd;
@@ -22,6 +23,7 @@ use std::path::Path;
 pub use analytic::AnalyticDevice;
 pub use empirical::EmpiricalDevice;
 pub use hdd::Hdd;
+pub use null::NullDevice;
 pub use qoslab_engine::{ConfigError, Settings, Stage, StageCtx, Tunable};
 pub use registry::{ModelVisitor, model_names, visit_model};
 pub use ssd::Ssd;
@@ -43,16 +45,7 @@ bitflags::bitflags! {
     }
 }
 
-/// A write a power failure took away (see [`Device::lost_writes`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LostWrite {
-    pub offset_bytes: u64,
-    pub len_bytes: u64,
-    pub job: u32,
-    pub queued_ns: qoslab_engine::Ns,
-    /// Whether it had completed to the host (false: it was still in flight).
-    pub acknowledged: bool,
-}
+pub use qoslab_engine::LostWrite;
 
 /// A device: the last stage of a path.
 pub trait Device: Stage {
@@ -113,6 +106,9 @@ pub trait DeviceModel: Device + Sized {
     const HELP: &'static str;
     /// Every key the model reads from `[media]` (besides `model`).
     const TUNABLES: &'static [Tunable];
+    /// The stage contract the model was written for (`qoslab_engine::STAGE_API_VERSION` when
+    /// it was); the registry refuses a model written for another.
+    const API_VERSION: u32;
 
     /// The sub-tables of the model's plug-ins (none by default), read before `[media]` so that
     /// their keys are theirs.

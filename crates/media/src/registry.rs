@@ -35,8 +35,19 @@ models!(
     crate::AnalyticDevice,
     crate::EmpiricalDevice,
     crate::Ssd,
-    crate::Hdd
+    crate::Hdd,
+    crate::NullDevice,
 );
+
+/// Refuses model `D` if it was written for another version of the stage contract.
+pub fn check_model<D: DeviceModel>() -> Result<(), String> {
+    qoslab_engine::check_plugin(&qoslab_engine::PluginInfo {
+        kind: "device model",
+        name: D::NAME,
+        api_version: D::API_VERSION,
+        missing_hooks: &[],
+    })
+}
 
 /// (name, help, tunables) of the model called `name`.
 pub fn model_info(
@@ -75,6 +86,53 @@ pub fn model_sub_tables(name: &str) -> Option<Vec<crate::SubTable>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model written for the previous contract.
+    struct Old;
+    impl qoslab_engine::Stage for Old {
+        type Event = ();
+        fn name(&self) -> &'static str {
+            "old"
+        }
+        fn submit(&mut self, _: qoslab_engine::ReqId, _: &mut impl qoslab_engine::StageCtx<()>) {}
+        fn on_event(&mut self, _: (), _: &mut impl qoslab_engine::StageCtx<()>) {}
+    }
+    impl crate::Device for Old {
+        fn capacity_bytes(&self) -> u64 {
+            0
+        }
+    }
+    impl DeviceModel for Old {
+        const NAME: &'static str = "old";
+        const HELP: &'static str = "written for version 1";
+        const TUNABLES: &'static [qoslab_engine::Tunable] = &[];
+        const API_VERSION: u32 = 1;
+        fn build(
+            _: &qoslab_engine::Settings,
+            _: &crate::BuildCtx<'_>,
+        ) -> Result<Self, qoslab_engine::ConfigError> {
+            Ok(Old)
+        }
+    }
+
+    #[test]
+    fn a_model_written_for_another_contract_is_refused() {
+        let e = check_model::<Old>().unwrap_err();
+        assert!(
+            e.starts_with("device model 'old' was built for stage API version 1"),
+            "{e}"
+        );
+        struct Check;
+        impl ModelVisitor for Check {
+            type Output = Result<(), String>;
+            fn visit<D: DeviceModel>(self) -> Self::Output {
+                check_model::<D>()
+            }
+        }
+        for name in model_names() {
+            assert!(visit_model(name, Check).unwrap().is_ok(), "{name}");
+        }
+    }
 
     #[test]
     fn every_registered_name_resolves_to_its_model() {

@@ -397,8 +397,11 @@ impl NvmeHost {
 
     /// Issues `id` again after an abort or reset, or fails it after `max_retries`.
     fn requeue(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let now = ctx.now_ns();
         let req = &mut ctx.reqs_mut()[id];
         if u32::from(req.retries) >= self.cfg.max_retries {
+            // It fails now (also when the reset that cancelled it ends).
+            req.t.completed_ns = now;
             req.status = IoStatus::Aborted;
             self.stats.failed += 1;
             self.finish(id, ctx);

@@ -1,9 +1,13 @@
 //! `qoslab._core`: the Rust models exposed to Python. Each study adds a submodule here;
 //! conversion between Python and Rust values is all this crate does.
 
+// The job description of `sim::job_json` is one large `json!` literal.
+#![recursion_limit = "256"]
+
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod plm;
 mod sim;
 
 #[pymodule]
@@ -11,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nvmelite::register(m)?;
     sim::register(m)?;
+    plm::register(m)?;
     Ok(())
 }

@@ -7,9 +7,13 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use qoslab_engine::IoPrioClass;
 use qoslab_sim::TraceFormat;
 use qoslab_sim::device::{all_tables, preset_names, preset_text, tunables_markdown_for};
 use qoslab_sim::{DeviceConfig, OutputFormat, SeriesSpec, SimError, SimOptions, WorkloadSpec};
+use qoslab_workload::fio::options::OPTIONS;
+use qoslab_workload::fio::{Distribution, Job, JobFile, KbBase, SizeSpec, ZoneExtent};
+use serde_json::{Value, json};
 
 pyo3::create_exception!(
     _core,
@@ -18,19 +22,200 @@ pyo3::create_exception!(
     "Bad simulator input: args are (message, path or None, line or None)."
 );
 
-fn to_py(e: SimError) -> PyErr {
+pub(crate) fn to_py(e: SimError) -> PyErr {
     let path = e.path.map(|p| p.display().to_string());
     SimInputError::new_err((e.message, path, e.line))
 }
 
+/// The jobs to run: a job file, or job-file text (read from stdin or made from fio's command
+/// line) named `jobname` in messages; only the `sections` named, if any.
+fn load_jobs(
+    jobfile: Option<PathBuf>,
+    jobtext: Option<String>,
+    jobname: Option<String>,
+    sections: &[String],
+) -> Result<JobFile, SimError> {
+    let env = |n: &str| std::env::var(n).ok();
+    let file = match (jobfile, jobtext) {
+        (Some(path), None) => qoslab_workload::fio::parse_job_file(&path, env)?,
+        (None, Some(text)) => {
+            let name = PathBuf::from(jobname.unwrap_or_else(|| "<stdin>".into()));
+            qoslab_workload::fio::parse_job_str(&text, &name, env)?
+        }
+        _ => return Err(SimError::new("give either a job file or job text")),
+    };
+    if sections.is_empty() {
+        Ok(file)
+    } else {
+        Ok(file.only_sections(sections)?)
+    }
+}
+
+fn size_json(s: &SizeSpec) -> Value {
+    match s {
+        SizeSpec::Bytes(b) => json!({ "bytes": b }),
+        SizeSpec::Percent(p) => json!({ "percent": p }),
+    }
+}
+
+fn prio_class_name(c: IoPrioClass) -> &'static str {
+    match c {
+        IoPrioClass::None => "none",
+        IoPrioClass::RealTime => "rt",
+        IoPrioClass::BestEffort => "be",
+        IoPrioClass::Idle => "idle",
+    }
+}
+
+fn distribution_json(d: &Distribution) -> Value {
+    match d {
+        Distribution::Random => json!({ "kind": "random" }),
+        Distribution::Zipf { theta, center } => {
+            json!({ "kind": "zipf", "theta": theta, "center": center })
+        }
+        Distribution::Pareto { h, center } => {
+            json!({ "kind": "pareto", "h": h, "center": center })
+        }
+        Distribution::Normal { dev_pct, center } => {
+            json!({ "kind": "normal", "dev_pct": dev_pct, "center": center })
+        }
+        Distribution::Zoned(zones) => {
+            let zones: Vec<Value> = zones
+                .iter()
+                .map(|z| match z.extent {
+                    ZoneExtent::Percent(p) => json!({ "access_pct": z.access_pct, "size_pct": p }),
+                    ZoneExtent::Bytes(b) => json!({ "access_pct": z.access_pct, "size_bytes": b }),
+                })
+                .collect();
+            json!({ "kind": "zoned", "zones": zones })
+        }
+    }
+}
+
+/// How qoslab read one job: every modelled setting, with its unit in its name (per direction:
+/// read, write, trim).
+fn job_json(j: &Job) -> Value {
+    let rw = qoslab_workload::fio::RwPattern::NAMES
+        .iter()
+        .find(|(_, p)| *p == j.rw)
+        .map_or("?", |(n, _)| n);
+    json!({
+        "name": j.name,
+        "section": j.section,
+        "index": j.index,
+        "location": format!("{}:{}", j.location.path.display(), j.location.line),
+        "rw": rw,
+        "rw_modifier": j.rw_modifier,
+        "rw_sequencer": if j.rw_identical { "identical" } else { "sequential" },
+        "rwmixread_pct": j.rwmixread,
+        "bs_bytes": j.bs,
+        "bsrange_bytes": j.bsrange,
+        "bssplit": j.bssplit,
+        "blockalign_bytes": j.blockalign,
+        "size": j.size.as_ref().map(size_json),
+        "offset": size_json(&j.offset),
+        "offset_increment": size_json(&j.offset_increment),
+        "filesize_bytes": j.filesize,
+        "io_size_bytes": j.io_size,
+        "number_ios": j.number_ios,
+        "loops": j.loops,
+        "runtime_ns": j.runtime_ns,
+        "time_based": j.time_based,
+        "ramp_time_ns": j.ramp_time_ns,
+        "iodepth": j.iodepth,
+        "iodepth_batch_submit": j.iodepth_batch_submit,
+        "numjobs": j.numjobs,
+        "thinktime_ns": j.thinktime_ns,
+        "thinktime_blocks": j.thinktime_blocks,
+        "thinktime_blocks_type": format!("{:?}", j.thinktime_blocks_type).to_lowercase(),
+        "rate_bytes_per_s": j.rate_bytes_per_s,
+        "rate_iops": j.rate_iops,
+        "rate_process": format!("{:?}", j.rate_process).to_lowercase(),
+        "random_distribution": j.random_distribution.iter().map(distribution_json).collect::<Vec<_>>(),
+        "norandommap": j.norandommap,
+        "randrepeat": j.randrepeat,
+        "randseed": j.randseed,
+        "prio": j.prio,
+        "prioclass": j.prioclass.map(prio_class_name),
+        "cmdprio_percentage": j.cmdprio_percentage,
+        "cmdprio_class": j.cmdprio_class.map(prio_class_name),
+        "cmdprio": j.cmdprio,
+        "stonewall": j.stonewall,
+        "new_group": j.new_group,
+        "group_reporting": j.group_reporting,
+        "group_id": j.group_id,
+        "run_group": j.run_group,
+        "percentile_list": j.percentile_list,
+        "direct": j.direct,
+        "ioengine": j.ioengine,
+        "filename": j.filename,
+        "log_avg_msec": j.log_avg_msec,
+        "write_lat_log": j.logs.lat,
+        "write_bw_log": j.logs.bw,
+        "write_iops_log": j.logs.iops,
+        "kb_base": if j.kb_base == KbBase::Binary { 1024 } else { 1000 },
+        "options": j.options,
+        "globals_before": j.globals_before,
+        "ignored": j.ignored.iter().map(|(k, l)| json!({
+            "option": k,
+            "location": format!("{}:{}", l.path.display(), l.line),
+            "why": qoslab_workload::fio::options::find(k).map_or("", |o| o.help),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn jobs_json(file: &JobFile) -> String {
+    json!({
+        "path": file.path.display().to_string(),
+        "global_options": file.global_options,
+        "jobs": file.jobs.iter().map(job_json).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+/// Parses a job file (or job text) as `sim_run` would, without running it: JSON text with
+/// `path`, `global_options` and `jobs`, each job as qoslab read it.
+#[pyfunction]
+#[pyo3(signature = (jobfile=None, jobtext=None, jobname=None, sections=Vec::new()))]
+fn fio_parse(
+    jobfile: Option<PathBuf>,
+    jobtext: Option<String>,
+    jobname: Option<String>,
+    sections: Vec<String>,
+) -> PyResult<String> {
+    let file = load_jobs(jobfile, jobtext, jobname, &sections).map_err(to_py)?;
+    Ok(jobs_json(&file))
+}
+
+/// Every fio option qoslab knows: (name, aliases, read first, ignored, help); "read first":
+/// fio reads it before the other options of its section (and `--showcmd` prints it first).
+#[pyfunction]
+fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
+    OPTIONS
+        .iter()
+        .map(|o| {
+            (
+                o.name.to_string(),
+                o.aliases.iter().map(|a| a.to_string()).collect(),
+                o.read_first,
+                o.is_ignored(),
+                o.help.to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
-/// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. Returns a
-/// dict: text, ios, events, max_outstanding.
+/// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. The device
+/// is a preset or a file named `device`, or the device file `device_text` (named `device` in
+/// messages). Returns a dict: text, ios, events, max_outstanding, and for jobs `jobs` (JSON
+/// text of how they were read, as `fio_parse` gives it).
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
-    series_path=None, series_interval_ms=100.0, progress=false
+    series_path=None, series_interval_ms=100.0, progress=false,
+    jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -48,15 +233,33 @@ fn sim_run<'py>(
     series_path: Option<PathBuf>,
     series_interval_ms: f64,
     progress: bool,
+    jobtext: Option<String>,
+    jobname: Option<String>,
+    sections: Vec<String>,
+    device_text: Option<String>,
+    power_fail_at: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let power_fail_at_ns = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                to_py(SimError::new(format!(
+                    "--power-fail-at: expected a simulated time like 5ms or 1.5s, got '{t}'"
+                )))
+            })
+        })
+        .transpose()?;
     let format = OutputFormat::from_name(output_format).ok_or_else(|| {
         to_py(SimError::new(format!(
-            "--output-format: expected normal, json or json+, got '{output_format}'"
+            "--output-format: expected {} or a comma list of them, got '{output_format}'",
+            OutputFormat::NAMES.join(", ")
         )))
     })?;
-    let workload = match (jobfile, trace) {
-        (Some(path), None) => WorkloadSpec::job_file(&path).map_err(to_py)?,
-        (None, Some(paths)) if !paths.is_empty() => {
+    let trace = trace.filter(|paths| !paths.is_empty());
+    let workload = match (jobfile.is_some() || jobtext.is_some(), trace) {
+        (true, None) => {
+            WorkloadSpec::Jobs(load_jobs(jobfile, jobtext, jobname, &sections).map_err(to_py)?)
+        }
+        (false, Some(paths)) => {
             let format = match trace_format {
                 None | Some("auto") => None,
                 Some(name) => Some(TraceFormat::from_name(name).ok_or_else(|| {
@@ -80,7 +283,12 @@ fn sim_run<'py>(
             )));
         }
     };
-    let device = DeviceConfig::load(device, &sets).map_err(|e| to_py(e.into()))?;
+    // A device file made from another format (MQSim's XML) comes as text, named `device`.
+    let device = match device_text {
+        Some(text) => DeviceConfig::from_text(&text, device, &sets),
+        None => DeviceConfig::load(device, &sets),
+    }
+    .map_err(|e| to_py(e.into()))?;
     let ms = series_interval_ms;
     let interval_ns = (ms * 1e6).round();
     // The interval is whole ns, so anything under half a ns would be no interval at all.
@@ -101,9 +309,13 @@ fn sim_run<'py>(
         format,
         series,
         progress,
+        power_fail_at_ns,
     };
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);
+    if let WorkloadSpec::Jobs(file) = &opts.workload {
+        d.set_item("jobs", jobs_json(file))?;
+    }
     d.set_item("text", out.text)?;
     d.set_item("ios", out.ios)?;
     d.set_item("events", out.events)?;
@@ -162,6 +374,8 @@ fn sim_tunables_markdown(models: Option<Vec<String>>) -> String {
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add("SimInputError", m.py().get_type::<SimInputError>())?;
     m.add_function(wrap_pyfunction!(sim_run, m)?)?;
+    m.add_function(wrap_pyfunction!(fio_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(fio_options, m)?)?;
     m.add_function(wrap_pyfunction!(sim_presets, m)?)?;
     m.add_function(wrap_pyfunction!(sim_preset_text, m)?)?;
     m.add_function(wrap_pyfunction!(sim_tunables, m)?)?;

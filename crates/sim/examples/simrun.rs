@@ -29,6 +29,7 @@ fn main() {
         format: OutputFormat::Normal,
         series: None,
         progress: false,
+        power_fail_at_ns: None,
     };
     let t = Instant::now();
     let out = qoslab_sim::run(&opts).unwrap_or_else(|e| panic!("{e}"));

@@ -367,10 +367,7 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         help: None,
         table,
     };
-    let mut out = vec![
-        plain("path", PATH_TUNABLES),
-        plain("host", HOST_TUNABLES),
-    ];
+    let mut out = vec![plain("path", PATH_TUNABLES), plain("host", HOST_TUNABLES)];
     for r in qoslab_nvme::replicas::REPLICAS {
         out.push(TableDoc {
             heading: format!("host.{} (replicas = \"{}\")", r.name, r.name),

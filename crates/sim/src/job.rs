@@ -4,7 +4,7 @@
 
 use std::io::BufRead;
 
-use qoslab_engine::{IntervalSeries, LatencyHist, Moments, Ns, Op, Request};
+use qoslab_engine::{IntervalSeries, IoStatus, LatencyHist, Moments, Ns, Op, ReqFlags, Request};
 use qoslab_workload::WorkloadError;
 use qoslab_workload::generator::{GenIo, JobGen};
 use qoslab_workload::trace::{ReplaySpeed, TraceReader};
@@ -258,6 +258,86 @@ pub struct JobRun {
     pub last_complete_ns: Ns,
     last_complete_batch: (Ns, u32),
     pub issued: u64,
+    pub durability: Durability,
+}
+
+/// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
+/// `fsync_on_close`, `write_barrier`, `fua`) and how far its writes are durable.
+///
+/// A flush is issued as fio's sync engines do it: the job waits for its writes in flight,
+/// issues the FLUSH and waits for it. A write is *acknowledged* to the application when the
+/// job can rely on it: at its completion in a job that never flushes, or when written with FUA;
+/// at the completion of the flush that covers it in a job that flushes.
+#[derive(Clone, Debug, Default)]
+pub struct Durability {
+    pub fsync_every: u64,
+    pub end_fsync: bool,
+    pub barrier_every: u64,
+    pub fua: bool,
+    writes_issued: u64,
+    since_sync: u64,
+    sync_due: bool,
+    sync_inflight: bool,
+    end_sync_done: bool,
+    /// Writes completed since the last flush was issued, and those the flush in flight covers.
+    completed_uncovered: u64,
+    covered_by_inflight: u64,
+    /// Writes acknowledged to the application so far.
+    pub acknowledged: u64,
+    /// The issue time of the last flush that completed: the job's writes queued before it are
+    /// acknowledged.
+    pub synced_before_ns: Option<Ns>,
+}
+
+impl Durability {
+    /// A job's options: flush every `fsync_every` writes (0: never), at its end, make every
+    /// `barrier_every`-th write a barrier (0: never), write with FUA.
+    pub fn new(fsync_every: u64, end_fsync: bool, barrier_every: u64, fua: bool) -> Self {
+        Durability {
+            fsync_every,
+            end_fsync,
+            barrier_every,
+            fua,
+            ..Durability::default()
+        }
+    }
+
+    /// Whether the job relies on flushes (rather than on completions) for durability.
+    pub fn flushes(&self) -> bool {
+        self.fsync_every > 0 || self.end_fsync
+    }
+
+    fn busy(&self) -> bool {
+        self.sync_due || self.sync_inflight
+    }
+
+    /// The flags of the next write, counting it.
+    fn write_flags(&mut self) -> ReqFlags {
+        self.writes_issued += 1;
+        let mut flags = ReqFlags::empty();
+        if self.fua {
+            flags |= ReqFlags::FUA;
+        }
+        if self.barrier_every > 0 && self.writes_issued.is_multiple_of(self.barrier_every) {
+            flags |= ReqFlags::PREFLUSH | ReqFlags::FUA;
+        }
+        if self.fsync_every > 0 {
+            self.since_sync += 1;
+            if self.since_sync >= self.fsync_every {
+                self.since_sync = 0;
+                self.sync_due = true;
+            }
+        }
+        flags
+    }
+
+    /// The job has issued its last: a final flush is due if it asked for one.
+    fn at_end(&mut self) {
+        if self.end_fsync && !self.end_sync_done {
+            self.end_sync_done = true;
+            self.sync_due = true;
+        }
+    }
 }
 
 /// What the job asks of the simulator after it ran.
@@ -319,6 +399,7 @@ impl JobRun {
             last_complete_ns: 0,
             last_complete_batch: (Ns::MAX, 0),
             issued: 0,
+            durability: Durability::default(),
         }
     }
 
@@ -348,6 +429,21 @@ impl JobRun {
     ) -> Result<Pump, WorkloadError> {
         let mut submitted = 0u32;
         let result = loop {
+            if self.durability.busy() {
+                // A flush waits for the writes in flight, and the job for the flush.
+                if self.durability.sync_due && self.inflight == 0 {
+                    let d = &mut self.durability;
+                    d.sync_due = false;
+                    d.sync_inflight = true;
+                    d.covered_by_inflight = std::mem::take(&mut d.completed_uncovered);
+                    self.inflight += 1;
+                    let mut req = Request::new(Op::Flush, 0, 0, 0, now);
+                    req.host = self.host;
+                    req.core = self.core;
+                    submit(req);
+                }
+                break Pump::Wait;
+            }
             if self.exhausted {
                 break Pump::Wait;
             }
@@ -355,13 +451,15 @@ impl JobRun {
                 && now >= self.start_ns + end
             {
                 self.exhausted = true;
-                break Pump::Wait;
+                self.durability.at_end();
+                continue;
             }
             if self.pending.is_none() {
                 self.pending = self.source.next()?;
                 if self.pending.is_none() {
                     self.exhausted = true;
-                    break Pump::Wait;
+                    self.durability.at_end();
+                    continue;
                 }
             }
             let io = self.pending.expect("just filled");
@@ -399,6 +497,9 @@ impl JobRun {
             }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
             req.prio = io.prio;
+            if io.op == Op::Write {
+                req.flags |= self.durability.write_flags();
+            }
             req.host = self.host;
             req.core = self.core;
             submit(req);
@@ -416,7 +517,7 @@ impl JobRun {
                 left -= n;
             }
         }
-        if self.exhausted && self.inflight == 0 {
+        if self.exhausted && self.inflight == 0 && !self.durability.busy() {
             self.finished = true;
         }
         Ok(result)
@@ -425,6 +526,27 @@ impl JobRun {
     /// Records a completed request of this job.
     pub fn complete(&mut self, req: &Request) {
         self.inflight -= 1;
+        let d = &mut self.durability;
+        let ok = req.status == IoStatus::Ok;
+        match req.op {
+            Op::Flush => {
+                d.sync_inflight = false;
+                if ok {
+                    d.acknowledged += std::mem::take(&mut d.covered_by_inflight);
+                    d.synced_before_ns = Some(req.t.queued_ns);
+                } else {
+                    d.completed_uncovered += std::mem::take(&mut d.covered_by_inflight);
+                }
+            }
+            Op::Write if ok => {
+                if d.flushes() && !req.flags.contains(ReqFlags::FUA) {
+                    d.completed_uncovered += 1;
+                } else {
+                    d.acknowledged += 1;
+                }
+            }
+            _ => {}
+        }
         let t = &req.t;
         let done = t.completed_ns;
         if done >= self.ramp_end() {
@@ -459,7 +581,7 @@ impl JobRun {
             }
             self.last_complete_ns = self.last_complete_ns.max(done);
         }
-        if self.exhausted && self.inflight == 0 {
+        if self.exhausted && self.inflight == 0 && !self.durability.busy() {
             self.finished = true;
         }
     }

@@ -118,6 +118,8 @@ pub struct SimOptions {
     /// Where to write the time series, if anywhere.
     pub series: Option<SeriesSpec>,
     pub progress: bool,
+    /// Cut the power at this simulated time and report what it took (`qoslab.durability`).
+    pub power_fail_at_ns: Option<Ns>,
 }
 
 /// The per-interval time series (`--timeseries`), written as CSV while the run goes.
@@ -197,6 +199,12 @@ fn build_jobs(
                         series.and(interval),
                     );
                     run.host = job.sim_host;
+                    run.durability = job::Durability::new(
+                        job.fsync_every,
+                        job.end_fsync,
+                        job.write_barrier_every,
+                        job.fua,
+                    );
                     out.push(run);
                 }
             }
@@ -295,9 +303,11 @@ struct RunOnce<'a, 'w> {
 impl ModelVisitor for RunOnce<'_, '_> {
     type Output = Result<Outcome, SimError>;
     fn visit<D: DeviceModel>(self) -> Self::Output {
+        qoslab_media::registry::check_model::<D>().map_err(SimError::new)?;
         let dev: D = self.opts.device.build_media(self.seed)?;
         let loop_opts = LoopOptions {
             progress: self.opts.progress,
+            power_fail_at_ns: self.opts.power_fail_at_ns,
         };
         run_with_media(self.opts, self.seed, dev, loop_opts, self.series)
     }
@@ -320,7 +330,40 @@ pub fn run_on_device<D: qoslab_media::Device>(
     opts: &SimOptions,
     dev: D,
 ) -> Result<SimOutput, SimError> {
-    let outcome = run_with_media(opts, opts.seed, dev, LoopOptions::default(), None)?;
+    let loop_opts = LoopOptions {
+        progress: false,
+        power_fail_at_ns: opts.power_fail_at_ns,
+    };
+    let outcome = run_with_media(opts, opts.seed, dev, loop_opts, None)?;
+    let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
+    Ok(SimOutput {
+        text,
+        ios: outcome.jobs.iter().map(|j| j.issued).sum(),
+        events: outcome.events,
+        max_outstanding: outcome.max_outstanding,
+    })
+}
+
+/// Runs one seed of `opts` on media `dev` over transport `T`, with the path's stages put
+/// together by `assemble` instead of the builder's chain (to test a stage in the path, or a
+/// speed trick against the path without it), without a time series.
+pub fn run_parts<T, D, P>(
+    opts: &SimOptions,
+    dev: D,
+    assemble: impl FnOnce(path::PathParts<T, D>) -> P,
+) -> Result<SimOutput, SimError>
+where
+    T: qoslab_nvme::TransportModel,
+    D: qoslab_media::Device,
+    P: qoslab_engine::Stage,
+{
+    let (jobs, plan) = build_jobs(opts, opts.seed, dev.capacity_bytes())?;
+    let parts = path::parts::<T, D>(&opts.device, dev, &plan)?;
+    let loop_opts = LoopOptions {
+        progress: false,
+        power_fail_at_ns: opts.power_fail_at_ns,
+    };
+    let outcome = run::simulate(assemble(parts), jobs, loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,

@@ -9,9 +9,9 @@
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
-use qoslab_block::BlockLayer;
+use qoslab_block::{BlockLayer, WriteCache};
 use qoslab_engine::{Chain, Stage};
-use qoslab_media::Device;
+use qoslab_media::{Device, DeviceCaps};
 use qoslab_nvme::transport::{TransportModel, TransportVisitor, visit_transport};
 use qoslab_nvme::{ControllerSetup, NvmeController, NvmeHost, QueueLayout};
 
@@ -78,72 +78,104 @@ impl<D: Device, V: PathVisitor> TransportVisitor for WithMedia<'_, D, V> {
     type Output = Result<V::Output, SimError>;
 
     fn visit<T: TransportModel>(self) -> Self::Output {
-        let device = self.device;
-        let hosts = device.path_config().hosts;
-        if self.plan.jobs_per_host.len() > hosts as usize {
+        let parts = parts::<T, D>(self.device, self.dev, self.plan)?;
+        Ok(self.visitor.visit(parts.chain()))
+    }
+}
+
+/// The stages of the default path, built and not yet chained.
+pub struct PathParts<T, D> {
+    pub block: BlockLayer,
+    pub host: NvmeHost,
+    pub transport: T,
+    pub controller: NvmeController,
+    pub media: D,
+}
+
+impl<T: Stage, D: Stage> PathParts<T, D> {
+    /// The chain, top to bottom.
+    pub fn chain(self) -> NvmePath<T, D> {
+        Chain::new(
+            self.block,
+            Chain::new(
+                self.host,
+                Chain::new(self.transport, Chain::new(self.controller, self.media)),
+            ),
+        )
+    }
+}
+
+/// Builds the stages of `device`'s path over transport `T` and media `dev`.
+pub fn parts<T: TransportModel, D: Device>(
+    device: &DeviceConfig,
+    dev: D,
+    plan: &PathPlan,
+) -> Result<PathParts<T, D>, SimError> {
+    let hosts = device.path_config().hosts;
+    if plan.jobs_per_host.len() > hosts as usize {
+        return Err(SimError::new(format!(
+            "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
+            plan.jobs_per_host.len() - 1
+        )));
+    }
+    let mut jobs_per_host = plan.jobs_per_host.clone();
+    jobs_per_host.resize(hosts as usize, 0);
+    let plan = PathPlan {
+        jobs_per_host,
+        seed: plan.seed,
+    };
+    let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
+    let foldable = transport.caps().foldable();
+    let ctrl_cfg = device.controller_config();
+    let order =
+        qoslab_nvme::order::lookup(&ctrl_cfg.completion_order).map_err(|e| device.locate(e))?;
+    let arbiter_ops =
+        qoslab_nvme::arbiter::lookup(&ctrl_cfg.arbitration).map_err(|e| device.locate(e))?;
+    let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
+    let host_cfg = device.host_config();
+    let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
+    let mut host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+    if let Some(ops) =
+        qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
+    {
+        if ops.name == "plm" && !(device.model == "ssd" && device.media.str("gc.gate") == "plm") {
             return Err(SimError::new(format!(
-                "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
-                self.plan.jobs_per_host.len() - 1
+                "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
+                device.source
             )));
         }
-        let mut jobs_per_host = self.plan.jobs_per_host.clone();
-        jobs_per_host.resize(hosts as usize, 0);
-        let plan = PathPlan {
-            jobs_per_host,
-            seed: self.plan.seed,
-        };
-        let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
-        let foldable = transport.caps().foldable();
-        let ctrl_cfg = device.controller_config();
-        let order =
-            qoslab_nvme::order::lookup(&ctrl_cfg.completion_order).map_err(|e| device.locate(e))?;
-        let arbiter_ops =
-            qoslab_nvme::arbiter::lookup(&ctrl_cfg.arbitration).map_err(|e| device.locate(e))?;
-        let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
-        let host_cfg = device.host_config();
-        let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
-        let mut host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
-        if let Some(ops) =
-            qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
-        {
-            if ops.name == "plm"
-                && !(device.model == "ssd" && device.media.str("gc.gate") == "plm")
-            {
-                return Err(SimError::new(format!(
-                    "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
-                    device.source
-                )));
-            }
-            let policy = ops.build.expect("checked by the registry")(
-                &qoslab_nvme::replicas::ReplicaSetup {
-                    hosts,
-                    settings: &device.replicas,
-                    config_dir: device.dir.as_deref(),
-                },
-            )
+        let policy =
+            ops.build.expect("checked by the registry")(&qoslab_nvme::replicas::ReplicaSetup {
+                hosts,
+                settings: &device.replicas,
+                config_dir: device.dir.as_deref(),
+            })
             .map_err(|e| device.locate(e))?;
-            host = host.with_replicas(policy);
-        }
-        let arbiter = NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter)
-            .map_err(|e| device.locate(e))?;
-        let controller = NvmeController::new(
-            ctrl_cfg,
-            ControllerSetup {
-                layout,
-                cq_depth: host_cfg.cq_depth,
-                arbiter,
-                order,
-                transport_foldable: foldable,
-                seed: plan.seed,
-            },
-        );
-        let path: NvmePath<T, D> = Chain::new(
-            BlockLayer::new(),
-            Chain::new(
-                host,
-                Chain::new(transport, Chain::new(controller, self.dev)),
-            ),
-        );
-        Ok(self.visitor.visit(path))
+        host = host.with_replicas(policy);
     }
+    let arbiter =
+        NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter).map_err(|e| device.locate(e))?;
+    let controller = NvmeController::new(
+        ctrl_cfg,
+        ControllerSetup {
+            layout,
+            cq_depth: host_cfg.cq_depth,
+            arbiter,
+            order,
+            transport_foldable: foldable,
+            seed: plan.seed,
+        },
+    );
+    let caps = dev.caps();
+    let block = BlockLayer::new().with_write_cache(WriteCache {
+        volatile: caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
+        fua: caps.contains(DeviceCaps::FUA),
+    });
+    Ok(PathParts {
+        block,
+        host,
+        transport,
+        controller,
+        media: dev,
+    })
 }

@@ -17,21 +17,67 @@ use crate::job::{DEPTH_BUCKETS, JobResult, JobStats, OpStats};
 use crate::run::Outcome;
 use crate::{SimError, SimOptions, WorkloadSpec};
 
+/// The report formats of fio's `--output-format`: any set of `normal`, `terse`, `json` and
+/// `json+`, written as a comma list. As in fio (a bit mask of formats), each chosen format is
+/// rendered once, in fio's order (terse, then JSON, then normal) whatever the order given, and
+/// `json+` includes `json`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    Normal,
-    Json,
-    JsonPlus,
+pub struct OutputFormat {
+    normal: bool,
+    terse: bool,
+    /// `Some(false)`: json; `Some(true)`: json+.
+    json: Option<bool>,
 }
 
+// The single formats keep the names they had as an enum's variants, so callers still write
+// `OutputFormat::Json`.
+#[allow(non_upper_case_globals)]
 impl OutputFormat {
+    pub const Normal: OutputFormat = OutputFormat {
+        normal: true,
+        terse: false,
+        json: None,
+    };
+    pub const Json: OutputFormat = OutputFormat {
+        normal: false,
+        terse: false,
+        json: Some(false),
+    };
+    pub const JsonPlus: OutputFormat = OutputFormat {
+        normal: false,
+        terse: false,
+        json: Some(true),
+    };
+    pub const Terse: OutputFormat = OutputFormat {
+        normal: false,
+        terse: true,
+        json: None,
+    };
+
+    /// The formats fio accepts, one word each.
+    pub const NAMES: [&'static str; 4] = ["normal", "terse", "json", "json+"];
+
+    /// Reads `normal`, `terse`, `json`, `json+` or a comma list of them.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "normal" => Some(OutputFormat::Normal),
-            "json" => Some(OutputFormat::Json),
-            "json+" => Some(OutputFormat::JsonPlus),
-            _ => None,
+        let mut f = OutputFormat {
+            normal: false,
+            terse: false,
+            json: None,
+        };
+        for word in name.split(',') {
+            match word.trim() {
+                "normal" => f.normal = true,
+                "terse" => f.terse = true,
+                "json" => f.json = Some(f.json.unwrap_or(false)),
+                "json+" => f.json = Some(true),
+                _ => return None,
+            }
         }
+        Some(f)
+    }
+
+    fn json_plus(self) -> bool {
+        self.json == Some(true)
     }
 }
 
@@ -236,7 +282,7 @@ fn iodepth(opts: &SimOptions, def: usize) -> u32 {
 }
 
 fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) -> Value {
-    let plus = opts.format == OutputFormat::JsonPlus;
+    let plus = opts.format.json_plus();
     let pcts = percentile_list(opts, e.def);
     let s = &e.stats;
     let (lat_ns, lat_us, lat_ms) = latency_buckets(s);
@@ -299,19 +345,239 @@ fn bw_of(op: &OpStats, runtime_ns: u64) -> f64 {
     }
 }
 
+/// The bandwidth of each direction summed over the entries of `e`'s reporting group (bytes/s).
+fn group_bw(entries: &[Entry], e: &Entry) -> [f64; 3] {
+    let mut group_bw = [0.0; 3];
+    for other in entries.iter().filter(|o| o.group == e.group) {
+        for (k, bw) in group_bw.iter_mut().enumerate() {
+            *bw += bw_of(&other.stats.ops[k], other.stats.runtime_ns);
+        }
+    }
+    group_bw
+}
+
 fn jobs_json(opts: &SimOptions, entries: &[Entry], end_ns: u64) -> Vec<Value> {
     entries
         .iter()
-        .map(|e| {
-            let mut group_bw = [0.0; 3];
-            for other in entries.iter().filter(|o| o.group == e.group) {
-                for (k, bw) in group_bw.iter_mut().enumerate() {
-                    *bw += bw_of(&other.stats.ops[k], other.stats.runtime_ns);
+        .map(|e| entry_json(opts, e, &group_bw(entries, e), end_ns))
+        .collect()
+}
+
+/// fio's terse format, version 3 (fio's HOWTO, "Terse output"): one line of `;`-separated
+/// fields per job, latencies in us, bandwidth in KiB/s. Version 3 has no trim fields; the disk
+/// utilization fields are left out, as fio leaves them out when no disk was used.
+fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
+    let mut out = String::new();
+    for e in entries {
+        let s = &e.stats;
+        let mut f: Vec<String> = vec![
+            "3".into(),
+            version_string(),
+            e.name.clone(),
+            e.group.to_string(),
+            (if s.errors > 0 { 5 } else { 0 }).to_string(),
+        ];
+        let group_bw = group_bw(entries, e);
+        let pcts = percentile_list(opts, e.def);
+        for (k, op) in s.ops[..2].iter().enumerate() {
+            terse_direction(&mut f, op, s.runtime_ns, &pcts, group_bw[k]);
+        }
+        // CPU: user, system, context switches, major and minor faults (nothing runs on a host).
+        f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
+        let level_total: u64 = s.iodepth_level.iter().sum();
+        for c in s.iodepth_level {
+            f.push(format!("{:.1}%", share(c, level_total)));
+        }
+        let (_, lat_us, lat_ms) = latency_buckets(s);
+        for buckets in [lat_us, lat_ms] {
+            if let Value::Object(m) = buckets {
+                for v in m.values() {
+                    f.push(format!("{:.2}%", v.as_f64().unwrap_or(0.0)));
                 }
             }
-            entry_json(opts, e, &group_bw, end_ns)
-        })
-        .collect()
+        }
+        if let Some(description) = description(opts, e.def) {
+            f.push(description);
+        }
+        out.push_str(&f.join(";"));
+        out.push('\n');
+    }
+    out
+}
+
+fn share(count: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * count as f64 / total as f64
+    }
+}
+
+/// The fields of one direction in terse version 3.
+fn terse_direction(f: &mut Vec<String>, op: &OpStats, runtime_ns: u64, pcts: &[f64], gbw: f64) {
+    let idle = op.ios == 0 || runtime_ns == 0;
+    let bw_bytes = if idle {
+        0
+    } else {
+        (op.bytes as f64 * 1e9 / runtime_ns as f64).round() as u64
+    };
+    // fio prints whole I/Os per second.
+    let iops = if idle {
+        0
+    } else {
+        (op.ios as u128 * 1_000_000_000 / runtime_ns as u128) as u64
+    };
+    let runtime_ms = if idle {
+        0
+    } else {
+        (runtime_ns as f64 / 1e6).round() as u64
+    };
+    f.extend([
+        (op.bytes >> 10).to_string(),
+        (bw_bytes / 1024).to_string(),
+        iops.to_string(),
+        runtime_ms.to_string(),
+    ]);
+    let usec = |m: &qoslab_engine::Moments| {
+        if m.n == 0 {
+            ["0".into(), "0".into(), "0.000000".into(), "0.000000".into()]
+        } else {
+            [
+                (m.min / 1000).to_string(),
+                (m.max / 1000).to_string(),
+                format!("{:.6}", m.mean() / 1000.0),
+                format!("{:.6}", m.stddev() / 1000.0),
+            ]
+        }
+    };
+    f.extend(usec(&op.slat));
+    f.extend(usec(&op.clat.moments));
+    // Always 20 percentile fields: the job's list, then "0%=0" for the unused ones.
+    for i in 0..20 {
+        f.push(match pcts.get(i) {
+            Some(&p) => format!("{p:.6}%={}", op.clat.percentile(p) / 1000),
+            None => "0%=0".into(),
+        });
+    }
+    f.extend(usec(&op.lat.moments));
+    let b = &op.bw_samples;
+    if b.n == 0 {
+        f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
+    } else {
+        let agg = if gbw > 0.0 {
+            (100.0 * bw_bytes as f64 / gbw).min(100.0)
+        } else {
+            0.0
+        };
+        f.extend([
+            b.min.to_string(),
+            b.max.to_string(),
+            format!("{agg:.6}%"),
+            format!("{:.6}", b.mean()),
+            format!("{:.6}", b.stddev()),
+        ]);
+    }
+}
+
+/// The job's `description`, which terse output ends with.
+fn description(opts: &SimOptions, def: usize) -> Option<String> {
+    match &opts.workload {
+        WorkloadSpec::Jobs(f) => f.jobs[def]
+            .options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "description")
+            .map(|(_, v)| v.clone()),
+        WorkloadSpec::Trace { .. } => None,
+    }
+}
+
+/// A number as fio prints it for people (fio's `num2str`): at most `digits` significant
+/// digits, scaled by 1000 (`pow2` false: k, M, G) or 1024 (Ki, Mi, Gi), then `unit`. When
+/// scaled, the digits left over become decimals, rounded; with no room for decimals the
+/// integer is rounded. Written here because the figures must read exactly as fio's do (e.g.
+/// `112MiB/s`, `99.0MiB/s`, `28.6k`), which no formatting library reproduces.
+pub fn fio_num2str(value: u64, digits: usize, pow2: bool, unit: &str) -> String {
+    const SI: [&str; 6] = ["", "k", "M", "G", "T", "P"];
+    const IEC: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let prefixes = if pow2 { IEC } else { SI };
+    let thousand: u64 = if pow2 { 1024 } else { 1000 };
+    let mut num = value;
+    let mut level = 0;
+    let mut remainder = None;
+    while level < prefixes.len() - 1 && num.to_string().len() > digits {
+        remainder = Some(num % thousand);
+        num /= thousand;
+        level += 1;
+    }
+    let Some(rem) = remainder else {
+        return format!("{num}{}{unit}", prefixes[level]);
+    };
+    let room = digits.saturating_sub(num.to_string().len());
+    if room <= 1 {
+        // No room for a decimal: round the integer.
+        let up = u64::from(rem >= thousand / 2);
+        return format!("{}{}{unit}", num + up, prefixes[level]);
+    }
+    let decimals = room - 1;
+    let fraction = format!("{:.*}", decimals, rem as f64 / thousand as f64);
+    // A fraction that rounds up to 1 carries into the integer ("0.96" -> "1.0").
+    let (num, fraction) = match fraction.strip_prefix("1.") {
+        Some(rest) => (num + 1, rest.to_string()),
+        None => (num, fraction["0.".len()..].to_string()),
+    };
+    format!("{num}.{fraction}{}{unit}", prefixes[level])
+}
+
+/// Bytes per second as fio shows it: binary units, then decimal ones in parentheses.
+fn bw_pair(bytes_per_s: u64) -> (String, String) {
+    (
+        fio_num2str(bytes_per_s, 4, true, "B/s"),
+        fio_num2str(bytes_per_s, 4, false, "B/s"),
+    )
+}
+
+/// The "Run status group" lines fio ends its normal output with: per reporting group and
+/// direction, the group's bandwidth (its bytes over its longest run), the slowest and fastest
+/// job, the bytes moved and the shortest and longest run.
+fn group_footer(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    let mut groups: Vec<u32> = entries.iter().map(|e| e.group).collect();
+    groups.dedup();
+    for g in groups {
+        out.push_str(&format!("\nRun status group {g} (all jobs):\n"));
+        for (k, op) in [Op::Read, Op::Write, Op::Trim].into_iter().enumerate() {
+            let active: Vec<&Entry> = entries
+                .iter()
+                .filter(|e| e.group == g && e.stats.ops[k].ios > 0 && e.stats.runtime_ns > 0)
+                .collect();
+            if active.is_empty() {
+                continue;
+            }
+            let bytes: u64 = active.iter().map(|e| e.stats.ops[k].bytes).sum();
+            let runs: Vec<u64> = active.iter().map(|e| e.stats.runtime_ns).collect();
+            let max_run = *runs.iter().max().unwrap();
+            let min_run = *runs.iter().min().unwrap();
+            let bws: Vec<u64> = active
+                .iter()
+                .map(|e| bw_of(&e.stats.ops[k], e.stats.runtime_ns) as u64)
+                .collect();
+            let agg = (bytes as f64 * 1e9 / max_run as f64).round() as u64;
+            let (agg_b, agg_d) = bw_pair(agg);
+            let (lo_b, lo_d) = bw_pair(*bws.iter().min().unwrap());
+            let (hi_b, hi_d) = bw_pair(*bws.iter().max().unwrap());
+            let ms = |ns: u64| (ns as f64 / 1e6).round() as u64;
+            out.push_str(&format!(
+                "{:>7}: bw={agg_b} ({agg_d}), {lo_b}-{hi_b} ({lo_d}-{hi_d}), io={} ({}), run={}-{}msec\n",
+                op.fio_name().to_uppercase(),
+                fio_num2str(bytes, 4, true, "B"),
+                fio_num2str(bytes, 4, false, "B"),
+                ms(min_run),
+                ms(max_run)
+            ));
+        }
+    }
+    out
 }
 
 /// Each stage of the path with its counters, top to bottom. The path's stages count things
@@ -331,6 +597,25 @@ fn stages_json(stages: &[qoslab_engine::StageReport]) -> Value {
             })
             .collect(),
     )
+}
+
+/// What a power failure took, per job: writes acknowledged when it struck, those of them still
+/// durable, those lost although acknowledged, and writes lost in flight.
+fn durability_json(seed: u64, d: &crate::run::DurabilityReport) -> Value {
+    let jobs: Vec<Value> = d
+        .jobs
+        .iter()
+        .map(|j| {
+            json!({
+                "jobname": j.name,
+                "writes_acknowledged": j.acknowledged,
+                "durable": j.acknowledged.saturating_sub(j.lost_acknowledged),
+                "acknowledged_lost": j.lost_acknowledged,
+                "lost_in_flight": j.lost_in_flight,
+            })
+        })
+        .collect();
+    json!({"seed": seed, "power_fail_at_ns": d.power_fail_at_ns, "jobs": jobs})
 }
 
 fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
@@ -479,9 +764,30 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
         }
     }
     let end_ns = outcomes.iter().map(|o| o.end_ns).max().unwrap_or(0);
-    if opts.format == OutputFormat::Normal {
-        return Ok(normal(opts, seeds, &pooled, &per_run, outcomes));
+    let format = opts.format;
+    let mut text = String::new();
+    if format.terse {
+        text.push_str(&terse(opts, &pooled));
     }
+    if format.json.is_some() {
+        text.push_str(&json_report(
+            opts, seeds, &pooled, &per_run, outcomes, end_ns,
+        )?);
+    }
+    if format.normal {
+        text.push_str(&normal(opts, seeds, &pooled, &per_run, outcomes));
+    }
+    Ok(text)
+}
+
+fn json_report(
+    opts: &SimOptions,
+    seeds: &[u64],
+    pooled: &[Entry],
+    per_run: &[Vec<Entry>],
+    outcomes: &[Outcome],
+    end_ns: u64,
+) -> Result<String, SimError> {
     let mut top = Map::new();
     top.insert("fio version".into(), json!(version_string()));
     top.insert("timestamp".into(), json!(0));
@@ -496,10 +802,7 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
         }
         top.insert("global options".into(), Value::Object(g));
     }
-    top.insert(
-        "jobs".into(),
-        Value::Array(jobs_json(opts, &pooled, end_ns)),
-    );
+    top.insert("jobs".into(), Value::Array(jobs_json(opts, pooled, end_ns)));
     let o = &outcomes[0];
     let mut q = Map::new();
     if seeds.len() == 1 {
@@ -516,8 +819,22 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
     );
     q.insert("stages".into(), stages_json(&o.stages));
     q.insert("latency_split".into(), latency_split_json(&pooled));
+    let durability: Vec<Value> = seeds
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(seed, o)| durability_json(*seed, o.durability.as_ref()?).into())
+        .collect();
+    match durability.len() {
+        0 => {}
+        1 => {
+            q.insert("durability".into(), durability[0].clone());
+        }
+        _ => {
+            q.insert("durability".into(), Value::Array(durability));
+        }
+    }
     if seeds.len() > 1 {
-        q.insert("repeat".into(), repeat_json(opts, seeds, &per_run));
+        q.insert("repeat".into(), repeat_json(opts, seeds, per_run));
     }
     top.insert("qoslab".into(), Value::Object(q));
     let mut text = serde_json::to_string_pretty(&Value::Object(top))
@@ -534,16 +851,6 @@ fn unit_for(ns: f64) -> (&'static str, f64) {
         ("usec", 1e3)
     } else {
         ("msec", 1e6)
-    }
-}
-
-fn human_rate(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
     }
 }
 
@@ -590,13 +897,12 @@ fn normal(
             } else {
                 0.0
             };
+            let (bw_b, bw_d) = bw_pair(bw as u64);
             out.push_str(&format!(
-                "  {}: IOPS={}, BW={:.1}MiB/s ({:.1}MB/s)({:.1}MiB/{}msec)\n",
+                "  {}: IOPS={}, BW={bw_b} ({bw_d})({}/{}msec)\n",
                 op.fio_name(),
-                human_rate(iops),
-                bw / 1048576.0,
-                bw / 1e6,
-                s.bytes as f64 / 1048576.0,
+                fio_num2str(iops.round() as u64, 4, false, ""),
+                fio_num2str(s.bytes, 4, true, "B"),
                 (e.stats.runtime_ns as f64 / 1e6).round()
             ));
             for (label, m) in [
@@ -622,6 +928,27 @@ fn normal(
                     .collect();
                 out.push_str(&format!("     | {}\n", cells.join(", ")));
             }
+            if s.bw_samples.n > 0 {
+                let b = &s.bw_samples;
+                let per = share(bw as u64, group_bw(pooled, e)[k].round() as u64);
+                out.push_str(&format!(
+                    "   bw (  KiB/s): min={:5}, max={:5}, per={per:3.2}%, avg={:5.2}, stdev={:5.2}, samples={}\n",
+                    b.min,
+                    b.max,
+                    b.mean(),
+                    b.stddev(),
+                    b.n
+                ));
+                let i = &s.iops_samples;
+                out.push_str(&format!(
+                    "   iops        : min={:5}, max={:5}, avg={:5.2}, stdev={:5.2}, samples={}\n",
+                    i.min,
+                    i.max,
+                    i.mean(),
+                    i.stddev(),
+                    i.n
+                ));
+            }
             if seeds.len() > 1 {
                 let runs: Vec<Vec<(String, f64)>> = per_run
                     .iter()
@@ -644,8 +971,9 @@ fn normal(
     }
     let o = &outcomes[0];
     let get = |name: &str| o.counter("nvme-host", name);
+    out.push_str(&group_footer(pooled));
     out.push_str(&format!(
-        "NVMe: {:.0} commands, {:.0} interrupts, {:.0} timeouts, {:.0} resets; simulated {:.6} s\n",
+        "\nNVMe: {:.0} commands, {:.0} interrupts, {:.0} timeouts, {:.0} resets; simulated {:.6} s\n",
         get("commands"),
         get("interrupts"),
         get("timeouts"),
@@ -667,6 +995,46 @@ mod tests {
         assert!((hi - m - 4.303 / 3f64.sqrt()).abs() < 1e-12);
         assert!((m - lo - 4.303 / 3f64.sqrt()).abs() < 1e-12);
         assert_eq!(t_975(1000), 1.96);
+    }
+
+    #[test]
+    fn numbers_read_as_fio_3_33_prints_them() {
+        // (value, binary, unit, what fio 3.33 printed for it in a real run)
+        let cases = [
+            (117_028_571, true, "B/s", "112MiB/s"),
+            (117_028_571, false, "B/s", "117MB/s"),
+            (28_571, false, "", "28.6k"),
+            (819_200, true, "B", "800KiB"),
+            (103_765_333, true, "B/s", "99.0MiB/s"),
+            (103_765_333, false, "B/s", "104MB/s"),
+            (13_653_333, true, "B/s", "13.0MiB/s"),
+            (13_653_333, false, "B/s", "13.7MB/s"),
+            (40_960, true, "B", "40.0KiB"),
+            (40_960, false, "B", "41.0kB"),
+            (1_261_568, true, "B", "1232KiB"),
+            (1_261_568, false, "B", "1262kB"),
+            (210_261_333, true, "B/s", "201MiB/s"),
+            (210_261_333, false, "B/s", "210MB/s"),
+            (4096, true, "B", "4096B"),
+        ];
+        for (value, pow2, unit, fio) in cases {
+            assert_eq!(fio_num2str(value, 4, pow2, unit), fio, "{value}");
+        }
+    }
+
+    #[test]
+    fn output_formats_are_a_comma_list_rendered_in_fios_order() {
+        let f = OutputFormat::from_name("json,normal").unwrap();
+        assert!(f.normal && f.json == Some(false) && !f.terse);
+        assert_eq!(
+            OutputFormat::from_name("json+,json").unwrap(),
+            OutputFormat::JsonPlus
+        );
+        assert_eq!(
+            OutputFormat::from_name("terse").unwrap(),
+            OutputFormat::Terse
+        );
+        assert_eq!(OutputFormat::from_name("json,xml"), None);
     }
 
     #[test]

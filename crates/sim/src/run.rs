@@ -11,7 +11,8 @@
 use std::time::{Duration, Instant};
 
 use qoslab_engine::{
-    Admission, EventQueue, Notice, Ns, ReqId, Requests, Stage, StageCtx, StageReport,
+    Admission, Command, Control, EventQueue, LostWrite, Notice, Ns, ReqId, Requests, Stage,
+    StageCtx, StageReport,
 };
 
 use crate::SimError;
@@ -25,6 +26,8 @@ enum Ev<PE> {
     Path(PE),
     /// The path completed request `id`: its job sees it.
     Done(ReqId),
+    /// The power fails (`--power-fail-at`).
+    PowerFail,
 }
 
 /// What the top of the path sees above it: the jobs.
@@ -77,6 +80,28 @@ impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
 pub struct LoopOptions {
     /// Show a progress bar on stderr once the run has taken a second.
     pub progress: bool,
+    /// Cut the power at this simulated time.
+    pub power_fail_at_ns: Option<Ns>,
+}
+
+/// What a power failure did to one job's writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobDurability {
+    pub name: String,
+    /// Writes the job had acknowledged when the power failed (see `job::Durability`).
+    pub acknowledged: u64,
+    /// Lost writes the device had acknowledged (for a job that flushes: that a completed
+    /// flush covered): data the application relied on.
+    pub lost_acknowledged: u64,
+    /// Lost writes that were still in flight, or not yet covered by a flush.
+    pub lost_in_flight: u64,
+}
+
+/// What `--power-fail-at` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurabilityReport {
+    pub power_fail_at_ns: Ns,
+    pub jobs: Vec<JobDurability>,
 }
 
 /// What a run leaves behind.
@@ -89,6 +114,7 @@ pub struct Outcome {
     pub stages: Vec<StageReport>,
     /// Most requests ever outstanding at once.
     pub max_outstanding: usize,
+    pub durability: Option<DurabilityReport>,
 }
 
 impl Outcome {
@@ -103,6 +129,14 @@ impl Outcome {
     }
 }
 
+/// What the run knew when the power failed: the time, each job's (acknowledged writes, flush
+/// watermark), and how many lost writes the path had recorded before.
+struct PowerFailMark {
+    at_ns: Ns,
+    jobs: Vec<(u64, Option<Ns>)>,
+    lost_before: usize,
+}
+
 struct Sim<'w, P: Stage> {
     queue: EventQueue<Ev<P::Event>>,
     reqs: Requests,
@@ -112,6 +146,7 @@ struct Sim<'w, P: Stage> {
     last_group: u32,
     done: bool,
     notices: u64,
+    at_power_fail: Option<PowerFailMark>,
     series_out: Option<&'w mut SeriesWriter>,
 }
 
@@ -241,6 +276,7 @@ impl<P: Stage> Sim<'_, P> {
                 }
                 self.pump(j, now)?;
             }
+            Ev::PowerFail => self.power_fail(now),
             Ev::Job(j) => {
                 let job = &mut self.jobs[j as usize];
                 if job.wake_at == Some(now) {
@@ -253,6 +289,67 @@ impl<P: Stage> Sim<'_, P> {
             }
         }
         Ok(())
+    }
+
+    /// Cuts the power: the stage that holds volatile data loses it (a `PowerLoss` command
+    /// down the path), after each job's view of what it has acknowledged is noted.
+    fn power_fail(&mut self, now: Ns) {
+        let marks = self
+            .jobs
+            .iter()
+            .map(|j| (j.durability.acknowledged, j.durability.synced_before_ns))
+            .collect();
+        let mut before = Vec::new();
+        self.path.collect_lost_writes(&mut before);
+        self.at_power_fail = Some(PowerFailMark {
+            at_ns: now,
+            jobs: marks,
+            lost_before: before.len(),
+        });
+        let mut ctx = RootCtx {
+            now,
+            queue: &mut self.queue,
+            reqs: &mut self.reqs,
+            notices: &mut self.notices,
+        };
+        let mut msg = Control::new(now, 0, Command::PowerLoss);
+        self.path.control(&mut msg, &mut ctx);
+    }
+
+    /// Each job's acknowledged writes at the power failure, against what it took.
+    fn durability(&self) -> Option<DurabilityReport> {
+        let mark = self.at_power_fail.as_ref()?;
+        let marks = &mark.jobs;
+        let mut lost: Vec<LostWrite> = Vec::new();
+        self.path.collect_lost_writes(&mut lost);
+        let mut jobs: Vec<JobDurability> = self
+            .jobs
+            .iter()
+            .zip(marks)
+            .map(|(j, &(acknowledged, _))| JobDurability {
+                name: j.name.clone(),
+                acknowledged,
+                lost_acknowledged: 0,
+                lost_in_flight: 0,
+            })
+            .collect();
+        for l in &lost[mark.lost_before..] {
+            let j = l.job as usize;
+            let relied_on = if self.jobs[j].durability.flushes() {
+                marks[j].1.is_some_and(|synced| l.queued_ns < synced)
+            } else {
+                l.acknowledged
+            };
+            if relied_on {
+                jobs[j].lost_acknowledged += 1;
+            } else {
+                jobs[j].lost_in_flight += 1;
+            }
+        }
+        Some(DurabilityReport {
+            power_fail_at_ns: mark.at_ns,
+            jobs,
+        })
     }
 
     #[inline]
@@ -282,8 +379,12 @@ pub fn simulate<P: Stage>(
         last_group,
         done: false,
         notices: 0,
+        at_power_fail: None,
         series_out,
     };
+    if let Some(t) = opts.power_fail_at_ns {
+        sim.queue.schedule(t, Ev::PowerFail);
+    }
     {
         let mut ctx = RootCtx {
             now: 0,
@@ -328,7 +429,9 @@ pub fn simulate<P: Stage>(
     let end_ns = sim.now();
     let mut stages = Vec::new();
     sim.path.reports(&mut stages);
+    let durability = sim.durability();
     Ok(Outcome {
+        durability,
         stages,
         max_outstanding: sim.reqs.high_water(),
         jobs: sim.jobs.into_iter().map(JobRun::into_result).collect(),
@@ -428,6 +531,7 @@ mod tests {
             format: OutputFormat::Json,
             series: None,
             progress: false,
+            power_fail_at_ns: None,
         };
         crate::build_jobs(&opts, 1, 1 << 30)
             .unwrap_or_else(|e| panic!("{e}"))

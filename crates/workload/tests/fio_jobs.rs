@@ -306,3 +306,57 @@ fn len_bounds_reflect_bs_bsrange_and_bssplit() {
     assert_eq!(f.jobs[1].len_bounds(Op::Read), (1024, 16384));
     assert_eq!(f.jobs[2].len_bounds(Op::Read), (4096, 131072));
 }
+
+#[test]
+fn a_mistyped_option_names_the_option_meant() {
+    assert_eq!(
+        parse_err("[j]\niodpeth=4\n"),
+        "t.fio:2: unknown option 'iodpeth' (did you mean 'iodepth'? see docs/workload.md for the options qoslab models)"
+    );
+    assert_eq!(
+        parse_err("[j]\nblocksze=4k\n"),
+        "t.fio:2: unknown option 'blocksze' (did you mean 'blocksize'? see docs/workload.md for the options qoslab models)"
+    );
+}
+
+#[test]
+fn kb_base_is_read_first_wherever_the_section_writes_it() {
+    let f = parse("[j]\nsize=1m\nbs=4k\nkb_base=1000\n[k]\nsize=1m\n");
+    assert_eq!(f.jobs[0].size, Some(SizeSpec::Bytes(1_000_000)));
+    assert_eq!(f.jobs[0].bs, [4000; 3]);
+    assert_eq!(f.jobs[1].size, Some(SizeSpec::Bytes(1 << 20)));
+    // The options are echoed as written.
+    assert_eq!(f.jobs[0].options[2].0, "kb_base");
+}
+
+#[test]
+fn sections_can_be_picked_and_their_groups_are_numbered_again() {
+    let text = "[global]\nbs=8k\n[a]\n[b]\nstonewall\n[c]\nstonewall\n[d]\nnew_group\n";
+    let f = parse(text)
+        .only_sections(&["c".into(), "d".into()])
+        .unwrap();
+    let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(names, ["c", "d"]);
+    assert_eq!((f.jobs[0].run_group, f.jobs[0].group_id), (0, 0));
+    assert_eq!((f.jobs[1].run_group, f.jobs[1].group_id), (0, 1));
+    assert_eq!(f.jobs[0].bs, [8192; 3], "[global] still applies");
+    assert_eq!(
+        f.jobs[0].index, 0,
+        "numbered again, as fio numbers the jobs it runs"
+    );
+    let e = parse(text).only_sections(&["e".into()]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.fio: --section: no job section 'e' (sections: a, b, c, d)"
+    );
+}
+
+#[test]
+fn log_options_name_their_prefix_or_default_to_the_job() {
+    let f = parse("[j]\nwrite_lat_log=lat\nwrite_bw_log\nlog_avg_msec=100\n");
+    let logs = &f.jobs[0].logs;
+    assert_eq!(logs.lat.as_deref(), Some("lat"));
+    assert_eq!(logs.bw.as_deref(), Some(""));
+    assert_eq!(logs.iops, None);
+    assert!(f.jobs[0].ignored.is_empty());
+}

@@ -177,3 +177,13 @@ fn values_fio_misreads_are_refused_rather_than_guessed() {
         );
     }
 }
+
+#[test]
+fn kb_base_changes_every_size_of_its_section_as_in_fio() {
+    // fio reads kb_base before the other options of the section, wherever it is written.
+    let fio = fio_reads(&["size=1m".to_string(), "kb_base=1000".to_string()]);
+    let fio_size = fio.iter().flatten().flatten().next().copied();
+    assert_eq!(fio_size, Some(1_000_000), "fio printed {fio:?}");
+    let j = parse_job_str("[j]\nsize=1m\nkb_base=1000\n", Path::new("t.fio"), |_| None).unwrap();
+    assert_eq!(j.jobs[0].size, Some(SizeSpec::Bytes(1_000_000)));
+}

@@ -41,7 +41,10 @@ def diff(
         "inf", "--submit-window", help="Submit window of the matrix: an integer or inf."
     ),
     schedule: list[Path] = typer.Option(
-        [], "--schedule", help="With a workload: a schedule file to replay (repeatable)."
+        [],
+        "--schedule",
+        help="With a workload: a schedule file to replay (repeatable).",
+        show_default="none",
     ),
     minimize: int = typer.Option(
         10, "--minimize", min=0, help="Failing runs that get a minimised reproducer."

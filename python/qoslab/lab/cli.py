@@ -12,12 +12,13 @@ from pathlib import Path
 
 import typer
 
-from qoslab.errors import InputError
+from qoslab.errors import InputError, did_you_mean
 from qoslab.outputs import staged_file
 
 app = typer.Typer(
     name="lab",
-    help="Real-device fio lab: loop devices, characterisation studies, kernel I/O schedulers.",
+    help="The real-device lab (study 3) and kernel schedulers (study 5, kernel half): loop "
+    "devices, characterisation studies, scheduler runs, calibration of a simulated device.",
     no_args_is_help=True,
 )
 device_app = typer.Typer(
@@ -88,7 +89,10 @@ def _mixes(text: str) -> tuple[int, ...]:
 def device_create(
     size: str = typer.Option(..., "--size", help="Device size, e.g. 4G or 256M (binary units)."),
     backing: Path | None = typer.Option(
-        None, "--backing", help="New backing file (default: /var/tmp/qoslab/loop-*.img)."
+        None,
+        "--backing",
+        help="New backing file.",
+        show_default="/var/tmp/qoslab/loop-*.img",
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
@@ -106,7 +110,9 @@ def device_create(
 @device_app.command("remove")
 def device_remove(
     what: str | None = typer.Argument(
-        None, help="Loop device or file qoslab created (default: everything it created)."
+        None,
+        help="Loop device or file qoslab created.",
+        show_default="everything qoslab created",
     ),
 ) -> None:
     """Detach qoslab's loop devices and delete the files it wrote; nothing else."""
@@ -153,7 +159,9 @@ def device_list() -> None:
 def tidy(
     files: list[Path] = typer.Argument(..., help="fio JSON or json+ outputs (any fio version)."),
     out: Path = typer.Option(..., "--out", help="Table to write: .parquet or .csv."),
-    bins: Path | None = typer.Option(None, "--bins", help="Also write json+ latency bins here."),
+    bins: Path | None = typer.Option(
+        None, "--bins", help="Also write json+ latency bins here.", show_default="not written"
+    ),
 ) -> None:
     """Convert fio JSON outputs to one tidy table: a row per file, job and direction."""
     from qoslab.fio import bins_table, jobs_table, read_fio_json
@@ -186,7 +194,9 @@ def study(
     runtime: str = typer.Option("30s", "--runtime", help="Measured time per data point."),
     ramp: str = typer.Option("5s", "--ramp", help="Warm-up per data point, not measured."),
     size: str = typer.Option("10G", "--size", help="Region addressed (file size for files)."),
-    out: Path | None = typer.Option(None, "--out", help="Output directory (default out/lab/NAME)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Output directory.", show_default="out/lab/NAME"
+    ),
     ioengine: str = typer.Option("libaio", "--ioengine", help="fio ioengine."),
     iodepth: int = typer.Option(16, "--iodepth", min=1, help="Queue depth of bs- and mix-sweep."),
     depths: str = typer.Option("1,2,4,8,16,32,64,128", "--depths", help="qd-sweep depths."),
@@ -200,10 +210,25 @@ def study(
     knee_tail_ratio: float = typer.Option(
         1.0, "--knee-tail-ratio", help="Knee: p99 must grow this many times faster than IOPS."
     ),
-    mid_depth: int | None = typer.Option(None, "--mid-depth", min=1, help="Tails: mid depth."),
-    knee_depth: int | None = typer.Option(None, "--knee-depth", min=1, help="Tails: knee depth."),
+    mid_depth: int | None = typer.Option(
+        None,
+        "--mid-depth",
+        min=1,
+        help="Tails: the middle depth.",
+        show_default="the power of two nearest sqrt(knee depth)",
+    ),
+    knee_depth: int | None = typer.Option(
+        None,
+        "--knee-depth",
+        min=1,
+        help="Tails: the knee depth.",
+        show_default="the qd-sweep's knee, else its deepest point",
+    ),
     destructive_ok: str | None = typer.Option(
-        None, "--destructive-ok", help="Allow overwriting this one device or file (exact path)."
+        None,
+        "--destructive-ok",
+        help="Allow overwriting this one device or file (exact path).",
+        show_default="only what qoslab created",
     ),
     precondition: bool = typer.Option(
         True, "--precondition/--no-precondition", help="Write a foreign device's region first."
@@ -217,7 +242,10 @@ def study(
     from qoslab.lab.study import run_study
 
     if name not in STUDY_NAMES:
-        raise InputError(f"study: expected one of {', '.join(STUDY_NAMES)}, got {name!r}")
+        raise InputError(
+            f"study: expected one of {', '.join(STUDY_NAMES)}, got {name!r}"
+            + did_you_mean(name, STUDY_NAMES)
+        )
     opts = StudyOptions(
         runtime_s=_duration(runtime, "--runtime"),
         ramp_s=_duration(ramp, "--ramp"),
@@ -268,7 +296,10 @@ def sched(
     size: str = typer.Option("10G", "--size", help="Region both jobs address."),
     out: Path = typer.Option(Path("out/lab/sched"), "--out", help="Output directory."),
     destructive_ok: str | None = typer.Option(
-        None, "--destructive-ok", help="Allow this one device qoslab did not create (exact path)."
+        None,
+        "--destructive-ok",
+        help="Allow this one device qoslab did not create (exact path).",
+        show_default="only what qoslab created",
     ),
     precondition: bool = typer.Option(
         True, "--precondition/--no-precondition", help="Write a foreign device first."
@@ -320,7 +351,10 @@ def calibrate(
     ),
     out: Path = typer.Option(..., "--out", help="Device file to write (e.g. device.toml)."),
     holdout: str | None = typer.Option(
-        None, "--holdout", help="Depths left out of the fit (default: every second inner one)."
+        None,
+        "--holdout",
+        help="Depths left out of the fit.",
+        show_default="every second inner depth",
     ),
     sim_runtime: str = typer.Option("2s", "--sim-runtime", help="Simulated time per depth."),
     seed: int = typer.Option(1, "--seed", help="Seed of the simulation."),

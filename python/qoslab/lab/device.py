@@ -10,13 +10,12 @@ before it exists, and removed from the system before it leaves the registry.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 from qoslab.errors import InputError
+from qoslab.lab.loops import loops_backed_by, run_tool
 from qoslab.lab.registry import Created, Registry
 from qoslab.lab.units import human_bytes
 
@@ -24,17 +23,6 @@ DEFAULT_BACKING_DIR = Path("/var/tmp/qoslab")
 MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"}
 _FILL_CHUNK = 4 << 20
 _SYNC_EVERY = 256 << 20
-
-
-def _run(cmd: list[str], what: str) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise InputError(f"{cmd[0]} not found: install util-linux ({what})") from None
-    if done.returncode != 0:
-        msg = (done.stderr.strip().splitlines() or ["failed"])[-1]
-        raise InputError(f"{' '.join(cmd[:2])}: {msg} ({what})")
-    return done.stdout
 
 
 # ---- facts about files -----------------------------------------------------------------------
@@ -150,45 +138,6 @@ def create_filled_file(
 # ---- loop devices ----------------------------------------------------------------------------
 
 
-def _loop_table() -> list[dict]:
-    out = _run(
-        ["losetup", "--list", "--json", "--output", "NAME,BACK-INO,BACK-MAJ:MIN,DIO"],
-        "listing loop devices",
-    )
-    if not out.strip():
-        return []
-    return json.loads(out).get("loopdevices", [])
-
-
-def _devnum(maj_min: str) -> int | None:
-    try:
-        major, minor = (int(x) for x in str(maj_min).strip().split(":"))
-    except ValueError:
-        return None
-    return os.makedev(major, minor)
-
-
-def loop_backing(device: str) -> tuple[int | None, int | None] | None:
-    """(st_dev, inode) of the file behind loop `device`, or None if it is not attached."""
-    real = os.path.realpath(device)
-    for row in _loop_table():
-        if os.path.realpath(row["name"]) == real:
-            return _devnum(row.get("back-maj:min", "")), int(row["back-ino"])
-    return None
-
-
-def loops_on(entry: Created) -> list[str]:
-    """The loop devices the kernel says are backed by the recorded file (same inode)."""
-    if entry.inode is None:
-        return []
-    return [
-        row["name"]
-        for row in _loop_table()
-        if str(row.get("back-ino")) == str(entry.inode)
-        and _devnum(row.get("back-maj:min", "")) == entry.fs_dev
-    ]
-
-
 def create_loop_device(
     size: int, backing: Path | None, registry: Registry, progress=None
 ) -> Created:
@@ -198,7 +147,7 @@ def create_loop_device(
         backing = DEFAULT_BACKING_DIR / f"loop-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.img"
     entry = create_filled_file(backing, size, "loop-backing", registry, progress)
     try:
-        device = _run(
+        device = run_tool(
             ["losetup", "--find", "--show", "--direct-io=on", entry.file],
             "attaching a loop device (needs root)",
         ).strip()
@@ -224,7 +173,7 @@ def remove(entry: Created, registry: Registry) -> list[str]:
     """
     done = []
     for device in loops_on(entry):
-        _run(["losetup", "--detach", device], f"detaching {device}")
+        run_tool(["losetup", "--detach", device], f"detaching {device}")
         done.append(f"detached {device}")
     try:
         st = os.stat(entry.file)
@@ -237,3 +186,8 @@ def remove(entry: Created, registry: Registry) -> list[str]:
         done.append(f"left {entry.file}: it is not the file qoslab created (inode differs)")
     registry.drop(entry.file)
     return done
+
+
+def loops_on(entry: Created) -> list[str]:
+    """The loop devices the kernel says are backed by the recorded file (same inode)."""
+    return loops_backed_by(entry.inode, entry.fs_dev)

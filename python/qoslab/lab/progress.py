@@ -1,4 +1,8 @@
-"""One progress display for the lab's long work (filling files, fio runs), on stderr."""
+"""One progress display for the lab's long work (filling files, fio runs), on stderr.
+
+Shown on a terminal only: a stderr redirected to a file or a pipe gets no bars, so that a log
+of the run holds only its messages.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from rich.progress import (
 
 
 def lab_progress(quiet: bool = False) -> Progress:
+    console = Console(stderr=True)
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -21,7 +26,7 @@ def lab_progress(quiet: bool = False) -> Progress:
         TimeElapsedColumn(),
         TextColumn("remaining"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=quiet,
+        console=console,
+        disable=quiet or not console.is_terminal,
         transient=False,
     )

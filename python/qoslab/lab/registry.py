@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qoslab.errors import InputError
+from qoslab.lab.loops import loop_backing
 
 STATE_ENV = "QOSLAB_STATE_DIR"
 
@@ -125,8 +126,6 @@ class Registry:
 
     def find_loop(self, device: str | os.PathLike) -> Created | None:
         """The record whose loop device is `device`, if still backed by the recorded file."""
-        from qoslab.lab.device import loop_backing
-
         real = os.path.realpath(device)
         for e in self.entries():
             if e.loop and os.path.realpath(e.loop) == real:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.fio import FioOutput, read_fio_json
 from qoslab.lab.queue import device_metadata

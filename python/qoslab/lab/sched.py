@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.fio import jobs_table
 from qoslab.fio.logs import read_fio_log

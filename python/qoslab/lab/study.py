@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from qoslab import __version__
+from qoslab._core import __version__
 from qoslab.fio import FioOutput, bins_table, jobs_table
 from qoslab.lab import figures
 from qoslab.lab.analysis import Knee, add_littles_law, find_knee, knee_steps

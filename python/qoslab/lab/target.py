@@ -66,6 +66,13 @@ def prepare_target(
         st = os.stat(path)
     except FileNotFoundError:
         st = None
+    if (
+        st is None
+        and Path(path).is_relative_to("/dev")
+        and not Path(path).is_relative_to("/dev/shm")
+    ):
+        # Under /dev a missing name is a mistyped device, never a file to create.
+        raise InputError("no such block device", path=target)
     if st is not None and stat.S_ISBLK(st.st_mode):
         return _prepare_block(path, size, registry, destructive_ok, precondition, progress)
     if require_block:

@@ -12,9 +12,12 @@ docs/nvme-lite-spec.md. The API other parts build on:
   infeasible schedule and returns the schedule actually followed in `.schedule`
 - `load_matrix(config_path, submit_window="inf")` -> `Matrix`: `len(m)`,
   `m.iter_runs(log=True, schedule=True)` yields every run's `RunResult` in runs.csv order
+- `matrix(config_path, ...)` -> the study's runs as a pandas DataFrame (runs.csv)
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from qoslab._core import nvmelite as _core
 from qoslab.nvmelite.config import load_matrix, load_workload, project_commit
@@ -69,6 +72,37 @@ def replay(
     return _core.replay(workload, schedule_text, strict, log, reference_schedule)
 
 
+def matrix(
+    config: str | Path,
+    *,
+    submit_window: str | int = "inf",
+    jobs: int | None = None,
+    out: str | Path | None = None,
+):
+    """`qoslab nvmelite matrix` from Python: every run of the matrix as a pandas DataFrame,
+    one row per run with the columns of runs.csv (run_id, then each metric with its unit in
+    its name). With `out`, the study's files (tables, poison schedules, report) are kept
+    there too."""
+    import tempfile
+
+    import pandas as pd
+
+    from qoslab.nvmelite.study import run_study
+
+    with tempfile.TemporaryDirectory(prefix="qoslab-nvmelite-") as scratch:
+        folder = Path(out) if out is not None else Path(scratch) / "matrix"
+        run_study(
+            Path(config),
+            folder,
+            submit_window=str(submit_window),
+            logs=out is not None,
+            jobs=jobs,
+            report=out is not None,
+        )
+        # run_id may hold anything (a seed_id is free text): read every column as written.
+        return pd.read_csv(folder / "runs.csv", dtype={"run_id": str})
+
+
 __all__ = [
     "RUNS_CSV_HEADER",
     "Matrix",
@@ -78,6 +112,7 @@ __all__ = [
     "Workload",
     "load_matrix",
     "load_workload",
+    "matrix",
     "project_commit",
     "replay",
     "run",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -20,7 +21,8 @@ POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.P
 
 app = typer.Typer(
     name="nvmelite",
-    help="NVMe-lite: exact completion-reordering model, replay and the risk-cliff study.",
+    help="NVMe-lite: completion-reordering risk cliffs (study 1): one run, replay, the matrix, "
+    "and differential validation of an implementation.",
     no_args_is_help=True,
 )
 
@@ -56,12 +58,20 @@ def run(
     submit_window: str = typer.Option(
         "inf", "--submit-window", help="Most commands pending at once: an integer or inf."
     ),
-    log: Path | None = typer.Option(None, "--log", help="Write the log here, not to stdout."),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the log to this file.", show_default="stdout"
+    ),
     schedule_out: Path | None = typer.Option(
-        None, "--schedule-out", help="Write qoslab's replayable schedule file here."
+        None,
+        "--schedule-out",
+        help="Write qoslab's replayable schedule file here.",
+        show_default="not written",
     ),
     reference_schedule: Path | None = typer.Option(
-        None, "--reference-schedule", help="Write the reference's JSON schedule record here."
+        None,
+        "--reference-schedule",
+        help="Write the reference's JSON schedule record here.",
+        show_default="not written",
     ),
     scheduler_version: str = typer.Option(
         "v1.0", "--scheduler-version", help="Header string scheduler_version."
@@ -102,9 +112,14 @@ def run(
 def replay(
     workload: Path = typer.Argument(..., help="Workload JSON file the schedule was made for."),
     schedule: Path = typer.Argument(..., help="qoslab schedule file (--schedule-out)."),
-    log: Path | None = typer.Option(None, "--log", help="Write the log here, not to stdout."),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the log to this file.", show_default="stdout"
+    ),
     reference_schedule: Path | None = typer.Option(
-        None, "--reference-schedule", help="Also write the reference's JSON schedule record."
+        None,
+        "--reference-schedule",
+        help="Also write the reference's JSON schedule record.",
+        show_default="not written",
     ),
 ) -> None:
     """Re-execute a recorded schedule: the byte-identical log to stdout, metrics to stderr."""
@@ -133,7 +148,7 @@ def matrix(
     ),
     no_logs: bool = typer.Option(False, "--no-logs", help="Do not write logs/<run_id>.log."),
     jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="Worker threads (default: all cores)."
+        None, "--jobs", min=1, help="Worker threads.", show_default="all cores"
     ),
     top_k: int = typer.Option(10, "--top-k", min=0, help="Poison schedules to keep."),
     exact_nodes: int | None = typer.Option(
@@ -141,7 +156,8 @@ def matrix(
         "--exact-nodes",
         min=0,
         help="States the worst-case search may visit per workload, fault and k for "
-        "exact_worst.csv (default 5000; 0: no exact column).",
+        "exact_worst.csv (0: no exact column).",
+        show_default="5000",
     ),
 ) -> None:
     """Run the study matrix: runs.csv, logs, tables, figures and report.html in --out."""
@@ -153,6 +169,7 @@ def matrix(
         jobs=jobs,
         top_k=top_k,
         exact_nodes=exact_nodes,
+        command=shlex.join(["qoslab", *sys.argv[1:]]),
     )
     print(report)
 
@@ -186,12 +203,21 @@ def worst(
         "60s", "--time-limit", help="Stop the search after this long (60s, 500ms, 2m, none)."
     ),
     node_limit: int | None = typer.Option(
-        None, "--node-limit", min=1, help="Stop after this many states (reproducible)."
+        None,
+        "--node-limit",
+        min=1,
+        help="Stop after this many states (reproducible).",
+        show_default="no limit",
     ),
     schedule_out: Path | None = typer.Option(
-        None, "--schedule-out", help="Write the worst schedule here (replay it with `replay`)."
+        None,
+        "--schedule-out",
+        help="Write the worst schedule here (replay it with `replay`).",
+        show_default="not written",
     ),
-    log: Path | None = typer.Option(None, "--log", help="Write the worst run's log here."),
+    log: Path | None = typer.Option(
+        None, "--log", help="Write the worst run's log here.", show_default="not written"
+    ),
     race: int = typer.Option(
         0, "--race", min=0, help="Also sample each policy and GUIDED over this many seeds."
     ),
@@ -246,7 +272,10 @@ def cliffs(
         "60s", "--time-limit", help="Limit of each search (60s, 500ms, 2m, none)."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Write each cliff's worst schedules and cliffs.csv into this folder."
+        None,
+        "--out",
+        help="Write each cliff's worst schedules and cliffs.csv into this folder.",
+        show_default="not written",
     ),
 ) -> None:
     """The bounds k at which the exact worst-case p95 jumps, by bisection over k: the smallest

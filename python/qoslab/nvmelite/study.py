@@ -78,8 +78,10 @@ def run_study(
     top_k: int = 10,
     report: bool = True,
     exact_nodes: int | None = None,
+    command: str = "",
 ) -> Path:
-    """Runs the matrix of `config` into `out` and returns the report's path (or `out`)."""
+    """Runs the matrix of `config` into `out` and returns the report's path (or `out`);
+    `command` (what ran it) goes into the report's footer."""
     matrix = load_matrix(config, submit_window)
     out = Path(out)
     with staged_dir(out, is_earlier_output=_is_earlier_output, refusal=_REFUSAL) as tmp:
@@ -96,7 +98,9 @@ def run_study(
             except OSError as err:
                 raise InputError(f"cannot write the output: {err}", path=out) from None
         if report:
-            build_report(tmp, config=config, summary=summary, submit_window=submit_window)
+            build_report(
+                tmp, config=config, summary=summary, submit_window=submit_window, command=command
+            )
     return out / "report.html" if report else out
 
 
@@ -186,39 +190,41 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
         )
     )
 
-    # Figure 3: risk-cliff heatmap (mean p95 per policy x k), cliffs outlined.
-    cliff_rows = cliffs.where(fault_mode=fault).rows
+    # Figure 3: a risk-cliff heatmap (mean p95 per policy x k, cliffs outlined) per fault
+    # mode; the first fault's keeps the plain name.
     ci = {c: i for i, c in enumerate(cliffs.columns)}
-    panels = []
-    for seed_id in seed_ids:
-        rows = t2.where(seed_id=seed_id, fault_mode=fault).rows
-        names = [r[2] for r in rows]
-        outlined = {
-            (names.index(c[ci["policy"]]), labels.index(str(c[ci["k_to"]])))
-            for c in cliff_rows
-            if c[ci["seed_id"]] == seed_id and c[ci["policy"]] in names
-        }
-        panels.append(
-            HeatPanel(
-                seed_id,
-                f"{seed_id}: mean p95 (steps), fault {fault}; red = risk cliff",
-                names,
-                labels,
-                [[r[t2.columns.index(k)] for k in ks] for r in rows],
-                outlined,
+    for f in [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]:
+        cliff_rows = cliffs.where(fault_mode=f).rows
+        panels = []
+        for seed_id in seed_ids:
+            rows = t2.where(seed_id=seed_id, fault_mode=f).rows
+            names = [r[2] for r in rows]
+            outlined = {
+                (names.index(c[ci["policy"]]), labels.index(str(c[ci["k_to"]])))
+                for c in cliff_rows
+                if c[ci["seed_id"]] == seed_id and c[ci["policy"]] in names
+            }
+            panels.append(
+                HeatPanel(
+                    seed_id,
+                    f"{seed_id}: mean p95 (steps), fault {f}; red = risk cliff",
+                    names,
+                    labels,
+                    [[r[t2.columns.index(k)] for k in ks] for r in rows],
+                    outlined,
+                )
+            )
+        figures.append(
+            save_chart(
+                heatmap(panels, x_label="reordering bound k"),
+                figdir,
+                "risk_cliff_heatmap" if f == fault else f"risk_cliff_heatmap_{f.lower()}",
+                f"Risk-cliff heatmap, fault {f}",
+                f"Mean p95 per policy and bound under fault {f}; a red outline marks a bound "
+                "whose mean p95 is more than 20 % above the previous bound's (a risk cliff).",
+                "figures/",
             )
         )
-    figures.append(
-        save_chart(
-            heatmap(panels, x_label="reordering bound k"),
-            figdir,
-            "risk_cliff_heatmap",
-            "Risk-cliff heatmap",
-            "Mean p95 per policy and bound; a red outline marks a bound whose mean p95 is more "
-            "than 20 % above the previous bound's (a risk cliff).",
-            "figures/",
-        )
-    )
     return figures
 
 
@@ -249,8 +255,42 @@ def _exact_table(d: Path) -> Table | None:
     )
 
 
-def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) -> Path:
-    """Figures and report.html from the tables the matrix wrote into `d`."""
+def _findings(cliffs: Table, t2: Table) -> Text:
+    """The risk cliffs in words: under each fault mode, which cells jump, from which bound to
+    which, and how far; then the largest."""
+    idx = {c: i for i, c in enumerate(cliffs.columns)}
+    many = len(set(t2.column("seed_id"))) > 1
+    faults = [f for f in FAULT_ORDER if f in set(t2.column("fault_mode"))]
+
+    def cell(r) -> str:
+        where = f" on `{r[idx['seed_id']]}`" if many else ""
+        return (
+            f"{r[idx['policy']]}{where} from k = {r[idx['k_from']]} to {r[idx['k_to']]} "
+            f"(mean p95 {r[idx['p95_mean_from']]:.2f} to {r[idx['p95_mean_to']]:.2f} steps, "
+            f"+{r[idx['rise_pct']]:.1f} %)"
+        )
+
+    lines = []
+    for fault in faults:
+        rows = cliffs.where(fault_mode=fault).rows
+        if not rows:
+            lines.append(f"Under fault {fault}: no risk cliff.")
+            continue
+        count = f"{len(rows)} risk cliff{'s' if len(rows) > 1 else ''}"
+        lines.append(f"Under fault {fault}, {count}: " + "; ".join(cell(r) for r in rows) + ".")
+    if cliffs.rows:
+        top = max(cliffs.rows, key=lambda r: r[idx["rise_pct"]])
+        lines.append(f"The largest: {cell(top)}, under fault {top[idx['fault_mode']]}.")
+    else:
+        lines.append("No step of k raises any cell's mean p95 by more than 20 %.")
+    return Text("\n\n".join(lines))
+
+
+def build_report(
+    d: Path, *, config: Path, summary: dict, submit_window: str, command: str = ""
+) -> Path:
+    """Figures and report.html from the tables the matrix wrote into `d`; `command` is what
+    ran it, named in the report's footer."""
     two = "{:.2f}"
     three = "{:.3f}"
     t2 = Table.from_csv(d / "table2_mean_p95.csv")
@@ -259,7 +299,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
     cells = Table.from_csv(d / "cells.csv")
     cliffs = Table.from_csv(d / "risk_cliffs.csv")
     poison = Table.from_csv(d / "poison_top.csv")
-    fig_rd, fig_p95, fig_heat = _figures(d, t2, f1, cells, cliffs)
+    fig_rd, fig_p95, *heatmaps = _figures(d, t2, f1, cells, cliffs)
     for t, fmt in ((t2, two), (t3, two), (f1, three)):
         t.formats = dict.fromkeys(t.columns[2:], fmt)
     cliffs.formats = {
@@ -276,6 +316,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
     fault = _focus_fault(t2)
 
     sections = [
+        Section("Findings", [_findings(cliffs, t2)]),
         Section(
             "How to read this report",
             [
@@ -303,7 +344,7 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
         Section(
             "Risk cliffs",
             [
-                fig_heat,
+                *heatmaps,
                 Table(
                     cliffs.columns,
                     cliffs.rows,
@@ -341,6 +382,14 @@ def build_report(d: Path, *, config: Path, summary: dict, submit_window: str) ->
         ("risk cliffs", summary["cliffs"]),
         ("per-run results", files[0]),
     ]
+    from qoslab._core import __version__
+    from qoslab.nvmelite.config import project_commit
+
     return write_report(
-        d / "report.html", "NVMe-lite risk cliffs", sections, facts=facts, generator="qoslab"
+        d / "report.html",
+        "NVMe-lite risk cliffs",
+        sections,
+        facts=facts,
+        generator="qoslab",
+        footer={"version": __version__, "commit": project_commit(), "command": command},
     )

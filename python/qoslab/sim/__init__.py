@@ -1,13 +1,38 @@
-"""The timed simulator from Python: `run()` is `qoslab sim` without the command line.
+"""The timed simulator from Python.
 
-    from qoslab.sim import run
-    result = run("job.fio", device="ideal", output_format="json")
-    report = json.loads(result["text"])
+    import qoslab
+    df = qoslab.sim("job.fio", device="mqsim-default", set={"media.ftl.mapping": "dram"})
+    report = qoslab.sim_json("job.fio")           # fio's JSON report as a dict
 
-The model is Rust (`crates/sim`); this package only validates arguments, writes files and
-turns the simulator's input errors into `qoslab.errors.InputError`.
+`qoslab.sim(...)` (this package, callable) returns a pandas DataFrame with one row per job and
+direction (see `qoslab.sim.api.sim_frame`); `run()` is `qoslab sim` without the command line.
+The model is Rust (`crates/sim`); this package only validates arguments, converts inputs,
+writes files and turns the simulator's input errors into `qoslab.errors.InputError`.
 """
 
-from qoslab.sim.api import DEFAULT_DEVICE, presets, run, tunables
+import sys
+import types
 
-__all__ = ["DEFAULT_DEVICE", "presets", "run", "tunables"]
+from qoslab.sim.api import DEFAULT_DEVICE, parse_jobs, presets, run, sim_frame, sim_json, tunables
+
+
+class _CallablePackage(types.ModuleType):
+    """`qoslab.sim` is both this package and the function `qoslab.sim(...)`: a function of
+    that name in `qoslab` would be replaced by the package as soon as anything imports
+    `qoslab.sim.*`, so the package itself is made callable."""
+
+    def __call__(self, *args, **kwargs):
+        return sim_frame(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
+
+__all__ = [
+    "DEFAULT_DEVICE",
+    "parse_jobs",
+    "presets",
+    "run",
+    "sim_frame",
+    "sim_json",
+    "tunables",
+]

@@ -2,30 +2,91 @@
 
 from __future__ import annotations
 
+import json
+import math
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from qoslab import _core
 from qoslab.errors import InputError
-from qoslab.outputs import staged_file
+from qoslab.outputs import staged_file, write_files
+from qoslab.sim.fio_cli import COMMAND_LINE, CommandLineJobs
 
 DEFAULT_DEVICE = "nvme-analytic"
+SERIES_SUFFIXES = (".csv", ".parquet")
+# The fio logs a job may ask for (write_lat_log, write_bw_log, write_iops_log).
+LOG_KINDS = ("lat", "bw", "iops")
 
 
-def _input_error(err: Exception) -> InputError:
+def _input_error(err: Exception, jobs: CommandLineJobs | None = None) -> InputError:
     message, path, line = err.args
+    if path == COMMAND_LINE and jobs is not None:
+        # Job text made from fio options on the command line: name the argument.
+        return InputError(f"{jobs.where(line)}: {message}")
     return InputError(message, path=path, line=line)
+
+
+def _job_source(jobfile, jobtext, jobname, sections) -> dict[str, Any]:
+    return dict(
+        jobfile=None if jobfile is None else str(jobfile),
+        jobtext=jobtext,
+        jobname=jobname,
+        sections=list(sections or []),
+    )
+
+
+def parse_jobs(
+    jobfile: str | Path | None = None,
+    *,
+    jobtext: str | CommandLineJobs | None = None,
+    jobname: str | None = None,
+    sections: list[str] | None = None,
+) -> dict[str, Any]:
+    """How qoslab reads a job file (or job text), without running it: a dict with `path`,
+    `global_options` and `jobs`, each job's settings with their units in their names."""
+    cmdline = jobtext if isinstance(jobtext, CommandLineJobs) else None
+    if cmdline is not None:
+        jobtext, jobname = cmdline.text, COMMAND_LINE
+    try:
+        return json.loads(_core.fio_parse(**_job_source(jobfile, jobtext, jobname, sections)))
+    except _core.SimInputError as err:
+        raise _input_error(err, cmdline) from None
+
+
+def ignored_options(parsed: dict[str, Any]) -> str | None:
+    """One line naming the options of the jobs the simulator accepts but does not act on
+    (each once, where first written), or None when there are none."""
+    seen: dict[str, str] = {}
+    for job in parsed["jobs"]:
+        for item in job["ignored"]:
+            seen.setdefault(item["option"], f"{item['option']} ({item['location']})")
+        if not job["log_avg_msec"]:
+            for option in (f"write_{kind}_log" for kind in LOG_KINDS):
+                if job[option] is not None:
+                    seen.setdefault(
+                        option,
+                        f"{option} without log_avg_msec ({job['location']}: fio's log of "
+                        "every I/O is not simulated; set log_avg_msec for the averaged log)",
+                    )
+    if not seen:
+        return None
+    return "options accepted but ignored by the simulator: " + ", ".join(seen.values())
 
 
 def run(
     jobfile: str | Path | None = None,
     *,
+    jobtext: str | CommandLineJobs | None = None,
+    jobname: str | None = None,
+    sections: list[str] | None = None,
     trace: str | Path | list[str | Path] | None = None,
     trace_format: str | None = None,
     speed: float = 1.0,
     qd_cap: int = 0,
     device: str = DEFAULT_DEVICE,
+    device_text: str | None = None,
     sets: list[str] | None = None,
     seed: int = 1,
     repeat: int = 1,
@@ -33,32 +94,95 @@ def run(
     timeseries: str | Path | None = None,
     log_avg_msec: float = 100.0,
     progress: bool = False,
+    fio_logs: bool = False,
+    power_fail_at: str | None = None,
 ) -> dict[str, Any]:
-    """Runs one simulation; returns {"text", "ios", "events", "max_outstanding"}.
+    """Runs one simulation; returns {"text", "ios", "events", "max_outstanding", "logs"} and,
+    for jobs, "jobs" (how they were read, as `parse_jobs` gives it).
 
-    `trace` is one block trace or a list of them, trace i replayed on host i.
-
-    With `timeseries`, the per-interval series (every `log_avg_msec`, unless a job sets its
-    own) is written there as CSV, or as Parquet when the name ends in .parquet."""
+    `trace` is one block trace or a list of them, trace i replayed on host i. Jobs come from a
+    job file, or from `jobtext` (job-file text named `jobname` in messages, or fio's command
+    line as `CommandLineJobs`), only the `sections` named if any. The device is a preset name
+    or a device file (`device_text`, when given, is that file's text; see `device_file` for
+    MQSim's ssdconfig.xml). With `timeseries`, the per-interval series (every `log_avg_msec`,
+    unless a job sets its own) is written there as CSV, or as Parquet when the name ends in
+    .parquet. With `fio_logs`, the fio logs the jobs ask for (`write_lat_log`, ...) are written
+    in the current folder (from the first seed's run) and "logs" lists them."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, got {seed}")
     if qd_cap < 0:
         raise InputError(f"--qd-cap: expected a non-negative integer, got {qd_cap}")
+    if not (speed > 0 and math.isfinite(speed)):
+        raise InputError(f"--speed: expected a number above 0, got {speed:g}")
+    if timeseries is not None:
+        _check_series_name(Path(timeseries))
+    cmdline = jobtext if isinstance(jobtext, CommandLineJobs) else None
+    if cmdline is not None:
+        jobtext, jobname = cmdline.text, COMMAND_LINE
     core_args = dict(
-        jobfile=None if jobfile is None else str(jobfile),
+        **_job_source(jobfile, jobtext, jobname, sections),
         trace=None if trace is None else [str(t) for t in _as_list(trace)],
         trace_format=trace_format,
         speed=speed,
         qd_cap=qd_cap,
         series_interval_ms=log_avg_msec,
         progress=progress,
+        device_text=device_text,
+        power_fail_at=power_fail_at,
     )
+    wants_logs = False
+    if fio_logs and trace is None:
+        parsed = parse_jobs(jobfile, jobtext=cmdline or jobtext, jobname=jobname, sections=sections)
+        wants_logs = any(
+            j["log_avg_msec"] and any(j[f"write_{k}_log"] is not None for k in LOG_KINDS)
+            for j in parsed["jobs"]
+        )
+    with ExitStack() as scratch:
+        series = None if timeseries is None else Path(timeseries)
+        if series is None and wants_logs:
+            # The logs are made from the series, which the simulator streams to a file.
+            folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="qoslab-sim-"))
+            series = Path(folder) / "series.csv"
+        try:
+            result = _run_with_series(device, sets, seed, repeat, output_format, series, core_args)
+        except _core.SimInputError as err:
+            raise _input_error(err, cmdline) from None
+        if "jobs" in result:
+            result["jobs"] = json.loads(result["jobs"])
+        result["logs"] = []
+        if wants_logs:
+            from qoslab.fio.logs import simulated_logs
+
+            files = simulated_logs(read_series(series), result["jobs"]["jobs"])
+            write_files(files)
+            result["logs"] = sorted(files)
+    return result
+
+
+def _check_series_name(path: Path) -> None:
+    check_writable(path, "--timeseries")
+    # A device or a pipe (/dev/null, /dev/stdout) takes the CSV; a file's name says its format.
+    if (not path.exists() or path.is_file()) and path.suffix not in SERIES_SUFFIXES:
+        raise InputError(f"--timeseries: expected a .csv or .parquet file name, got '{path}'")
+
+
+def read_series(path: str | Path):
+    """A series file (CSV, or Parquet by its name) as a DataFrame of the series' types."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path, dtype=SERIES_COLUMN_TYPES)
+
+
+def _run_with_series(device, sets, seed, repeat, output_format, timeseries, core_args):
     if timeseries is None:
         return _sim_run(device, sets, seed, repeat, output_format, None, core_args)
     series = Path(timeseries)
-    check_writable(series)
+    check_writable(series, "--timeseries")
     with staged_file(series) as staged:
         if series.suffix != ".parquet":
             return _sim_run(device, sets, seed, repeat, output_format, staged, core_args)
@@ -83,18 +207,15 @@ def _sim_run(
     series: Path | None,
     core_args: dict[str, Any],
 ) -> dict[str, Any]:
-    try:
-        return _core.sim_run(
-            device,
-            list(sets or []),
-            seed,
-            repeat,
-            output_format,
-            series_path=None if series is None else str(series),
-            **core_args,
-        )
-    except _core.SimInputError as err:
-        raise _input_error(err) from None
+    return _core.sim_run(
+        device,
+        list(sets or []),
+        seed,
+        repeat,
+        output_format,
+        series_path=None if series is None else str(series),
+        **core_args,
+    )
 
 
 # Column types of the series, fixed rather than inferred, so that every file has the same
@@ -136,6 +257,19 @@ def _csv_to_parquet(csv_path: Path, out: Path) -> None:
             writer.write_batch(batch)
 
 
+def device_file(device: str, workload=None) -> tuple[str | None, str | None]:
+    """(device file text, warning) for `--device`: for MQSim's ssdconfig.xml (a name ending
+    in .xml) the SSD model's device file made from it and the warning naming what it leaves
+    out (`workload`: `qoslab.sim.mqsim.Workload` of the flows, for preconditioning); for a
+    preset or a TOML file (None, None)."""
+    if not device.endswith(".xml"):
+        return None, None
+    from qoslab.sim.mqsim import device_from_ssdconfig
+
+    converted = device_from_ssdconfig(device, workload)
+    return converted.text, converted.warning(Path(device))
+
+
 def presets() -> list[tuple[str, str]]:
     """(name, description) of the device presets shipped in configs/devices."""
     return _core.sim_presets()
@@ -155,14 +289,81 @@ def tunables_markdown(models: list[str] | None = None) -> str:
     return _core.sim_tunables_markdown(models)
 
 
-def check_writable(path: Path) -> None:
-    """Fails with an input error, before a long run, if `path` could not be written."""
+def check_writable(path: Path, option: str) -> None:
+    """Fails with an input error naming `option`, before a long run, if `path` could not be
+    written."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{option}: cannot write {path}: {directory} is a file, not a folder")
     if not directory.is_dir():
-        raise InputError("the folder does not exist", path=directory)
+        raise InputError(f"{option}: cannot write {path}: the folder {directory} does not exist")
     if path.is_dir():
-        raise InputError("is a folder; expected the name of a file", path=path)
+        raise InputError(f"{option}: {path} is a folder; expected the name of a file")
+
+
+def sim_json(
+    job: str | Path | None = None,
+    *,
+    text: str | None = None,
+    device: str = DEFAULT_DEVICE,
+    set: dict[str, object] | list[str] | None = None,
+    seed: int = 1,
+    repeat: int = 1,
+    sections: list[str] | None = None,
+    mqsim_workload: str | Path | None = None,
+) -> dict[str, Any]:
+    """`qoslab sim` from Python: the fio JSON report of a run as a dict.
+
+    The jobs are a job file (`job`), job-file `text`, or MQSim's workload.xml
+    (`mqsim_workload`); `device` a preset, a device file or MQSim's ssdconfig.xml; `set`
+    overrides device tunables ({"media.servers": 4}, as `--set media.servers=4`). What the
+    command line warns about (ignored options, MQSim parameters it does not model) comes as
+    Python warnings."""
+    import warnings
+
+    sets = [f"{k}={v}" for k, v in set.items()] if isinstance(set, dict) else list(set or [])
+    jobs: dict[str, Any] = dict(sections=sections)
+    flows = None
+    if mqsim_workload is not None:
+        from qoslab.sim.mqsim import jobs_from_workload
+
+        converted, flows = jobs_from_workload(mqsim_workload)
+        jobs.update(jobtext=converted.text, jobname=str(mqsim_workload))
+        notes = [converted.warning(Path(mqsim_workload))]
+    elif text is not None:
+        jobs.update(jobtext=text, jobname="<text>")
+        notes = []
+    elif job is not None:
+        jobs["jobfile"] = job
+        notes = []
+    else:
+        raise InputError("give a job file, job text or an MQSim workload")
+    device_text, device_note = device_file(str(device), flows)
+    notes += [device_note, ignored_options(parse_jobs(**jobs))]
+    for note in filter(None, notes):
+        warnings.warn(note, stacklevel=2)
+    result = run(
+        **jobs,
+        device=str(device),
+        device_text=device_text,
+        sets=sets,
+        seed=seed,
+        repeat=repeat,
+        output_format="json",
+    )
+    return json.loads(result["text"])
+
+
+def sim_frame(*args, **kwargs):
+    """`qoslab sim` from Python as a pandas DataFrame: one row per job and direction with
+    fio's fields, units in the column names (`iops`, `bw_bytes_s`, `lat_mean_us`, `p99_us`,
+    ...; see `qoslab.fio.tables`). Takes what `sim_json` takes."""
+    from qoslab.fio import jobs_table, parse_fio_json
+
+    report = sim_json(*args, **kwargs)
+    name = kwargs.get("mqsim_workload") or (args[0] if args else kwargs.get("job")) or "<text>"
+    return jobs_table([parse_fio_json(json.dumps(report), path=Path(str(name)).name)])
 
 
 def stage_counters(report: dict[str, Any], stage: str) -> dict[str, Any]:

@@ -1,30 +1,83 @@
-"""`qoslab sim`: a fio job file (or a trace) on a simulated NVMe path and device."""
+"""`qoslab sim`: the timed simulator, fio job in, fio report out.
+
+Jobs come from a fio job file, from stdin (`-`), or from fio's own command-line syntax
+(`--name=x --rw=randread ...`, see `qoslab.sim.fio_cli`); a trace replays instead with
+`--trace`. The report is in fio's formats (normal, terse, json, json+, or a comma list).
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from qoslab.errors import InputError
 from qoslab.outputs import write_file
 from qoslab.sim import api
+from qoslab.sim.fio_cli import job_text, showcmd, split_arguments
 
-FORMATS = ("normal", "json", "json+")
+FORMATS = ("normal", "terse", "json", "json+")
+FIO_ARGS = "qoslab.sim.fio_args"
+
+
+class FioCommandLine(TyperCommand):
+    """Takes fio's job options out of the arguments before typer reads qoslab's own."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if "--help" in args:
+            return super().parse_args(ctx, args)
+        own, fio = split_arguments(args, self.params)
+        ctx.meta[FIO_ARGS] = fio
+        return super().parse_args(ctx, own)
+
+
+def _output_formats(text: str) -> str:
+    words = [w.strip() for w in text.split(",")]
+    bad = [w for w in words if w not in FORMATS]
+    if bad:
+        raise InputError(
+            f"--output-format: expected {', '.join(FORMATS)} or a comma list of them, "
+            f"got '{bad[0]}'"
+        )
+    return ",".join(words)
 
 
 def sim(
+    ctx: typer.Context,
     jobfile: Path | None = typer.Argument(
-        None, help="fio job file to run (or give --trace).", show_default=False
+        None,
+        help="fio job file to run, or - for stdin; or give the job as fio's options "
+        "(--name=x --rw=randread ...), or --trace.",
+        show_default=False,
+    ),
+    section: list[str] = typer.Option(
+        [], "--section", help="Run only this job section (repeatable).", show_default="all"
+    ),
+    parse_only: bool = typer.Option(
+        False,
+        "--parse-only",
+        help="Read the jobs and stop (with --output-format json: print how they were read).",
+    ),
+    show_cmd: bool = typer.Option(
+        False, "--showcmd", help="Print the job file as fio's command line and stop."
+    ),
+    mqsim_workload: Path | None = typer.Option(
+        None,
+        "--mqsim-workload",
+        help="Run MQSim's workload.xml: a job per synthetic flow, a stonewall per scenario.",
+        show_default="none",
     ),
     trace: list[Path] | None = typer.Option(
         None,
         "--trace",
         help="Replay a block trace (MSR, SYSTOR'17, blkparse, fio iolog v2/v3); repeat it for "
         "several hosts: the i-th trace runs on host i.",
+        show_default="none",
     ),
     trace_format: str = typer.Option(
         "auto", "--trace-format", help="auto, msr, systor17, blkparse, iolog2 or iolog3."
@@ -34,49 +87,69 @@ def sim(
         0, "--qd-cap", help="Most trace I/Os outstanding at once (0 = no cap)."
     ),
     device: str = typer.Option(
-        api.DEFAULT_DEVICE, "--device", help="Device preset name or device TOML file."
+        api.DEFAULT_DEVICE,
+        "--device",
+        help="Device preset name, device TOML file, or MQSim's ssdconfig.xml.",
     ),
     sets: list[str] = typer.Option(
-        [], "--set", help="Override a device tunable: section.key=value (repeatable)."
+        [],
+        "--set",
+        help="Override a device tunable: section.key=value (repeatable).",
+        show_default="none",
     ),
     seed: int = typer.Option(1, "--seed", help="Run seed (every random stream derives from it)."),
     repeat: int = typer.Option(
         1, "--repeat", help="Run N seeds (seed, seed+1, ...) on all cores; report mean and 95% CI."
     ),
     output_format: str = typer.Option(
-        "normal", "--output-format", help="normal, json or json+ (fio's formats)."
+        "normal",
+        "--output-format",
+        help="normal, terse, json or json+ (fio's formats), or a comma list of them.",
     ),
     output: Path | None = typer.Option(
-        None, "--output", help="Write the report here instead of stdout."
+        None, "--output", help="Write the report to this file.", show_default="stdout"
     ),
     timeseries: Path | None = typer.Option(
-        None, "--timeseries", help="Write per-interval IOPS, MB/s, mean and p99 (CSV or .parquet)."
+        None,
+        "--timeseries",
+        help="Write per-interval IOPS, MB/s, mean and p99 (.csv or .parquet).",
+        show_default="not written",
     ),
     log_avg_msec: float = typer.Option(
         100.0, "--log-avg-msec", help="Interval of --timeseries in ms (a job's log_avg_msec wins)."
     ),
     plot: Path | None = typer.Option(
-        None, "--plot", help="Plot IOPS and p99 latency over time (PNG, SVG or PDF)."
+        None,
+        "--plot",
+        help="Plot IOPS and p99 latency over time (PNG, SVG or PDF).",
+        show_default="not drawn",
+    ),
+    power_fail_at: str | None = typer.Option(
+        None,
+        "--power-fail-at",
+        help="Cut the power at this simulated time (e.g. 20ms) and report per job what it "
+        "took (qoslab.durability in the JSON).",
+        show_default="never",
     ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),
     list_tunables: bool = typer.Option(
         False, "--list-tunables", help="List every device-file tunable (unit, default, help)."
     ),
     show_device: str | None = typer.Option(
-        None, "--show-device", help="Print a preset's TOML and exit."
+        None, "--show-device", help="Print a preset's TOML and exit.", show_default="none"
     ),
 ) -> None:
-    """Simulate a fio job file (or replay a trace) and report like fio."""
+    """The timed simulator: fio job in, fio report out (or a trace replayed)."""
     if list_devices:
         for name, description in api.presets():
             typer.echo(f"{name}\n    {' '.join(description.split())}")
         return
     if list_tunables:
-        section = None
+        current = None
         for sec, key, unit, default, help_text in api.tunables():
-            if sec != section:
+            if sec != current:
                 typer.echo(f"[{sec}]")
-                section = sec
+                current = sec
             typer.echo(f"  {key:<22} {unit:<8} default {default:<12} {help_text}")
         return
     if show_device is not None:
@@ -87,17 +160,51 @@ def sim(
         typer.echo(text, nl=False)
         return
     trace = trace or None
-    if (jobfile is None) == (trace is None):
-        raise InputError("give either a job file or --trace FILE")
-    if output_format not in FORMATS:
-        raise InputError(f"--output-format: expected normal, json or json+, got '{output_format}'")
+    output_format = _output_formats(output_format)
+    fio_args = ctx.meta.get(FIO_ARGS, [])
+    jobs = dict(sections=section)
+    flows = None
+    if mqsim_workload is not None:
+        from qoslab.sim.mqsim import jobs_from_workload
+
+        if fio_args or jobfile is not None:
+            raise InputError("give the jobs either as --mqsim-workload or as fio jobs, not both")
+        converted, flows = jobs_from_workload(mqsim_workload)
+        _warn(converted.warning(mqsim_workload))
+        jobs.update(jobtext=converted.text, jobname=str(mqsim_workload))
+    elif fio_args:
+        if jobfile is not None:
+            raise InputError(
+                "give the jobs either as a job file or as fio options (--name=...), not both"
+            )
+        jobs["jobtext"] = job_text(fio_args)
+    elif jobfile is not None and str(jobfile) == "-":
+        jobs.update(jobtext=sys.stdin.read(), jobname="<stdin>")
+    elif jobfile is not None:
+        jobs["jobfile"] = jobfile
+    if len(jobs) == 1 and trace is None:
+        raise InputError("give a job file (or - for stdin), fio job options, or --trace FILE")
+    if len(jobs) > 1 and trace is not None:
+        raise InputError("give either jobs or --trace FILE, not both")
+    device_text, warning = api.device_file(device, flows)
+    _warn(warning)
+    if trace is None:
+        parsed = api.parse_jobs(**jobs)
+        if show_cmd:
+            sys.stdout.write(showcmd(parsed))
+            return
+        if parse_only:
+            if "json" in output_format:
+                sys.stdout.write(json.dumps(parsed, indent=2) + "\n")
+            return
+        _warn(api.ignored_options(parsed))
     if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
         raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
     if plot is not None and repeat > 1:
         raise InputError("--plot: draws one run; leave out --repeat")
-    for path in (output, plot):
+    for path, option in ((output, "--output"), (plot, "--plot")):
         if path is not None:
-            api.check_writable(path)
+            api.check_writable(path, option)
     with ExitStack() as scratch:
         series = timeseries
         if plot is not None and series is None:
@@ -105,12 +212,13 @@ def sim(
             folder = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="qoslab-sim-")))
             series = folder / "series.csv"
         result = api.run(
-            jobfile,
+            **jobs,
             trace=trace,
             trace_format=trace_format,
             speed=speed,
             qd_cap=qd_cap,
             device=device,
+            device_text=device_text,
             sets=sets,
             seed=seed,
             repeat=repeat,
@@ -118,16 +226,60 @@ def sim(
             timeseries=series,
             log_avg_msec=log_avg_msec,
             progress=sys.stderr.isatty(),
+            fio_logs=True,
+            power_fail_at=power_fail_at,
         )
         if plot is not None:
             from qoslab.sim.plot import timeseries_figure
 
-            timeseries_figure(series, plot, title=str(jobfile or trace[0]))
+            title = str(trace[0] if trace else jobfile or "command line")
+            timeseries_figure(series, plot, title=title)
     if output is None:
         sys.stdout.write(result["text"])
     else:
         write_file(output, result["text"])
 
 
+def _warn(warning: str | None) -> None:
+    if warning:
+        print(f"qoslab: warning: {warning}", file=sys.stderr)
+
+
+mqsim_app = typer.Typer(
+    name="mqsim",
+    help="MQSim's input files as qoslab's: a device file and a fio job file.",
+    no_args_is_help=True,
+)
+
+
+@mqsim_app.command("convert")
+def mqsim_convert(
+    ssdconfig: Path = typer.Argument(..., help="MQSim's device file (ssdconfig.xml)."),
+    workload: Path | None = typer.Argument(
+        None, help="MQSim's workload file (workload.xml).", show_default="none"
+    ),
+    out: Path = typer.Option(Path("."), "--out", help="Folder for device.toml and workload.fio."),
+) -> None:
+    """Write the SSD model's device file (and a fio job file) equivalent to MQSim's XML."""
+    from qoslab.outputs import write_files
+    from qoslab.sim.mqsim import device_from_ssdconfig, jobs_from_workload
+
+    if not out.is_dir():
+        raise InputError("--out: expected an existing folder", path=out)
+    files = {}
+    flows = None
+    if workload is not None:
+        jobs, flows = jobs_from_workload(workload)
+        _warn(jobs.warning(workload))
+        files[out / "workload.fio"] = jobs.text
+    device = device_from_ssdconfig(ssdconfig, flows)
+    _warn(device.warning(ssdconfig))
+    files[out / "device.toml"] = device.text
+    write_files(files)
+    for path in sorted(files):
+        typer.echo(f"wrote {path}")
+
+
 def register(app: typer.Typer) -> None:
-    app.command("sim")(sim)
+    app.command("sim", cls=FioCommandLine)(sim)
+    app.add_typer(mqsim_app)

@@ -1,5 +1,5 @@
-"""Regenerates the generated parts of docs/sim.md: the tour's output excerpt and figure, and
-the tunables reference, from the code and a run of the tour job.
+"""Regenerates the generated parts of docs/sim.md: the tour's output excerpt and figure, the
+presets table and the tunables reference, from the code and a run of the tour job.
 
     python -m qoslab.sim.docs docs/sim.md
 """
@@ -12,13 +12,13 @@ import tempfile
 from pathlib import Path
 
 from qoslab.outputs import write_file
-from qoslab.sim.api import run, tunables_markdown
+from qoslab.sim.api import DEFAULT_DEVICE, presets, run, tunables_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
 TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
 EXCERPT_LINES = 32
 # The models documented here; the SSD and HDD models have their own page (docs/media.md).
-MODELS = ["analytic", "empirical"]
+MODELS = ["analytic", "empirical", "null"]
 
 
 def _splice(text: str, name: str, body: str) -> str:
@@ -26,6 +26,15 @@ def _splice(text: str, name: str, body: str) -> str:
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body}{end}{tail}"
+
+
+def presets_table() -> str:
+    """Every preset of the registry (configs/devices), with the description its file gives."""
+    rows = ["| preset | what |", "|---|---|"]
+    for name, description in presets():
+        label = f"`{name}`" + (" (default)" if name == DEFAULT_DEVICE else "")
+        rows.append(f"| {label} | {' '.join(description.split())} |")
+    return "\n".join(rows) + "\n"
 
 
 def tour_excerpt() -> str:
@@ -40,6 +49,7 @@ def update(path: Path, figure: bool = True) -> bool:
     """Rewrites the generated parts of `path`; returns whether the text changed."""
     text = path.read_text()
     new = _splice(text, "tunables", tunables_markdown(MODELS))
+    new = _splice(new, "presets", presets_table())
     new = _splice(new, "tour", tour_excerpt())
     if figure:
         from qoslab.sim.plot import timeseries_figure

@@ -17,13 +17,16 @@ def sweep(
     spec: Path | None = typer.Argument(None, help="Sweep spec (YAML).", show_default=False),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results store directory."),
     jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="Local worker processes (default: all cores)."
+        None, "--jobs", min=1, help="Local worker processes.", show_default="all cores"
     ),
     scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Run on a Dask cluster instead: its address, tcp://HOST:8786."
+        None,
+        "--scheduler",
+        help="Run on a Dask cluster instead: its address, tcp://HOST:8786.",
+        show_default="local processes",
     ),
     batch: int | None = typer.Option(
-        None, "--batch", min=1, help="Points per task (default: the study's own)."
+        None, "--batch", min=1, help="Points per task.", show_default="the study's own"
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check the spec and count its points; run nothing."

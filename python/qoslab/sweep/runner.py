@@ -45,7 +45,7 @@ COMMIT_THREADS = 2
 @lru_cache(maxsize=1)
 def qoslab_build() -> tuple[str, str]:
     """(version, commit) of the qoslab running here; both enter every point's key."""
-    from qoslab import __version__
+    from qoslab._core import __version__
     from qoslab.nvmelite.config import project_commit
 
     return __version__, project_commit()

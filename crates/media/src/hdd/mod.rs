@@ -695,6 +695,7 @@ impl DeviceModel for Hdd {
     const NAME: &'static str = "hdd";
     const HELP: &'static str = "hard disk: zoned platters, fitted seek curve, rotation, read-ahead buffer, write cache, FIFO or SPTF queueing";
     const TUNABLES: &'static [Tunable] = HDD_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, _ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
         Hdd::from_settings(settings)
@@ -794,6 +795,18 @@ impl Stage for Hdd {
             HddEvent::Complete(id) => ctx.complete(id),
             HddEvent::PowerFail => self.power_fail(ctx),
         }
+    }
+
+    /// A power failure sent down the path (`--power-fail-at`).
+    fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<HddEvent>) {
+        if msg.command == qoslab_engine::Command::PowerLoss {
+            self.power_fail(ctx);
+            msg.status = qoslab_engine::ControlStatus::Success;
+        }
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
+        out.extend_from_slice(&self.lost);
     }
 
     fn counters(&self) -> Vec<(String, f64)> {

@@ -1280,6 +1280,7 @@ impl DeviceModel for Ssd {
     const NAME: &'static str = "ssd";
     const HELP: &'static str = "NAND-flash SSD: channels, dies, planes, page-level FTL with GC, mapping cache, DRAM write cache, FLUSH/FUA, PLP";
     const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn sub_tables() -> Vec<crate::SubTable> {
         config::sub_tables()
@@ -1345,10 +1346,20 @@ impl Stage for Ssd {
         self.drain_flash(ctx);
     }
 
-    /// Admin commands of the GC gate (Predictable Latency Mode's features and log pages).
+    /// A power failure sent down the path (`--power-fail-at`), and the admin commands of the
+    /// GC gate (Predictable Latency Mode's features and log pages).
     fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<SsdEvent>) {
+        if msg.command == qoslab_engine::Command::PowerLoss {
+            self.power_fail(ctx);
+            msg.status = qoslab_engine::ControlStatus::Success;
+            return;
+        }
         self.gate_hook(ctx, |g, io| g.control(msg, io));
         self.drain_flash(ctx);
+    }
+
+    fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
+        out.extend_from_slice(&self.lost);
     }
 
     fn counters(&self) -> Vec<(String, f64)> {

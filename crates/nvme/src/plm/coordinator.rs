@@ -17,6 +17,10 @@
 //! when nothing was allocated). [`coordinate`] runs the rules window by window over known
 //! demands; the PLM host library runs the same [`Coordinator`] as reads arrive.
 
+use std::path::Path;
+
+use qoslab_engine::ConfigError;
+
 use super::allocation::{Allocation, Ask};
 
 /// A host's QoS class, in priority order.
@@ -239,6 +243,120 @@ pub fn coordinate(coordinator: &mut Coordinator, demands: &[Vec<u64>]) -> Vec<Ve
             coordinator.end_window(d)
         })
         .collect()
+}
+
+/// The demands of the windows, as `qoslab plm coordinate` reads them: a CSV file of
+/// `window,host,class,demand` rows, windows and hosts in order of first appearance.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DemandTable {
+    pub windows: Vec<String>,
+    pub hosts: Vec<String>,
+    pub classes: Vec<QosClass>,
+    /// `[window][host]`; a host missing from a window demands nothing there.
+    pub demand: Vec<Vec<u64>>,
+}
+
+impl DemandTable {
+    pub const HEADER: &'static str = "window,host,class,demand";
+
+    pub fn read(path: &Path) -> Result<DemandTable, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::at(path, None, format!("cannot read: {e}")))?;
+        DemandTable::parse(&text, path)
+    }
+
+    /// Parses the CSV `text`, named `path` in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<DemandTable, ConfigError> {
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, h)) if h.trim() == Self::HEADER => {}
+            _ => {
+                return Err(ConfigError::at(
+                    path,
+                    Some(1),
+                    format!("expected the header {}", Self::HEADER),
+                ));
+            }
+        }
+        let mut t = DemandTable::default();
+        // Hosts seen in the current window.
+        let mut seen: Vec<usize> = Vec::new();
+        for (i, line) in lines {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = |m: String| ConfigError::at(path, Some(i + 1), m);
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if f.len() != 4 {
+                return Err(bad(format!(
+                    "expected 4 fields ({}), got {}",
+                    Self::HEADER,
+                    f.len()
+                )));
+            }
+            let class = QosClass::parse(f[2]).ok_or_else(|| {
+                bad(format!(
+                    "field 'class': expected high, medium or low, got '{}'",
+                    f[2]
+                ))
+            })?;
+            let demand: u64 = f[3].parse().map_err(|_| {
+                bad(format!(
+                    "field 'demand': expected a whole number of requests, got '{}'",
+                    f[3]
+                ))
+            })?;
+            if t.windows.last().map(String::as_str) != Some(f[0]) {
+                if t.windows.iter().any(|w| w == f[0]) {
+                    return Err(bad(format!(
+                        "field 'window': window '{}' appears again after another window",
+                        f[0]
+                    )));
+                }
+                t.windows.push(f[0].to_string());
+                t.demand.push(vec![0; t.hosts.len()]);
+                seen.clear();
+            }
+            let h = match t.hosts.iter().position(|n| n == f[1]) {
+                Some(h) => {
+                    if t.classes[h] != class {
+                        return Err(bad(format!(
+                            "field 'class': host '{}' was {} before, now {}",
+                            f[1],
+                            t.classes[h].name(),
+                            class.name()
+                        )));
+                    }
+                    h
+                }
+                None => {
+                    t.hosts.push(f[1].to_string());
+                    t.classes.push(class);
+                    for d in &mut t.demand {
+                        d.push(0);
+                    }
+                    t.hosts.len() - 1
+                }
+            };
+            if seen.contains(&h) {
+                return Err(bad(format!(
+                    "host '{}' appears twice in window '{}'",
+                    f[1], f[0]
+                )));
+            }
+            seen.push(h);
+            let row = t.demand.last_mut().expect("a window");
+            row[h] = demand;
+        }
+        if t.windows.is_empty() {
+            return Err(ConfigError::at(
+                path,
+                None,
+                "no windows: expected rows after the header",
+            ));
+        }
+        Ok(t)
+    }
 }
 
 /// A distribution of ratios in [0, 1] in bins of 1e-4, for percentiles over a whole run in

@@ -27,7 +27,7 @@ use std::path::Path;
 use qoslab_engine::{Command, ConfigError, Control, ControlStatus, Notice, Ns};
 
 use super::allocation::{self, AllocationSetup};
-use super::coordinator::{Coordinator, Predictor, QosClass, RatioHist};
+use super::coordinator::{Coordinator, DemandTable, Predictor, QosClass, RatioHist};
 use crate::replicas::{API, ReplicaIo, ReplicaOps, ReplicaPolicy, ReplicaSetup};
 
 qoslab_engine::choice! {
@@ -62,13 +62,17 @@ pub static OPS: ReplicaOps = ReplicaOps {
 
 fn build(s: &ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError> {
     let cfg = PlmLibraryConfig::from_settings(s.settings);
-    let field = |name: &str, msg: String| ConfigError::new(format!("field 'host.plm.{name}': {msg}"));
+    let field =
+        |name: &str, msg: String| ConfigError::new(format!("field 'host.plm.{name}': {msg}"));
     let classes: Vec<QosClass> = cfg
         .classes
         .split(',')
         .map(|w| {
             QosClass::parse(w.trim()).ok_or_else(|| {
-                field("classes", format!("expected high, medium or low, got '{}'", w.trim()))
+                field(
+                    "classes",
+                    format!("expected high, medium or low, got '{}'", w.trim()),
+                )
             })
         })
         .collect::<Result<_, _>>()?;
@@ -81,7 +85,10 @@ fn build(s: &ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError> {
     if cfg.ratios.len() != 3 {
         return Err(field(
             "ratios",
-            format!("expected 3 shares (high, medium, low), got {}", cfg.ratios.len()),
+            format!(
+                "expected 3 shares (high, medium, low), got {}",
+                cfg.ratios.len()
+            ),
         ));
     }
     allocation::lookup("host.plm.policy", &cfg.policy)?;
@@ -101,63 +108,35 @@ fn build(s: &ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError> {
         }
         _ => Vec::new(),
     };
-    Ok(Box::new(PlmLibrary::new(cfg, classes[..usize::from(s.hosts)].to_vec(), oracle)))
+    Ok(Box::new(PlmLibrary::new(
+        cfg,
+        classes[..usize::from(s.hosts)].to_vec(),
+        oracle,
+    )))
 }
 
 /// The demands of a `window,host,class,demand` CSV: `[window][host]`, windows and hosts in
 /// order of first appearance (a host missing from a window demands nothing there).
 pub fn read_demands(path: &Path, hosts: usize) -> Result<Vec<Vec<u64>>, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::at(path, None, format!("cannot read: {e}")))?;
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, h)) if h.trim() == "window,host,class,demand" => {}
-        _ => {
-            return Err(ConfigError::at(
-                path,
-                Some(1),
-                "expected the header window,host,class,demand",
-            ));
-        }
+    let table = DemandTable::read(path)?;
+    if table.hosts.len() > hosts {
+        return Err(ConfigError::at(
+            path,
+            None,
+            format!(
+                "names {} hosts, but the path has {hosts} host(s)",
+                table.hosts.len()
+            ),
+        ));
     }
-    let mut windows: Vec<String> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    let mut out: Vec<Vec<u64>> = Vec::new();
-    for (i, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |m: String| ConfigError::at(path, Some(i + 1), m);
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() != 4 {
-            return Err(bad(format!("expected 4 fields, got {}", f.len())));
-        }
-        let demand: u64 = f[3]
-            .parse()
-            .map_err(|_| bad(format!("field 'demand': expected a count, got '{}'", f[3])))?;
-        if windows.last().map(String::as_str) != Some(f[0]) {
-            if windows.iter().any(|w| w == f[0]) {
-                return Err(bad(format!("window '{}' appears again after others", f[0])));
-            }
-            windows.push(f[0].to_string());
-            out.push(vec![0; hosts]);
-        }
-        let h = match names.iter().position(|n| n == f[1]) {
-            Some(h) => h,
-            None => {
-                names.push(f[1].to_string());
-                names.len() - 1
-            }
-        };
-        if h >= hosts {
-            return Err(bad(format!(
-                "host '{}' is host {h}, but the path has {hosts} host(s)",
-                f[1]
-            )));
-        }
-        out.last_mut().expect("a window")[h] = demand;
-    }
-    Ok(out)
+    Ok(table
+        .demand
+        .into_iter()
+        .map(|mut d| {
+            d.resize(hosts, 0);
+            d
+        })
+        .collect())
 }
 
 const WAKE_BOUNDARY: u32 = 0;
@@ -481,7 +460,10 @@ impl ReplicaPolicy for PlmLibrary {
             ("plm_reads_to_ndwin".into(), self.reads_to_ndwin as f64),
             ("plm_late_windows".into(), self.late_windows as f64),
             ("plm_async_events".into(), self.events as f64),
-            ("plm_unavailable".into(), f64::from(u8::from(self.unavailable))),
+            (
+                "plm_unavailable".into(),
+                f64::from(u8::from(self.unavailable)),
+            ),
         ];
         for (h, s) in self.stats.iter().enumerate() {
             out.push((format!("host{h}_reads"), s.reads as f64));

@@ -12,7 +12,9 @@ pub mod mirror;
 
 use std::path::Path;
 
-use qoslab_engine::{ConfigError, Control, Notice, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable};
+use qoslab_engine::{
+    ConfigError, Control, Notice, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable,
+};
 
 /// The policy's hooks. Hosts are numbered from 0; namespaces from 1.
 pub trait ReplicaPolicy {
@@ -141,7 +143,10 @@ mod tests {
         let e = lookup_in(reg, "future").err().unwrap().to_string();
         assert!(e.contains("built for stage API version"), "{e}");
         let e = lookup_in(reg, "raid5").err().unwrap().to_string();
-        assert_eq!(e, "field 'host.replicas': expected one of none, mirror, future, got 'raid5'");
+        assert_eq!(
+            e,
+            "field 'host.replicas': expected one of none, mirror, future, got 'raid5'"
+        );
         for r in REPLICAS {
             assert!(lookup(r.name).unwrap().is_some());
         }

@@ -21,6 +21,7 @@ pub fn options(job: &str, device: &str, overrides: &[&str], seed: u64) -> SimOpt
         format: OutputFormat::Json,
         series: None,
         progress: false,
+        power_fail_at_ns: None,
     }
 }
 

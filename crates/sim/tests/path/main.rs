@@ -1,6 +1,8 @@
 //! Integration tests of the simulated path, built as one binary.
 
 mod common;
+mod durability;
+mod folds;
 mod jobs;
 mod nvme;
 mod queueing;

@@ -66,3 +66,21 @@ fn a_job_on_a_missing_host_is_refused() {
         "{err}"
     );
 }
+
+/// The registered null device (fio's null engine): with a 10 us delay under the NVMe path's
+/// fixed costs, every read's completion latency is their sum exactly.
+#[test]
+fn the_null_device_leaves_the_path_alone_to_measure() {
+    let job = "[qd1]\nrw=randread\nbs=4k\nsize=1g\niodepth=1\nnumber_ios=500\n";
+    let device = "[media]\nmodel = \"null\"\ndelay_ns = \"10us\"\n";
+    let sets = [
+        "link.doorbell_ns=200",
+        "controller.cmd_ns=500",
+        "host.irq_ns=1000",
+    ];
+    let r = run_json(&options(job, device, &sets, 1));
+    let clat = &r["jobs"][0]["read"]["clat_ns"];
+    assert_eq!(clat["min"], 200 + 500 + 10_000 + 1000);
+    assert_eq!(clat["max"], clat["min"]);
+    assert_eq!(stage(&r, "null")["ios"], 500.0);
+}

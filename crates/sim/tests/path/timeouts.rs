@@ -191,5 +191,9 @@ fn ios_waiting_for_a_command_id_go_on_after_a_reset() {
     // One command id: the other I/Os wait in the block layer (all four while the reset is on).
     let held = f(&stage(&r, "block")["max_held"]);
     assert!((3.0..=4.0).contains(&held), "{held}");
+    // The I/O that failed when the reset ended completed then: its latency is the timeout and
+    // reset (about 2 ms), not a wrapped-around difference.
+    let max = f(&r["jobs"][0]["read"]["lat_ns"]["max"]);
+    assert!(max < 5e6, "{max}");
     assert_eq!(r["jobs"][0]["read"]["total_ios"], 200);
 }

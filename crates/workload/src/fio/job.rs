@@ -128,6 +128,15 @@ pub enum Distribution {
     Zoned(Vec<Zone>),
 }
 
+/// The log files of fio a job asks for: each the prefix of its file names (empty: the job's
+/// name, as fio does when the option has no value).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FioLogs {
+    pub lat: Option<String>,
+    pub bw: Option<String>,
+    pub iops: Option<String>,
+}
+
 /// Where an option came from, for messages about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -145,6 +154,8 @@ pub struct Job {
     pub index: usize,
     /// `name=`, or the section name.
     pub name: String,
+    /// The name in the job's section header.
+    pub section: String,
     /// Where the job's section starts.
     pub location: Location,
     pub rw: RwPattern,
@@ -200,6 +211,14 @@ pub struct Job {
     /// The simulated host the job runs on (`sim_host`, qoslab's own option), for paths where
     /// several hosts share one controller.
     pub sim_host: u16,
+    /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
+    pub fsync_every: u64,
+    /// `end_fsync` / `fsync_on_close`: a cache flush when the job has written its last.
+    pub end_fsync: bool,
+    /// `write_barrier`: every N-th write flushes the cache before it and is FUA (0: never).
+    pub write_barrier_every: u64,
+    /// `fua`: every write is Force Unit Access.
+    pub fua: bool,
     pub stonewall: bool,
     pub new_group: bool,
     pub group_reporting: bool,
@@ -214,7 +233,12 @@ pub struct Job {
     pub ioengine: String,
     pub filename: Option<String>,
     pub log_avg_msec: Option<u64>,
+    /// The fio logs asked for (`write_lat_log`, `write_bw_log`, `write_iops_log`).
+    pub logs: FioLogs,
     pub kb_base: KbBase,
+    /// How many of the file's `[global]` options (in file order) were written before this
+    /// job's section: with `options`, the file as written, section by section.
+    pub globals_before: usize,
     /// The options as written in the job's own section, in order, values after `${ENV}`
     /// expansion (what fio's JSON echoes as "job options").
     pub options: Vec<(String, String)>,
@@ -234,6 +258,7 @@ impl Job {
         Self {
             index,
             name: name.to_string(),
+            section: name.to_string(),
             location,
             rw: RwPattern::Read,
             rw_modifier: None,
@@ -272,6 +297,10 @@ impl Job {
             cmdprio_class: [IoPrioClass::RealTime; 3],
             cmdprio: [0; 3],
             sim_host: 0,
+            fsync_every: 0,
+            end_fsync: false,
+            write_barrier_every: 0,
+            fua: false,
             stonewall: false,
             new_group: false,
             group_reporting: false,
@@ -282,7 +311,9 @@ impl Job {
             ioengine: "psync".to_string(),
             filename: None,
             log_avg_msec: None,
+            logs: FioLogs::default(),
             kb_base: KbBase::Binary,
+            globals_before: 0,
             options: Vec::new(),
             ignored: Vec::new(),
         }

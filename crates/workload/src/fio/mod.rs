@@ -17,8 +17,8 @@ pub mod values;
 use std::path::{Path, PathBuf};
 
 pub use job::{
-    DEFAULT_PERCENTILES, Distribution, Job, JobFile, Location, PerOp, RateProcess, RwPattern,
-    ThinkBlocksType, Zone, ZoneExtent,
+    DEFAULT_PERCENTILES, Distribution, FioLogs, Job, JobFile, Location, PerOp, RateProcess,
+    RwPattern, ThinkBlocksType, Zone, ZoneExtent,
 };
 pub use values::{KbBase, SizeSpec, TimeUnit};
 
@@ -26,6 +26,12 @@ use crate::WorkloadError;
 
 /// How deep `include` may nest before qoslab suspects a cycle it could not see.
 const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// An option as written: name, value (after `${ENV}`), where.
+type OptionLine = (String, String, Location);
+
+/// A section being read: its job (`None` for `[global]`) and its option lines.
+type Section = (Option<Job>, Vec<OptionLine>);
 
 /// One meaningful line of a job file after includes, comments and blanks are handled.
 struct Line {
@@ -56,18 +62,29 @@ pub fn parse_job_str(
     let mut stack = vec![path.to_path_buf()];
     flatten(text, path, true, &mut stack, &mut lines)?;
 
-    let mut global_options: Vec<(String, String, Location)> = Vec::new();
+    let mut global_options: Vec<OptionLine> = Vec::new();
     let mut jobs: Vec<Job> = Vec::new();
-    // The section being filled: None before the first header, Some(None) for [global].
-    let mut section: Option<Option<Job>> = None;
-    let finish = |job: Job, jobs: &mut Vec<Job>| -> Result<(), WorkloadError> {
-        let mut job = job;
+    // The section being read: its job (None for [global]) and its option lines, applied when
+    // the section ends, so that options fio reads first (`kb_base`) may follow the others.
+    let mut section: Option<Section> = None;
+    let finish = |section: Section,
+                  global_options: &mut Vec<OptionLine>,
+                  jobs: &mut Vec<Job>|
+     -> Result<(), WorkloadError> {
+        let (job, lines) = section;
+        let Some(mut job) = job else {
+            // Check global options where they are written, even if no job follows.
+            global_options.extend(lines);
+            let first = global_options.first().map(|(_, _, l)| l.clone());
+            if let Some(loc) = first {
+                let mut scratch = Job::with_defaults("global", 0, loc);
+                apply_section(&mut scratch, global_options)?;
+            }
+            return Ok(());
+        };
+        apply_section(&mut job, &lines)?;
+        job.options = lines.into_iter().map(|(k, v, _)| (k, v)).collect();
         validate(&job)?;
-        if let Some(prev) = jobs.last() {
-            let new_report = job.stonewall || job.new_group;
-            job.group_id = prev.group_id + u32::from(new_report);
-            job.run_group = prev.run_group + u32::from(job.stonewall);
-        }
         jobs.push(job);
         Ok(())
     };
@@ -90,22 +107,20 @@ pub fn parse_job_str(
                     "empty section name '[]'",
                 ));
             }
-            if let Some(Some(job)) = section.take() {
-                finish(job, &mut jobs)?;
+            if let Some(done) = section.take() {
+                finish(done, &mut global_options, &mut jobs)?;
             }
             if name == "global" {
-                section = Some(None);
+                section = Some((None, Vec::new()));
             } else {
                 let location = Location {
                     path: line.path.clone(),
                     line: line.number,
                 };
                 let mut job = Job::with_defaults(name, jobs.len(), location);
-                for (key, value, loc) in &global_options {
-                    apply_option(&mut job, key, value, loc)?;
-                }
-                job.options.clear();
-                section = Some(Some(job));
+                apply_section(&mut job, &global_options)?;
+                job.globals_before = global_options.len();
+                section = Some((Some(job), Vec::new()));
             }
             continue;
         }
@@ -119,28 +134,17 @@ pub fn parse_job_str(
         };
         let value = expand_env(raw_value, &env)
             .map_err(|m| WorkloadError::at(&line.path, line.number, m))?;
-        match &mut section {
-            None => {
-                return Err(WorkloadError::at(
-                    &line.path,
-                    line.number,
-                    format!("option '{key}' outside of a [section]"),
-                ));
-            }
-            Some(None) => {
-                // Check global options where they are written, even if no job follows.
-                let mut scratch = Job::with_defaults("global", 0, loc.clone());
-                for (k, v, l) in &global_options {
-                    apply_option(&mut scratch, k, v, l)?;
-                }
-                apply_option(&mut scratch, key, &value, &loc)?;
-                global_options.push((key.to_string(), value, loc));
-            }
-            Some(Some(job)) => apply_option(job, key, &value, &loc)?,
-        }
+        let Some((_, lines)) = &mut section else {
+            return Err(WorkloadError::at(
+                &line.path,
+                line.number,
+                format!("option '{key}' outside of a [section]"),
+            ));
+        };
+        lines.push((key.to_string(), value, loc));
     }
-    if let Some(Some(job)) = section.take() {
-        finish(job, &mut jobs)?;
+    if let Some(done) = section.take() {
+        finish(done, &mut global_options, &mut jobs)?;
     }
     if jobs.is_empty() {
         return Err(WorkloadError::in_file(
@@ -148,11 +152,66 @@ pub fn parse_job_str(
             "no job sections (only [global] or nothing)",
         ));
     }
+    number_groups(&mut jobs);
     Ok(JobFile {
         path: path.to_path_buf(),
         jobs,
         global_options: global_options.into_iter().map(|(k, v, _)| (k, v)).collect(),
     })
+}
+
+/// Numbers the reporting and run groups: a new reporting group at every `stonewall` or
+/// `new_group`, a new run group at every `stonewall` only (fio's semantics).
+fn number_groups(jobs: &mut [Job]) {
+    let (mut group_id, mut run_group) = (0, 0);
+    for (i, job) in jobs.iter_mut().enumerate() {
+        if i > 0 {
+            group_id += u32::from(job.stonewall || job.new_group);
+            run_group += u32::from(job.stonewall);
+        }
+        job.group_id = group_id;
+        job.run_group = run_group;
+    }
+}
+
+impl JobFile {
+    /// Keeps only the job sections named in `sections` (fio's `--section`), numbered again
+    /// among themselves as fio numbers them (position, reporting and run groups; a job's
+    /// random streams follow its position). A name that is no section of the file is an
+    /// error.
+    pub fn only_sections(mut self, sections: &[String]) -> Result<JobFile, WorkloadError> {
+        for name in sections {
+            if !self.jobs.iter().any(|j| &j.section == name) {
+                let known: Vec<&str> = self.jobs.iter().map(|j| j.section.as_str()).collect();
+                return Err(WorkloadError::in_file(
+                    &self.path,
+                    format!(
+                        "--section: no job section '{name}' (sections: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        self.jobs.retain(|j| sections.contains(&j.section));
+        for (i, job) in self.jobs.iter_mut().enumerate() {
+            job.index = i;
+        }
+        number_groups(&mut self.jobs);
+        Ok(self)
+    }
+}
+
+/// Applies a section's option lines to `job`: first those fio reads before any other
+/// (`kb_base`, which changes how every size of the section is read), then the rest in order.
+fn apply_section(job: &mut Job, lines: &[OptionLine]) -> Result<(), WorkloadError> {
+    let first = |key: &str| options::find(key).is_some_and(|spec| spec.read_first);
+    for (key, value, loc) in lines.iter().filter(|(k, _, _)| first(k)) {
+        apply_option(job, key, value, loc)?;
+    }
+    for (key, value, loc) in lines.iter().filter(|(k, _, _)| !first(k)) {
+        apply_option(job, key, value, loc)?;
+    }
+    Ok(())
 }
 
 fn apply_option(
@@ -162,10 +221,15 @@ fn apply_option(
     loc: &Location,
 ) -> Result<(), WorkloadError> {
     let spec = options::find(key).ok_or_else(|| {
+        let hint = options::closest(key)
+            .map(|name| format!("did you mean '{name}'? "))
+            .unwrap_or_default();
         WorkloadError::at(
             &loc.path,
             loc.line,
-            format!("unknown option '{key}' (see docs/workload.md for the options qoslab models)"),
+            format!(
+                "unknown option '{key}' ({hint}see docs/workload.md for the options qoslab models)"
+            ),
         )
     })?;
     spec.apply(job, value)
@@ -173,7 +237,6 @@ fn apply_option(
     if spec.is_ignored() {
         job.ignored.push((key.to_string(), loc.clone()));
     }
-    job.options.push((key.to_string(), value.to_string()));
     Ok(())
 }
 

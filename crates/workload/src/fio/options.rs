@@ -1,6 +1,6 @@
 //! Every fio option qoslab knows, declared once (after fio's `fio_options[]` table).
 //!
-//! Each entry gives the name, aliases, value kind, unit, default and help, and whether qoslab
+//! Each entry gives the name (fio's own, the one `fio --showcmd` prints), aliases, value kind, unit, default and help, and whether qoslab
 //! models it or only accepts it. The same table drives the job-file parser, the error
 //! messages ("expected a size like 4k") and the option list in docs/workload.md
 //! ([`options_markdown`]). An option missing here is an error naming the option and line.
@@ -60,6 +60,9 @@ pub struct OptionSpec {
     /// fio's default, as text ("" when there is none).
     pub default: &'static str,
     pub help: &'static str,
+    /// Read before the section's other options, wherever it is written (fio's option
+    /// priority): `kb_base` changes how the section's sizes are read.
+    pub read_first: bool,
 }
 
 impl OptionSpec {
@@ -462,6 +465,7 @@ macro_rules! opt {
             unit: $unit,
             default: $default,
             help: $help,
+            read_first: false,
         }
     };
 }
@@ -569,8 +573,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Weighted block sizes; blank percentages share the remainder evenly."
     ),
     opt!(
-        "blockalign",
-        ["ba"],
+        "ba",
+        ["blockalign"],
         Kind::SizePerOp(|j, v| fill_opt(&mut j.blockalign, v)),
         "bytes",
         "minimum bs",
@@ -677,8 +681,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Number of I/Os kept in flight."
     ),
     opt!(
-        "iodepth_batch_submit",
-        ["iodepth_batch"],
+        "iodepth_batch",
+        ["iodepth_batch_submit"],
         Kind::Int {
             min: 0,
             max: 65535,
@@ -882,6 +886,66 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Priority level of the `cmdprio_percentage` I/Os."
     ),
     opt!(
+        "fsync",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync_every = v
+        },
+        "",
+        "0",
+        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. 0: never."
+    ),
+    opt!(
+        "fdatasync",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync_every = v
+        },
+        "",
+        "0",
+        "As fsync (a block device has no metadata to leave out)."
+    ),
+    opt!(
+        "end_fsync",
+        [],
+        Kind::Bool(|j, v| j.end_fsync |= v),
+        "",
+        "0",
+        "Flush the device's write cache once the job has written its last."
+    ),
+    opt!(
+        "fsync_on_close",
+        [],
+        Kind::Bool(|j, v| j.end_fsync |= v),
+        "",
+        "0",
+        "Flush the device's write cache when the job closes its file (at its end)."
+    ),
+    opt!(
+        "write_barrier",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.write_barrier_every = v
+        },
+        "",
+        "0",
+        "Make every N-th write a barrier: the cache is flushed before it and it is written with FUA (Linux REQ_PREFLUSH | REQ_FUA). 0: never."
+    ),
+    opt!(
+        "fua",
+        [],
+        Kind::Bool(|j, v| j.fua = v),
+        "",
+        "0",
+        "Write with Force Unit Access: a write completes only once it is on stable media."
+    ),
+    opt!(
         "stonewall",
         ["wait_for_previous"],
         Kind::Bool(|j, v| j.stonewall = v),
@@ -973,17 +1037,62 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Averaging interval of the per-interval logs."
     ),
     opt!(
-        "kb_base",
+        "write_lat_log",
         [],
-        Kind::Choice(&["1024", "1000"], |j, i| j.kb_base = if i == 0 {
-            KbBase::Binary
-        } else {
-            KbBase::Decimal
-        }),
+        Kind::Text {
+            expected: "a log file prefix",
+            set: |j, v| {
+                j.logs.lat = Some(v.to_string());
+                Ok(())
+            }
+        },
         "",
-        "1024",
-        "Meaning of unit prefixes in sizes (see 'Sizes and times')."
+        "job name",
+        "Write the completion-latency log `PREFIX_clat.N.log` in fio's format (averaged over `log_avg_msec`, which it needs)."
     ),
+    opt!(
+        "write_bw_log",
+        [],
+        Kind::Text {
+            expected: "a log file prefix",
+            set: |j, v| {
+                j.logs.bw = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "job name",
+        "Write the bandwidth log `PREFIX_bw.N.log` (KiB/s) in fio's format (averaged over `log_avg_msec`, which it needs)."
+    ),
+    opt!(
+        "write_iops_log",
+        [],
+        Kind::Text {
+            expected: "a log file prefix",
+            set: |j, v| {
+                j.logs.iops = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "job name",
+        "Write the IOPS log `PREFIX_iops.N.log` in fio's format (averaged over `log_avg_msec`, which it needs)."
+    ),
+    OptionSpec {
+        read_first: true,
+        ..opt!(
+            "kb_base",
+            [],
+            Kind::Choice(&["1024", "1000"], |j, i| j.kb_base = if i == 0 {
+                KbBase::Binary
+            } else {
+                KbBase::Decimal
+            }),
+            "",
+            "1024",
+            "Meaning of unit prefixes in sizes (see 'Sizes and times'); read before the section's other options, as fio does."
+        )
+    },
     // Accepted and ignored: they change how fio runs on a host, not the simulated I/O.
     ignored!("thread", [], "Threads instead of processes."),
     ignored!(
@@ -1032,21 +1141,6 @@ pub static OPTIONS: &[OptionSpec] = &[
     ),
     ignored!("gtod_reduce", [], "Host-side clock-call reduction."),
     ignored!("clocksource", [], "Host clock choice."),
-    ignored!(
-        "write_lat_log",
-        [],
-        "fio log files; `qoslab sim --timeseries` writes qoslab's."
-    ),
-    ignored!(
-        "write_bw_log",
-        [],
-        "fio log files; `qoslab sim --timeseries` writes qoslab's."
-    ),
-    ignored!(
-        "write_iops_log",
-        [],
-        "fio log files; `qoslab sim --timeseries` writes qoslab's."
-    ),
     ignored!("write_hist_log", [], "fio log files."),
     ignored!("log_hist_msec", [], "fio log files."),
     ignored!("per_job_logs", [], "fio log files."),
@@ -1108,6 +1202,18 @@ pub fn find(name: &str) -> Option<&'static OptionSpec> {
     OPTIONS
         .iter()
         .find(|o| o.name == name || o.aliases.contains(&name))
+}
+
+/// The known option name (or alias) nearest to a mistyped `name`, if one is near enough to be
+/// what was meant (a transposition or one or two letters off).
+pub fn closest(name: &str) -> Option<&'static str> {
+    OPTIONS
+        .iter()
+        .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+        .map(|known| (strsim::normalized_damerau_levenshtein(name, known), known))
+        .filter(|&(similarity, _)| similarity >= 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, known)| known)
 }
 
 /// The option list of docs/workload.md, generated from [`OPTIONS`].

@@ -1,0 +1,78 @@
+//! Durability end to end from a job file: fio's flush and FUA options, `--power-fail-at`, and
+//! what `qoslab.durability` reports against the device's own account of its cache.
+
+use crate::common::*;
+
+const WRITES: &str = "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=8\ntime_based=1\nruntime=30ms\n";
+
+fn power_fail(job: &str, preset: &str, sets: &[&str]) -> serde_json::Value {
+    let device = qoslab_sim::device::preset_text(preset).unwrap();
+    let mut opts = options(job, device, sets, 1);
+    opts.power_fail_at_ns = Some(20_000_000);
+    run_json(&opts)
+}
+
+fn durability(r: &serde_json::Value) -> &serde_json::Value {
+    &r["qoslab"]["durability"]["jobs"][0]
+}
+
+/// A volatile write cache without power-loss protection: the power failure takes exactly the
+/// acknowledged writes still in the cache, as many as the drive counts lost, and none of what
+/// it had written to flash.
+#[test]
+fn without_plp_the_failure_takes_the_acknowledged_writes_still_in_the_cache() {
+    let r = power_fail(WRITES, "consumer-tlc", &[]);
+    let d = durability(&r);
+    let lost = f(&d["acknowledged_lost"]);
+    assert!(lost > 0.0, "{d}");
+    assert_eq!(lost, f(&stage(&r, "ssd")["lost_acknowledged_writes"]));
+    assert!(f(&d["lost_in_flight"]) <= 8.0, "{d}");
+    assert_eq!(f(&d["durable"]), f(&d["writes_acknowledged"]) - lost, "{d}");
+    // Writes the job saw complete are all it had acknowledged; the cache lost some of them.
+    assert!(f(&d["writes_acknowledged"]) > lost);
+}
+
+/// fsync=1: every write is followed by a FLUSH before the next, so what the job relied on is on
+/// flash; the FLUSHes show as fio's sync.
+#[test]
+fn with_fsync_1_nothing_acknowledged_is_lost() {
+    let r = power_fail(&format!("{WRITES}fsync=1\n"), "consumer-tlc", &[]);
+    let d = durability(&r);
+    assert_eq!(d["acknowledged_lost"], 0, "{d}");
+    assert!(f(&d["writes_acknowledged"]) > 0.0);
+    let syncs = f(&r["jobs"][0]["sync"]["total_ios"]);
+    let writes = f(&r["jobs"][0]["write"]["total_ios"]);
+    assert!((syncs - writes).abs() <= 1.0, "{syncs} {writes}");
+}
+
+/// FUA writes are on flash when they complete.
+#[test]
+fn fua_writes_are_durable_when_acknowledged() {
+    let r = power_fail(&format!("{WRITES}fua=1\n"), "consumer-tlc", &[]);
+    assert_eq!(durability(&r)["acknowledged_lost"], 0);
+}
+
+/// Power-loss protection: the cache survives, so only writes in flight are lost.
+#[test]
+fn with_plp_nothing_acknowledged_is_lost() {
+    let r = power_fail(WRITES, "enterprise-tlc-plp", &[]);
+    let d = durability(&r);
+    assert_eq!(d["acknowledged_lost"], 0, "{d}");
+    assert!(f(&d["writes_acknowledged"]) > 0.0);
+}
+
+/// A device without a volatile cache gets no FLUSH: the block layer completes each at once
+/// (as Linux does when the queue has no write cache), so the media serves only the writes.
+#[test]
+fn no_flush_reaches_a_device_without_a_volatile_cache() {
+    let job =
+        "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=400\nfsync=4\nend_fsync=1\n";
+    let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let r = run_json(&options(job, device, &[], 1));
+    // One FLUSH per 4 writes, and the final one of end_fsync.
+    let syncs = f(&r["jobs"][0]["sync"]["total_ios"]);
+    assert_eq!(syncs, 400.0 / 4.0 + 1.0);
+    assert_eq!(f(&stage(&r, "block")["flushes_not_sent"]), syncs);
+    assert_eq!(f(&stage(&r, "analytic")["commands_served"]), 400.0);
+    assert_eq!(r["jobs"][0]["sync"]["lat_ns"]["max"], 0);
+}

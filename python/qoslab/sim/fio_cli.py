@@ -1,0 +1,138 @@
+"""fio's own command-line syntax for `qoslab sim`.
+
+fio takes jobs on its command line as well as in files: every job option may be given as
+`--option=value` or `--option value` (`--norandommap` alone), each `--name=NAME` starts a job
+section named NAME, and options before the first `--name` are global. qoslab's own options mix
+freely with them, as fio's do. Jobs come either from the command line or from a job file, so a
+word after an option is always its value. The job options become the text of a job file,
+parsed by the same parser as a file; `--showcmd` goes the other way, from a parsed job file
+back to fio's command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qoslab import _core
+from qoslab.errors import InputError, did_you_mean
+
+# The name job text made from the command line goes by in messages.
+COMMAND_LINE = "<command line>"
+
+
+@dataclass
+class CommandLineJobs:
+    """Job-file text made from fio options on the command line, with the argument that wrote
+    each line (line numbers are 1-based)."""
+
+    text: str = ""
+    arguments: dict[int, str] = field(default_factory=dict)
+
+    def where(self, line: int | None) -> str:
+        return self.arguments.get(line or 0, "the command line")
+
+
+def fio_option_names() -> list[str]:
+    """Every fio option name and alias qoslab knows."""
+    return [n for name, aliases, *_ in _core.fio_options() for n in (name, *aliases)]
+
+
+def split_arguments(
+    args: list[str], params: list
+) -> tuple[list[str], list[tuple[str, str | None, str]]]:
+    """Separates qoslab's own arguments from fio job options.
+
+    Returns (own arguments in order, fio options as (name, value or None when it stands
+    alone, the argument as written)). An option that is neither is an input error with the
+    nearest name of either kind."""
+    own_takes_value: dict[str, bool] = {}
+    for p in params:
+        if p.param_type_name == "option":
+            for opt in (*p.opts, *p.secondary_opts):
+                own_takes_value[opt] = not (p.is_flag or p.count)
+    fio = set(fio_option_names())
+    own: list[str] = []
+    jobs: list[tuple[str, str | None, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            own += args[i - 1 :]
+            break
+        if not arg.startswith("--") or len(arg) == 2:
+            own.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        if name in own_takes_value:
+            own.append(arg)
+            if own_takes_value[name] and not eq and i < len(args):
+                own.append(args[i])
+                i += 1
+            continue
+        option = name[2:]
+        if option not in fio:
+            # qoslab's own options first: they are the fewer, and the likelier meant.
+            hint = did_you_mean(name, own_takes_value) or did_you_mean(
+                name, [f"--{n}" for n in sorted(fio)]
+            )
+            raise InputError(f"no such option: {name}{hint}")
+        if eq:
+            jobs.append((option, value, arg))
+        elif i < len(args) and not args[i].startswith("-"):
+            jobs.append((option, args[i], f"{arg} {args[i]}"))
+            i += 1
+        else:
+            jobs.append((option, None, arg))
+    return own, jobs
+
+
+def job_text(options: list[tuple[str, str | None, str]]) -> CommandLineJobs:
+    """The job file fio's command line stands for: options before the first `--name` in
+    `[global]`, then a section per `--name`."""
+    jobs = CommandLineJobs()
+    lines: list[str] = []
+
+    def add(line: str, argument: str) -> None:
+        lines.append(line)
+        jobs.arguments[len(lines)] = argument
+
+    for name, value, argument in options:
+        if name == "name":
+            add(f"[{value}]", argument)
+        else:
+            if not lines:
+                add("[global]", argument)
+            add(name if value is None else f"{name}={value}", argument)
+    jobs.text = "".join(f"{line}\n" for line in lines)
+    return jobs
+
+
+def showcmd(parsed: dict) -> str:
+    """fio's `--showcmd`: the job file as one fio command line, section by section as written
+    (a `[global]` section's options where it stands), each option under fio's own name and
+    those fio reads first (`kb_base`) first in their section, ending with a space as fio's
+    line does."""
+    canonical: dict[str, str] = {}
+    first: set[str] = set()
+    for name, aliases, read_first, *_ in _core.fio_options():
+        for n in (name, *aliases):
+            canonical[n] = name
+        if read_first:
+            first.add(name)
+
+    def options(pairs) -> list[str]:
+        named = [(canonical.get(k, k), v) for k, v in pairs]
+        named = [p for p in named if p[0] in first] + [p for p in named if p[0] not in first]
+        return [f"--{k}" if v == "" else f"--{k}={v}" for k, v in named]
+
+    globals_ = parsed["global_options"]
+    words = ["fio"]
+    done = 0
+    for job in parsed["jobs"]:
+        words += options(globals_[done : job["globals_before"]])
+        done = max(done, job["globals_before"])
+        words.append(f"--name={job['section']}")
+        words += options(job["options"])
+    words += options(globals_[done:])
+    return " ".join(words) + " \n"

@@ -1,0 +1,133 @@
+"""Every command README.md and docs/*.md show runs as written.
+
+A fenced block without a language (or marked sh/bash) is commands; every other block says what
+it is (`text` for outputs, synopses and file contents; `ini`, `toml`, `json`, `python`, ...),
+except a file that begins with its format's own header line (a schedule file), which is that
+file.
+Each document's command blocks run in order, as one reader would type them, in a folder of
+their own that holds the checkout's files (so `configs/...` resolves and `out/...` is written
+there), with the `qoslab` command on PATH and what a reader brings of their own: a job file, a
+block trace, a firmware model to test. `make` commands run in the checkout itself; `make test`
+is the suite this test belongs to, so it is only resolved (`make -n test`). The lab's blocks
+need root and loop devices; without them they are skipped, as `make lab-demo` skips.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
+# The first lines of files the documents show as they are (docs/nvmelite-schedule.md).
+FILE_HEADERS = ("qoslab-nvmelite-schedule v1",)
+FENCE = re.compile(r"^```([\w+-]*)\n(.*?)^```", re.S | re.M)
+
+# What a reader brings of their own, by the name the documents give it.
+READER_FILES = {
+    "job.fio": "[job]\nrw=randread\niodepth=4\nnumber_ios=2000\n",
+    "my-firmware-model": f'#!/bin/sh\nexec "{ROOT}/build/dut/nvmelite-c" "$@"\n',
+}
+
+
+def blkparse_trace(ios: int = 2000) -> str:
+    """A block trace as blkparse(1) prints it: a queue (Q) and a dispatch (D) line per I/O,
+    one every 50 us, alternating reads and writes of 8 sectors."""
+    lines = []
+    for i in range(ios):
+        t = i * 50_000
+        rwbs, sector = ("R" if i % 2 else "W"), (i * 7919 % 1_000_000) * 8
+        for seq, action in ((2 * i + 1, "Q"), (2 * i + 2, "D")):
+            lines.append(
+                f"  8,0    1 {seq:8} {t // 10**9:5}.{t % 10**9:09}  4242  {action}  {rwbs} "
+                f"{sector} + 8 [fio]"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def command_blocks(doc: Path) -> list[tuple[int, str]]:
+    text = doc.read_text()
+    return [
+        (text[: m.start()].count("\n") + 1, m.group(2))
+        for m in FENCE.finditer(text)
+        if m.group(1) in COMMAND_LANGUAGES and not m.group(2).startswith(FILE_HEADERS)
+    ]
+
+
+def needs_root(block: str) -> bool:
+    return "qoslab lab device create" in block or "qoslab lab sched" in block
+
+
+def lab_available() -> bool:
+    return os.geteuid() == 0 and shutil.which("losetup") is not None
+
+
+def reader_folder(tmp_path: Path) -> Path:
+    """A folder holding the checkout's files (not its outputs) and the reader's own."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("out", "target", ".git"):
+            (work / entry.name).symlink_to(entry)
+    for name, content in READER_FILES.items():
+        (work / name).write_text(content)
+        (work / name).chmod(0o755)
+    (work / "my.blkparse.txt").write_text(blkparse_trace())
+    return work
+
+
+# `make test` is this suite: it is resolved, not run again.
+MAKE = (
+    'make() { if [ "$*" = test ]; then command make -n test >/dev/null; '
+    'else command make "$@"; fi; }'
+)
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCUMENTS if command_blocks(d)], ids=lambda d: d.name)
+def test_every_command_block_runs(doc, tmp_path):
+    blocks = command_blocks(doc)
+    work = reader_folder(tmp_path)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "QOSLAB_STATE_DIR": str(tmp_path / "state"),
+        "HOME": str(tmp_path),
+    }
+    try:
+        ran = run_blocks(doc, blocks, work, env)
+    finally:
+        # Whatever a failed block left behind: qoslab's own loop devices and files only.
+        subprocess.run(
+            [Path(sys.executable).parent / "qoslab", "lab", "device", "remove"],
+            env=env,
+            capture_output=True,
+        )
+    assert ran > 0 or not lab_available()
+
+
+def run_blocks(doc: Path, blocks: list[tuple[int, str]], work: Path, env: dict) -> int:
+    ran = 0
+    for line, block in blocks:
+        if needs_root(block) and not lab_available():
+            continue
+        uses_make = re.search(r"^make ", block, re.M) is not None
+        script = f"set -euo pipefail\n{MAKE}\n{block}"
+        done = subprocess.run(
+            ["bash", "-c", script],
+            cwd=ROOT if uses_make else work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, f"{doc.name}:{line}:\n{block}\n{done.stderr[-3000:]}"
+        ran += 1
+    return ran

@@ -1,0 +1,91 @@
+"""qoslab in a notebook: `qoslab.sim` and friends return pandas DataFrames (docs/python.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import math
+import re
+
+import pandas as pd
+import pytest
+
+import qoslab
+from conftest import ROOT
+from qoslab.errors import InputError
+
+DOC = (ROOT / "docs" / "python.md").read_text()
+
+
+def erlang_quantile(n: int, mean_ns: float, q: float) -> float:
+    """The q-quantile of the sum of n exponential times of mean `mean_ns` (bisection on the
+    Erlang CDF 1 - sum_{k<n} e^-x x^k / k!)."""
+
+    def cdf(t: float) -> float:
+        x = t / mean_ns
+        return 1 - sum(math.exp(-x) * x**k / math.factorial(k) for k in range(n))
+
+    lo, hi = 0.0, 100.0 * n * mean_ns
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
+    return lo
+
+
+def worked_example() -> tuple[str, str]:
+    """The example's code and the output the docs print for it."""
+    code = re.search(r"```python\n(.*?)```", DOC, re.S).group(1)
+    shown = re.search(r"<!-- python-example:begin -->\n```text\n(.*?)```", DOC, re.S).group(1)
+    return code, shown
+
+
+def test_the_worked_example_prints_what_the_docs_show_and_obeys_the_closed_forms():
+    code, shown = worked_example()
+    scope: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, scope)
+    assert out.getvalue() == shown
+    df = scope["df"]
+    assert df.job.tolist() == ["qd1", "qd4", "qd16"] and (df.op == "read").all()
+    for depth, row in zip((1, 4, 16), df.itertuples(), strict=True):
+        # One exponential server of mean 10 us, always busy: 100,000 I/Os per second, and a
+        # request's latency is the sum of `depth` service times (200,000 draws: about 0.3 %).
+        assert row.iops == pytest.approx(100_000, rel=0.01)
+        assert row.lat_mean_us == pytest.approx(10 * depth, rel=0.02)
+        assert row.p99_us == pytest.approx(erlang_quantile(depth, 10_000, 0.99) / 1000, rel=0.03)
+        assert row.littles_l == pytest.approx(depth, rel=0.01)
+
+
+def test_sim_json_is_the_report_and_the_frame_has_units_in_its_columns():
+    job = "[w]\nrw=randwrite\nbs=8k\niodepth=2\nnumber_ios=5000\n"
+    report = qoslab.sim_json(text=job, device="ideal", set={"media.service_mean_ns": 20_000})
+    write = report["jobs"][0]["write"]
+    assert write["total_ios"] == 5000 and write["io_bytes"] == 5000 * 8192
+    # Twice the service time: half the rate.
+    assert write["iops"] == pytest.approx(50_000, rel=0.03)
+    df = qoslab.sim(text=job, device="ideal", set=["media.service_mean_ns=20000"])
+    assert len(df) == 1 and df.op[0] == "write"
+    for column in ("iops", "bw_bytes_s", "lat_mean_us", "p99_us", "runtime_ms", "io_bytes"):
+        assert column in df.columns
+    assert df.iops[0] == pytest.approx(write["iops"])
+    assert df.bw_bytes_s[0] == pytest.approx(write["bw_bytes"], abs=1)
+
+
+def test_warnings_and_errors_are_pythons():
+    with pytest.warns(UserWarning, match="ignored by the simulator: thread"):
+        qoslab.sim(text="[j]\nthread\nnumber_ios=10\n", device="ideal")
+    with pytest.raises(InputError, match="<text>:2: option 'bs'"):
+        qoslab.sim(text="[j]\nbs=4q\n")
+    with pytest.raises(InputError, match="give a job file"):
+        qoslab.sim_json()
+
+
+def test_the_nvmelite_matrix_is_the_published_runs_table():
+    expected_dir = ROOT / "tests" / "data" / "nvmelite" / "expected"
+    runs = qoslab.nvmelite.matrix(expected_dir / "config.yaml")
+    published = gzip.decompress((expected_dir / "runs.csv.gz").read_bytes())
+    expected = pd.read_csv(io.BytesIO(published), dtype={"run_id": str})
+    assert len(runs) == 2520
+    pd.testing.assert_frame_equal(runs, expected)

@@ -1,0 +1,187 @@
+"""`qoslab sim` as a fio user drives it: fio's command line, stdin, sections, output formats,
+the units and footer of fio's normal output, fio's logs, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from qoslab.fio.logs import read_fio_log
+
+TWO_JOBS = "[global]\nbs=8k\n[a]\nrw=randread\nnumber_ios=300\n[b]\nrw=write\nnumber_ios=200\n"
+TWO_JOBS_AS_OPTIONS = [
+    "--bs=8k",
+    "--name=a",
+    "--rw",
+    "randread",
+    "--number_ios=300",
+    "--name=b",
+    "--rw=write",
+    "--number_ios=200",
+]
+
+
+def ok(done) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_fio_command_line_options_are_the_job_file_they_stand_for(qoslab, tmp_path):
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    from_file = ok(qoslab("sim", job, "--output-format", "json"))
+    from_line = ok(qoslab("sim", *TWO_JOBS_AS_OPTIONS, "--output-format", "json"))
+    assert from_line == from_file
+    report = json.loads(from_line)
+    assert report["global options"] == {"bs": "8k"}
+    assert [j["jobname"] for j in report["jobs"]] == ["a", "b"]
+
+
+def test_a_job_file_on_stdin_runs_as_the_file_does(qoslab, tmp_path):
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    with job.open() as stdin:
+        from_stdin = ok(qoslab("sim", "-", "--output-format", "json", stdin=stdin))
+    assert from_stdin == ok(qoslab("sim", job, "--output-format", "json"))
+
+
+def test_section_runs_only_the_sections_named(qoslab, tmp_path):
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    report = json.loads(ok(qoslab("sim", job, "--section", "b", "--output-format", "json")))
+    assert [j["jobname"] for j in report["jobs"]] == ["b"]
+    assert report["jobs"][0]["write"]["total_ios"] == 200
+    done = qoslab("sim", job, "--section", "c")
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"qoslab: error: {job}: --section: no job section 'c' (sections: a, b)\n"
+    )
+
+
+def test_parse_only_reads_and_stops(qoslab, tmp_path):
+    assert ok(qoslab("sim", "--parse-only", *TWO_JOBS_AS_OPTIONS)) == ""
+    parsed = json.loads(ok(qoslab("sim", "--parse-only", "--output-format=json", "--name=x")))
+    assert parsed["jobs"][0]["bs_bytes"] == [4096, 4096, 4096]
+    done = qoslab("sim", "--parse-only", "--name=x", "--iodepth=0")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "qoslab: error: --iodepth=0: option 'iodepth': expected an integer between 1 and "
+        "65535, got '0'\n"
+    )
+
+
+def test_output_formats_combine_in_fios_order(qoslab):
+    args = ["sim", *TWO_JOBS_AS_OPTIONS, "--output-format"]
+    alone = {f: ok(qoslab(*args, f)) for f in ("terse", "json", "normal")}
+    assert ok(qoslab(*args, "normal,json")) == alone["json"] + alone["normal"]
+    assert ok(qoslab(*args, "json,terse,normal")) == "".join(alone.values())
+    assert len(alone["terse"].splitlines()) == 2
+    done = qoslab(*args, "json,xml")
+    assert done.returncode == 2
+    assert "expected normal, terse, json, json+ or a comma list of them, got 'xml'" in done.stderr
+
+
+def test_normal_output_prints_bandwidth_in_fios_units_and_the_group_footer(qoslab):
+    # 200 reads of 4 KiB capped at 100 KiB/s, one every 40 ms: the last is issued at
+    # 199 x 40 ms, so 800 KiB move in 7.96 s plus one latency: 102,914 B/s, which fio prints
+    # as 101KiB/s (103kB/s).
+    args = ["sim", "--name=slow", "--rw=read", "--rate=100k", "--number_ios=200"]
+    normal = ok(qoslab(*args))
+    assert "  read: IOPS=25, BW=101KiB/s (103kB/s)(800KiB/7960msec)" in normal
+    footer = normal[normal.index("Run status group 0 (all jobs):") :].splitlines()
+    assert footer[1] == (
+        "   READ: bw=101KiB/s (103kB/s), 101KiB/s-101KiB/s (103kB/s-103kB/s), "
+        "io=800KiB (819kB), run=7960-7960msec"
+    )
+    read = json.loads(ok(qoslab(*args, "--output-format", "json")))["jobs"][0]["read"]
+    assert (read["io_bytes"], read["runtime"]) == (200 * 4096, 7960)
+
+
+def test_ignored_options_are_named_once_on_stderr(qoslab, tmp_path):
+    job = tmp_path / "host.fio"
+    job.write_text(
+        "[global]\nthread\nnumber_ios=10\n[a]\ngtod_reduce=1\n[b]\nwrite_lat_log=b\n[c]\n"
+    )
+    done = qoslab("sim", job)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "qoslab: warning: options accepted but ignored by the simulator: "
+        f"thread ({job}:2), gtod_reduce ({job}:5), write_lat_log without log_avg_msec "
+        f"({job}:6: fio's log of every I/O is not simulated; set log_avg_msec for the "
+        "averaged log)\n"
+    )
+
+
+def test_logs_are_fios_averaged_logs(qoslab, tmp_path):
+    # 1000 reads/s, evenly spaced, for one second, logged every 100 ms.
+    args = ["--name=paced", "--rw=randread", "--rate_iops=1000", "--runtime=1s", "--time_based"]
+    args += [
+        "--log_avg_msec=100",
+        "--write_iops_log=p",
+        "--write_bw_log=paced",
+        "--write_lat_log=p",
+    ]
+    report = json.loads(ok(qoslab("sim", *args, "--output-format=json", cwd=tmp_path)))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["p_clat.1.log", "p_iops.1.log", "paced_bw.1.log"]
+    iops = read_fio_log(tmp_path / "p_iops.1.log")
+    bw = read_fio_log(tmp_path / "paced_bw.1.log")
+    lat = read_fio_log(tmp_path / "p_clat.1.log")
+    assert iops.time_ms.tolist()[:9] == list(range(100, 1000, 100))
+    assert (iops.value[:9] == 1000).all() and (iops.op == "read").all()
+    assert (bw.value[:9] == 1000 * 4096 / 1024).all()
+    # The windows' mean latencies, weighted by their I/Os, make the run's mean.
+    ios = iops.value / 1000 * 100
+    clat = report["jobs"][0]["read"]["clat_ns"]
+    assert (lat.value * ios).sum() / ios.sum() == pytest.approx(clat["mean"], rel=1e-3)
+
+    if shutil.which("fio") is None:
+        return
+    # The same lines as a real fio run writes: time, value, direction, 0, 0.
+    real = tmp_path / "real"
+    real.mkdir()
+    subprocess.run(
+        ["fio", "--filename=data", "--size=1m", "--output=/dev/null", *args],
+        cwd=real,
+        check=True,
+    )
+    for ours, theirs in [("p_iops.1.log", "p_iops.1.log"), ("paced_bw.1.log", "paced_bw.1.log")]:
+        shape = re.compile(r"^\d+, \d+, [012], 0, 0$")
+        for path in (tmp_path / ours, real / theirs):
+            lines = path.read_text().splitlines()
+            assert lines and all(shape.match(line) for line in lines), path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--output", "{tmp}/ok.fio/x.json"],
+            "--output: cannot write {tmp}/ok.fio/x.json: {tmp}/ok.fio is a file, not a folder",
+        ),
+        (["--output", "{tmp}/no/x.json"], "--output: cannot write {tmp}/no/x.json: the folder"),
+        (["--timeseries", "{tmp}/x.xlsx"], "--timeseries: expected a .csv or .parquet file"),
+        (["--devcie", "ideal"], "no such option: --devcie (did you mean --device?)"),
+        (["--iodpeth=4"], "no such option: --iodpeth (did you mean --iodepth?)"),
+    ],
+)
+def test_bad_arguments_are_one_line_naming_the_option(qoslab, tmp_path, args, message):
+    (tmp_path / "ok.fio").write_text("[j]\nnumber_ios=10\n")
+    args = [a.format(tmp=tmp_path) for a in args]
+    done = qoslab("sim", tmp_path / "ok.fio", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith("qoslab: error: " + message.format(tmp=tmp_path))
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "x.xlsx").exists()
+
+
+def test_a_negative_replay_speed_names_the_option(qoslab, tmp_path):
+    trace = ROOT / "tests" / "data"
+    done = qoslab("sim", "--trace", trace, "--speed", "-1")
+    assert done.returncode == 2
+    assert done.stderr == "qoslab: error: --speed: expected a number above 0, got -1\n"

@@ -176,10 +176,10 @@ def test_host_directed_utilization_is_one_in_every_window(tmp_path_factory, c, p
     ]
     path = demands_csv(tmp_path_factory.mktemp("hod"), rows)
     out = coordinate(path, capacity=c, predictor="exact", policy=policy)
-    for window, host, _, requested, allocated, extra, consumed, deficiency, util in out:
+    for _, _, _, requested, allocated, extra, _, _, util in out:
         assert util == 1.0
         assert allocated + extra <= requested
-    for n, w in enumerate(windows):
+    for n in range(len(windows)):
         assert sum(r[4] + r[5] for r in out if r[0] == str(n)) <= c
 
 
@@ -196,3 +196,85 @@ def test_bad_input_is_one_line_naming_the_file_and_line(qoslab, tmp_path):
     )
     assert done.returncode == 2
     assert "--policy: expected one of sp, fr, proportional, maxmin, got 'wfq'" in done.stderr
+
+
+PLM_JOBS = """[global]
+bs=4k
+time_based=1
+runtime=400ms
+norandommap=1
+
+[reader]
+rw=randread
+iodepth=8
+
+[writer]
+rw=randwrite
+iodepth=4
+rate_iops=2000
+"""
+
+PLM_DEVICE = [
+    "media.nvm_sets=2",
+    "media.gc.gate=plm",
+    "media.precondition.fill=0",
+    "media.gc.plm.dtwin_time_max_ns=50ms",
+    "host.replicas=plm",
+    "host.plm.coordinate=false",
+]
+
+
+def plm_run(tmp_path: Path, sections: list[str]) -> dict:
+    import json
+
+    from qoslab.sim import api
+
+    jobs = tmp_path / "plm.fio"
+    jobs.write_text(PLM_JOBS)
+    text = api.run(
+        jobs,
+        sections=sections,
+        device="enterprise-tlc-plp",
+        sets=PLM_DEVICE,
+        output_format="json",
+    )["text"]
+    return json.loads(text)
+
+
+def test_reads_go_to_a_copy_in_dtwin_and_the_copies_take_turns(tmp_path):
+    from qoslab.sim.api import stage_counters
+
+    report = plm_run(tmp_path, ["reader"])
+    host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
+    reads = report["jobs"][0]["read"]["total_ios"]
+    assert reads > 0
+    assert host["plm_reads_to_dtwin"] == reads
+    assert host["plm_reads_to_ndwin"] == 0
+    # 400 ms of 50 ms windows: 8 windows after the first, four for each copy; each DTWin
+    # ends at DTWIN Time Maximum (50 ms) as the other copy takes over.
+    assert host["plm_windows"] == 8
+    assert ssd["set1_dtwin_entries"] + ssd["set2_dtwin_entries"] == 9
+    assert ssd["set1_dtwin_ms"] + ssd["set2_dtwin_ms"] == 400.0
+
+
+def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
+    from qoslab.sim.api import stage_counters
+
+    report = plm_run(tmp_path, [])
+    host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
+    by_name = {j["jobname"]: j for j in report["jobs"]}
+    reads = by_name["reader"]["read"]["total_ios"]
+    writes = by_name["writer"]["write"]["total_ios"]
+    assert reads > 0 and writes > 0
+    # Every write is a command to each of the two copies; every read one command.
+    assert host["commands"] == reads + 2 * writes
+    assert host["plm_reads_to_dtwin"] + host["plm_reads_to_ndwin"] == reads
+    assert ssd["gc_ops_while_closed"] == 0
+    # The latency split adds up to the mean latency of each job.
+    for split in report["qoslab"]["latency_split"]:
+        job = by_name[split["jobname"]]
+        for op, parts in split.items():
+            if op == "jobname":
+                continue
+            mean = job[op]["lat_ns"]["mean"]
+            assert abs(sum(parts.values()) - mean) <= 1e-6 * mean

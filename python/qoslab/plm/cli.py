@@ -16,10 +16,15 @@ app = typer.Typer(
 @app.command("coordinate")
 def coordinate_cmd(
     demands: Path = typer.Argument(
-        ..., help="CSV of window,host,class,demand rows (class high, medium or low).", show_default=False
+        ...,
+        help="CSV of window,host,class,demand rows (class high, medium or low).",
+        show_default=False,
     ),
     capacity: int = typer.Option(
-        ..., "--capacity", help="Deterministic-window counts (DC) of a window, C.", show_default=False
+        ...,
+        "--capacity",
+        help="Deterministic-window counts (DC) of a window, C.",
+        show_default=False,
     ),
     predictor: str = typer.Option(
         "ewma", "--predictor", help="exact (host-directed) or ewma (coordinator-directed)."

@@ -33,9 +33,13 @@ def parse_ratios(text: str) -> tuple[float, float, float]:
     try:
         values = [float(x) for x in text.split(",")]
     except ValueError:
-        raise InputError(f"--ratios: expected three numbers like 0.5,0.3,0.2, got '{text}'") from None
+        raise InputError(
+            f"--ratios: expected three numbers like 0.5,0.3,0.2, got '{text}'"
+        ) from None
     if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
-        raise InputError(f"--ratios: expected three shares in [0, 1] (high,medium,low), got '{text}'")
+        raise InputError(
+            f"--ratios: expected three shares in [0, 1] (high,medium,low), got '{text}'"
+        )
     if sum(values) > 1.0 + 1e-9:
         raise InputError(f"--ratios: the shares add up to {sum(values):g}, more than 1")
     return values[0], values[1], values[2]

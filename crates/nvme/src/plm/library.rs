@@ -6,9 +6,10 @@
 //! At time 0 the library enables the mode on every copy (Set Features 13h) and reads the
 //! Predictable Latency Per NVM Set log page (0Ah) of the first: DTWIN Reads Typical is the
 //! capacity C of a window, DTWIN Time Maximum its length T. Window n is `[n T, (n + 1) T)`; at
-//! its start the library asks copy `n mod copies` into DTWin and the previous one out (Set
-//! Features 14h), and reads the log page until the device says the copy is in DTWin (every
-//! `poll_ns`: the device enters DTWin once its deferred work is done). An asynchronous event
+//! its start the library asks copy `n mod copies` into DTWin (Set Features 14h) and reads the
+//! log page until the device says the copy is in DTWin (every `poll_ns`: the device enters
+//! DTWin once its deferred work is done); only then does it ask the previous copy out, so
+//! that a deterministic copy is there throughout. An asynchronous event
 //! (a copy left DTWin on its own) makes it read the aggregate log page (0Bh) and the log page of
 //! each set listed.
 //!
@@ -260,16 +261,14 @@ impl PlmLibrary {
     /// Starts window `self.window`: its copy asked into DTWin, the previous one out, counts
     /// allocated.
     fn begin_window(&mut self, io: &mut ReplicaIo<'_>) {
-        let copies = self.cfg.copies;
         let active = self.active();
-        if copies > 1 {
-            let prev = (active + copies - 1) % copies;
-            Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
-            self.dtwin[prev as usize] = false;
-        }
         Self::set_feature(io, FID_PLM_WINDOW, active, 0b001);
         self.refresh(active, io);
-        if !self.dtwin[active as usize] {
+        if self.dtwin[active as usize] {
+            self.release_previous(io);
+        } else {
+            // The previous copy stays in DTWin (until its own time maximum) while this one
+            // finishes its deferred work, so that reads still find a deterministic copy.
             self.late_windows += 1;
             if !self.polling {
                 self.polling = true;
@@ -285,6 +284,16 @@ impl PlmLibrary {
         }
         self.next_boundary_ns = (self.window + 1) * self.window_ns;
         io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
+    }
+
+    /// Asks the copy before the active one out of DTWin, so that it does its deferred work.
+    fn release_previous(&mut self, io: &mut ReplicaIo<'_>) {
+        let copies = self.cfg.copies;
+        if copies > 1 {
+            let prev = (self.active() + copies - 1) % copies;
+            Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
+            self.dtwin[prev as usize] = false;
+        }
     }
 
     /// Ends the current window and starts the next.
@@ -442,7 +451,9 @@ impl ReplicaPolicy for PlmLibrary {
                 self.polling = false;
                 let active = self.active();
                 self.refresh(active, io);
-                if !self.dtwin[active as usize] {
+                if self.dtwin[active as usize] {
+                    self.release_previous(io);
+                } else {
                     self.polling = true;
                     io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
                 }

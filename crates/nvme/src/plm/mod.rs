@@ -7,4 +7,6 @@ pub mod allocation;
 pub mod coordinator;
 pub mod library;
 
-pub use coordinator::{Coordinator, HostWindow, Predictor, QosClass, RatioHist, coordinate};
+pub use coordinator::{
+    Coordinator, DemandTable, HostWindow, Predictor, QosClass, RatioHist, coordinate,
+};

@@ -224,7 +224,7 @@ PLM_DEVICE = [
 ]
 
 
-def plm_run(tmp_path: Path, sections: list[str]) -> dict:
+def plm_run(tmp_path: Path, sections: list[str], sets: tuple[str, ...] = ()) -> dict:
     import json
 
     from qoslab.sim import api
@@ -235,7 +235,7 @@ def plm_run(tmp_path: Path, sections: list[str]) -> dict:
         jobs,
         sections=sections,
         device="enterprise-tlc-plp",
-        sets=PLM_DEVICE,
+        sets=[*PLM_DEVICE, *sets],
         output_format="json",
     )["text"]
     return json.loads(text)
@@ -255,6 +255,29 @@ def test_reads_go_to_a_copy_in_dtwin_and_the_copies_take_turns(tmp_path):
     assert host["plm_windows"] == 8
     assert ssd["set1_dtwin_entries"] + ssd["set2_dtwin_entries"] == 9
     assert ssd["set1_dtwin_ms"] + ssd["set2_dtwin_ms"] == 400.0
+    # Each DTWin that ran out raised the asynchronous event, which the host heard.
+    assert ssd["set1_dtwin_exits_time"] + ssd["set2_dtwin_exits_time"] == 8
+    assert host["plm_async_events"] == 8
+
+
+def test_a_set_leaves_dtwin_when_its_read_budget_is_spent_and_the_host_hears_of_it(tmp_path):
+    from qoslab.sim.api import stage_counters
+
+    report = plm_run(tmp_path, ["reader"], ["media.gc.plm.dtwin_reads_typical=1000"])
+    host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
+    exits = {
+        why: ssd[f"set1_dtwin_exits_{why}"] + ssd[f"set2_dtwin_exits_{why}"]
+        for why in ("reads", "time", "host")
+    }
+    # About 2,400 reads a window against a budget of 1,000: each of the 8 full windows' DTWin
+    # ends on its reads (the ninth begins as the run ends).
+    assert exits == {"reads": 8, "time": 0, "host": 0}
+    assert host["plm_async_events"] == 8
+    # Until the next window no copy is deterministic, which the library learns from the
+    # event: a window's DTWin copy got its 1,000 reads, the 1,001st that ended it, and at most
+    # the 7 others of the queue depth of 8 already on their way.
+    assert host["plm_reads_to_ndwin"] > 0
+    assert 8 * 1001 <= host["plm_reads_to_dtwin"] <= 8 * (1001 + 7)
 
 
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):

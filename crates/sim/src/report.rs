@@ -818,7 +818,7 @@ fn json_report(
         json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
     );
     q.insert("stages".into(), stages_json(&o.stages));
-    q.insert("latency_split".into(), latency_split_json(&pooled));
+    q.insert("latency_split".into(), latency_split_json(pooled));
     let durability: Vec<Value> = seeds
         .iter()
         .zip(outcomes)

@@ -6,6 +6,7 @@
 
 pub mod chain;
 pub mod control;
+pub mod error;
 pub mod harness;
 pub mod queue;
 pub mod request;
@@ -19,6 +20,7 @@ pub mod units;
 
 pub use chain::{Chain, Link};
 pub use control::{Command, Control, ControlStatus, Dma, LostWrite, Notice, Payload, Transfer};
+pub use error::InputError;
 pub use harness::{Done, Harness, Null, OverNull};
 pub use queue::EventQueue;
 pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};

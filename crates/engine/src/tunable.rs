@@ -317,42 +317,8 @@ impl RawValue {
     }
 }
 
-/// A bad configuration: where (file and line when known) and what was expected.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub path: Option<PathBuf>,
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl ConfigError {
-    pub fn new(message: impl Into<String>) -> Self {
-        ConfigError {
-            path: None,
-            line: None,
-            message: message.into(),
-        }
-    }
-    pub fn at(path: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
-        ConfigError {
-            path: Some(path.to_path_buf()),
-            line,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.path, self.line) {
-            (Some(p), Some(l)) => write!(f, "{}:{l}: {}", p.display(), self.message),
-            (Some(p), None) => write!(f, "{}: {}", p.display(), self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// A bad device file or tunable value.
+pub type ConfigError = crate::error::InputError;
 
 /// The values of one section's tunables, defaults filled in.
 #[derive(Clone, Debug)]
@@ -686,7 +652,7 @@ macro_rules! __tunable_entry {
 struct Entry {
     key: String,
     value: RawValue,
-    line: usize,
+    line: u64,
     used: bool,
 }
 
@@ -698,15 +664,16 @@ pub struct ConfigDoc {
     entries: Vec<Entry>,
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+/// The 1-based line of byte `offset` in `text` (a TOML parser reports spans in bytes).
+pub fn line_of(text: &str, offset: usize) -> u64 {
+    text[..offset.min(text.len())].matches('\n').count() as u64 + 1
 }
 
 impl ConfigDoc {
     /// Reads and parses the TOML file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::at(path, None, format!("cannot read: {e}")))?;
+            .map_err(|e| ConfigError::in_file(path, format!("cannot read: {e}")))?;
         Self::parse(path, &text)
     }
 
@@ -720,7 +687,7 @@ impl ConfigDoc {
                 .next()
                 .unwrap_or("invalid TOML")
                 .to_string();
-            ConfigError::at(path, line, format!("invalid TOML: {msg}"))
+            ConfigError::located(path, line, format!("invalid TOML: {msg}"))
         })?;
         let mut entries = Vec::new();
         Self::flatten(path, text, "", table.get_ref(), &mut entries)?;
@@ -751,7 +718,7 @@ impl ConfigDoc {
             let raw = RawValue::from_toml(value.get_ref()).map_err(|what| {
                 ConfigError::at(
                     path,
-                    Some(line),
+                    line,
                     format!("field '{name}': {what} is not a setting"),
                 )
             })?;
@@ -770,7 +737,7 @@ impl ConfigDoc {
     }
 
     /// The raw value of `key` (a dotted path), marking it used.
-    pub fn take(&mut self, key: &str) -> Option<(RawValue, usize)> {
+    pub fn take(&mut self, key: &str) -> Option<(RawValue, u64)> {
         let e = self.entries.iter_mut().find(|e| e.key == key)?;
         e.used = true;
         Some((e.value.clone(), e.line))
@@ -783,7 +750,7 @@ impl ConfigDoc {
             Some((RawValue::Text(s), _)) => Ok(Some(s)),
             Some((other, line)) => Err(ConfigError::at(
                 &self.path,
-                Some(line),
+                line,
                 format!("field '{key}': expected a string, got {other}"),
             )),
         }
@@ -805,7 +772,7 @@ impl ConfigDoc {
             e.used = true;
             settings
                 .set(name, &e.value)
-                .map_err(|msg| ConfigError::at(&self.path, Some(e.line), msg))?;
+                .map_err(|msg| ConfigError::at(&self.path, e.line, msg))?;
         }
         Ok(settings)
     }
@@ -816,7 +783,7 @@ impl ConfigDoc {
             None => Ok(()),
             Some(e) => Err(ConfigError::at(
                 &self.path,
-                Some(e.line),
+                e.line,
                 format!("unknown key '{}'", e.key),
             )),
         }

@@ -116,7 +116,7 @@ impl Profile {
     /// Reads a profile file; errors name the file, the line when known and the field.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::at(path, None, format!("cannot read profile: {e}")))?;
+            .map_err(|e| ConfigError::in_file(path, format!("cannot read profile: {e}")))?;
         Self::parse(path, &text)
     }
 
@@ -124,16 +124,16 @@ impl Profile {
         let file: ProfileFile = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+                .map(|s| qoslab_engine::tunable::line_of(text, s.start));
             let msg = e
                 .message()
                 .lines()
                 .next()
                 .unwrap_or("invalid profile")
                 .to_string();
-            ConfigError::at(path, line, msg)
+            ConfigError::located(path, line, msg)
         })?;
-        let err = |msg: String| ConfigError::at(path, None, msg);
+        let err = |msg: String| ConfigError::in_file(path, msg);
         if file.format != PROFILE_FORMAT {
             return Err(err(format!(
                 "field 'format': expected '{PROFILE_FORMAT}', got '{}'",

@@ -288,7 +288,7 @@ fn sim_run<'py>(
         Some(text) => DeviceConfig::from_text(&text, device, &sets),
         None => DeviceConfig::load(device, &sets),
     }
-    .map_err(|e| to_py(e.into()))?;
+    .map_err(to_py)?;
     let ms = series_interval_ms;
     let interval_ns = (ms * 1e6).round();
     // The interval is whole ns, so anything under half a ns would be no interval at all.

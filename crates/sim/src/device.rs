@@ -220,10 +220,9 @@ impl DeviceConfig {
             apply_override(o, &mut targets)?;
         }
         let cfg = ControllerConfig::from_settings(&controller);
-        cfg.validate()
-            .map_err(|m| ConfigError::at(&path, None, m))?;
+        cfg.validate().map_err(|m| ConfigError::in_file(&path, m))?;
         qoslab_nvme::order::lookup(&cfg.completion_order)
-            .map_err(|e| ConfigError::at(&path, None, e.message))?;
+            .map_err(|e| ConfigError::in_file(&path, e.message))?;
         Ok(DeviceConfig {
             source,
             description,
@@ -321,7 +320,7 @@ fn choose(
         Some((other, line)) => {
             return Err(ConfigError::at(
                 &path,
-                Some(*line),
+                *line,
                 format!("field '{key}': expected a name, got {other}"),
             ));
         }
@@ -341,7 +340,7 @@ fn choose(
         names.join(", ")
     );
     Err(match &line {
-        Some((_, line)) => ConfigError::at(&path, Some(*line), msg),
+        Some((_, line)) => ConfigError::at(&path, *line, msg),
         None => ConfigError::new(msg),
     })
 }

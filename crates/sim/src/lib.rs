@@ -13,12 +13,10 @@ pub mod report;
 pub mod run;
 pub mod series;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use qoslab_engine::{ConfigError, Ns};
+use qoslab_engine::Ns;
 use qoslab_media::{DeviceModel, ModelVisitor, visit_model};
-use qoslab_workload::WorkloadError;
 use qoslab_workload::fio::JobFile;
 use qoslab_workload::generator::JobGen;
 use qoslab_workload::trace::ReplaySpeed;
@@ -35,54 +33,7 @@ use series::{SeriesFile, SeriesWriter};
 
 /// A bad input, or a run that cannot go on: one line, `FILE:LINE: message` when a file and
 /// line are known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SimError {
-    pub path: Option<PathBuf>,
-    pub line: Option<u64>,
-    pub message: String,
-}
-
-impl SimError {
-    pub fn new(message: impl Into<String>) -> Self {
-        SimError {
-            path: None,
-            line: None,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for SimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.path, self.line) {
-            (Some(p), Some(l)) => write!(f, "{}:{l}: {}", p.display(), self.message),
-            (Some(p), None) => write!(f, "{}: {}", p.display(), self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-impl std::error::Error for SimError {}
-
-impl From<WorkloadError> for SimError {
-    fn from(e: WorkloadError) -> Self {
-        SimError {
-            path: e.path,
-            line: e.line,
-            message: e.message,
-        }
-    }
-}
-
-impl From<ConfigError> for SimError {
-    fn from(e: ConfigError) -> Self {
-        SimError {
-            path: e.path,
-            line: e.line.map(|l| l as u64),
-            message: e.message,
-        }
-    }
-}
+pub type SimError = qoslab_engine::InputError;
 
 /// What to run.
 #[derive(Clone, Debug)]

@@ -233,7 +233,7 @@ fn apply_option(
         )
     })?;
     spec.apply(job, value)
-        .map_err(|m| WorkloadError::option(&loc.path, loc.line, key, &m))?;
+        .map_err(|m| crate::error::bad_option(&loc.path, loc.line, key, &m))?;
     if spec.is_ignored() {
         job.ignored.push((key.to_string(), loc.clone()));
     }

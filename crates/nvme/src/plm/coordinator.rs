@@ -261,7 +261,7 @@ impl DemandTable {
 
     pub fn read(path: &Path) -> Result<DemandTable, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::at(path, None, format!("cannot read: {e}")))?;
+            .map_err(|e| ConfigError::in_file(path, format!("cannot read: {e}")))?;
         DemandTable::parse(&text, path)
     }
 
@@ -273,7 +273,7 @@ impl DemandTable {
             _ => {
                 return Err(ConfigError::at(
                     path,
-                    Some(1),
+                    1,
                     format!("expected the header {}", Self::HEADER),
                 ));
             }
@@ -285,7 +285,7 @@ impl DemandTable {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |m: String| ConfigError::at(path, Some(i + 1), m);
+            let bad = |m: String| ConfigError::at(path, i as u64 + 1, m);
             let f: Vec<&str> = line.split(',').map(str::trim).collect();
             if f.len() != 4 {
                 return Err(bad(format!(
@@ -349,9 +349,8 @@ impl DemandTable {
             row[h] = demand;
         }
         if t.windows.is_empty() {
-            return Err(ConfigError::at(
+            return Err(ConfigError::in_file(
                 path,
-                None,
                 "no windows: expected rows after the header",
             ));
         }

@@ -121,9 +121,8 @@ fn build(s: &ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError> {
 pub fn read_demands(path: &Path, hosts: usize) -> Result<Vec<Vec<u64>>, ConfigError> {
     let table = DemandTable::read(path)?;
     if table.hosts.len() > hosts {
-        return Err(ConfigError::at(
+        return Err(ConfigError::in_file(
             path,
-            None,
             format!(
                 "names {} hosts, but the path has {hosts} host(s)",
                 table.hosts.len()

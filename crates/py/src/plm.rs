@@ -28,7 +28,7 @@ fn plm_coordinate(
     min_share: f64,
     initial: Option<f64>,
 ) -> PyResult<Vec<Row>> {
-    let table = DemandTable::read(&demands_path).map_err(|e| to_py(e.into()))?;
+    let table = DemandTable::read(&demands_path).map_err(to_py)?;
     let predictor = match predictor {
         "exact" => Predictor::Exact,
         "ewma" => Predictor::Ewma { zeta },
@@ -38,7 +38,7 @@ fn plm_coordinate(
             ))));
         }
     };
-    let ops = lookup("--policy", policy).map_err(|e| to_py(e.into()))?;
+    let ops = lookup("--policy", policy).map_err(to_py)?;
     let build = ops.build.expect("checked by the registry");
     let mut c = Coordinator::new(
         &table.classes,

@@ -581,7 +581,7 @@ fn group_footer(entries: &[Entry]) -> String {
 }
 
 /// Each stage of the path with its counters, top to bottom. The path's stages count things
-/// (integers); the media's counters are real numbers as the model gives them (a ratio such as
+/// (integers, unless a counter is a fraction); the media's counters are real numbers as the model gives them (a ratio such as
 /// write amplification stays a float even when whole).
 fn stages_json(stages: &[qoslab_engine::StageReport]) -> Value {
     let last = stages.len().saturating_sub(1);
@@ -621,7 +621,11 @@ fn durability_json(seed: u64, d: &crate::run::DurabilityReport) -> Value {
 fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
     let mut m = Map::new();
     for (k, v) in list {
-        let value = if integers { json!(*v as u64) } else { json!(v) };
+        let value = if integers && v.fract() == 0.0 && *v >= 0.0 {
+            json!(*v as u64)
+        } else {
+            json!(v)
+        };
         m.insert(k.clone(), value);
     }
     Value::Object(m)

@@ -498,3 +498,62 @@ impl ReplicaPolicy for PlmLibrary {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device of `copies` sets in PLM that enter DTWin at once when asked, C = 100 reads
+    /// and T = 10 ms a window, answering the library's admin commands as the SSD's gate does.
+    fn device(msg: &mut Control) {
+        match &mut msg.command {
+            Command::SetFeature { .. } => msg.status = ControlStatus::Success,
+            Command::GetLogPage { lid, data, .. } if *lid == LID_PER_SET => {
+                let mut page = vec![0u8; 512];
+                page[0] = 1;
+                page[32..40].copy_from_slice(&100u64.to_le_bytes());
+                page[48..56].copy_from_slice(&10u64.to_le_bytes());
+                *data = page;
+                msg.status = ControlStatus::Success;
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_timed_coordinator_records_each_window_as_the_window_level_rules_do() {
+        let s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High, QosClass::Low], Vec::new());
+        let mut wakes = Vec::new();
+        let mut control = device;
+        macro_rules! io {
+            ($now:expr) => {
+                &mut ReplicaIo {
+                    now_ns: $now,
+                    control: &mut control,
+                    wakes: &mut wakes,
+                }
+            };
+        }
+        lib.start(io!(0));
+        // Window 0: P(0) = C / k = 50 each, 100 fit. High reads 80: 50 allocated + 30 extra
+        // (the pool is 0: nothing). Low reads 10.
+        for i in 0..80 {
+            lib.route_read(0, 4096, io!(i));
+        }
+        for i in 0..10 {
+            lib.route_read(1, 4096, io!(100 + i));
+        }
+        // Window 1 begins at 10 ms.
+        lib.route_read(1, 4096, io!(10_000_000));
+        let c = lib.coordinator.as_ref().unwrap();
+        // P(1) = 0.5 x 80 + 0.5 x 50 = 65 and 0.5 x 10 + 0.5 x 50 = 30.
+        assert_eq!(c.host(0).requested, 65);
+        assert_eq!(c.host(1).requested, 30);
+        // Window 0: high consumed 50 of 80 (deficiency 0.375), low 10 of its 50.
+        assert_eq!(lib.stats[0].deficiency.quantile(0.5), 0.375);
+        assert_eq!(lib.stats[1].utilization.quantile(0.5), 0.2);
+        assert_eq!(lib.stats[0].covered, 50);
+    }
+}

@@ -49,8 +49,8 @@ SMALL_WA = [
     "media.planes_per_die=2",
     "media.blocks_per_plane=512",
     "media.pages_per_block=64",
-    "media.ftl.gc_policy=greedy",
-    "media.ftl.gc_threshold=0",
+    "media.gc.victim=greedy",
+    "media.gc.threshold=0",
     "media.ftl.mapping=dram",
     "media.cache.bytes=0",
     "media.precondition.fill=1",
@@ -189,7 +189,7 @@ def tails_table_and_figure() -> str:
     cases = [
         ("GC on dies and channels, no erase suspension", ["media.nand.erase_suspend=false"]),
         ("GC on dies and channels, MQSim's erase suspension", []),
-        ("GC work free (gc_timed = false)", ["media.ftl.gc_timed=false"]),
+        ("GC work free (gc.timed = false)", ["media.gc.timed=false"]),
     ]
     fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     rows = []

@@ -45,6 +45,7 @@ def _register_studies() -> None:
     from qoslab.dut.cli import register as register_diff
     from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
+    from qoslab.plm.cli import app as plm
     from qoslab.report.cli import register as register_report
     from qoslab.rio.cli import app as rio
     from qoslab.sim.cli import register as register_sim
@@ -59,6 +60,7 @@ def _register_studies() -> None:
     app.add_typer(store)
     register_report(app)
     app.add_typer(rio)
+    app.add_typer(plm)
 
 
 _register_studies()

@@ -51,6 +51,12 @@ pub enum Notice {
     },
 }
 
+impl Notice {
+    /// `host` of a notice meant for every host (an event of the device, such as an NVM set
+    /// changing window): the controller delivers it to each host.
+    pub const ALL_HOSTS: u16 = u16::MAX;
+}
+
 /// An admin command (or a register write) going down the path, answered by the stage that owns
 /// it. `status` starts
 /// as [`ControlStatus::Unhandled`]; a stage that handles the command sets it.

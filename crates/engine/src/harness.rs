@@ -5,7 +5,7 @@
 //! `Harness::new(Chain::new(stage, Null::new(delay_ns)))`.
 
 use crate::chain::Chain;
-use crate::control::Notice;
+use crate::control::{Control, Notice};
 use crate::queue::EventQueue;
 use crate::request::{IoStatus, Op, ReqId, Request, Requests};
 use crate::stage::{Admission, Stage, StageCtx};
@@ -243,6 +243,18 @@ impl<S: Stage> Harness<S> {
         let mut ctx = ctx!(self, now);
         self.stage.reset(&mut ctx);
         self.drain_urgent();
+    }
+
+    /// Sends the admin command `msg` to the stage now (its `control` hook) and returns it
+    /// answered.
+    pub fn control(&mut self, mut msg: Control) -> Control {
+        self.ensure_started();
+        msg.at_ns = self.now_ns;
+        let now = self.now_ns;
+        let mut ctx = ctx!(self, now);
+        self.stage.control(&mut msg, &mut ctx);
+        self.drain_urgent();
+        msg
     }
 
     /// Calls the stage's `abort` hook for `id` now.

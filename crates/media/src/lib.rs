@@ -73,6 +73,19 @@ pub struct BuildCtx<'a> {
     /// The folder of the device file, to resolve relative paths in it (`None` for presets
     /// given as text).
     pub config_dir: Option<&'a Path>,
+    /// The settings of the model's plug-in sub-tables ([`DeviceModel::sub_tables`]), each
+    /// under its section `media.KEY`.
+    pub sections: &'a [Settings],
+}
+
+/// A plug-in's own tunables inside a model's section: read from `[media.KEY]` (`[media.gc.rga]`).
+#[derive(Clone, Debug)]
+pub struct SubTable {
+    /// The key below `media` (`gc.rga`).
+    pub key: String,
+    /// What the plug-in is.
+    pub help: &'static str,
+    pub tunables: &'static [Tunable],
 }
 
 impl BuildCtx<'_> {
@@ -96,6 +109,12 @@ pub trait DeviceModel: Device + Sized {
     /// The stage contract the model was written for (`qoslab_engine::STAGE_API_VERSION` when
     /// it was); the registry refuses a model written for another.
     const API_VERSION: u32;
+
+    /// The sub-tables of the model's plug-ins (none by default), read before `[media]` so that
+    /// their keys are theirs.
+    fn sub_tables() -> Vec<SubTable> {
+        Vec::new()
+    }
 
     /// Builds the model. Errors name the field (`field 'media.servers': ...`); the caller adds
     /// the file and line.

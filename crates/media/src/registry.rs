@@ -71,6 +71,18 @@ pub fn model_info(
     visit_model(name, Info)
 }
 
+/// The plug-in sub-tables of the model called `name`.
+pub fn model_sub_tables(name: &str) -> Option<Vec<crate::SubTable>> {
+    struct Subs;
+    impl ModelVisitor for Subs {
+        type Output = Vec<crate::SubTable>;
+        fn visit<D: DeviceModel>(self) -> Self::Output {
+            D::sub_tables()
+        }
+    }
+    visit_model(name, Subs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

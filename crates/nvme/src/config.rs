@@ -19,6 +19,7 @@ qoslab_engine::settings! {
         abort_ns: Ns = ns(10_000, "round trip of an Abort admin command"),
         reset_ns: Ns = ns(1_000_000, "time a controller reset takes before queues work again"),
         max_retries: u32 = count(5, "requeues of one I/O after aborts and resets before it fails (Linux nvme max_retries)"),
+        replicas: String = text("none", "copies of the data on several namespaces: none (each request keeps its namespace) or a replica policy's name (mirror: reads to the copies in turn; plm: reads to a copy in its deterministic window, with the PLM coordinator); its tunables are [host.NAME]"),
     }
 }
 

@@ -711,6 +711,29 @@ impl Stage for NvmeController {
         ctx.reset_below();
     }
 
+    /// An event of the media meant for every host ([`Notice::ALL_HOSTS`], such as an NVM set
+    /// leaving its deterministic window) goes to each host; other notices pass up.
+    fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<ControllerEvent>) {
+        match notice {
+            Notice::AsyncEvent {
+                host: Notice::ALL_HOSTS,
+                kind,
+                info,
+                log_page,
+            } => {
+                for host in 0..self.layout.hosts.len() as u16 {
+                    ctx.notify_above(Notice::AsyncEvent {
+                        host,
+                        kind,
+                        info,
+                        log_page,
+                    });
+                }
+            }
+            other => ctx.notify_above(other),
+        }
+    }
+
     fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<ControllerEvent>) {
         if let Command::CqHeadDoorbell { cq, head } = msg.command {
             self.cq_head(cq as usize, head, ctx);

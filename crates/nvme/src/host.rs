@@ -25,6 +25,7 @@ use qoslab_engine::{
 
 use crate::config::HostConfig;
 use crate::layout::QueueLayout;
+use crate::replicas::{ReplicaIo, ReplicaPolicy};
 use crate::rings::{Cq, Cqe, Sq};
 
 /// Timed events of the host stage. `epoch` changes at every controller reset; events of an
@@ -41,6 +42,8 @@ pub enum HostEvent {
     AbortSend { id: ReqId, epoch: u32 },
     /// The controller is ready again after a reset.
     ResetDone,
+    /// A wake-up the replica policy asked for.
+    Replica { token: u32 },
 }
 
 /// Where a command is, as the host sees it.
@@ -112,6 +115,11 @@ pub struct NvmeHost {
     /// or not (admitted just before it).
     held: Vec<(ReqId, bool)>,
     timeout_scan_armed: bool,
+    /// How the hosts use copies of their data on several namespaces (none by default).
+    replicas: Option<Box<dyn ReplicaPolicy>>,
+    /// Copies each write goes to (1 without a replica policy).
+    copies: u32,
+    replica_wakes: Vec<(Ns, u32)>,
     pub stats: HostStats,
 }
 
@@ -146,9 +154,45 @@ impl NvmeHost {
             refused: false,
             held: Vec::new(),
             timeout_scan_armed: false,
+            replicas: None,
+            copies: 1,
+            replica_wakes: Vec::new(),
             stats: HostStats::default(),
             cfg,
         }
+    }
+
+    /// The same hosts using copies of their data as `policy` says.
+    pub fn with_replicas(mut self, policy: Box<dyn ReplicaPolicy>) -> Self {
+        self.copies = policy.copies().max(1);
+        self.replicas = Some(policy);
+        self
+    }
+
+    /// Runs replica-policy hook `f` with the path at hand, then schedules the wake-ups it
+    /// asked for.
+    fn replica_hook<R>(
+        &mut self,
+        ctx: &mut impl StageCtx<HostEvent>,
+        f: impl FnOnce(&mut dyn ReplicaPolicy, &mut ReplicaIo<'_>) -> R,
+    ) -> R {
+        let mut wakes = std::mem::take(&mut self.replica_wakes);
+        let out = {
+            let now_ns = ctx.now_ns();
+            let policy = self.replicas.as_mut().expect("a replica policy");
+            let mut control = |m: &mut Control| ctx.control_below(m);
+            let mut io = ReplicaIo {
+                now_ns,
+                control: &mut control,
+                wakes: &mut wakes,
+            };
+            f(policy.as_mut(), &mut io)
+        };
+        for (at, token) in wakes.drain(..) {
+            ctx.schedule(at, HostEvent::Replica { token });
+        }
+        self.replica_wakes = wakes;
+        out
     }
 
     pub fn layout(&self) -> &QueueLayout {
@@ -179,8 +223,18 @@ impl NvmeHost {
         self.layout.sq_of(req.host, req.core, req.prio) as usize
     }
 
-    /// The NVMe commands a request becomes (split at MDTS).
+    /// The NVMe commands a request becomes: split at MDTS, and a write once per copy.
     fn parts(&self, req: &qoslab_engine::Request) -> u64 {
+        let copies = if req.op == Op::Write {
+            u64::from(self.copies)
+        } else {
+            1
+        };
+        copies * self.chunks(req)
+    }
+
+    /// The pieces of a request split at MDTS.
+    fn chunks(&self, req: &qoslab_engine::Request) -> u64 {
         let mdts = self.mdts_bytes;
         if mdts == 0 || req.len_bytes <= mdts || !matches!(req.op, Op::Read | Op::Write) {
             1
@@ -541,6 +595,13 @@ impl Stage for NvmeHost {
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         self.stats.ios += 1;
+        if self.replicas.is_some() && ctx.reqs()[id].op == Op::Read {
+            let (host, len) = (ctx.reqs()[id].host, ctx.reqs()[id].len_bytes);
+            let nsid = self.replica_hook(ctx, |r, io| r.route_read(host, len, io));
+            let r = &mut ctx.reqs_mut()[id];
+            r.nsid = nsid;
+            r.nvm_set = nsid as u16;
+        }
         let req = ctx.reqs()[id];
         let promised = std::mem::take(&mut self.cmd(id).promised);
         let parts = self.parts(&req);
@@ -549,18 +610,34 @@ impl Stage for NvmeHost {
             return;
         }
         let mdts = self.mdts_bytes;
+        let chunks = self.chunks(&req);
+        let copied = parts > chunks;
         self.stats.split_ios += 1;
         let p = &mut ctx.reqs_mut()[id];
         p.pending_parts = parts as u32;
         p.t.dispatched_ns = Ns::MAX;
         for k in 0..parts {
             let mut part = req;
-            part.offset_bytes = req.offset_bytes + k * mdts;
-            part.len_bytes = mdts.min(req.len_bytes - k * mdts);
+            if chunks > 1 {
+                let c = k % chunks;
+                part.offset_bytes = req.offset_bytes + c * mdts;
+                part.len_bytes = mdts.min(req.len_bytes - c * mdts);
+                part.flags |= ReqFlags::SPLIT;
+            }
+            if copied {
+                // One copy of the write per namespace 1..=copies.
+                part.nsid = (k / chunks) as u32 + 1;
+                part.nvm_set = part.nsid as u16;
+            }
             part.parent = id;
-            part.flags |= ReqFlags::SPLIT;
             let pid = ctx.reqs_mut().alloc(part);
             self.issue(pid, k < promised as u64, ctx);
+        }
+    }
+
+    fn start(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
+        if self.replicas.is_some() {
+            self.replica_hook(ctx, |r, io| r.start(io));
         }
     }
 
@@ -570,6 +647,7 @@ impl Stage for NvmeHost {
             HostEvent::HostDone { id } => self.host_done(id, ctx),
             HostEvent::TimeoutScan => self.timeout_scan(ctx),
             HostEvent::ResetDone => self.reset_done(ctx),
+            HostEvent::Replica { token } => self.replica_hook(ctx, |r, io| r.wake(token, io)),
             HostEvent::Interrupt { epoch, .. } | HostEvent::AbortSend { epoch, .. }
                 if epoch != current => {}
             HostEvent::Interrupt { cq, .. } => self.interrupt(cq as usize, ctx),
@@ -605,10 +683,15 @@ impl Stage for NvmeHost {
         });
     }
 
-    /// An interrupt arrives after `irq_ns`; other notices go up.
+    /// An interrupt arrives after `irq_ns`; an asynchronous event goes to the replica policy
+    /// if there is one; other notices go up.
     fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<HostEvent>) {
         let Notice::Interrupt { vector, .. } = notice else {
-            ctx.notify_above(notice);
+            if let (Some(_), Notice::AsyncEvent { host, .. }) = (&self.replicas, notice) {
+                self.replica_hook(ctx, |r, io| r.notice(host, notice, io));
+            } else {
+                ctx.notify_above(notice);
+            }
             return;
         };
         let cqi = vector as usize;
@@ -631,7 +714,7 @@ impl Stage for NvmeHost {
 
     fn counters(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
-        vec![
+        let mut out = vec![
             ("ios".to_string(), s.ios as f64),
             ("commands".into(), s.commands as f64),
             ("split_ios".into(), s.split_ios as f64),
@@ -644,6 +727,10 @@ impl Stage for NvmeHost {
             ("resets".into(), s.resets as f64),
             ("requeues".into(), s.requeues as f64),
             ("failed_ios".into(), s.failed as f64),
-        ]
+        ];
+        if let Some(r) = &self.replicas {
+            out.extend(r.counters());
+        }
+        out
     }
 }

@@ -18,6 +18,8 @@ pub mod controller;
 pub mod host;
 pub mod layout;
 pub mod order;
+pub mod plm;
+pub mod replicas;
 pub mod rings;
 pub mod transport;
 

@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod plm;
 mod rio;
 mod sim;
 mod units;
@@ -18,5 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rio::register(m)?;
     sim::register(m)?;
     units::register(m)?;
+    plm::register(m)?;
     Ok(())
 }

@@ -22,7 +22,7 @@ pyo3::create_exception!(
     "Bad simulator input: args are (message, path or None, line or None)."
 );
 
-fn to_py(e: SimError) -> PyErr {
+pub(crate) fn to_py(e: SimError) -> PyErr {
     let path = e.path.map(|p| p.display().to_string());
     SimInputError::new_err((e.message, path, e.line))
 }
@@ -206,9 +206,10 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 }
 
 /// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
-/// `series_interval_ms`) if given. The device is a preset or a file named `device`, or the
-/// device file `device_text` (named `device` in messages). Returns a dict: text, ios, events, max_outstanding, and
-/// for jobs `jobs` (JSON text of how they were read, as `fio_parse` gives it).
+/// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. The device
+/// is a preset or a file named `device`, or the device file `device_text` (named `device` in
+/// messages). Returns a dict: text, ios, events, max_outstanding, and for jobs `jobs` (JSON
+/// text of how they were read, as `fio_parse` gives it).
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
@@ -225,7 +226,7 @@ fn sim_run<'py>(
     repeat: u32,
     output_format: &str,
     jobfile: Option<PathBuf>,
-    trace: Option<PathBuf>,
+    trace: Option<Vec<PathBuf>>,
     trace_format: Option<&str>,
     speed: f64,
     qd_cap: u32,
@@ -253,11 +254,12 @@ fn sim_run<'py>(
             OutputFormat::NAMES.join(", ")
         )))
     })?;
+    let trace = trace.filter(|paths| !paths.is_empty());
     let workload = match (jobfile.is_some() || jobtext.is_some(), trace) {
         (true, None) => {
             WorkloadSpec::Jobs(load_jobs(jobfile, jobtext, jobname, &sections).map_err(to_py)?)
         }
-        (false, Some(path)) => {
+        (false, Some(paths)) => {
             let format = match trace_format {
                 None | Some("auto") => None,
                 Some(name) => Some(TraceFormat::from_name(name).ok_or_else(|| {
@@ -269,7 +271,7 @@ fn sim_run<'py>(
                 })?),
             };
             WorkloadSpec::Trace {
-                path,
+                paths,
                 format,
                 speed,
                 qd_cap,

@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use qoslab_block::{BLOCK_TUNABLES, BlockConfig, SCHEDULERS};
 use qoslab_engine::tunable::apply_override;
 use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
-use qoslab_media::registry::model_info;
+use qoslab_media::registry::{model_info, model_sub_tables};
 use qoslab_media::{BuildCtx, DeviceModel, model_names};
 use qoslab_nvme::transport::{transport_info, transport_names};
 use qoslab_nvme::{ARBITERS, CONTROLLER_TUNABLES, ControllerConfig, HOST_TUNABLES, HostConfig};
@@ -83,10 +83,14 @@ pub struct DeviceConfig {
     pub scheduler: Settings,
     /// The chosen arbiter's sub-table, `[controller.NAME]`.
     pub arbiter: Settings,
+    /// The chosen replica policy's sub-table, `[host.NAME]` (empty for `none`).
+    pub replicas: Settings,
     /// The chosen transport's section.
     pub transport: Settings,
     pub model: String,
     pub media: Settings,
+    /// The media model's plug-in sub-tables (`[media.gc.rga]`), every one the model has.
+    pub media_subs: Vec<Settings>,
     /// Folder of the device file (relative paths in it are resolved there).
     pub dir: Option<PathBuf>,
 }
@@ -185,6 +189,20 @@ impl DeviceConfig {
             &sched_names,
             |s| qoslab_block::lookup(s).is_ok(),
         )?;
+        let replica_names: Vec<&str> = std::iter::once(qoslab_nvme::replicas::NONE)
+            .chain(qoslab_nvme::replicas::REPLICAS.iter().map(|r| r.name))
+            .collect();
+        let replicas_name = choose(
+            &mut doc,
+            overrides,
+            "host.replicas",
+            qoslab_nvme::replicas::NONE,
+            &replica_names,
+            |r| qoslab_nvme::replicas::lookup(r).is_ok(),
+        )?;
+        let r_table = qoslab_nvme::replicas::lookup(&replicas_name)
+            .expect("registered")
+            .map_or(&[][..], |r| r.tunables);
         let table = media_table(&model).expect("chosen from the registry");
         let (_, _, t_section, t_table) = transport_info(&transport_name).expect("registered");
         let a_table = qoslab_nvme::arbiter::lookup(&arbiter_name)
@@ -197,9 +215,15 @@ impl DeviceConfig {
             .tunables;
         let mut scheduler = doc.section(&format!("block.{sched_name}"), s_table)?;
         let mut block = doc.section("block", BLOCK_TUNABLES)?;
+        let mut replicas = doc.section(&format!("host.{replicas_name}"), r_table)?;
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
         let mut transport = doc.section(t_section, t_table)?;
+        let mut media_subs = model_sub_tables(&model)
+            .expect("chosen from the registry")
+            .iter()
+            .map(|t| doc.section(&format!("media.{}", t.key), t.tunables))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut media = doc.section("media", table)?;
         doc.finish()?;
         // The choices were read first; their sections record them for the report.
@@ -212,23 +236,25 @@ impl DeviceConfig {
         block
             .set("scheduler", &RawValue::Text(sched_name))
             .expect("a text tunable");
+        host.set("replicas", &RawValue::Text(replicas_name))
+            .expect("a text tunable");
         for o in overrides {
             if is_choice(o) {
                 continue;
             }
-            apply_override(
-                o,
-                &mut [
-                    &mut path_s,
-                    &mut host,
-                    &mut controller,
-                    &mut arbiter,
-                    &mut block,
-                    &mut scheduler,
-                    &mut transport,
-                    &mut media,
-                ],
-            )?;
+            let mut targets: Vec<&mut Settings> = vec![
+                &mut path_s,
+                &mut host,
+                &mut replicas,
+                &mut controller,
+                &mut arbiter,
+                &mut block,
+                &mut scheduler,
+                &mut transport,
+                &mut media,
+            ];
+            targets.extend(media_subs.iter_mut());
+            apply_override(o, &mut targets)?;
         }
         let cfg = ControllerConfig::from_settings(&controller);
         cfg.validate().map_err(|m| ConfigError::in_file(&path, m))?;
@@ -243,9 +269,11 @@ impl DeviceConfig {
             block,
             scheduler,
             arbiter,
+            replicas,
             transport,
             model,
             media,
+            media_subs,
             dir,
         })
     }
@@ -275,6 +303,7 @@ impl DeviceConfig {
         let ctx = BuildCtx {
             seed,
             config_dir: self.dir.as_deref(),
+            sections: &self.media_subs,
         };
         D::build(&self.media, &ctx).map_err(|e| self.locate(e))
     }
@@ -290,16 +319,18 @@ impl DeviceConfig {
     /// Every setting as (section.key, value), for the report's "device" block.
     pub fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("media.model".to_string(), self.model.clone())];
-        for s in [
+        let fixed = [
             &self.path,
             &self.block,
             &self.scheduler,
             &self.host,
+            &self.replicas,
             &self.controller,
             &self.arbiter,
             &self.transport,
             &self.media,
-        ] {
+        ];
+        for s in fixed.into_iter().chain(&self.media_subs) {
             for (k, v) in s.iter() {
                 out.push((format!("{}.{k}", s.section()), v.to_string()));
             }
@@ -313,7 +344,11 @@ fn is_choice(o: &str) -> bool {
     let key = o.split('=').next().unwrap_or("").trim();
     matches!(
         key,
-        "media.model" | "path.transport" | "controller.arbitration" | "block.scheduler"
+        "media.model"
+            | "path.transport"
+            | "controller.arbitration"
+            | "block.scheduler"
+            | "host.replicas"
     )
 }
 
@@ -393,6 +428,14 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         }
     }
     out.push(plain("host", HOST_TUNABLES));
+    for r in qoslab_nvme::replicas::REPLICAS {
+        out.push(TableDoc {
+            heading: format!("host.{} (replicas = \"{}\")", r.name, r.name),
+            section: format!("host.{}", r.name),
+            help: Some(r.help),
+            table: r.tunables,
+        });
+    }
     out.push(plain("controller", CONTROLLER_TUNABLES));
     for a in ARBITERS {
         if !a.tunables.is_empty() {
@@ -424,6 +467,14 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             help: Some(help),
             table,
         });
+        for sub in model_sub_tables(name).expect("registered") {
+            out.push(TableDoc {
+                heading: format!("media.{} (model = \"{name}\")", sub.key),
+                section: format!("media.{}", sub.key),
+                help: Some(sub.help),
+                table: sub.tunables,
+            });
+        }
     }
     out
 }

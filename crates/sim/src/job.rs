@@ -111,10 +111,59 @@ pub struct JobStats {
     pub errors: u64,
     /// Simulated time the job ran after its ramp (ns).
     pub runtime_ns: Ns,
+    /// Per op, the end-to-end latency split into its [`LatencyPart`]s.
+    pub split: [[Moments; 4]; 4],
+}
+
+/// Where the time of a request went, from its stamps (the four parts sum to its latency).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyPart {
+    /// Host CPU: issuing and submitting (queued to dispatched, including a wait for a command
+    /// id), and handling the completion (interrupt to completed).
+    Host = 0,
+    /// Crossing the transport: dispatched to arrived (the doorbell or capsule), CQ posted to
+    /// interrupt.
+    Transport = 1,
+    /// In the NVMe controller: arrived to media start (SQ wait, fetch, command processing,
+    /// write data), media done to CQ posted (read data, completion order, CQ post).
+    Queueing = 2,
+    /// At the media: media start to media done.
+    Device = 3,
+}
+
+impl LatencyPart {
+    pub const ALL: [LatencyPart; 4] = [
+        LatencyPart::Host,
+        LatencyPart::Transport,
+        LatencyPart::Queueing,
+        LatencyPart::Device,
+    ];
+
+    pub fn name(self) -> &'static str {
+        ["host", "transport", "queueing", "device"][self as usize]
+    }
+
+    /// The four parts of a request's latency, in ns.
+    pub fn split(t: &qoslab_engine::Stamps) -> [Ns; 4] {
+        [
+            t.dispatched_ns.saturating_sub(t.queued_ns)
+                + t.completed_ns.saturating_sub(t.interrupt_ns),
+            t.arrived_ns.saturating_sub(t.dispatched_ns)
+                + t.interrupt_ns.saturating_sub(t.cq_posted_ns),
+            t.media_start_ns.saturating_sub(t.arrived_ns)
+                + t.cq_posted_ns.saturating_sub(t.media_done_ns),
+            t.media_done_ns.saturating_sub(t.media_start_ns),
+        ]
+    }
 }
 
 impl JobStats {
     pub fn merge(&mut self, o: &JobStats) {
+        for (a, b) in self.split.iter_mut().zip(&o.split) {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.merge(y);
+            }
+        }
         for (a, b) in self.ops.iter_mut().zip(&o.ops) {
             a.merge(b);
         }
@@ -514,6 +563,9 @@ impl JobRun {
             op.slat.record(t.dispatched_ns - t.queued_ns);
             op.clat.record(clat);
             op.lat.record(lat);
+            for (m, part) in self.stats.split[k].iter_mut().zip(LatencyPart::split(t)) {
+                m.record(part);
+            }
             if req.status != qoslab_engine::IoStatus::Ok {
                 self.stats.errors += 1;
             }

@@ -39,8 +39,9 @@ pub type SimError = qoslab_engine::InputError;
 #[derive(Clone, Debug)]
 pub enum WorkloadSpec {
     Jobs(JobFile),
+    /// Block traces, trace i replayed on host i (`sim_host` i) as job i.
     Trace {
-        path: PathBuf,
+        paths: Vec<PathBuf>,
         /// `None`: detect from the file.
         format: Option<TraceFormat>,
         speed: f64,
@@ -161,36 +162,42 @@ fn build_jobs(
             out
         }
         WorkloadSpec::Trace {
-            path,
+            paths,
             format,
             speed,
             qd_cap,
         } => {
-            let reader = qoslab_workload::trace::open(path, *format)?;
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "trace".into());
             let depth = if *qd_cap == 0 { u32::MAX / 2 } else { *qd_cap };
-            jobs_per_host[0] = 1;
-            vec![JobRun::new(
-                name,
-                0,
-                0,
-                (0, 0),
-                0,
-                Source::Trace(Box::new(TraceSource {
-                    reader,
-                    speed: ReplaySpeed::new(*speed)?,
-                    capacity_bytes: capacity,
-                })),
-                depth,
-                1,
-                0,
-                None,
-                [true, true, true, true],
-                series,
-            )]
+            jobs_per_host = vec![1; paths.len().max(1)];
+            let mut out = Vec::with_capacity(paths.len());
+            for (i, path) in paths.iter().enumerate() {
+                let reader = qoslab_workload::trace::open(path, *format)?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "trace".into());
+                let mut run = JobRun::new(
+                    name,
+                    i,
+                    0,
+                    (0, 0),
+                    0,
+                    Source::Trace(Box::new(TraceSource {
+                        reader,
+                        speed: ReplaySpeed::new(*speed)?,
+                        capacity_bytes: capacity,
+                    })),
+                    depth,
+                    1,
+                    0,
+                    None,
+                    [true, true, true, true],
+                    series,
+                );
+                run.host = i as u16;
+                out.push(run);
+            }
+            out
         }
     };
     Ok((

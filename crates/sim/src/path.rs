@@ -198,7 +198,25 @@ pub fn parts<T: TransportModel, D: Device>(
         rotational: false,
     };
     let block = block_layer(device, limits, dev.caps(), hosts)?;
-    let host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+    let mut host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
+    if let Some(ops) =
+        qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
+    {
+        if ops.name == "plm" && !(device.model == "ssd" && device.media.str("gc.gate") == "plm") {
+            return Err(SimError::new(format!(
+                "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
+                device.source
+            )));
+        }
+        let policy =
+            ops.build.expect("checked by the registry")(&qoslab_nvme::replicas::ReplicaSetup {
+                hosts,
+                settings: &device.replicas,
+                config_dir: device.dir.as_deref(),
+            })
+            .map_err(|e| device.locate(e))?;
+        host = host.with_replicas(policy);
+    }
     let arbiter =
         NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter).map_err(|e| device.locate(e))?;
     let controller = NvmeController::new(

@@ -267,8 +267,8 @@ fn job_options(opts: &SimOptions, def: usize) -> Value {
                 m.insert(k.clone(), json!(v));
             }
         }
-        WorkloadSpec::Trace { path, .. } => {
-            m.insert("read_iolog".into(), json!(path.display().to_string()));
+        WorkloadSpec::Trace { paths, .. } => {
+            m.insert("read_iolog".into(), json!(paths[def].display().to_string()));
         }
     }
     Value::Object(m)
@@ -581,7 +581,7 @@ fn group_footer(entries: &[Entry]) -> String {
 }
 
 /// Each stage of the path with its counters, top to bottom. The path's stages count things
-/// (integers); the media's counters are real numbers as the model gives them (a ratio such as
+/// (integers, unless a counter is a fraction); the media's counters are real numbers as the model gives them (a ratio such as
 /// write amplification stays a float even when whole).
 fn stages_json(stages: &[qoslab_engine::StageReport]) -> Value {
     let last = stages.len().saturating_sub(1);
@@ -621,7 +621,11 @@ fn durability_json(seed: u64, d: &crate::run::DurabilityReport) -> Value {
 fn counters_json(list: &[(String, f64)], integers: bool) -> Value {
     let mut m = Map::new();
     for (k, v) in list {
-        let value = if integers { json!(*v as u64) } else { json!(v) };
+        let value = if integers && v.fract() == 0.0 && *v >= 0.0 {
+            json!(*v as u64)
+        } else {
+            json!(v)
+        };
         m.insert(k.clone(), value);
     }
     Value::Object(m)
@@ -722,6 +726,34 @@ fn repeat_json(opts: &SimOptions, seeds: &[u64], per_run: &[Vec<Entry>]) -> Valu
     json!({"runs": seeds.len(), "confidence": 0.95, "jobs": jobs})
 }
 
+/// Per job and op, the mean of each part of the end-to-end latency (host, transport, queueing,
+/// device: [`crate::job::LatencyPart`]), in ns.
+fn latency_split_json(entries: &[Entry]) -> Value {
+    let jobs = entries
+        .iter()
+        .map(|e| {
+            let mut m = Map::new();
+            m.insert("jobname".into(), json!(e.name));
+            for op in [Op::Read, Op::Write] {
+                let parts = &e.stats.split[op.index()];
+                if parts[0].n == 0 {
+                    continue;
+                }
+                let mut p = Map::new();
+                for part in crate::job::LatencyPart::ALL {
+                    p.insert(
+                        format!("{}_ns", part.name()),
+                        json!(parts[part as usize].mean()),
+                    );
+                }
+                m.insert(op.fio_name().into(), Value::Object(p));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    Value::Array(jobs)
+}
+
 /// Renders the report of the runs (one per seed, in seed order).
 pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<String, SimError> {
     let per_run: Vec<Vec<Entry>> = outcomes.iter().map(|o| entries(opts, &o.jobs)).collect();
@@ -790,6 +822,7 @@ fn json_report(
         json!(outcomes.iter().map(|o| o.events).sum::<u64>()),
     );
     q.insert("stages".into(), stages_json(&o.stages));
+    q.insert("latency_split".into(), latency_split_json(pooled));
     let durability: Vec<Value> = seeds
         .iter()
         .zip(outcomes)

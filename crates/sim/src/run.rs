@@ -630,7 +630,7 @@ mod tests {
         let trace = dir.path().join("t.csv");
         std::fs::write(&trace, "128166372000000000,wdev,0,Read,4096,8192,100\n").unwrap();
         let jobs = jobs_of(WorkloadSpec::Trace {
-            path: trace,
+            paths: vec![trace],
             format: None,
             speed: 1.0,
             qd_cap: 0,

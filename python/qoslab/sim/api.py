@@ -81,7 +81,7 @@ def run(
     jobtext: str | CommandLineJobs | None = None,
     jobname: str | None = None,
     sections: list[str] | None = None,
-    trace: str | Path | None = None,
+    trace: str | Path | list[str | Path] | None = None,
     trace_format: str | None = None,
     speed: float = 1.0,
     qd_cap: int = 0,
@@ -100,14 +100,14 @@ def run(
     """Runs one simulation; returns {"text", "ios", "events", "max_outstanding", "logs"} and,
     for jobs, "jobs" (how they were read, as `parse_jobs` gives it).
 
-    Jobs come from a job file, or from `jobtext` (job-file text named `jobname` in messages,
-    or fio's command line as `CommandLineJobs`), only the `sections` named if any. The device
-    is a preset name or a device file (`device_text`, when given, is that file's text; see
-    `device_file` for MQSim's ssdconfig.xml). With `timeseries`, the per-interval series
-    (every `log_avg_msec`, unless a job sets its own) is written there as CSV, or as Parquet
-    when the name ends in .parquet. With `fio_logs`, the fio logs the jobs ask for
-    (`write_lat_log`, ...) are written in the current folder (from the first seed's run) and
-    "logs" lists them."""
+    `trace` is one block trace or a list of them, trace i replayed on host i. Jobs come from a
+    job file, or from `jobtext` (job-file text named `jobname` in messages, or fio's command
+    line as `CommandLineJobs`), only the `sections` named if any. The device is a preset name
+    or a device file (`device_text`, when given, is that file's text; see `device_file` for
+    MQSim's ssdconfig.xml). With `timeseries`, the per-interval series (every `log_avg_msec`,
+    unless a job sets its own) is written there as CSV, or as Parquet when the name ends in
+    .parquet. With `fio_logs`, the fio logs the jobs ask for (`write_lat_log`, ...) are written
+    in the current folder (from the first seed's run) and "logs" lists them."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
@@ -123,7 +123,7 @@ def run(
         jobtext, jobname = cmdline.text, COMMAND_LINE
     core_args = dict(
         **_job_source(jobfile, jobtext, jobname, sections),
-        trace=None if trace is None else str(trace),
+        trace=None if trace is None else [str(t) for t in _as_list(trace)],
         trace_format=trace_format,
         speed=speed,
         qd_cap=qd_cap,
@@ -192,6 +192,10 @@ def _run_with_series(device, sets, seed, repeat, output_format, timeseries, core
             result = _sim_run(device, sets, seed, repeat, output_format, scratch, core_args)
             _csv_to_parquet(scratch, staged)
         return result
+
+
+def _as_list(x: Any) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def _sim_run(

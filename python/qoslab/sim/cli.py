@@ -72,10 +72,11 @@ def sim(
         help="Run MQSim's workload.xml: a job per synthetic flow, a stonewall per scenario.",
         show_default="none",
     ),
-    trace: Path | None = typer.Option(
+    trace: list[Path] | None = typer.Option(
         None,
         "--trace",
-        help="Replay a block trace (MSR, SYSTOR'17, blkparse, fio iolog v2/v3).",
+        help="Replay a block trace (MSR, SYSTOR'17, blkparse, fio iolog v2/v3); repeat it for "
+        "several hosts: the i-th trace runs on host i.",
         show_default="none",
     ),
     trace_format: str = typer.Option(
@@ -158,6 +159,7 @@ def sim(
             raise InputError(f"--show-device: no preset '{show_device}' (presets: {names})")
         typer.echo(text, nl=False)
         return
+    trace = trace or None
     output_format = _output_formats(output_format)
     fio_args = ctx.meta.get(FIO_ARGS, [])
     jobs = dict(sections=section)
@@ -230,7 +232,7 @@ def sim(
         if plot is not None:
             from qoslab.sim.plot import timeseries_figure
 
-            title = str(trace or jobfile or "command line")
+            title = str(trace[0] if trace else jobfile or "command line")
             timeseries_figure(series, plot, title=title)
     if output is None:
         sys.stdout.write(result["text"])

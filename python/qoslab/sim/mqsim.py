@@ -283,14 +283,14 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
     entry = math.ceil((2 * math.ceil(math.log2(pages)) + sectors) / 8)
     put("media.ftl.cmt_entry_bytes", entry, "CMT entry: ceil((2 log2(pages) + sectors) / 8)")
     policy = device.choice("GC_Block_Selection_Policy", _GC_POLICIES)
-    put("media.ftl.gc_policy", policy, "GC_Block_Selection_Policy")
+    put("media.gc.victim", policy, "GC_Block_Selection_Policy")
     if device.values["GC_Block_Selection_Policy"].startswith("RANDOM"):
         # A random victim is the best of one random choice.
-        put("media.ftl.rga_choices", 1, "GC_Block_Selection_Policy = RANDOM: one random choice")
-    else:
+        put("media.gc.rga.choices", 1, "GC_Block_Selection_Policy = RANDOM: one random choice")
+    elif policy == "rga":
         choices = int(math.log2(sizes["blocks_per_plane"]))
-        put("media.ftl.rga_choices", choices, "MQSim's RGA: log2(Block_No_Per_Plane) choices")
-    put("media.ftl.gc_threshold", device.number("GC_Exec_Threshold"), "GC_Exec_Threshold")
+        put("media.gc.rga.choices", choices, "MQSim's RGA: log2(Block_No_Per_Plane) choices")
+    put("media.gc.threshold", device.number("GC_Exec_Threshold"), "GC_Exec_Threshold")
 
     cache_bytes = device.integer("Data_Cache_Capacity")
     if workload is not None and workload.caching and workload.caching <= {"TURNED_OFF"}:
@@ -393,6 +393,8 @@ def _toml(keys: dict[str, tuple[object, str]], source: Path) -> str:
         "media",
         "media.nand",
         "media.ftl",
+        "media.gc",
+        "media.gc.rga",
         "media.cache",
         "media.precondition",
     ):

@@ -5,198 +5,115 @@
 //! Defaults are MQSim's default `ssdconfig.xml` (configs/devices/mqsim/), so a device file only
 //! states where it differs from that drive.
 
-use qoslab_engine::Ns;
-use qoslab_engine::{ConfigError, Settings, Tunable};
+use qoslab_engine::{ConfigError, Ns, Settings};
 
-use super::geometry::{ALLOCATION_ORDERS, Geometry};
+use super::gate::{GATES, GateOps};
+use super::geometry::{AllocationOrder, Geometry, SetGrouping};
+use super::plugin::{lookup, settings_of};
+use super::priority::{PRIORITIES, PrioritySetup, ranks_of};
+use super::victim::{VICTIMS, VictimOps};
+use crate::SubTable;
 
-/// Every tunable of `[media] model = "ssd"`. Sub-tables of `[media]` group them: the array
-/// and controller at the top, then `[media.nand]`, `[media.ftl]`, `[media.cache]` and
-/// `[media.precondition]`.
-pub static SSD_TUNABLES: &[Tunable] = &[
-    Tunable::count("channels", 8, "flash channels").range(1.0, 1024.0),
-    Tunable::count("chips_per_channel", 4, "chips (ways) sharing one channel").range(1.0, 256.0),
-    Tunable::count("dies_per_chip", 2, "dies per chip; each works independently").range(1.0, 64.0),
-    Tunable::count("planes_per_die", 2, "planes per die; multi-plane commands serve several at once")
-        .range(1.0, 16.0),
-    Tunable::count("blocks_per_plane", 2048, "erase blocks per plane").range(2.0, 1e7),
-    Tunable::count("pages_per_block", 256, "pages per erase block").range(1.0, 65535.0),
-    Tunable::bytes("page_bytes", 8192, "flash page size (also the mapping unit)")
-        .range(512.0, 32768.0),
-    Tunable::rate(
-        "channel_rate",
-        1.0 / 3.0,
-        "channel data rate = transfer rate x width (MQSim's 333 MT/s x 1 B is 3 ns per byte)",
-    ),
-    Tunable::choice(
-        "allocation_order",
-        ALLOCATION_ORDERS,
-        "cwdp",
-        "static striping of consecutive logical pages: which level (Channel, Way, Die, Plane) moves first",
-    ),
-    Tunable::ns("read_overhead_ns", 0, "controller firmware time added to every read command"),
-    Tunable::ns("write_overhead_ns", 0, "controller firmware time added to every write command"),
-    Tunable::ns("flush_overhead_ns", 0, "controller time to process a FLUSH with nothing to drain"),
-    Tunable::choice(
-        "nand.cell",
-        &["slc", "mlc", "tlc", "qlc"],
-        "mlc",
-        "bits per cell: pages cycle through LSB, CSB, MSB, TSB types within a block",
-    ),
-    Tunable::ns("nand.read_lsb_ns", 75_000, "tR of an LSB page (every page of SLC)"),
-    Tunable::ns("nand.read_csb_ns", 75_000, "tR of a CSB page (TLC, QLC)"),
-    Tunable::ns("nand.read_msb_ns", 75_000, "tR of an MSB page (MLC, TLC, QLC)"),
-    Tunable::ns("nand.read_tsb_ns", 75_000, "tR of a TSB page (QLC)"),
-    Tunable::ns("nand.program_lsb_ns", 750_000, "tPROG of an LSB page"),
-    Tunable::ns("nand.program_csb_ns", 750_000, "tPROG of a CSB page"),
-    Tunable::ns("nand.program_msb_ns", 750_000, "tPROG of an MSB page"),
-    Tunable::ns("nand.program_tsb_ns", 750_000, "tPROG of a TSB page"),
-    Tunable::ns("nand.erase_ns", 3_800_000, "tBERS: block erase"),
-    Tunable::ns(
-        "nand.read_cmd_ns",
-        290,
-        "channel time of a single-plane read command and address (ONFI NV-DDR2: tCS + 6 tWC + tWB + tRR)",
-    ),
-    Tunable::ns(
-        "nand.read_cmd_per_plane_ns",
-        650,
-        "extra channel time per additional plane of a multi-plane read (tDBSY + 6 tWC)",
-    ),
-    Tunable::ns(
-        "nand.program_cmd_ns",
-        361,
-        "channel time of a single-plane program command and address, before the data",
-    ),
-    Tunable::ns(
-        "nand.program_cmd_per_plane_ns",
-        816,
-        "extra channel time per additional plane of a multi-plane program",
-    ),
-    Tunable::ns("nand.erase_cmd_ns", 220, "channel time of a single-plane erase command"),
-    Tunable::ns("nand.erase_cmd_per_plane_ns", 700, "extra channel time per additional plane of an erase"),
-    Tunable::flag(
-        "nand.multiplane",
-        true,
-        "combine operations of the same kind on different planes of one die into one command",
-    ),
-    Tunable::flag(
-        "nand.chip_exclusive",
-        false,
-        "a chip takes new commands only when all its dies are idle (MQSim's transaction scheduler); false: dies work independently (ONFI multi-LUN operation). Suspension needs false",
-    ),
-    Tunable::flag("nand.erase_suspend", true, "a read may suspend a running erase (MQSim: ERASE)"),
-    Tunable::flag("nand.program_suspend", false, "a read may suspend a running program"),
-    Tunable::ns("nand.suspend_erase_ns", 700_000, "time to suspend an erase"),
-    Tunable::ns("nand.suspend_program_ns", 100_000, "time to suspend a program"),
-    Tunable::ns(
-        "nand.suspend_min_remaining_ns",
-        700_000,
-        "suspend only if the running operation still has at least this long to go",
-    ),
-    Tunable::ratio(
-        "ftl.overprovisioning",
-        0.07,
-        "fraction of physical pages hidden from the host: logical pages = physical x (1 - this)",
-    )
-    .range(0.0, 0.9),
-    Tunable::choice(
-        "ftl.mapping",
-        &["dram", "cached"],
-        "cached",
-        "dram: the whole page map in controller DRAM; cached: a mapping cache (CMT) whose misses read the translation page from flash",
-    ),
-    Tunable::bytes("ftl.cmt_bytes", 2 << 20, "mapping cache capacity (mapping = cached)"),
-    Tunable::bytes(
-        "ftl.cmt_entry_bytes",
-        9,
-        "DRAM bytes per cached mapping entry (MQSim: ceil((2 log2(pages) + sectors per page) / 8))",
-    )
-    .range(1.0, 64.0),
-    Tunable::bytes(
-        "ftl.translation_entry_bytes",
-        6,
-        "bytes per entry in an on-flash translation page (entries per page = page_bytes / this)",
-    )
-    .range(1.0, 64.0),
-    Tunable::bytes(
-        "ftl.translation_read_bytes",
-        512,
-        "bytes moved over the channel when a mapping miss reads its translation page",
-    )
-    .range(1.0, 65536.0),
-    Tunable::choice(
-        "ftl.gc_policy",
-        &["greedy", "cost_benefit", "rga", "fifo"],
-        "rga",
-        "victim choice: fewest valid pages; Rosenblum's (1-u)/2u x age; best of d random (RGA, d-choices); oldest",
-    ),
-    Tunable::count(
-        "ftl.rga_choices",
-        0,
-        "d of the RGA policy; 0 = log2(blocks_per_plane) as MQSim (11 for 2048 blocks)",
-    ),
-    Tunable::ratio(
-        "ftl.gc_threshold",
-        0.05,
-        "a plane starts GC when its free blocks fall below this fraction of its blocks",
-    ),
-    Tunable::count(
-        "ftl.gc_min_free_blocks",
-        2,
-        "free blocks below which GC runs whatever gc_threshold says; host writes wait at 1 (kept for GC)",
-    )
-    .range(2.0, 1e6),
-    Tunable::flag(
-        "ftl.gc_timed",
-        true,
-        "false: GC copies and erases take no die or channel time (an ideal drive without GC interference; write amplification is still counted)",
-    ),
-    Tunable::flag(
-        "ftl.unmapped_reads_hit_flash",
-        true,
-        "a read of a never-written page still reads flash (as MQSim does); false: it completes after the controller overhead",
-    ),
-    Tunable::bytes("cache.bytes", 256 << 20, "write-back cache capacity; 0 = no cache (write-through)"),
-    Tunable::ratio(
-        "cache.writeback_start",
-        0.0,
-        "dirty fraction of the cache at which destaging to flash starts (0 = destage at once)",
-    ),
-    Tunable::count(
-        "cache.destage_per_plane",
-        2,
-        "most destage programs queued on one plane at a time",
-    )
-    .range(1.0, 1024.0),
-    Tunable::bytes("cache.dram_row_bytes", 8192, "DRAM row size"),
-    Tunable::count("cache.dram_rate_mts", 100, "DRAM transfer rate, mega-transfers per second")
-        .range(1.0, 1e6),
-    Tunable::bytes("cache.dram_burst_bytes", 1, "bytes per DRAM transfer").range(1.0, 4096.0),
-    Tunable::ns("cache.dram_trcd_ns", 13, "DRAM row-to-column delay"),
-    Tunable::ns("cache.dram_tcl_ns", 13, "DRAM CAS latency"),
-    Tunable::ns("cache.dram_trp_ns", 13, "DRAM row precharge"),
-    Tunable::flag(
-        "cache.plp",
-        false,
-        "power-loss protection: the cache is durable, so FLUSH completes at once, FUA needs no flash program, and power_fail loses no completed write",
-    ),
-    Tunable::ns(
-        "cache.power_fail_ns",
-        0,
-        "simulated time of a power failure (0 = none): without PLP every completed write still in the cache is lost",
-    ),
-    Tunable::ratio(
-        "precondition.fill",
-        0.0,
-        "fraction of the logical pages written before the run (0 = a fresh drive)",
-    ),
-    Tunable::choice(
-        "precondition.pattern",
-        &["sequential", "random"],
-        "random",
-        "how they were written: sequential leaves full blocks; random leaves the steady-state mix of valid and invalid pages of the GC policy",
-    ),
-];
+qoslab_engine::choice! {
+    /// Bits per cell: the page types a block cycles through.
+    pub enum CellType { Slc = "slc", Mlc = "mlc", Tlc = "tlc", Qlc = "qlc" }
+}
+
+qoslab_engine::choice! {
+    /// Where the page map lives.
+    pub enum Mapping { Dram = "dram", Cached = "cached" }
+}
+
+qoslab_engine::choice! {
+    /// Which dies form an NVM set.
+    pub enum SetsBy { Channel = "channel", Die = "die" }
+}
+
+qoslab_engine::choice! {
+    /// How preconditioning wrote the drive.
+    pub enum FillPattern { Sequential = "sequential", Random = "random" }
+}
+
+qoslab_engine::settings! {
+    /// Every tunable of `[media] model = "ssd"`. Sub-tables of `[media]` group them: the array
+    /// and controller at the top, then `[media.nand]`, `[media.ftl]`, `[media.gc]`,
+    /// `[media.cache]` and `[media.precondition]`; the plug-ins chosen by `nand.priority`,
+    /// `gc.victim` and `gc.gate` bring their own sub-tables (`[media.gc.rga]`).
+    pub struct SsdSettings in SSD_TUNABLES {
+        channels: u32 = count(8, "flash channels").range(1.0, 1024.0),
+        chips_per_channel: u32 = count(4, "chips (ways) sharing one channel").range(1.0, 256.0),
+        dies_per_chip: u32 = count(2, "dies per chip; each works independently").range(1.0, 64.0),
+        planes_per_die: u32 = count(2, "planes per die; multi-plane commands serve several at once").range(1.0, 16.0),
+        blocks_per_plane: u32 = count(2048, "erase blocks per plane").range(2.0, 1e7),
+        pages_per_block: u32 = count(256, "pages per erase block").range(1.0, 65535.0),
+        page_bytes: u32 = bytes(8192, "flash page size (also the mapping unit)").range(512.0, 32768.0),
+        channel_rate: f64 = rate(1.0 / 3.0, "channel data rate = transfer rate x width (MQSim's 333 MT/s x 1 B is 3 ns per byte)"),
+        allocation_order: AllocationOrder = choice(AllocationOrder::Cwdp, "static striping of consecutive logical pages: which level (Channel, Way, Die, Plane) moves first"),
+        read_overhead_ns: Ns = ns(0, "controller firmware time added to every read command"),
+        write_overhead_ns: Ns = ns(0, "controller firmware time added to every write command"),
+        flush_overhead_ns: Ns = ns(0, "controller time to process a FLUSH with nothing to drain"),
+        nvm_sets: u32 = count(1, "NVM sets: the dies split into this many groups, each with its own blocks, free pool and GC and one namespace (NSID = set number, from 1) of an equal share of the logical pages").range(1.0, 1024.0),
+        sets_by: SetsBy = choice(SetsBy::Channel, "which dies form a set: channel (whole channels per set) or die (the dies of every channel dealt out to the sets in turn)"),
+        nand_cell as "nand.cell": CellType = choice(CellType::Mlc, "bits per cell: pages cycle through LSB, CSB, MSB, TSB types within a block"),
+        read_lsb_ns as "nand.read_lsb_ns": Ns = ns(75_000, "tR of an LSB page (every page of SLC)"),
+        read_csb_ns as "nand.read_csb_ns": Ns = ns(75_000, "tR of a CSB page (TLC, QLC)"),
+        read_msb_ns as "nand.read_msb_ns": Ns = ns(75_000, "tR of an MSB page (MLC, TLC, QLC)"),
+        read_tsb_ns as "nand.read_tsb_ns": Ns = ns(75_000, "tR of a TSB page (QLC)"),
+        program_lsb_ns as "nand.program_lsb_ns": Ns = ns(750_000, "tPROG of an LSB page"),
+        program_csb_ns as "nand.program_csb_ns": Ns = ns(750_000, "tPROG of a CSB page"),
+        program_msb_ns as "nand.program_msb_ns": Ns = ns(750_000, "tPROG of an MSB page"),
+        program_tsb_ns as "nand.program_tsb_ns": Ns = ns(750_000, "tPROG of a TSB page"),
+        erase_ns as "nand.erase_ns": Ns = ns(3_800_000, "tBERS: block erase"),
+        read_cmd_ns as "nand.read_cmd_ns": Ns = ns(290, "channel time of a single-plane read command and address (ONFI NV-DDR2: tCS + 6 tWC + tWB + tRR)"),
+        read_cmd_per_plane_ns as "nand.read_cmd_per_plane_ns": Ns = ns(650, "extra channel time per additional plane of a multi-plane read (tDBSY + 6 tWC)"),
+        program_cmd_ns as "nand.program_cmd_ns": Ns = ns(361, "channel time of a single-plane program command and address, before the data"),
+        program_cmd_per_plane_ns as "nand.program_cmd_per_plane_ns": Ns = ns(816, "extra channel time per additional plane of a multi-plane program"),
+        erase_cmd_ns as "nand.erase_cmd_ns": Ns = ns(220, "channel time of a single-plane erase command"),
+        erase_cmd_per_plane_ns as "nand.erase_cmd_per_plane_ns": Ns = ns(700, "extra channel time per additional plane of an erase"),
+        multiplane as "nand.multiplane": bool = flag(true, "combine operations of the same kind on different planes of one die into one command"),
+        chip_exclusive as "nand.chip_exclusive": bool = flag(false, "a chip takes new commands only when all its dies are idle (MQSim's transaction scheduler); false: dies work independently (ONFI multi-LUN operation). Suspension needs false"),
+        erase_suspend as "nand.erase_suspend": bool = flag(true, "a read may suspend a running erase (MQSim: ERASE)"),
+        program_suspend as "nand.program_suspend": bool = flag(false, "a read may suspend a running program"),
+        suspend_erase_ns as "nand.suspend_erase_ns": Ns = ns(700_000, "time to suspend an erase"),
+        suspend_program_ns as "nand.suspend_program_ns": Ns = ns(100_000, "time to suspend a program"),
+        suspend_min_remaining_ns as "nand.suspend_min_remaining_ns": Ns = ns(700_000, "suspend only if the running operation still has at least this long to go"),
+        priority as "nand.priority": String = text("reads_first", "order in which a die and a channel serve operations by class: a die priority's name (reads_first: mapping reads, host reads, host writes, GC; writes_first: host writes before host reads); its tunables are [media.nand.NAME]"),
+        overprovisioning as "ftl.overprovisioning": f64 = ratio(0.07, "fraction of physical pages hidden from the host: logical pages = physical x (1 - this)").range(0.0, 0.9),
+        mapping as "ftl.mapping": Mapping = choice(Mapping::Cached, "dram: the whole page map in controller DRAM; cached: a mapping cache (CMT) whose misses read the translation page from flash"),
+        cmt_bytes as "ftl.cmt_bytes": u64 = bytes(2 << 20, "mapping cache capacity (mapping = cached)"),
+        cmt_entry_bytes as "ftl.cmt_entry_bytes": u64 = bytes(9, "DRAM bytes per cached mapping entry (MQSim: ceil((2 log2(pages) + sectors per page) / 8))").range(1.0, 64.0),
+        translation_entry_bytes as "ftl.translation_entry_bytes": u64 = bytes(6, "bytes per entry in an on-flash translation page (entries per page = page_bytes / this)").range(1.0, 64.0),
+        translation_read_bytes as "ftl.translation_read_bytes": u32 = bytes(512, "bytes moved over the channel when a mapping miss reads its translation page").range(1.0, 65536.0),
+        unmapped_reads_hit_flash as "ftl.unmapped_reads_hit_flash": bool = flag(true, "a read of a never-written page still reads flash (as MQSim does); false: it completes after the controller overhead"),
+        gc_victim as "gc.victim": String = text("rga", "victim choice: a victim policy's name (greedy: fewest valid pages; cost_benefit: Rosenblum's (1-u)/2u x age; rga: best of d random; fifo: oldest); its tunables are [media.gc.NAME]"),
+        gc_gate as "gc.gate": String = text("always", "when GC may run on an NVM set: a gate's name (always); its tunables are [media.gc.NAME]"),
+        gc_threshold as "gc.threshold": f64 = ratio(0.05, "a plane starts GC when its free blocks fall below this fraction of its blocks"),
+        gc_min_free_blocks as "gc.min_free_blocks": u32 = count(2, "free blocks below which GC runs whatever gc.threshold says; host writes wait at 1 (kept for GC)").range(2.0, 1e6),
+        gc_timed as "gc.timed": bool = flag(true, "false: GC copies and erases take no die or channel time (an ideal drive without GC interference; write amplification is still counted)"),
+        cache_bytes as "cache.bytes": u64 = bytes(256 << 20, "write-back cache capacity; 0 = no cache (write-through)"),
+        writeback_start as "cache.writeback_start": f64 = ratio(0.0, "dirty fraction of the cache at which destaging to flash starts (0 = destage at once)"),
+        destage_per_plane as "cache.destage_per_plane": u32 = count(2, "most destage programs queued on one plane at a time").range(1.0, 1024.0),
+        dram_row_bytes as "cache.dram_row_bytes": u64 = bytes(8192, "DRAM row size"),
+        dram_rate_mts as "cache.dram_rate_mts": f64 = count(100, "DRAM transfer rate, mega-transfers per second").range(1.0, 1e6),
+        dram_burst_bytes as "cache.dram_burst_bytes": u64 = bytes(1, "bytes per DRAM transfer").range(1.0, 4096.0),
+        dram_trcd_ns as "cache.dram_trcd_ns": Ns = ns(13, "DRAM row-to-column delay"),
+        dram_tcl_ns as "cache.dram_tcl_ns": Ns = ns(13, "DRAM CAS latency"),
+        dram_trp_ns as "cache.dram_trp_ns": Ns = ns(13, "DRAM row precharge"),
+        plp as "cache.plp": bool = flag(false, "power-loss protection: the cache is durable, so FLUSH completes at once, FUA needs no flash program, and power_fail loses no completed write"),
+        power_fail_ns as "cache.power_fail_ns": Ns = ns(0, "simulated time of a power failure (0 = none): without PLP every completed write still in the cache is lost"),
+        fill as "precondition.fill": f64 = ratio(0.0, "fraction of the logical pages written before the run (0 = a fresh drive)"),
+        fill_pattern as "precondition.pattern": FillPattern = choice(FillPattern::Random, "how they were written: sequential leaves full blocks; random leaves the steady-state mix of valid and invalid pages of the GC policy"),
+    }
+}
+
+/// The sub-tables of the SSD's plug-ins, each `[media.KEY]`.
+pub fn sub_tables() -> Vec<SubTable> {
+    let mut out = Vec::new();
+    super::plugin::sub_tables("nand", PRIORITIES, &mut out);
+    super::plugin::sub_tables("gc", VICTIMS, &mut out);
+    super::plugin::sub_tables("gc", GATES, &mut out);
+    out
+}
 
 /// The per-page-type latencies of one cell type, in page order within a block.
 #[derive(Clone, Debug)]
@@ -216,23 +133,8 @@ impl CellTimings {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GcPolicy {
-    Greedy,
-    CostBenefit,
-    /// Best of `d` blocks drawn at random (MQSim's RGA; Van Houdt's d-choices).
-    Rga(u32),
-    Fifo,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FillPattern {
-    Sequential,
-    Random,
-}
-
 /// A validated SSD configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SsdConfig {
     pub geo: Geometry,
     /// Bytes per ns on a channel.
@@ -256,6 +158,8 @@ pub struct SsdConfig {
     pub suspend_erase_ns: Ns,
     pub suspend_program_ns: Ns,
     pub suspend_min_remaining_ns: Ns,
+    /// The rank of each operation class at the dies and channels (the die priority's).
+    pub die_ranks: [u8; super::flash::CLASSES],
 
     pub logical_pages: u32,
     pub mapping_cached: bool,
@@ -263,9 +167,16 @@ pub struct SsdConfig {
     pub cmt_entries: u32,
     pub translation_entries_per_page: u32,
     pub translation_read_bytes: u32,
-    pub gc_policy: GcPolicy,
+    /// The GC victim policy and its sub-table.
+    pub victim: &'static VictimOps,
+    pub victim_settings: Settings,
+    /// The GC gate and its sub-table.
+    pub gate: &'static GateOps,
+    pub gate_settings: Settings,
     /// GC starts when a plane has fewer free blocks than this.
     pub gc_start_free_blocks: u32,
+    /// Below this many free blocks GC runs whatever the GC gate says.
+    pub gc_min_free_blocks: u32,
     pub gc_timed: bool,
     pub unmapped_reads_hit_flash: bool,
 
@@ -285,27 +196,31 @@ pub struct SsdConfig {
     pub fill_pattern: FillPattern,
 }
 
-impl SsdConfig {
-    /// Checks the combination of values and derives the model's configuration.
-    pub fn from_settings(s: &Settings) -> Result<SsdConfig, ConfigError> {
-        let err = |msg: String| Err(ConfigError::new(msg));
+impl std::fmt::Debug for SsdConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SsdConfig")
+            .field("geo", &self.geo)
+            .field("logical_pages", &self.logical_pages)
+            .field("victim", &self.victim.name)
+            .field("gate", &self.gate.name)
+            .finish_non_exhaustive()
+    }
+}
 
-        let u32_of = |settings: &Settings, name: &str| -> Result<u32, ConfigError> {
-            u32::try_from(settings.u64(name)).map_err(|_| {
-                ConfigError::new(format!(
-                    "field '{}.{name}': expected a value below 2^32, got {}",
-                    settings.section(),
-                    settings.u64(name)
-                ))
-            })
-        };
-        let channels = u32_of(s, "channels")?;
-        let ways = u32_of(s, "chips_per_channel")?;
-        let dies = u32_of(s, "dies_per_chip")?;
-        let planes = u32_of(s, "planes_per_die")?;
-        let blocks = u32_of(s, "blocks_per_plane")?;
-        let pages = u32_of(s, "pages_per_block")?;
-        let page_bytes = u32_of(s, "page_bytes")?;
+impl SsdConfig {
+    /// Checks the combination of values and derives the model's configuration from the
+    /// `[media]` settings and the plug-ins' sub-tables (`sections`, each `[media.KEY]`; those
+    /// missing keep their defaults).
+    pub fn from_settings(s: &Settings, sections: &[Settings]) -> Result<SsdConfig, ConfigError> {
+        let err = |msg: String| Err(ConfigError::new(msg));
+        let t = SsdSettings::from_settings(s);
+        let (channels, ways, dies, planes) = (
+            t.channels,
+            t.chips_per_channel,
+            t.dies_per_chip,
+            t.planes_per_die,
+        );
+        let (blocks, pages, page_bytes) = (t.blocks_per_plane, t.pages_per_block, t.page_bytes);
         if page_bytes % 512 != 0 {
             return err(format!(
                 "field 'media.page_bytes': expected a multiple of 512 bytes, got {page_bytes}"
@@ -323,129 +238,142 @@ impl SsdConfig {
             ));
         }
         let geo = Geometry::new(channels, ways, dies, planes, blocks, pages, page_bytes)
-            .with_order(s.str("allocation_order"));
-        let channel_rate = s.f64("channel_rate");
-        if channel_rate <= 0.0 {
+            .with_order(t.allocation_order.name());
+        if t.channel_rate <= 0.0 {
             return err("field 'media.channel_rate': expected a positive rate, got 0".into());
         }
 
-        let bits = match s.str("nand.cell") {
-            "slc" => 1,
-            "mlc" => 2,
-            "tlc" => 3,
-            _ => 4,
-        };
         // Page types in block order: LSB, MSB for MLC; LSB, CSB, MSB for TLC; LSB, CSB, MSB,
         // TSB for QLC (MQSim's convention).
-        let kinds: &[&str] = match bits {
-            1 => &["lsb"],
-            2 => &["lsb", "msb"],
-            3 => &["lsb", "csb", "msb"],
-            _ => &["lsb", "csb", "msb", "tsb"],
+        let (read_ns, program_ns) = match t.nand_cell {
+            CellType::Slc => (vec![t.read_lsb_ns], vec![t.program_lsb_ns]),
+            CellType::Mlc => (
+                vec![t.read_lsb_ns, t.read_msb_ns],
+                vec![t.program_lsb_ns, t.program_msb_ns],
+            ),
+            CellType::Tlc => (
+                vec![t.read_lsb_ns, t.read_csb_ns, t.read_msb_ns],
+                vec![t.program_lsb_ns, t.program_csb_ns, t.program_msb_ns],
+            ),
+            CellType::Qlc => (
+                vec![t.read_lsb_ns, t.read_csb_ns, t.read_msb_ns, t.read_tsb_ns],
+                vec![
+                    t.program_lsb_ns,
+                    t.program_csb_ns,
+                    t.program_msb_ns,
+                    t.program_tsb_ns,
+                ],
+            ),
         };
         let cell = CellTimings {
-            read_ns: kinds
-                .iter()
-                .map(|k| s.u64(&format!("nand.read_{k}_ns")))
-                .collect(),
-            program_ns: kinds
-                .iter()
-                .map(|k| s.u64(&format!("nand.program_{k}_ns")))
-                .collect(),
+            read_ns,
+            program_ns,
         };
 
-        let op = s.f64("ftl.overprovisioning");
-        let logical = (geo.physical_pages() as f64 * (1.0 - op)).floor() as u64;
-        let gc_min = u32_of(s, "ftl.gc_min_free_blocks")?;
-        let gc_start = ((s.f64("ftl.gc_threshold") * f64::from(blocks)) as u32).max(gc_min);
+        let priority = lookup(PRIORITIES, "media.nand.priority", &t.priority)?;
+        let priority_settings = settings_of("nand", PRIORITIES, priority, sections)?;
+        let build = priority.build.expect("checked by lookup");
+        let die_ranks = ranks_of(
+            build(&PrioritySetup {
+                settings: &priority_settings,
+            })
+            .as_ref(),
+        )
+        .map_err(|m| ConfigError::new(format!("field 'media.nand.priority': {m}")))?;
+        let victim = lookup(VICTIMS, "media.gc.victim", &t.gc_victim)?;
+        let victim_settings = settings_of("gc", VICTIMS, victim, sections)?;
+        let gate = lookup(GATES, "media.gc.gate", &t.gc_gate)?;
+        let gate_settings = settings_of("gc", GATES, gate, sections)?;
+
+        // Each set exports an equal share of the logical pages (whole pages: the remainder of
+        // an uneven split is left unused).
+        let logical_all = (geo.physical_pages() as f64 * (1.0 - t.overprovisioning)).floor() as u64;
+        let per_set = (logical_all / u64::from(t.nvm_sets)) as u32;
+        let logical = u64::from(per_set) * u64::from(t.nvm_sets);
+        let grouping = match t.sets_by {
+            SetsBy::Channel => SetGrouping::Channel,
+            SetsBy::Die => SetGrouping::Die,
+        };
+        let geo = geo
+            .with_sets(t.nvm_sets, grouping, per_set)
+            .map_err(|m| ConfigError::new(format!("field 'media.nvm_sets': {m}")))?;
+        let gc_start = ((t.gc_threshold * f64::from(blocks)) as u32).max(t.gc_min_free_blocks);
         // Each plane needs room for its logical pages plus the free blocks GC keeps and the two
         // open blocks (host and GC frontiers).
-        let per_plane_logical = logical.div_ceil(u64::from(geo.planes()));
+        let per_plane_logical = u64::from(per_set).div_ceil(u64::from(geo.planes() / t.nvm_sets));
         let per_plane_room = u64::from(blocks.saturating_sub(gc_start + 2)) * u64::from(pages);
         if per_plane_logical > per_plane_room {
             return err(format!(
-                "impossible geometry: {per_plane_logical} logical pages per plane do not fit in the {per_plane_room} pages left after {gc_start} free blocks for GC and 2 open blocks (raise media.ftl.overprovisioning or lower media.ftl.gc_threshold)"
+                "impossible geometry: {per_plane_logical} logical pages per plane do not fit in the {per_plane_room} pages left after {gc_start} free blocks for GC and 2 open blocks (raise media.ftl.overprovisioning or lower media.gc.threshold)"
             ));
         }
-        let rga = match s.u64("ftl.rga_choices") {
-            0 => (f64::from(blocks).log2().floor() as u32).max(1),
-            d => u32_of(s, "ftl.rga_choices")
-                .map(|v| v.min(blocks))
-                .unwrap_or(d as u32),
-        };
-        let gc_policy = match s.str("ftl.gc_policy") {
-            "greedy" => GcPolicy::Greedy,
-            "cost_benefit" => GcPolicy::CostBenefit,
-            "fifo" => GcPolicy::Fifo,
-            _ => GcPolicy::Rga(rga),
-        };
         let translation_entries_per_page =
-            (u64::from(page_bytes) / s.u64("ftl.translation_entry_bytes")).max(1) as u32;
-        let cmt_entries =
-            (s.u64("ftl.cmt_bytes") / s.u64("ftl.cmt_entry_bytes")).min(u64::from(u32::MAX)) as u32;
-        let mapping_cached = s.str("ftl.mapping") == "cached";
+            (u64::from(page_bytes) / t.translation_entry_bytes).max(1) as u32;
+        let cmt_entries = (t.cmt_bytes / t.cmt_entry_bytes).min(u64::from(u32::MAX)) as u32;
+        let mapping_cached = t.mapping == Mapping::Cached;
         if mapping_cached && cmt_entries == 0 {
             return err(format!(
                 "field 'media.ftl.cmt_bytes': a cached mapping needs room for at least one {}-byte entry",
-                s.u64("ftl.cmt_entry_bytes")
+                t.cmt_entry_bytes
             ));
         }
 
-        let cache_pages =
-            (s.u64("cache.bytes") / u64::from(page_bytes)).min(u64::from(u32::MAX)) as u32;
-        if s.u64("cache.bytes") > 0 && cache_pages == 0 {
+        let cache_pages = (t.cache_bytes / u64::from(page_bytes)).min(u64::from(u32::MAX)) as u32;
+        if t.cache_bytes > 0 && cache_pages == 0 {
             return err(format!(
                 "field 'media.cache.bytes': expected 0 or at least one page ({page_bytes} bytes), got {}",
-                s.u64("cache.bytes")
+                t.cache_bytes
             ));
         }
 
         Ok(SsdConfig {
             geo,
-            channel_rate,
-            read_overhead_ns: s.u64("read_overhead_ns"),
-            write_overhead_ns: s.u64("write_overhead_ns"),
-            flush_overhead_ns: s.u64("flush_overhead_ns"),
+            channel_rate: t.channel_rate,
+            read_overhead_ns: t.read_overhead_ns,
+            write_overhead_ns: t.write_overhead_ns,
+            flush_overhead_ns: t.flush_overhead_ns,
             cell,
-            erase_ns: s.u64("nand.erase_ns"),
-            read_cmd_ns: s.u64("nand.read_cmd_ns"),
-            read_cmd_per_plane_ns: s.u64("nand.read_cmd_per_plane_ns"),
-            program_cmd_ns: s.u64("nand.program_cmd_ns"),
-            program_cmd_per_plane_ns: s.u64("nand.program_cmd_per_plane_ns"),
-            erase_cmd_ns: s.u64("nand.erase_cmd_ns"),
-            erase_cmd_per_plane_ns: s.u64("nand.erase_cmd_per_plane_ns"),
-            multiplane: s.bool("nand.multiplane"),
-            chip_exclusive: s.bool("nand.chip_exclusive"),
-            erase_suspend: s.bool("nand.erase_suspend"),
-            program_suspend: s.bool("nand.program_suspend"),
-            suspend_erase_ns: s.u64("nand.suspend_erase_ns"),
-            suspend_program_ns: s.u64("nand.suspend_program_ns"),
-            suspend_min_remaining_ns: s.u64("nand.suspend_min_remaining_ns"),
+            erase_ns: t.erase_ns,
+            read_cmd_ns: t.read_cmd_ns,
+            read_cmd_per_plane_ns: t.read_cmd_per_plane_ns,
+            program_cmd_ns: t.program_cmd_ns,
+            program_cmd_per_plane_ns: t.program_cmd_per_plane_ns,
+            erase_cmd_ns: t.erase_cmd_ns,
+            erase_cmd_per_plane_ns: t.erase_cmd_per_plane_ns,
+            multiplane: t.multiplane,
+            chip_exclusive: t.chip_exclusive,
+            erase_suspend: t.erase_suspend,
+            program_suspend: t.program_suspend,
+            suspend_erase_ns: t.suspend_erase_ns,
+            suspend_program_ns: t.suspend_program_ns,
+            suspend_min_remaining_ns: t.suspend_min_remaining_ns,
+            die_ranks,
             logical_pages: logical as u32,
             mapping_cached,
             cmt_entries,
             translation_entries_per_page,
-            translation_read_bytes: s.u64("ftl.translation_read_bytes") as u32,
-            gc_policy,
+            translation_read_bytes: t.translation_read_bytes,
+            victim,
+            victim_settings,
+            gate,
+            gate_settings,
             gc_start_free_blocks: gc_start,
-            gc_timed: s.bool("ftl.gc_timed"),
-            unmapped_reads_hit_flash: s.bool("ftl.unmapped_reads_hit_flash"),
+            gc_min_free_blocks: t.gc_min_free_blocks,
+            gc_timed: t.gc_timed,
+            unmapped_reads_hit_flash: t.unmapped_reads_hit_flash,
             cache_pages,
-            writeback_start: s.f64("cache.writeback_start"),
-            destage_per_plane: s.u64("cache.destage_per_plane") as u32,
-            dram_row_bytes: s.u64("cache.dram_row_bytes").max(1),
-            dram_ns_per_transfer: 1000.0 / s.f64("cache.dram_rate_mts"),
-            dram_burst_bytes: s.u64("cache.dram_burst_bytes"),
-            dram_trcd_ns: s.u64("cache.dram_trcd_ns"),
-            dram_tcl_ns: s.u64("cache.dram_tcl_ns"),
-            dram_trp_ns: s.u64("cache.dram_trp_ns"),
-            plp: s.bool("cache.plp"),
-            power_fail_ns: s.u64("cache.power_fail_ns"),
-            fill: s.f64("precondition.fill"),
-            fill_pattern: match s.str("precondition.pattern") {
-                "sequential" => FillPattern::Sequential,
-                _ => FillPattern::Random,
-            },
+            writeback_start: t.writeback_start,
+            destage_per_plane: t.destage_per_plane,
+            dram_row_bytes: t.dram_row_bytes.max(1),
+            dram_ns_per_transfer: 1000.0 / t.dram_rate_mts,
+            dram_burst_bytes: t.dram_burst_bytes,
+            dram_trcd_ns: t.dram_trcd_ns,
+            dram_tcl_ns: t.dram_tcl_ns,
+            dram_trp_ns: t.dram_trp_ns,
+            plp: t.plp,
+            power_fail_ns: t.power_fail_ns,
+            fill: t.fill,
+            fill_pattern: t.fill_pattern,
         })
     }
 
@@ -486,9 +414,13 @@ mod tests {
 
     fn build(text: &str) -> Result<SsdConfig, ConfigError> {
         let mut doc = ConfigDoc::parse(Path::new("dev.toml"), &format!("[media]\n{text}"))?;
+        let subs = sub_tables()
+            .iter()
+            .map(|t| doc.section(&format!("media.{}", t.key), t.tunables))
+            .collect::<Result<Vec<_>, _>>()?;
         let s = doc.section("media", SSD_TUNABLES)?;
         doc.finish()?;
-        SsdConfig::from_settings(&s)
+        SsdConfig::from_settings(&s, &subs)
     }
 
     #[test]
@@ -500,7 +432,9 @@ mod tests {
         assert_eq!(c.transfer_ns(8192), 24_576);
         assert_eq!(c.transfer_ns(512), 1_536);
         assert_eq!(c.gc_start_free_blocks, 102);
-        assert_eq!(c.gc_policy, GcPolicy::Rga(11));
+        assert_eq!(c.victim.name, "rga");
+        assert_eq!(c.gate.name, "always");
+        assert_eq!(c.die_ranks, [0, 1, 2, 3]);
         assert_eq!(c.cmt_entries, 233_016);
         assert_eq!(c.translation_entries_per_page, 1365);
         assert_eq!(c.cache_pages, 32_768);
@@ -550,6 +484,30 @@ mod tests {
         assert!(
             e.starts_with("dev.toml:2: unknown key 'media.chanels'"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn plug_ins_are_chosen_by_name_and_read_their_own_sub_tables() {
+        let c = build("[media.gc]\nvictim = \"rga\"\n[media.gc.rga]\nchoices = 5\n").unwrap();
+        assert_eq!(c.victim.name, "rga");
+        assert_eq!(c.victim_settings.u64("choices"), 5);
+        let c = build("[media.nand]\npriority = \"writes_first\"\n").unwrap();
+        assert_eq!(c.die_ranks, [0, 2, 1, 3]);
+        let e = build("[media.gc]\nvictim = \"lru\"\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "field 'media.gc.victim': expected one of greedy, cost_benefit, rga, fifo, got 'lru'"
+        );
+        // A sub-table of a policy that is not chosen would do nothing: it is an error.
+        let e = build("[media.gc]\nvictim = \"greedy\"\n[media.gc.rga]\nchoices = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "field 'media.gc.rga.choices': the GC victim policy is 'greedy', not 'rga' (remove [media.gc.rga] or choose 'rga')"
         );
     }
 }

@@ -5,10 +5,11 @@
 //! channel again to move the data out; the die stays busy until the data has left its page
 //! register. A program holds the channel for command and data in, then the die for tPROG; an
 //! erase holds the channel for its command, then the die for tBERS. Each die serves its queue
-//! by class (mapping reads, host reads, host writes, GC), FIFO within a class, and may join
-//! operations of the same kind on its other planes into one multi-plane command. Channels serve
-//! waiting dies by class, data out before commands. A read may suspend an erase (or program)
-//! that still has `suspend_min_remaining_ns` to run; the die resumes it when no read waits.
+//! by the rank the die priority plug-in gives each class (mapping reads, host reads, host
+//! writes, GC), FIFO within a rank, and may join operations of the same kind on its other planes
+//! into one multi-plane command. Channels serve waiting dies by rank, commands before data outs.
+//! A read may suspend an erase (or program) that still has `suspend_min_remaining_ns` to run;
+//! the die resumes it when no read waits.
 //!
 //! The channel is held as a reservation (`busy_until`): an event is scheduled only when a die
 //! waits for it, so an uncontended read costs two events (array done, data out done).
@@ -38,7 +39,8 @@ pub enum OpKind {
     Erase,
 }
 
-/// Who wants the operation; the lower, the sooner a die and a channel serve it.
+/// Who wants the operation. The die priority plug-in ranks the classes: the lower a class's
+/// rank, the sooner a die and a channel serve it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum OpClass {
@@ -49,7 +51,8 @@ pub enum OpClass {
     Gc = 3,
 }
 
-const CLASSES: usize = 4;
+/// Operation classes (and ranks).
+pub const CLASSES: usize = 4;
 /// Most planes one multi-plane command addresses (ONFI's limit, as MQSim's command tables).
 const MAX_MULTIPLANE: usize = 4;
 /// Most planes per die: a die's (class, plane) queues fit one `u64` of non-empty bits.
@@ -68,7 +71,7 @@ pub struct FlashOp<T> {
     pub owner: T,
 }
 
-/// One (class, plane) queue of a die: the waiting operations with their arrival order (FIFO
+/// One (rank, plane) queue of a die: the waiting operations with their arrival order (FIFO
 /// across the planes of a die), and how many GC reads not yet made operations stand before
 /// them (the plane's `GcReads`), with the arrival order of the first.
 #[derive(Clone, Debug)]
@@ -122,7 +125,7 @@ impl<T> Batch<T> {
 
 #[derive(Clone, Debug)]
 struct Die<T> {
-    /// Bit `class * planes_per_die + plane` is set when that queue holds an operation.
+    /// Bit `rank * planes_per_die + plane` is set when that queue holds an operation.
     nonempty: u64,
     state: DieState,
     batch: Batch<T>,
@@ -135,7 +138,7 @@ struct Die<T> {
 
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
-    /// Class, then commands before data-outs, then arrival: `class << 62 | data_out << 61 |
+    /// Rank, then commands before data-outs, then arrival: `rank << 62 | data_out << 61 |
     /// seq`, the lowest served first.
     rank: u64,
     die: u32,
@@ -171,7 +174,7 @@ pub struct FlashStats {
 pub struct FlashArray<T> {
     dies: Vec<Die<T>>,
     channels: Vec<Channel>,
-    /// Every die's queues: `die * CLASSES * planes_per_die + class * planes_per_die + plane`.
+    /// Every die's queues: `die * CLASSES * planes_per_die + rank * planes_per_die + plane`.
     queues: Vec<Queue<T>>,
     /// Per plane (array-wide numbering).
     gc_reads: Vec<GcReads<T>>,
@@ -187,6 +190,8 @@ pub struct FlashArray<T> {
     /// A die's queue bits of the classes that may run while an erase or program is
     /// suspended (mapping and host reads).
     read_queues: u64,
+    /// The rank of each class (the die priority plug-in's choice).
+    ranks: [u8; CLASSES],
     /// Operations finished since the owner last drained them.
     pub done: Vec<FlashOp<T>>,
     /// Owners of programs whose command went out since the owner last drained them.
@@ -280,7 +285,14 @@ impl<T: Copy + Default> FlashArray<T> {
             per_cell: Divisor::new(cfg.cell.read_ns.len() as u32),
             planes_per_die: g.planes_per_die,
             plane_bits: (1u64 << g.planes_per_die) - 1,
-            read_queues: (1u64 << ((OpClass::HostRead as u32 + 1) * g.planes_per_die)) - 1,
+            read_queues: [OpClass::Mapping, OpClass::HostRead]
+                .iter()
+                .map(|&c| {
+                    ((1u64 << g.planes_per_die) - 1)
+                        << (cfg.die_ranks[c as usize] as u32 * g.planes_per_die)
+                })
+                .fold(0, |a, b| a | b),
+            ranks: cfg.die_ranks,
             done: Vec::new(),
             programs_started: Vec::new(),
             stats: FlashStats::default(),
@@ -334,6 +346,11 @@ impl<T: Copy + Default> FlashArray<T> {
     }
 
     #[inline]
+    fn rank(&self, class: OpClass) -> usize {
+        self.ranks[class as usize] as usize
+    }
+
+    #[inline]
     fn queue_index(&self, d: u32, q: usize) -> usize {
         d as usize * CLASSES * self.planes_per_die as usize + q
     }
@@ -343,7 +360,7 @@ impl<T: Copy + Default> FlashArray<T> {
         self.seq += 1;
         let d = self.die_of(op.ppa);
         let plane = self.per_die.modulo(self.plane_of(op.ppa));
-        let q = op.class as usize * self.planes_per_die as usize + plane as usize;
+        let q = self.rank(op.class) * self.planes_per_die as usize + plane as usize;
         let qi = self.queue_index(d, q);
         self.queues[qi].ops.push_back((self.seq, op));
         self.dies[d as usize].nonempty |= 1 << q;
@@ -364,7 +381,7 @@ impl<T: Copy + Default> FlashArray<T> {
         };
         let d = self.die_of(first);
         let plane = self.plane_of(first);
-        let q = OpClass::Gc as usize * self.planes_per_die as usize
+        let q = self.rank(OpClass::Gc) * self.planes_per_die as usize
             + self.per_die.modulo(plane) as usize;
         let qi = self.queue_index(d, q);
         let queue = &mut self.queues[qi];
@@ -538,7 +555,7 @@ impl<T: Copy + Default> FlashArray<T> {
         let ppd = self.planes_per_die as usize;
         let class_bit = self.per_die.quot(waiting.trailing_zeros()) as usize * ppd;
         let planes = (waiting >> class_bit) & self.plane_bits;
-        // Queue index of the class's plane 0 on this die.
+        // Queue index of the rank's plane 0 on this die.
         let base = self.queue_index(d, class_bit);
         // The oldest head among the class's plane queues goes first; heads of the same kind on
         // the die's other planes may join it in one multi-plane command.
@@ -625,6 +642,7 @@ impl<T: Copy + Default> FlashArray<T> {
         ctx: &mut impl StageCtx<SsdEvent>,
     ) {
         let now = ctx.now_ns();
+        let rank = self.rank(class) as u64;
         let ch = self.dies[d as usize].channel;
         let channel = &mut self.channels[ch as usize];
         if !channel.handing_over && channel.waiters.is_empty() && channel.busy_until <= now {
@@ -634,7 +652,7 @@ impl<T: Copy + Default> FlashArray<T> {
         self.seq += 1;
         debug_assert!(self.seq < 1 << 61);
         channel.waiters.push(Waiter {
-            rank: (class as u64) << 62 | u64::from(data_out) << 61 | self.seq,
+            rank: rank << 62 | u64::from(data_out) << 61 | self.seq,
             die: d,
             data_out,
             duration_ns,

@@ -8,11 +8,9 @@
 
 use std::collections::VecDeque;
 
-use qoslab_engine::RngStream;
-
-use super::config::GcPolicy;
 use super::geometry::Geometry;
 use super::prefetch;
+use super::victim::VictimPolicy;
 
 /// "No page": an unmapped logical page, or a physical page holding no valid data.
 pub const NONE: u32 = u32::MAX;
@@ -89,8 +87,6 @@ struct Plane {
     /// Head of the list of sealed blocks with `i` valid pages (global block numbers), when
     /// the policy keeps lists.
     buckets: Vec<u32>,
-    /// Sealed blocks in sealing order (FIFO policy).
-    fifo: VecDeque<u32>,
 }
 
 /// Counters for the report.
@@ -122,11 +118,11 @@ pub struct Ftl {
     p2l: Vec<u32>,
     blocks: Vec<Block>,
     planes: Vec<Plane>,
-    policy: GcPolicy,
-    /// Whether the valid-count lists are kept: greedy, cost-benefit and FIFO consult them at
-    /// every choice; RGA draws blocks at random and only falls back to the emptiest block
-    /// when every draw is full, so it finds that block by a scan of the plane instead of
-    /// keeping lists on every page invalidated.
+    policy: Box<dyn VictimPolicy>,
+    /// Whether the valid-count lists are kept (the policy's `valid_lists` capability): a
+    /// policy that looks at the emptiest blocks at every choice reads them; one that draws a
+    /// few blocks at random finds the emptiest by a scan of the plane, on the rare occasion it
+    /// needs it, instead of keeping lists on every page invalidated.
     lists: bool,
     /// Joins of blocks to valid-count lists so far (`Block::linked_at`).
     link_clock: u64,
@@ -136,8 +132,14 @@ pub struct Ftl {
 }
 
 impl Ftl {
-    /// A fresh drive: every block erased, no logical page mapped.
-    pub fn new(geo: Geometry, logical_pages: u32, policy: GcPolicy) -> Self {
+    /// A fresh drive: every block erased, no logical page mapped; victims chosen by `policy`,
+    /// with valid-count lists kept when `lists` (its `valid_lists` capability).
+    pub fn new(
+        geo: Geometry,
+        logical_pages: u32,
+        policy: Box<dyn VictimPolicy>,
+        lists: bool,
+    ) -> Self {
         let ppb = geo.pages_per_block as usize;
         let blocks = vec![
             Block {
@@ -161,7 +163,6 @@ impl Ftl {
                 host_open: NONE,
                 gc_open: NONE,
                 buckets: vec![NONE; ppb + 1],
-                fifo: VecDeque::new(),
             })
             .collect();
         Ftl {
@@ -169,13 +170,31 @@ impl Ftl {
             p2l: map_array(geo.physical_pages() as usize),
             blocks,
             planes,
-            lists: !matches!(policy, GcPolicy::Rga(_)),
+            lists,
             policy,
             link_clock: 0,
             clock: 0,
             stats: FtlStats::default(),
             geo,
         }
+    }
+
+    /// A fresh FTL for the drive `cfg` describes, its victim policy built from `cfg` and the
+    /// run's `seed`.
+    pub fn for_config(cfg: &super::config::SsdConfig, seed: u64) -> Self {
+        let policy =
+            cfg.victim.build.expect("checked by the registry")(&super::victim::VictimSetup {
+                seed,
+                planes: cfg.geo.planes(),
+                blocks_per_plane: cfg.geo.blocks_per_plane,
+                settings: &cfg.victim_settings,
+            });
+        Ftl::new(
+            cfg.geo.clone(),
+            cfg.logical_pages,
+            policy,
+            cfg.victim.valid_lists,
+        )
     }
 
     pub fn logical_pages(&self) -> u32 {
@@ -352,9 +371,7 @@ impl Ftl {
         if pl.gc_open == b {
             pl.gc_open = NONE;
         }
-        if self.policy == GcPolicy::Fifo {
-            pl.fifo.push_back(b);
-        }
+        self.policy.sealed(plane, b);
         self.link(b);
     }
 
@@ -400,37 +417,15 @@ impl Ftl {
 
     /// Chooses a GC victim in `plane` by the policy and marks it, or `None` if no sealed block
     /// has an invalid page (collecting it would free nothing).
-    pub fn select_victim(&mut self, plane: u32, rng: &mut RngStream) -> Option<u32> {
-        let ppb = self.geo.pages_per_block as usize;
-        let victim = match self.policy {
-            GcPolicy::Greedy => self.pick_greedy(plane),
-            // When none of the d draws has an invalid page, take the greedy choice rather
-            // than stall a plane whose writers wait for a free block.
-            GcPolicy::Rga(d) => self
-                .pick_rga(plane, d, rng)
-                .or_else(|| self.pick_greedy(plane)),
-            GcPolicy::CostBenefit => self.pick_cost_benefit(plane),
-            GcPolicy::Fifo => {
-                let pl = &mut self.planes[plane as usize];
-                let mut found = None;
-                while let Some(b) = pl.fifo.pop_front() {
-                    if self.blocks[b as usize].state == BlockState::Sealed {
-                        found = Some(b);
-                        break;
-                    }
-                }
-                match found {
-                    Some(b) if (self.blocks[b as usize].valid as usize) < ppb => Some(b),
-                    Some(b) => {
-                        // Nothing to gain from the oldest block: it stays first in line and
-                        // the emptiest block goes instead.
-                        self.planes[plane as usize].fifo.push_front(b);
-                        self.pick_greedy(plane)
-                    }
-                    None => None,
-                }
-            }
-        }?;
+    pub fn select_victim(&mut self, plane: u32) -> Option<u32> {
+        let sealed = Sealed {
+            geo: &self.geo,
+            blocks: &self.blocks,
+            planes: &self.planes,
+            lists: self.lists,
+            clock: self.clock,
+        };
+        let victim = self.policy.select(plane, &sealed)?;
         self.unlink(victim);
         let blk = &mut self.blocks[victim as usize];
         blk.state = BlockState::Victim;
@@ -439,83 +434,19 @@ impl Ftl {
         Some(victim)
     }
 
-    /// A sealed block with the fewest valid pages, if any has an invalid page: the head of
-    /// the lowest non-empty list, the block that joined it last.
-    fn pick_greedy(&self, plane: u32) -> Option<u32> {
-        if !self.lists {
-            return self.scan_greedy(plane);
-        }
-        let ppb = self.geo.pages_per_block as usize;
-        self.planes[plane as usize].buckets[..ppb]
-            .iter()
-            .copied()
-            .find(|&h| h != NONE)
+    /// The mean-field rule of the victim policy (for the preconditioner).
+    pub fn mean_field_rule(&self) -> super::mean_field::Rule {
+        self.policy.mean_field()
     }
 
-    /// `pick_greedy` without lists: the same block, found by looking at every block of the
-    /// plane.
-    fn scan_greedy(&self, plane: u32) -> Option<u32> {
-        let ppb = self.geo.pages_per_block as u16;
-        let first = self.geo.block_index(plane, 0);
-        let mut best: Option<(u16, u64, u32)> = None;
-        for b in first..first + self.geo.blocks_per_plane {
-            let blk = &self.blocks[b as usize];
-            if blk.state != BlockState::Sealed || blk.valid >= ppb {
-                continue;
-            }
-            if best.is_none_or(|(v, at, _)| (blk.valid, u64::MAX - blk.linked_at) < (v, at)) {
-                best = Some((blk.valid, u64::MAX - blk.linked_at, b));
-            }
+    fn sealed_view(&self) -> Sealed<'_> {
+        Sealed {
+            geo: &self.geo,
+            blocks: &self.blocks,
+            planes: &self.planes,
+            lists: self.lists,
+            clock: self.clock,
         }
-        best.map(|(_, _, b)| b)
-    }
-
-    /// Best of `d` sealed blocks drawn uniformly (with replacement) from the plane.
-    fn pick_rga(&self, plane: u32, d: u32, rng: &mut RngStream) -> Option<u32> {
-        let bpp = u64::from(self.geo.blocks_per_plane);
-        let mut best: Option<u32> = None;
-        let mut drawn = 0;
-        // Sealed blocks are nearly all of a plane in steady state; the bound on attempts only
-        // matters on an almost empty drive.
-        for _ in 0..64 * d {
-            let b = self.geo.block_index(plane, rng.below(bpp) as u32);
-            let blk = &self.blocks[b as usize];
-            if blk.state != BlockState::Sealed {
-                continue;
-            }
-            if best.is_none_or(|x| blk.valid < self.blocks[x as usize].valid) {
-                best = Some(b);
-            }
-            drawn += 1;
-            if drawn == d {
-                break;
-            }
-        }
-        best.filter(|&b| u32::from(self.blocks[b as usize].valid) < self.geo.pages_per_block)
-    }
-
-    /// Rosenblum and Ousterhout's cost-benefit choice: the most (1 - u) / (2u) x age.
-    fn pick_cost_benefit(&self, plane: u32) -> Option<u32> {
-        let ppb = f64::from(self.geo.pages_per_block);
-        let mut best: Option<(f64, u32)> = None;
-        for &head in &self.planes[plane as usize].buckets[..self.geo.pages_per_block as usize] {
-            let mut b = head;
-            while b != NONE {
-                let blk = &self.blocks[b as usize];
-                let u = f64::from(blk.valid) / ppb;
-                let age = (self.clock - blk.sealed_at + 1) as f64;
-                let score = if u == 0.0 {
-                    f64::INFINITY
-                } else {
-                    (1.0 - u) / (2.0 * u) * age
-                };
-                if best.is_none_or(|(s, _)| score > s) {
-                    best = Some((score, b));
-                }
-                b = blk.next;
-            }
-        }
-        best.map(|(_, b)| b)
     }
 
     /// The valid pages of `block` as (physical page, logical page), in page order.
@@ -620,9 +551,10 @@ impl Ftl {
         }
         for p in 0..self.planes.len() as u32 {
             if self.lists {
+                let sealed = self.sealed_view();
                 assert_eq!(
-                    self.pick_greedy(p),
-                    self.scan_greedy(p),
+                    sealed.fewest_valid(p),
+                    sealed.scan_greedy(p),
                     "list heads of plane {p}"
                 );
             }
@@ -644,13 +576,118 @@ impl Ftl {
     }
 }
 
+/// What a victim policy sees of the FTL: the blocks of each plane, read only.
+pub struct Sealed<'a> {
+    geo: &'a Geometry,
+    blocks: &'a [Block],
+    planes: &'a [Plane],
+    lists: bool,
+    clock: u64,
+}
+
+impl Sealed<'_> {
+    pub fn pages_per_block(&self) -> u32 {
+        self.geo.pages_per_block
+    }
+
+    pub fn blocks_per_plane(&self) -> u32 {
+        self.geo.blocks_per_plane
+    }
+
+    /// Global number of block `local` of `plane`.
+    pub fn block(&self, plane: u32, local: u32) -> u32 {
+        self.geo.block_index(plane, local)
+    }
+
+    /// Whether `block` is a candidate: full, its programs done, not being collected.
+    pub fn is_sealed(&self, block: u32) -> bool {
+        self.blocks[block as usize].state == BlockState::Sealed
+    }
+
+    pub fn valid(&self, block: u32) -> u32 {
+        u32::from(self.blocks[block as usize].valid)
+    }
+
+    /// Host page writes since `block` was sealed, plus one.
+    pub fn age(&self, block: u32) -> u64 {
+        self.clock - self.blocks[block as usize].sealed_at + 1
+    }
+
+    /// A sealed block with the fewest valid pages, if any has an invalid page: the head of
+    /// the lowest non-empty list, the block that joined it last (or the same block found by
+    /// a scan when no lists are kept).
+    pub fn fewest_valid(&self, plane: u32) -> Option<u32> {
+        if !self.lists {
+            return self.scan_greedy(plane);
+        }
+        let ppb = self.geo.pages_per_block as usize;
+        self.planes[plane as usize].buckets[..ppb]
+            .iter()
+            .copied()
+            .find(|&h| h != NONE)
+    }
+
+    /// `fewest_valid` without lists: the same block, found by looking at every block of the
+    /// plane.
+    fn scan_greedy(&self, plane: u32) -> Option<u32> {
+        let ppb = self.geo.pages_per_block as u16;
+        let first = self.geo.block_index(plane, 0);
+        let mut best: Option<(u16, u64, u32)> = None;
+        for b in first..first + self.geo.blocks_per_plane {
+            let blk = &self.blocks[b as usize];
+            if blk.state != BlockState::Sealed || blk.valid >= ppb {
+                continue;
+            }
+            if best.is_none_or(|(v, at, _)| (blk.valid, u64::MAX - blk.linked_at) < (v, at)) {
+                best = Some((blk.valid, u64::MAX - blk.linked_at, b));
+            }
+        }
+        best.map(|(_, _, b)| b)
+    }
+
+    /// The sealed blocks of `plane` with an invalid page, fewest valid first (each count's
+    /// latest joiner first). Only for policies with the `valid_lists` capability.
+    pub fn by_valid(&self, plane: u32) -> impl Iterator<Item = u32> + '_ {
+        assert!(self.lists, "by_valid needs the valid_lists capability");
+        let ppb = self.geo.pages_per_block as usize;
+        self.planes[plane as usize].buckets[..ppb]
+            .iter()
+            .flat_map(move |&head| {
+                std::iter::successors(Some(head).filter(|&b| b != NONE), move |&b| {
+                    Some(self.blocks[b as usize].next).filter(|&n| n != NONE)
+                })
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ssd::plugin::lookup;
+    use crate::ssd::victim::{VICTIMS, VictimSetup};
+    use qoslab_engine::Settings;
 
-    fn small(policy: GcPolicy) -> Ftl {
+    /// A one-plane drive of 16 blocks of 8 pages, victims chosen by the policy called `name`
+    /// (`rga` with `choices` draws).
+    fn small_with(name: &str, choices: u64) -> Ftl {
         let geo = Geometry::new(1, 1, 1, 1, 16, 8, 4096);
-        Ftl::new(geo, 96, policy)
+        let ops = lookup(VICTIMS, "gc.victim", name).unwrap();
+        let mut settings = Settings::defaults("gc", ops.tunables);
+        if name == "rga" {
+            let raw = qoslab_engine::RawValue::Int(choices as i64);
+            settings.set("choices", &raw).unwrap();
+        }
+        let policy = ops.build.unwrap()(&VictimSetup {
+            seed: 1,
+            planes: 1,
+            blocks_per_plane: 16,
+            settings: &settings,
+        });
+        Ftl::new(geo, 96, policy, ops.valid_lists)
+    }
+
+    fn small(name: &str) -> Ftl {
+        small_with(name, 3)
     }
 
     /// Writes `lpa` as the device model would: allocate, then commit.
@@ -665,8 +702,8 @@ mod tests {
     }
 
     /// Collects one victim completely, as the timed GC does in steps.
-    fn collect(ftl: &mut Ftl, rng: &mut RngStream) -> bool {
-        let Some(v) = ftl.select_victim(0, rng) else {
+    fn collect(ftl: &mut Ftl) -> bool {
+        let Some(v) = ftl.select_victim(0) else {
             return false;
         };
         let moves: Vec<_> = ftl.valid_in(v).collect();
@@ -680,7 +717,7 @@ mod tests {
 
     #[test]
     fn rewriting_a_page_invalidates_the_old_copy() {
-        let mut ftl = small(GcPolicy::Greedy);
+        let mut ftl = small("greedy");
         assert!(write(&mut ftl, 5));
         let first = ftl.lookup(5);
         assert!(write(&mut ftl, 5));
@@ -691,7 +728,7 @@ mod tests {
 
     #[test]
     fn the_host_cannot_take_the_last_free_block() {
-        let mut ftl = small(GcPolicy::Greedy);
+        let mut ftl = small("greedy");
         let mut n = 0;
         while write(&mut ftl, n % 96) {
             n += 1;
@@ -704,8 +741,7 @@ mod tests {
 
     #[test]
     fn greedy_takes_the_block_with_fewest_valid_pages_and_gc_keeps_the_maps_consistent() {
-        let mut ftl = small(GcPolicy::Greedy);
-        let mut rng = RngStream::new(1, "gc");
+        let mut ftl = small("greedy");
         for lpa in 0..96 {
             assert!(write(&mut ftl, lpa));
         }
@@ -713,7 +749,7 @@ mod tests {
         for lpa in [0, 1, 2, 9] {
             assert!(write(&mut ftl, lpa));
         }
-        let v = ftl.select_victim(0, &mut rng).unwrap();
+        let v = ftl.select_victim(0).unwrap();
         assert_eq!(v, 0);
         assert_eq!(ftl.valid_pages(v), 5);
         assert_eq!(
@@ -732,13 +768,12 @@ mod tests {
 
     #[test]
     fn a_gc_copy_overtaken_by_a_host_write_stays_invalid() {
-        let mut ftl = small(GcPolicy::Greedy);
-        let mut rng = RngStream::new(1, "gc");
+        let mut ftl = small("greedy");
         for lpa in 0..96 {
             assert!(write(&mut ftl, lpa));
         }
         assert!(write(&mut ftl, 0));
-        let v = ftl.select_victim(0, &mut rng).unwrap();
+        let v = ftl.select_victim(0).unwrap();
         let (src, lpa) = ftl.valid_in(v).next().unwrap();
         let dst = ftl.alloc_gc(0).unwrap();
         assert!(write(&mut ftl, lpa)); // the host rewrites it while the copy is in flight
@@ -749,13 +784,12 @@ mod tests {
 
     #[test]
     fn a_gc_copy_of_a_page_trimmed_meanwhile_stays_invalid() {
-        let mut ftl = small(GcPolicy::Greedy);
-        let mut rng = RngStream::new(1, "gc");
+        let mut ftl = small("greedy");
         for lpa in 0..96 {
             assert!(write(&mut ftl, lpa));
         }
         assert!(write(&mut ftl, 0));
-        let v = ftl.select_victim(0, &mut rng).unwrap();
+        let v = ftl.select_victim(0).unwrap();
         let (src, lpa) = ftl.valid_in(v).next().unwrap();
         let dst = ftl.alloc_gc(0).unwrap();
         ftl.trim(lpa);
@@ -767,19 +801,13 @@ mod tests {
 
     #[test]
     fn every_policy_sustains_random_overwrites_forever() {
-        for policy in [
-            GcPolicy::Greedy,
-            GcPolicy::Rga(3),
-            GcPolicy::CostBenefit,
-            GcPolicy::Fifo,
-        ] {
+        for policy in ["greedy", "rga", "cost_benefit", "fifo"] {
             let mut ftl = small(policy);
-            let mut rng = RngStream::new(7, "gc");
-            let mut pick = RngStream::new(7, "lpa");
+            let mut pick = qoslab_engine::RngStream::new(7, "lpa");
             for i in 0..20_000u32 {
                 let lpa = if i < 96 { i } else { pick.below(96) as u32 };
                 while ftl.free_blocks(0) < 2 {
-                    assert!(collect(&mut ftl, &mut rng), "{policy:?} found no victim");
+                    assert!(collect(&mut ftl), "{policy:?} found no victim");
                 }
                 assert!(write(&mut ftl, lpa), "{policy:?} ran out of space");
             }

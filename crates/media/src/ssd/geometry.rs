@@ -14,12 +14,20 @@ pub enum Level {
     Plane,
 }
 
-/// The allocation orders a preset may name: which level consecutive logical pages move along
-/// first (MQSim's `Plane_Allocation_Scheme`, e.g. `CWDP` = channel first, then way, die, plane).
-pub const ALLOCATION_ORDERS: &[&str] = &[
-    "cwdp", "cwpd", "cdwp", "cdpw", "cpwd", "cpdw", "wcdp", "wcpd", "wdcp", "wdpc", "wpcd", "wpdc",
-    "dcwp", "dcpw", "dwcp", "dwpc", "dpcw", "dpwc", "pcwd", "pcdw", "pwcd", "pwdc", "pdcw", "pdwc",
-];
+qoslab_engine::choice! {
+    /// The allocation orders a preset may name: which level consecutive logical pages move
+    /// along first (MQSim's `Plane_Allocation_Scheme`, e.g. `CWDP` = channel first, then way,
+    /// die, plane).
+    pub enum AllocationOrder {
+        Cwdp = "cwdp", Cwpd = "cwpd", Cdwp = "cdwp", Cdpw = "cdpw", Cpwd = "cpwd", Cpdw = "cpdw",
+        Wcdp = "wcdp", Wcpd = "wcpd", Wdcp = "wdcp", Wdpc = "wdpc", Wpcd = "wpcd", Wpdc = "wpdc",
+        Dcwp = "dcwp", Dcpw = "dcpw", Dwcp = "dwcp", Dwpc = "dwpc", Dpcw = "dpcw", Dpwc = "dpwc",
+        Pcwd = "pcwd", Pcdw = "pcdw", Pwcd = "pwcd", Pwdc = "pwdc", Pdcw = "pdcw", Pdwc = "pdwc",
+    }
+}
+
+/// Every allocation order's name.
+pub const ALLOCATION_ORDERS: &[&str] = <AllocationOrder as qoslab_engine::tunable::Choice>::NAMES;
 
 fn parse_order(order: &str) -> [Level; 4] {
     let mut levels = [Level::Channel; 4];
@@ -97,6 +105,31 @@ pub struct Geometry {
     pub per_die: Divisor,
     blocks_per_plane_div: Divisor,
     planes_div: Divisor,
+    /// NVM sets: each a group of dies with its own slice of the logical pages (one namespace),
+    /// striped over the set's planes only. One set is the whole array.
+    sets: NvmSets,
+}
+
+/// How the array is split into NVM sets (see [`Geometry::with_sets`]).
+#[derive(Clone, Debug)]
+struct NvmSets {
+    count: u32,
+    /// Logical pages of each set (`u32::MAX` until the drive's logical size is known).
+    logical: u32,
+    logical_div: Divisor,
+    set_of_plane: Vec<u16>,
+    /// Each set's planes in the striping order.
+    slot_planes: Vec<Vec<u32>>,
+    planes_per_set: Divisor,
+}
+
+/// Which dies form an NVM set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetGrouping {
+    /// Whole channels: set s has the channels s x channels / sets onwards.
+    Channel,
+    /// The dies of every channel dealt out to the sets in turn (each set on every channel).
+    Die,
 }
 
 impl Geometry {
@@ -128,6 +161,14 @@ impl Geometry {
             per_die: Divisor::new(planes_per_die),
             blocks_per_plane_div: Divisor::new(blocks_per_plane),
             planes_div: Divisor::new(channels * chips_per_channel * dies_per_chip * planes_per_die),
+            sets: NvmSets {
+                count: 1,
+                logical: u32::MAX,
+                logical_div: Divisor::new(u32::MAX),
+                set_of_plane: Vec::new(),
+                slot_planes: Vec::new(),
+                planes_per_set: Divisor::new(1),
+            },
         };
         assert!(
             g.physical_pages() < u64::from(u32::MAX),
@@ -142,7 +183,101 @@ impl Geometry {
         self.plane_of_slot = (0..self.planes())
             .map(|slot| self.stripe_by_levels(slot).0)
             .collect();
-        self
+        let count = self.sets.count;
+        let logical = self.sets.logical;
+        self.split(count, SetGrouping::Channel, logical)
+            .expect("one set always fits")
+    }
+
+    /// The same array split into `count` NVM sets of `logical_per_set` logical pages each, the
+    /// dies grouped by `grouping`; the logical pages of set s are `s x logical_per_set`
+    /// onwards, striped over the set's planes in the allocation order. Errors say why the
+    /// array cannot be split so.
+    pub fn with_sets(
+        self,
+        count: u32,
+        grouping: SetGrouping,
+        logical_per_set: u32,
+    ) -> Result<Self, String> {
+        self.split(count, grouping, logical_per_set)
+    }
+
+    fn split(mut self, count: u32, grouping: SetGrouping, logical: u32) -> Result<Self, String> {
+        let planes = self.planes();
+        let set_of_plane: Vec<u16> = match grouping {
+            SetGrouping::Channel => {
+                if !self.channels.is_multiple_of(count) {
+                    return Err(format!(
+                        "{count} NVM sets by channel need a multiple of {count} channels, got {}",
+                        self.channels
+                    ));
+                }
+                let per_set = self.channels / count;
+                (0..planes)
+                    .map(|p| (self.channel_of_die(self.die_of_plane(p)) / per_set) as u16)
+                    .collect()
+            }
+            SetGrouping::Die => {
+                if !self.dies_per_channel().is_multiple_of(count) {
+                    return Err(format!(
+                        "{count} NVM sets by die need a multiple of {count} dies per channel, got {}",
+                        self.dies_per_channel()
+                    ));
+                }
+                (0..planes)
+                    .map(|p| (self.die_of_plane(p) % self.dies_per_channel() % count) as u16)
+                    .collect()
+            }
+        };
+        let slot_planes: Vec<Vec<u32>> = (0..count)
+            .map(|s| {
+                self.plane_of_slot
+                    .iter()
+                    .copied()
+                    .filter(|&p| u32::from(set_of_plane[p as usize]) == s)
+                    .collect()
+            })
+            .collect();
+        self.sets = NvmSets {
+            count,
+            logical,
+            logical_div: Divisor::new(logical.max(1)),
+            set_of_plane,
+            planes_per_set: Divisor::new(planes / count),
+            slot_planes,
+        };
+        Ok(self)
+    }
+
+    /// NVM sets of the array.
+    pub fn sets(&self) -> u32 {
+        self.sets.count
+    }
+
+    /// The NVM set (0-based) plane `plane` belongs to.
+    #[inline]
+    pub fn set_of_plane(&self, plane: u32) -> u16 {
+        self.sets.set_of_plane[plane as usize]
+    }
+
+    /// The planes of NVM set `set`, in the striping order.
+    pub fn set_planes(&self, set: u16) -> &[u32] {
+        &self.sets.slot_planes[set as usize]
+    }
+
+    /// Logical pages of each NVM set.
+    pub fn set_logical_pages(&self) -> u32 {
+        self.sets.logical
+    }
+
+    /// The NVM set (0-based) logical page `lpa` belongs to.
+    #[inline]
+    pub fn set_of_lpa(&self, lpa: u32) -> u16 {
+        if self.sets.count == 1 {
+            0
+        } else {
+            self.sets.logical_div.quot(lpa) as u16
+        }
     }
 
     pub fn dies(&self) -> u32 {
@@ -223,8 +358,48 @@ impl Geometry {
     /// logical pages.
     #[inline]
     pub fn stripe(&self, lpa: u32) -> (u32, u32) {
-        let slot = self.planes_div.modulo(lpa);
-        (self.plane_of_slot[slot as usize], self.planes_div.quot(lpa))
+        if self.sets.count == 1 {
+            let slot = self.planes_div.modulo(lpa);
+            return (self.plane_of_slot[slot as usize], self.planes_div.quot(lpa));
+        }
+        let set = self.sets.logical_div.quot(lpa);
+        let local = self.sets.logical_div.modulo(lpa);
+        self.stripe_in_set(set as u16, local)
+    }
+
+    /// The plane page `n` of NVM set `set`'s own numbering (logical or translation pages) is
+    /// striped to, and its index among that plane's pages.
+    #[inline]
+    pub fn stripe_in_set(&self, set: u16, n: u32) -> (u32, u32) {
+        let per = self.sets.planes_per_set;
+        (
+            self.sets.slot_planes[set as usize][per.modulo(n) as usize],
+            per.quot(n),
+        )
+    }
+
+    /// The first `count` logical pages striped to `plane` (those a fill of `mapped` pages of
+    /// each set writes there), in order.
+    pub fn plane_lpas(&self, plane: u32, mapped: u32) -> impl Iterator<Item = u32> + use<> {
+        let set = self.set_of_plane(plane);
+        let slots = &self.sets.slot_planes[set as usize];
+        let slot = slots
+            .iter()
+            .position(|&p| p == plane)
+            .expect("a plane of its set") as u32;
+        let step = slots.len() as u32;
+        let base = u32::from(set)
+            * if self.sets.count == 1 {
+                0
+            } else {
+                self.sets.logical
+            };
+        let count = if mapped > slot {
+            (mapped - slot).div_ceil(step)
+        } else {
+            0
+        };
+        (0..count).map(move |k| base + slot + k * step)
     }
 
     /// `stripe` worked out level by level, in the allocation order.
@@ -340,5 +515,73 @@ mod tests {
         assert_eq!(g.block_of_ppa(ppa), block);
         assert_eq!(g.page_in_block(ppa), 13);
         assert_eq!(g.channel_of_die(g.die_of_plane(77)), 77 / 16);
+    }
+
+    #[test]
+    fn sets_by_channel_take_whole_channels_and_their_pages_stay_on_them() {
+        let g = Geometry::new(4, 2, 2, 2, 8, 4, 4096)
+            .with_sets(2, SetGrouping::Channel, 100)
+            .unwrap();
+        assert_eq!(g.sets(), 2);
+        for p in 0..g.planes() {
+            let channel = g.channel_of_die(g.die_of_plane(p));
+            assert_eq!(u32::from(g.set_of_plane(p)), channel / 2, "plane {p}");
+        }
+        let mut all: Vec<u32> = g
+            .set_planes(0)
+            .iter()
+            .chain(g.set_planes(1))
+            .copied()
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..g.planes()).collect::<Vec<_>>());
+        for lpa in 0..200 {
+            let (plane, _) = g.stripe(lpa);
+            assert_eq!(g.set_of_plane(plane), (lpa / 100) as u16, "lpa {lpa}");
+            assert_eq!(g.set_of_lpa(lpa), (lpa / 100) as u16);
+        }
+        // Within a set, consecutive pages move along its channels first (cwdp).
+        let (p0, p1) = (g.stripe(100).0, g.stripe(101).0);
+        assert_eq!(g.channel_of_die(g.die_of_plane(p0)), 2);
+        assert_eq!(g.channel_of_die(g.die_of_plane(p1)), 3);
+    }
+
+    #[test]
+    fn sets_by_die_put_every_set_on_every_channel() {
+        let g = Geometry::new(2, 2, 2, 1, 8, 4, 4096)
+            .with_sets(2, SetGrouping::Die, 64)
+            .unwrap();
+        for set in 0..2 {
+            let channels: std::collections::BTreeSet<u32> = g
+                .set_planes(set)
+                .iter()
+                .map(|&p| g.channel_of_die(g.die_of_plane(p)))
+                .collect();
+            assert_eq!(channels.len(), 2, "set {set}");
+            assert_eq!(g.set_planes(set).len(), 4);
+        }
+        let e = Geometry::new(3, 1, 1, 1, 8, 4, 4096)
+            .with_sets(2, SetGrouping::Channel, 10)
+            .unwrap_err();
+        assert!(e.contains("multiple of 2 channels"), "{e}");
+    }
+
+    #[test]
+    fn each_planes_logical_pages_are_those_striped_to_it() {
+        for sets in [1, 2] {
+            let g = Geometry::new(2, 2, 1, 2, 8, 4, 4096)
+                .with_sets(sets, SetGrouping::Channel, 40 / sets)
+                .unwrap();
+            let mapped = 40 / sets - 3;
+            let mut seen = 0;
+            for p in 0..g.planes() {
+                for lpa in g.plane_lpas(p, mapped) {
+                    assert_eq!(g.stripe(lpa).0, p);
+                    assert!(lpa % (40 / sets) < mapped);
+                    seen += 1;
+                }
+            }
+            assert_eq!(seen, mapped * sets);
+        }
     }
 }

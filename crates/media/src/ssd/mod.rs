@@ -16,16 +16,20 @@ pub mod cmt;
 pub mod config;
 pub mod flash;
 pub mod ftl;
+pub mod gate;
 pub mod geometry;
 pub mod mean_field;
+pub mod plugin;
 pub mod precondition;
+pub mod priority;
+pub mod victim;
 
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use qoslab_engine::{
-    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, RngStream, Settings, Stage, StageCtx, Tunable,
+    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, Settings, Stage, StageCtx, Tunable,
 };
 
 pub use crate::LostWrite;
@@ -36,6 +40,7 @@ use cmt::Cmt;
 use config::SsdConfig;
 use flash::{FlashArray, FlashOp, OpClass, OpKind};
 use ftl::{Ftl, NONE};
+use gate::{GateAction, GateCaps, GateIo, GateSetup, GcGate};
 use precondition::{PreconditionReport, precondition};
 
 /// Asks the CPU to start loading `value`'s cache line. The page maps, the mapping cache and
@@ -69,6 +74,8 @@ pub enum SsdEvent {
     Complete(ReqId),
     /// The power fails now.
     PowerFail,
+    /// A wake-up the GC gate asked for.
+    GateWake(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +168,13 @@ struct DeviceStats {
     mapping_writes: u64,
     rmw_reads: u64,
     out_of_range: u64,
+    invalid_namespace: u64,
+    /// GC operations issued on a set whose gate was closed (forced by the free-block floor).
+    gc_ops_while_closed: u64,
+    /// Victims chosen below the free-block floor while the gate stayed closed.
+    gc_forced_victims: u64,
+    /// Destages started for a full cache while the gate stayed closed.
+    destages_forced: u64,
 }
 
 /// A slab of values addressed by `u32`, reusing freed slots.
@@ -227,7 +241,9 @@ pub struct Ssd {
     /// Programs waiting for a free page, per plane.
     plane_waiters: Vec<VecDeque<Work>>,
     gc: Vec<PlaneGc>,
-    gc_rng: RngStream,
+    gate: Box<dyn GcGate>,
+    gate_caps: GateCaps,
+    gate_actions: Vec<GateAction>,
     /// Writes waiting for room in the cache, in arrival order.
     blocked: VecDeque<u32>,
     /// FLUSHes (or pre-flushes of writes) waiting for an epoch to drain: (slot, epoch, then
@@ -256,7 +272,12 @@ impl Ssd {
     /// A drive as `cfg` describes it, preconditioned if asked; `seed` is the run's seed, from
     /// which the GC's random victim draws and the preconditioner's placement are derived.
     pub fn new(cfg: SsdConfig, seed: u64) -> Self {
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let gate = cfg.gate.build.expect("checked by the registry")(&GateSetup {
+            sets: cfg.geo.sets() as u16,
+            page_bytes: cfg.geo.page_bytes,
+            settings: &cfg.gate_settings,
+        });
+        let mut ftl = Ftl::for_config(&cfg, seed);
         let report = precondition(&mut ftl, &cfg, seed);
         let planes = cfg.geo.planes() as usize;
         Ssd {
@@ -272,7 +293,9 @@ impl Ssd {
             wait_nodes: Slab::new(),
             plane_waiters: vec![VecDeque::new(); planes],
             gc: vec![PlaneGc::default(); planes],
-            gc_rng: RngStream::new(seed, "ssd/gc/victim"),
+            gate,
+            gate_caps: cfg.gate.caps,
+            gate_actions: Vec::new(),
             blocked: VecDeque::new(),
             flush_waiters: VecDeque::new(),
             dram_busy: None,
@@ -317,6 +340,22 @@ impl Ssd {
         })
     }
 
+    /// Whether the drive has namespace `nsid` (one per NVM set, numbered from 1).
+    fn has_namespace(&self, nsid: u32) -> bool {
+        nsid >= 1 && nsid <= self.cfg.geo.sets()
+    }
+
+    /// Where request `r` (of a namespace the drive has) lies on the drive: (byte offset from
+    /// the start of the drive's logical space, length, the end of its namespace's logical
+    /// pages). Namespace `n` is NVM set `n - 1`'s share of the logical pages.
+    #[inline]
+    fn extent(&self, r: &qoslab_engine::Request) -> (u64, u64, u64) {
+        let per_set = u64::from(self.cfg.geo.set_logical_pages().min(self.cfg.logical_pages));
+        let base = u64::from(r.nsid - 1) * per_set;
+        let page = u64::from(self.cfg.geo.page_bytes);
+        (base * page + r.offset_bytes, r.len_bytes, base + per_set)
+    }
+
     /// Logical pages of a byte range: (lpa, byte offset in page, bytes).
     fn pages(
         &self,
@@ -344,14 +383,11 @@ impl Ssd {
     }
 
     fn submit_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
-        let (offset, len) = {
-            let r = &ctx.reqs()[id];
-            (r.offset_bytes, r.len_bytes)
-        };
+        let (offset, len, end) = self.extent(&ctx.reqs()[id]);
         let parts = self.pages(offset, len).count() as u32;
         let slot = self.new_slot(id, parts, self.cfg.read_overhead_ns);
         for (lpa, start, bytes) in self.pages(offset, len) {
-            if lpa >= u64::from(self.cfg.logical_pages) {
+            if lpa >= end {
                 self.out_of_range(slot, ctx);
                 continue;
             }
@@ -416,14 +452,11 @@ impl Ssd {
     /// Starts a write whose pre-flush (if any) is done.
     fn start_write(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let id = self.host[slot].id;
-        let (offset, len) = {
-            let r = &ctx.reqs()[id];
-            (r.offset_bytes, r.len_bytes)
-        };
+        let (offset, len, end) = self.extent(&ctx.reqs()[id]);
         if self.cfg.cache_pages == 0 {
             self.host[slot].parts = self.pages(offset, len).count() as u32;
             for (lpa, _, bytes) in self.pages(offset, len) {
-                if lpa >= u64::from(self.cfg.logical_pages) {
+                if lpa >= end {
                     self.out_of_range(slot, ctx);
                     continue;
                 }
@@ -439,10 +472,7 @@ impl Ssd {
             }
             return;
         }
-        if self
-            .pages(offset, len)
-            .any(|(lpa, _, _)| lpa >= u64::from(self.cfg.logical_pages))
-        {
+        if self.pages(offset, len).any(|(lpa, _, _)| lpa >= end) {
             self.out_of_range(slot, ctx);
             return;
         }
@@ -455,10 +485,7 @@ impl Ssd {
     /// Reserves cache room for a write and starts moving its data into DRAM.
     fn try_admit(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) -> bool {
         let id = self.host[slot].id;
-        let (offset, len) = {
-            let r = &ctx.reqs()[id];
-            (r.offset_bytes, r.len_bytes)
-        };
+        let (offset, len, _) = self.extent(&ctx.reqs()[id]);
         let new_pages = self
             .pages(offset, len)
             .filter(|&(lpa, _, _)| !self.cache.holds(lpa as u32))
@@ -506,15 +533,12 @@ impl Ssd {
     }
 
     fn submit_trim(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
-        let (offset, len) = {
-            let r = &ctx.reqs()[id];
-            (r.offset_bytes, r.len_bytes)
-        };
+        let (offset, len, end) = self.extent(&ctx.reqs()[id]);
         let page = self.cfg.geo.page_bytes;
         let slot = self.new_slot(id, 1, self.cfg.write_overhead_ns);
         for (lpa, _, bytes) in self.pages(offset, len) {
             // Only whole pages can be deallocated; partial ones keep their data.
-            if bytes != page || lpa >= u64::from(self.cfg.logical_pages) {
+            if bytes != page || lpa >= end {
                 continue;
             }
             let lpa = lpa as u32;
@@ -593,7 +617,8 @@ impl Ssd {
             return;
         }
         let req = ctx.reqs()[io.id];
-        let pages = self.pages(req.offset_bytes, req.len_bytes);
+        let (offset, len, _) = self.extent(&req);
+        let pages = self.pages(offset, len);
         let fua = req.flags.contains(ReqFlags::FUA) && !self.cfg.plp;
         let rec = self.cache.new_record(
             req.offset_bytes,
@@ -632,7 +657,15 @@ impl Ssd {
     /// the cache is not due to destage).
     fn pump(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         while self.destage_inflight[plane as usize] < self.cfg.destage_per_plane {
-            if !(self.destage_wanted() || self.cache.urgent(plane)) {
+            let urgent = self.cache.urgent(plane);
+            if !(self.destage_wanted() || urgent) {
+                break;
+            }
+            if self.gate_caps.contains(GateCaps::CLOSES)
+                && !urgent
+                && self.flush_waiters.is_empty()
+                && !self.destage_gate_open(plane, ctx)
+            {
                 break;
             }
             let Some(d) = self.cache.next_destage(plane) else {
@@ -674,6 +707,23 @@ impl Ssd {
         }
     }
 
+    /// Whether the gate lets `plane` destage now. Writes waiting for room in a full cache force
+    /// it open (the gate hears of it), or through.
+    fn destage_gate_open(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) -> bool {
+        let set = self.cfg.geo.set_of_plane(plane);
+        if self.gate.destage_allowed(set, ctx.now_ns()) {
+            return true;
+        }
+        if self.blocked.is_empty() || self.cache.queued(plane) == 0 {
+            return false;
+        }
+        self.gate_hook(ctx, |g, io| g.forced(set, io));
+        if !self.gate.destage_allowed(set, ctx.now_ns()) {
+            self.stats.destages_forced += 1;
+        }
+        true
+    }
+
     fn destage_done(&mut self, slot: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         let d = self.destages.remove(slot);
         let plane = self.cfg.geo.stripe(d.lpa).0;
@@ -686,6 +736,7 @@ impl Ssd {
         self.check_flushes(ctx);
         self.unblock_writes(ctx);
         self.pump(plane, ctx);
+        self.check_settled(plane, ctx);
     }
 
     /// Records that reached flash: wake their FUA writers and free them.
@@ -736,7 +787,7 @@ impl Ssd {
                     let op = FlashOp {
                         kind: OpKind::Read,
                         class: OpClass::Mapping,
-                        ppa: self.translation_ppa(tpage),
+                        ppa: self.translation_ppa(tpage, self.cfg.geo.set_of_lpa(work.lpa)),
                         bytes: self.cfg.translation_read_bytes,
                         owner: Cont::Mapping(tpage),
                     };
@@ -748,10 +799,18 @@ impl Ssd {
         self.mapped(work, ctx);
     }
 
-    /// Where translation page `tpage` sits: striped like a logical page. Translation pages
-    /// live in a region of their own, outside the blocks GC manages.
-    fn translation_ppa(&self, tpage: u32) -> u32 {
-        let (plane, local) = self.cfg.geo.stripe(tpage);
+    /// Where translation page `tpage` (of a logical page of NVM set `set`) sits: striped like
+    /// a logical page over the set's planes. Translation pages live in a region of their own,
+    /// outside the blocks GC manages.
+    fn translation_ppa(&self, tpage: u32, set: u16) -> u32 {
+        let (plane, local) = self.cfg.geo.stripe_in_set(set, tpage);
+        let per_plane = self.cfg.geo.pages_per_plane();
+        plane * per_plane + local % per_plane
+    }
+
+    /// Where a never-written logical page would be.
+    fn home_ppa(&self, lpa: u32) -> u32 {
+        let (plane, local) = self.cfg.geo.stripe(lpa);
         let per_plane = self.cfg.geo.pages_per_plane();
         plane * per_plane + local % per_plane
     }
@@ -762,7 +821,7 @@ impl Ssd {
         let op = FlashOp {
             kind: OpKind::Program,
             class: OpClass::HostWrite,
-            ppa: self.translation_ppa(tpage),
+            ppa: self.translation_ppa(tpage, self.cfg.geo.set_of_lpa(lpa)),
             bytes: self.cfg.geo.page_bytes,
             owner: Cont::MappingWrite,
         };
@@ -796,7 +855,7 @@ impl Ssd {
                         return;
                     }
                     // Never written: read where the page would be, as MQSim does.
-                    ppa = self.translation_ppa(work.lpa);
+                    ppa = self.home_ppa(work.lpa);
                 }
                 let op = FlashOp {
                     kind: OpKind::Read,
@@ -883,15 +942,27 @@ impl Ssd {
 
     // ---- garbage collection ------------------------------------------------------------------
 
-    /// Starts collecting a victim in `plane` if its free blocks ran low and none is running.
+    /// Starts collecting a victim in `plane` if its free blocks ran low, none is running and
+    /// the GC gate lets GC work now (below the free-block floor it runs whatever the gate says).
     fn maybe_gc(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         loop {
-            if self.gc[plane as usize].victim.is_some()
-                || self.ftl.free_blocks(plane) >= self.cfg.gc_start_free_blocks
-            {
+            let free = self.ftl.free_blocks(plane);
+            if self.gc[plane as usize].victim.is_some() || free >= self.cfg.gc_start_free_blocks {
                 return;
             }
-            let Some(victim) = self.ftl.select_victim(plane, &mut self.gc_rng) else {
+            if self.gate_caps.contains(GateCaps::CLOSES) {
+                let set = self.cfg.geo.set_of_plane(plane);
+                if !self.gate.gc_allowed(set, ctx.now_ns()) {
+                    if free >= self.cfg.gc_min_free_blocks {
+                        return;
+                    }
+                    self.gate_hook(ctx, |g, io| g.forced(set, io));
+                    if !self.gate.gc_allowed(set, ctx.now_ns()) {
+                        self.stats.gc_forced_victims += 1;
+                    }
+                }
+            }
+            let Some(victim) = self.ftl.select_victim(plane) else {
                 return;
             };
             let mut moves = std::mem::take(&mut self.scratch_moves);
@@ -901,6 +972,7 @@ impl Ssd {
                     .valid_in(victim)
                     .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
             );
+            self.note_gc_op(plane, ctx.now_ns());
             if !self.cfg.gc_timed {
                 for &(src, _) in &moves {
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
@@ -926,6 +998,7 @@ impl Ssd {
     }
 
     fn issue_erase(&mut self, block: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.note_gc_op(self.cfg.geo.plane_of_block(block), ctx.now_ns());
         let op = FlashOp {
             kind: OpKind::Erase,
             class: OpClass::Gc,
@@ -980,6 +1053,7 @@ impl Ssd {
                 }
                 Cont::GcRead { lpa } => {
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
+                    self.note_gc_op(plane, ctx.now_ns());
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
                     let program = FlashOp {
                         kind: OpKind::Program,
@@ -1007,8 +1081,99 @@ impl Ssd {
                     self.gc[plane as usize].victim = None;
                     self.retry_plane(plane, ctx);
                     self.maybe_gc(plane, ctx);
+                    self.check_settled(plane, ctx);
                 }
             }
+        }
+    }
+
+    // ---- the GC gate -------------------------------------------------------------------------
+
+    /// Counts a GC operation issued on `plane` while its set's gate is closed (only GC forced
+    /// below the free-block floor does that).
+    fn note_gc_op(&mut self, plane: u32, now: Ns) {
+        if self.gate_caps.contains(GateCaps::CLOSES)
+            && !self.gate.gc_allowed(self.cfg.geo.set_of_plane(plane), now)
+        {
+            self.stats.gc_ops_while_closed += 1;
+        }
+    }
+
+    /// Whether NVM set `set` has no background work in flight or wanted: no GC victim in
+    /// progress, every plane at or above the GC threshold, no destage in flight.
+    fn settled(
+        geo: &geometry::Geometry,
+        ftl: &Ftl,
+        gc: &[PlaneGc],
+        destage_inflight: &[u32],
+        gc_start: u32,
+        set: u16,
+    ) -> bool {
+        geo.set_planes(set).iter().all(|&p| {
+            gc[p as usize].victim.is_none()
+                && destage_inflight[p as usize] == 0
+                && ftl.free_blocks(p) >= gc_start
+        })
+    }
+
+    /// Runs gate hook `f`, then does what it asked.
+    fn gate_hook(
+        &mut self,
+        ctx: &mut impl StageCtx<SsdEvent>,
+        f: impl FnOnce(&mut dyn GcGate, &mut GateIo<'_>),
+    ) {
+        let mut actions = std::mem::take(&mut self.gate_actions);
+        {
+            let (geo, ftl, gc, inflight, start) = (
+                &self.cfg.geo,
+                &self.ftl,
+                &self.gc,
+                &self.destage_inflight,
+                self.cfg.gc_start_free_blocks,
+            );
+            let settled = |set: u16| Self::settled(geo, ftl, gc, inflight, start, set);
+            let mut io = GateIo {
+                now_ns: ctx.now_ns(),
+                settled: &settled,
+                actions: &mut actions,
+            };
+            f(self.gate.as_mut(), &mut io);
+        }
+        for a in actions.drain(..) {
+            match a {
+                GateAction::Wake { at_ns, token } => ctx.schedule(at_ns, SsdEvent::GateWake(token)),
+                GateAction::Notify(n) => ctx.notify_above(n),
+                GateAction::Opened(set) => {
+                    for i in 0..self.cfg.geo.set_planes(set).len() {
+                        let p = self.cfg.geo.set_planes(set)[i];
+                        self.maybe_gc(p, ctx);
+                    }
+                    self.pump_all(ctx);
+                }
+            }
+        }
+        if self.gate_actions.capacity() < actions.capacity() {
+            self.gate_actions = actions;
+        }
+    }
+
+    /// Tells a gate waiting for `plane`'s set to settle that it has.
+    fn check_settled(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !self.gate_caps.contains(GateCaps::CLOSES) {
+            return;
+        }
+        let set = self.cfg.geo.set_of_plane(plane);
+        if self.gate.awaits_settle(set)
+            && Self::settled(
+                &self.cfg.geo,
+                &self.ftl,
+                &self.gc,
+                &self.destage_inflight,
+                self.cfg.gc_start_free_blocks,
+                set,
+            )
+        {
+            self.gate_hook(ctx, |g, io| g.settled(set, io));
         }
     }
 
@@ -1089,8 +1254,10 @@ impl Ssd {
 }
 
 impl Device for Ssd {
+    /// The size of one namespace (of each NVM set's; of the drive with one set).
     fn capacity_bytes(&self) -> u64 {
-        u64::from(self.cfg.logical_pages) * u64::from(self.cfg.geo.page_bytes)
+        u64::from(self.cfg.geo.set_logical_pages().min(self.cfg.logical_pages))
+            * u64::from(self.cfg.geo.page_bytes)
     }
 
     fn caps(&self) -> DeviceCaps {
@@ -1115,8 +1282,15 @@ impl DeviceModel for Ssd {
     const TUNABLES: &'static [Tunable] = config::SSD_TUNABLES;
     const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
+    fn sub_tables() -> Vec<crate::SubTable> {
+        config::sub_tables()
+    }
+
     fn build(settings: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
-        Ok(Ssd::new(SsdConfig::from_settings(settings)?, ctx.seed))
+        Ok(Ssd::new(
+            SsdConfig::from_settings(settings, ctx.sections)?,
+            ctx.seed,
+        ))
     }
 }
 
@@ -1135,7 +1309,21 @@ impl Stage for Ssd {
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
         let now = ctx.now_ns();
-        ctx.reqs_mut()[id].t.media_start_ns = now;
+        let req = &mut ctx.reqs_mut()[id];
+        req.t.media_start_ns = now;
+        if !self.has_namespace(req.nsid) {
+            // NVMe's Invalid Namespace or Format: the command fails at once.
+            self.stats.invalid_namespace += 1;
+            req.status = IoStatus::MediaError;
+            req.t.media_done_ns = now;
+            ctx.complete(id);
+            return;
+        }
+        if self.gate_caps.contains(GateCaps::COMMANDS) {
+            let r = &ctx.reqs()[id];
+            let (set, op, len) = ((r.nsid - 1) as u16, r.op, r.len_bytes);
+            self.gate_hook(ctx, |g, io| g.command(set, op, len, io));
+        }
         match ctx.reqs()[id].op {
             Op::Read => self.submit_read(id, ctx),
             Op::Write => self.submit_write(id, ctx),
@@ -1153,16 +1341,21 @@ impl Stage for Ssd {
             SsdEvent::DramDone => self.on_dram_done(ctx),
             SsdEvent::Complete(id) => ctx.complete(id),
             SsdEvent::PowerFail => self.power_fail(ctx),
+            SsdEvent::GateWake(token) => self.gate_hook(ctx, |g, io| g.wake(token, io)),
         }
         self.drain_flash(ctx);
     }
 
-    /// A power failure sent down the path (`--power-fail-at`).
+    /// A power failure sent down the path (`--power-fail-at`), and the admin commands of the
+    /// GC gate (Predictable Latency Mode's features and log pages).
     fn control(&mut self, msg: &mut qoslab_engine::Control, ctx: &mut impl StageCtx<SsdEvent>) {
         if msg.command == qoslab_engine::Command::PowerLoss {
             self.power_fail(ctx);
             msg.status = qoslab_engine::ControlStatus::Success;
+            return;
         }
+        self.gate_hook(ctx, |g, io| g.control(msg, io));
+        self.drain_flash(ctx);
     }
 
     fn collect_lost_writes(&self, out: &mut Vec<crate::LostWrite>) {
@@ -1205,6 +1398,24 @@ impl Stage for Ssd {
             ),
             ("out_of_range_pages".into(), self.stats.out_of_range as f64),
         ];
+        if self.gate_caps.contains(GateCaps::CLOSES) {
+            out.push((
+                "gc_ops_while_closed".into(),
+                self.stats.gc_ops_while_closed as f64,
+            ));
+            out.push((
+                "gc_forced_victims".into(),
+                self.stats.gc_forced_victims as f64,
+            ));
+            out.push(("destages_forced".into(), self.stats.destages_forced as f64));
+            out.extend(self.gate.counters());
+        }
+        if self.stats.invalid_namespace > 0 {
+            out.push((
+                "invalid_namespace_commands".into(),
+                self.stats.invalid_namespace as f64,
+            ));
+        }
         if self.precondition.mapped_pages > 0 {
             out.push((
                 "precondition_model_write_amplification".into(),
@@ -1215,5 +1426,7 @@ impl Stage for Ssd {
     }
 }
 
+#[cfg(test)]
+mod plm_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -18,9 +18,9 @@
 
 use qoslab_engine::RngStream;
 
-use super::config::{FillPattern, GcPolicy, SsdConfig};
+use super::config::{FillPattern, SsdConfig};
 use super::ftl::Ftl;
-use super::mean_field::{Rule, steady_state};
+use super::mean_field::steady_state;
 
 /// What preconditioning did, for the report.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -76,23 +76,16 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     let geo = ftl.geo.clone();
     let planes = geo.planes();
     let ppb = geo.pages_per_block;
-    let mapped = (cfg.fill * f64::from(cfg.logical_pages)).floor() as u32;
+    // Each NVM set is filled to the same fraction (with one set: the whole drive).
+    let mapped =
+        (cfg.fill * f64::from(geo.set_logical_pages().min(cfg.logical_pages))).floor() as u32;
     if mapped == 0 {
         return PreconditionReport {
             mapped_pages: 0,
             model_write_amplification: 1.0,
         };
     }
-    // The logical pages of a plane are slot + k * planes, where slot is the plane's position in
-    // the striping order (striping is mixed-radix on lpa mod planes).
-    let mut slot_of_plane = vec![0u32; planes as usize];
-    for slot in 0..planes {
-        slot_of_plane[geo.stripe(slot).0 as usize] = slot;
-    }
-    let rule = match cfg.gc_policy {
-        GcPolicy::Rga(d) => Rule::Choices(d),
-        GcPolicy::Greedy | GcPolicy::CostBenefit | GcPolicy::Fifo => Rule::Greedy,
-    };
+    let rule = ftl.mean_field_rule();
     // Sustained writing leaves a plane at its floor: GC (which only runs below its threshold)
     // cannot keep up with the host, so the free pool drains until the host waits for each
     // erase. Three blocks stay out of circulation: one free, the host's and GC's frontiers.
@@ -102,14 +95,9 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     // Planes differ by at most one page: a handful of distinct page counts, each solved once.
     let mut model_cache: Vec<(u64, Vec<u32>)> = Vec::new();
     for plane in 0..planes {
-        let slot = slot_of_plane[plane as usize];
-        let count = if mapped > slot {
-            (mapped - slot).div_ceil(planes)
-        } else {
-            0
-        };
         lpas.clear();
-        lpas.extend((0..count).map(|k| slot + k * planes));
+        lpas.extend(geo.plane_lpas(plane, mapped));
+        let count = lpas.len() as u32;
         match cfg.fill_pattern {
             FillPattern::Sequential => ftl.place_sequential(plane, &lpas),
             FillPattern::Random => {
@@ -146,7 +134,7 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
     }
     ftl.reset_stats();
     PreconditionReport {
-        mapped_pages: u64::from(mapped),
+        mapped_pages: u64::from(mapped) * u64::from(geo.sets()),
         model_write_amplification: if cfg.fill_pattern == FillPattern::Random {
             model_wa
         } else {
@@ -162,6 +150,10 @@ mod tests {
     use qoslab_engine::Settings;
     use qoslab_engine::tunable::RawValue;
 
+    fn ftl_of(cfg: &SsdConfig) -> Ftl {
+        Ftl::for_config(cfg, 0)
+    }
+
     fn config(pattern: &str, fill: f64) -> SsdConfig {
         let mut s = Settings::defaults("media", SSD_TUNABLES);
         for (key, val) in [
@@ -176,12 +168,12 @@ mod tests {
         ] {
             s.set(key, &val).unwrap();
         }
-        SsdConfig::from_settings(&s).unwrap()
+        SsdConfig::from_settings(&s, &[]).unwrap()
     }
 
     #[test]
     fn block_counts_hold_exactly_the_pages_and_the_blocks() {
-        let st = steady_state(64, 0.8, Rule::Greedy);
+        let st = steady_state(64, 0.8, crate::ssd::mean_field::Rule::Greedy);
         let v = block_valid_counts(&st.x, 250, 12_800, 64);
         assert_eq!(v.len(), 250);
         assert_eq!(v.iter().map(|&x| u64::from(x)).sum::<u64>(), 12_800);
@@ -191,7 +183,7 @@ mod tests {
     #[test]
     fn random_fill_maps_every_page_once_with_the_model_distribution() {
         let cfg = config("random", 1.0);
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let mut ftl = ftl_of(&cfg);
         let rep = precondition(&mut ftl, &cfg, 3);
         assert_eq!(rep.mapped_pages, u64::from(cfg.logical_pages));
         ftl.check();
@@ -205,7 +197,7 @@ mod tests {
     #[test]
     fn sequential_fill_leaves_full_blocks_in_order() {
         let cfg = config("sequential", 0.5);
-        let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+        let mut ftl = ftl_of(&cfg);
         precondition(&mut ftl, &cfg, 3);
         ftl.check();
         // lpa 0 and 4 (two planes of two channels = 4 slots) are neighbours in plane 0.
@@ -219,7 +211,7 @@ mod tests {
     fn the_same_seed_gives_the_same_map() {
         let cfg = config("random", 0.9);
         let map = |seed| {
-            let mut ftl = Ftl::new(cfg.geo.clone(), cfg.logical_pages, cfg.gc_policy);
+            let mut ftl = ftl_of(&cfg);
             precondition(&mut ftl, &cfg, seed);
             (0..cfg.logical_pages)
                 .map(|l| ftl.lookup(l))

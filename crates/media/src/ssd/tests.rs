@@ -3,17 +3,38 @@
 
 use super::*;
 use crate::Device;
+use qoslab_engine::RngStream;
 use qoslab_engine::tunable::RawValue;
 use qoslab_engine::{Done, EventQueue, Harness, Request, Requests};
 
 /// A device from `--set`-style overrides (`nand.erase_ns`, `2ms`) of the default (MQSim)
 /// configuration.
 pub(crate) fn ssd(overrides: &[(&str, &str)], seed: u64) -> Ssd {
+    Ssd::new(ssd_config(overrides), seed)
+}
+
+/// The configuration of [`ssd`]: each override goes to the plug-in sub-table its key names
+/// (`gc.rga.choices`), else to `[media]`.
+pub(crate) fn ssd_config(overrides: &[(&str, &str)]) -> SsdConfig {
     let mut s = Settings::defaults("media", config::SSD_TUNABLES);
+    let mut subs: Vec<Settings> = config::sub_tables()
+        .iter()
+        .map(|t| Settings::defaults(&format!("media.{}", t.key), t.tunables))
+        .collect();
     for (key, value) in overrides {
-        s.set(key, &RawValue::from_cli(value)).unwrap();
+        let raw = RawValue::from_cli(value);
+        let sub = subs
+            .iter_mut()
+            .find(|t| key.starts_with(&format!("{}.", &t.section()["media.".len()..])));
+        match sub {
+            Some(t) => {
+                let name = &key[t.section().len() - "media.".len() + 1..];
+                t.set(name, &raw).unwrap()
+            }
+            None => s.set(key, &raw).unwrap(),
+        }
     }
-    Ssd::new(SsdConfig::from_settings(&s).unwrap(), seed)
+    SsdConfig::from_settings(&s, &subs).unwrap()
 }
 
 pub(crate) fn read(offset: u64, len: u64, now: Ns) -> Request {
@@ -163,8 +184,8 @@ fn measured_wa(op: &str, policy: &str, fill: &str) -> (f64, f64) {
             ("blocks_per_plane", "512"),
             ("pages_per_block", "64"),
             ("ftl.overprovisioning", op),
-            ("ftl.gc_policy", policy),
-            ("ftl.gc_threshold", "0"),
+            ("gc.victim", policy),
+            ("gc.threshold", "0"),
             ("ftl.mapping", "dram"),
             ("cache.bytes", "0"),
             ("precondition.fill", "1"),
@@ -243,7 +264,7 @@ fn mixed_read_latencies(gc_timed: &str, erase_suspend: &str) -> (Vec<Ns>, f64) {
             ("blocks_per_plane", "256"),
             ("pages_per_block", "64"),
             ("ftl.mapping", "dram"),
-            ("ftl.gc_timed", gc_timed),
+            ("gc.timed", gc_timed),
             ("nand.erase_suspend", erase_suspend),
             ("precondition.fill", "1"),
         ],
@@ -516,18 +537,14 @@ impl StageCtx<SsdEvent> for ScriptCtx<'_> {
 }
 
 fn flash_script(gc_reads_at_once: bool) -> Vec<(Ns, u32, u32)> {
-    let mut s = Settings::defaults("media", config::SSD_TUNABLES);
-    for (key, value) in [
+    let cfg = ssd_config(&[
         ("channels", "1"),
         ("chips_per_channel", "2"),
         ("dies_per_chip", "1"),
         ("blocks_per_plane", "16"),
         ("pages_per_block", "16"),
         ("ftl.overprovisioning", "0.5"),
-    ] {
-        s.set(key, &RawValue::from_cli(value)).unwrap();
-    }
-    let cfg = SsdConfig::from_settings(&s).unwrap();
+    ]);
     let plane_pages = cfg.geo.pages_per_plane();
     let mut flash: FlashArray<u32> = FlashArray::new(&cfg);
     let (mut reqs, mut queue) = (Requests::new(), EventQueue::new());

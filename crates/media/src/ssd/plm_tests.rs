@@ -1,0 +1,391 @@
+//! NVM sets and Predictable Latency Mode, driven through the SSD's own hooks: requests,
+//! admin commands and time. Log pages are decoded here from the byte offsets of the NVMe
+//! specification (1.4, figure 200: Predictable Latency Per NVM Set log page), not from the
+//! model's constants.
+
+use super::tests::{ssd, write};
+use super::*;
+use crate::Device;
+use qoslab_engine::{Command, Control, ControlStatus, Harness, Notice, Request};
+
+const MS: Ns = 1_000_000;
+
+/// Two NVM sets (one per channel) of 2 chips x 2 planes each, 64 blocks of 32 4-KiB pages,
+/// the page map in DRAM, a 1 MiB write cache, the `plm` gate: a DTWin takes 10 reads, 8 page
+/// writes, 10 ms; an NDWin lasts at least 1 ms.
+fn plm_drive(extra: &[(&str, &str)]) -> Harness<Ssd> {
+    let mut o = vec![
+        ("channels", "2"),
+        ("chips_per_channel", "2"),
+        ("dies_per_chip", "1"),
+        ("planes_per_die", "2"),
+        ("blocks_per_plane", "64"),
+        ("pages_per_block", "32"),
+        ("page_bytes", "4096"),
+        ("nvm_sets", "2"),
+        ("ftl.mapping", "dram"),
+        ("ftl.overprovisioning", "0.2"),
+        ("cache.bytes", "1MiB"),
+        ("nand.program_lsb_ns", "200us"),
+        ("nand.program_msb_ns", "200us"),
+        ("nand.erase_ns", "1ms"),
+        ("gc.gate", "plm"),
+        ("gc.plm.dtwin_reads_typical", "10"),
+        ("gc.plm.dtwin_writes_typical", "8"),
+        ("gc.plm.dtwin_time_max_ns", "10ms"),
+        ("gc.plm.ndwin_time_min_low_ns", "1ms"),
+        ("gc.plm.ndwin_time_min_high_ns", "10ms"),
+    ];
+    o.extend_from_slice(extra);
+    Harness::new(ssd(&o, 1))
+}
+
+fn control(h: &mut Harness<Ssd>, command: Command) -> Control {
+    h.control(Control::new(0, 0, command))
+}
+
+fn set_feature(h: &mut Harness<Ssd>, fid: u8, set: u16, value: u32) -> ControlStatus {
+    control(h, Command::SetFeature { fid, set, value }).status
+}
+
+fn log_page(h: &mut Harness<Ssd>, lid: u8, set: u16) -> Vec<u8> {
+    let msg = control(
+        h,
+        Command::GetLogPage {
+            lid,
+            set,
+            data: Vec::new(),
+        },
+    );
+    assert_eq!(msg.status, ControlStatus::Success);
+    match msg.command {
+        Command::GetLogPage { data, .. } => data,
+        _ => unreachable!(),
+    }
+}
+
+fn u64_at(page: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(page[at..at + 8].try_into().unwrap())
+}
+
+fn u16_at(page: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(page[at..at + 2].try_into().unwrap())
+}
+
+/// Status (byte 0) of set `set`'s Predictable Latency Per NVM Set log page: 1 DTWin, 2 NDWin.
+fn window(h: &mut Harness<Ssd>, set: u16) -> u8 {
+    log_page(h, 0x0A, set)[0]
+}
+
+fn enable(h: &mut Harness<Ssd>, set: u16) {
+    assert_eq!(set_feature(h, 0x13, set, 1), ControlStatus::Success);
+}
+
+fn ask_dtwin(h: &mut Harness<Ssd>, set: u16) -> ControlStatus {
+    set_feature(h, 0x14, set, 0b001)
+}
+
+fn read_ns(nsid: u32, offset: u64, now: Ns) -> Request {
+    let mut r = Request::new(Op::Read, offset, 4096, 0, now);
+    r.nsid = nsid;
+    r
+}
+
+fn write_ns(nsid: u32, offset: u64, now: Ns) -> Request {
+    let mut r = write(offset, 4096, now);
+    r.nsid = nsid;
+    r
+}
+
+fn counter(h: &Harness<Ssd>, name: &str) -> f64 {
+    h.stage
+        .counters()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+#[test]
+fn the_per_set_log_page_reads_back_as_the_specification_lays_it_out() {
+    let mut h = plm_drive(&[]);
+    enable(&mut h, 1);
+    let page = log_page(&mut h, 0x0A, 1);
+    assert_eq!(page.len(), 512);
+    assert_eq!(page[0], 2, "an enabled set starts in NDWin");
+    assert_eq!(u16_at(&page, 2), 0, "no event");
+    assert!(page[4..32].iter().all(|&b| b == 0), "reserved bytes 31:04");
+    assert_eq!(u64_at(&page, 32), 10, "DTWIN Reads Typical");
+    assert_eq!(u64_at(&page, 40), 8, "DTWIN Writes Typical");
+    assert_eq!(u64_at(&page, 48), 10, "DTWIN Time Maximum, ms");
+    assert_eq!(u64_at(&page, 56), 10, "NDWIN Time Minimum High, ms");
+    assert_eq!(u64_at(&page, 64), 1, "NDWIN Time Minimum Low, ms");
+    assert!(
+        page[72..128].iter().all(|&b| b == 0),
+        "reserved bytes 127:72"
+    );
+    assert_eq!(u64_at(&page, 128), 10, "DTWIN Reads Estimate");
+    assert_eq!(u64_at(&page, 136), 8, "DTWIN Writes Estimate");
+    assert_eq!(u64_at(&page, 144), 10, "DTWIN Time Estimate, ms");
+    assert!(
+        page[152..].iter().all(|&b| b == 0),
+        "reserved bytes 511:152"
+    );
+
+    // Too early: NDWIN Time Minimum Low (1 ms) has not passed; the set enters DTWin once it has.
+    assert_eq!(ask_dtwin(&mut h, 1), ControlStatus::Success);
+    assert_eq!(window(&mut h, 1), 2);
+    h.run_until(MS);
+    assert_eq!(window(&mut h, 1), 1);
+    for k in 0..3 {
+        h.submit_at(h.now_ns(), read_ns(1, k * 4096, h.now_ns()));
+    }
+    h.run_until(5 * MS);
+    let page = log_page(&mut h, 0x0A, 1);
+    assert_eq!(page[0], 1);
+    assert_eq!(u64_at(&page, 128), 7, "10 typical reads, 3 done");
+    assert_eq!(u64_at(&page, 136), 8);
+    assert_eq!(u64_at(&page, 144), 6, "4 of 10 ms gone");
+    // The other set was never enabled; a set the drive does not have is refused.
+    assert_eq!(window(&mut h, 2), 0);
+    assert_eq!(ask_dtwin(&mut h, 2), ControlStatus::Invalid);
+    assert_eq!(ask_dtwin(&mut h, 3), ControlStatus::Invalid);
+    let f = control(
+        &mut h,
+        Command::GetFeature {
+            fid: 0x14,
+            set: 1,
+            value: 0,
+        },
+    );
+    assert_eq!(
+        f.command,
+        Command::GetFeature {
+            fid: 0x14,
+            set: 1,
+            value: 1
+        }
+    );
+}
+
+/// Enters DTWin on set 1 (after NDWIN Time Minimum Low) and returns the time it did.
+fn in_dtwin(h: &mut Harness<Ssd>) -> Ns {
+    enable(h, 1);
+    h.run_until(MS);
+    assert_eq!(ask_dtwin(h, 1), ControlStatus::Success);
+    assert_eq!(window(h, 1), 1);
+    h.now_ns()
+}
+
+fn aggregate(h: &mut Harness<Ssd>) -> Vec<u16> {
+    let page = log_page(h, 0x0B, 0);
+    let n = u64_at(&page, 0) as usize;
+    assert_eq!(page.len(), 8 + 2 * n);
+    (0..n).map(|i| u16_at(&page, 8 + 2 * i)).collect()
+}
+
+const PLM_EVENT: Notice = Notice::AsyncEvent {
+    host: Notice::ALL_HOSTS,
+    kind: 0b010,
+    info: 0x04,
+    log_page: 0x0B,
+};
+
+#[test]
+fn a_set_leaves_dtwin_when_its_read_budget_is_exhausted_and_says_so() {
+    let mut h = plm_drive(&[]);
+    let t = in_dtwin(&mut h);
+    for k in 0..10 {
+        h.submit_at(t, read_ns(1, k * 4096, t));
+    }
+    h.run_until(t + MS);
+    assert_eq!(window(&mut h, 1), 1, "10 reads are within the budget");
+    assert!(h.notices.is_empty());
+    h.submit_at(h.now_ns(), read_ns(1, 0, h.now_ns()));
+    h.run_until(t + 2 * MS);
+    assert_eq!(h.notices, vec![(PLM_EVENT, t + MS)]);
+    assert_eq!(aggregate(&mut h), vec![1]);
+    let page = log_page(&mut h, 0x0A, 1);
+    assert_eq!(page[0], 2, "the 11th read ended the DTWin");
+    assert_eq!(
+        u16_at(&page, 2),
+        1 << 14,
+        "autonomous transition: typical exceeded"
+    );
+    // Reading the set's page cleared its event and its aggregate entry.
+    assert_eq!(u16_at(&log_page(&mut h, 0x0A, 1), 2), 0);
+    assert!(aggregate(&mut h).is_empty());
+    assert_eq!(counter(&h, "set1_dtwin_exits_reads"), 1.0);
+}
+
+#[test]
+fn a_set_leaves_dtwin_when_its_write_budget_is_exhausted() {
+    let mut h = plm_drive(&[]);
+    let t = in_dtwin(&mut h);
+    for k in 0..9 {
+        h.submit_at(t, write_ns(1, k * 4096, t));
+    }
+    h.run_until(t + MS);
+    assert_eq!(window(&mut h, 1), 2);
+    assert_eq!(h.notices.len(), 1);
+    assert_eq!(counter(&h, "set1_dtwin_exits_writes"), 1.0);
+}
+
+#[test]
+fn a_set_leaves_dtwin_when_its_time_maximum_passes() {
+    let mut h = plm_drive(&[]);
+    let t = in_dtwin(&mut h);
+    h.run_until(t + 10 * MS - 1);
+    assert_eq!(window(&mut h, 1), 1);
+    h.run_until(t + 10 * MS);
+    assert_eq!(window(&mut h, 1), 2);
+    assert_eq!(h.notices, vec![(PLM_EVENT, t + 10 * MS)]);
+    assert_eq!(counter(&h, "set1_dtwin_exits_time"), 1.0);
+    // A window the host ends raises no event.
+    assert_eq!(ask_dtwin(&mut h, 1), ControlStatus::Success);
+    h.run_until(t + 12 * MS);
+    assert_eq!(window(&mut h, 1), 1);
+    assert_eq!(set_feature(&mut h, 0x14, 1, 0b010), ControlStatus::Success);
+    assert_eq!(window(&mut h, 1), 2);
+    assert_eq!(h.notices.len(), 1);
+}
+
+#[test]
+fn an_emergency_forces_ndwin() {
+    // A write cache of 4 pages: writes deferred in DTWin fill it, and the next one needs a
+    // destage now (a Deterministic Excursion).
+    let mut h = plm_drive(&[
+        ("cache.bytes", "16KiB"),
+        ("gc.plm.dtwin_writes_typical", "1000"),
+    ]);
+    let t = in_dtwin(&mut h);
+    for k in 0..4 {
+        h.submit_at(t, write_ns(1, k * 4096, t));
+    }
+    h.run_until(t + MS);
+    assert_eq!(window(&mut h, 1), 1, "4 writes fit the cache");
+    h.submit_at(h.now_ns(), write_ns(1, 5 * 4096, h.now_ns()));
+    h.run_until(t + 2 * MS);
+    let page = log_page(&mut h, 0x0A, 1);
+    assert_eq!(page[0], 2);
+    assert_eq!(u16_at(&page, 2), 1 << 15, "Deterministic Excursion");
+    assert_eq!(counter(&h, "set1_dtwin_exits_excursion"), 1.0);
+    assert_eq!(counter(&h, "destages_forced"), 0.0);
+}
+
+/// Erases of the blocks of NVM set `set` (0-based) so far.
+fn set_erases(h: &Harness<Ssd>, set: u16) -> u64 {
+    let geo = &h.stage.config().geo;
+    geo.set_planes(set)
+        .iter()
+        .flat_map(|&p| (0..geo.blocks_per_plane).map(move |b| geo.block_index(p, b)))
+        .map(|b| u64::from(h.stage.ftl().erase_count(b)))
+        .sum()
+}
+
+#[test]
+fn namespaces_live_in_their_sets_each_with_its_own_free_pool_and_gc() {
+    let mut h = Harness::new(ssd(
+        &[
+            ("channels", "2"),
+            ("chips_per_channel", "2"),
+            ("dies_per_chip", "1"),
+            ("blocks_per_plane", "32"),
+            ("pages_per_block", "16"),
+            ("page_bytes", "4096"),
+            ("nvm_sets", "2"),
+            ("ftl.mapping", "dram"),
+            ("ftl.overprovisioning", "0.25"),
+            ("cache.bytes", "0"),
+            ("precondition.fill", "1"),
+        ],
+        1,
+    ));
+    let cap = h.stage.capacity_bytes();
+    let per_set = u64::from(h.stage.config().geo.set_logical_pages());
+    assert_eq!(cap, per_set * 4096);
+    let mut rng = qoslab_engine::RngStream::new(1, "offsets");
+    // Overwrite namespace 1 three times over: GC runs on set 0's planes only.
+    h.run(8, 3 * per_set as usize, |now| {
+        write_ns(1, rng.below(per_set) * 4096, now)
+    });
+    assert!(set_erases(&h, 0) > 0);
+    assert_eq!(set_erases(&h, 1), 0);
+    // Every page of namespace 2 is on set 1's planes, and a write there programs set 1.
+    let geo = h.stage.config().geo.clone();
+    for lpa in per_set as u32..2 * per_set as u32 {
+        let ppa = h.stage.ftl().lookup(lpa);
+        assert_eq!(geo.set_of_plane(geo.plane_of_ppa(ppa)), 1, "lpa {lpa}");
+    }
+    let done = h.run(1, 1, |now| write_ns(2, 0, now));
+    assert_eq!(done[0].status, IoStatus::Ok);
+    let ppa = h.stage.ftl().lookup(per_set as u32);
+    assert_eq!(geo.set_of_plane(geo.plane_of_ppa(ppa)), 1);
+    // A namespace the drive does not have fails at once.
+    let done = h.run(1, 1, |now| write_ns(3, 0, now));
+    assert_eq!(done[0].status, IoStatus::MediaError);
+    let done = h.run(1, 1, |now| read_ns(2, per_set * 4096, now));
+    assert_eq!(
+        done[0].status,
+        IoStatus::MediaError,
+        "past the namespace's end"
+    );
+}
+
+/// Both sets preconditioned full and written at random while the test alternates their
+/// windows every 10 ms; returns the harness, the ms checked in DTWin and the DTWins entered.
+fn alternating_run(total_ms: Ns) -> (Harness<Ssd>, u64, u64) {
+    let mut h = plm_drive(&[
+        ("precondition.fill", "1"),
+        ("gc.plm.dtwin_writes_typical", "10000"),
+        ("gc.plm.dtwin_reads_typical", "100000"),
+        ("gc.plm.dtwin_time_max_ns", "100ms"),
+    ]);
+    let per_set = u64::from(h.stage.config().geo.set_logical_pages());
+    enable(&mut h, 1);
+    enable(&mut h, 2);
+    let mut rng = qoslab_engine::RngStream::new(3, "offsets");
+    let (mut dtwin_erase_checks, mut entries) = (0, 0);
+    let mut at = 0;
+    for slot in 0..total_ms / 10 {
+        let (dt, nd) = if slot % 2 == 0 { (1, 2) } else { (2, 1) };
+        assert_eq!(set_feature(&mut h, 0x14, nd, 0b010), ControlStatus::Success);
+        assert_eq!(ask_dtwin(&mut h, dt), ControlStatus::Success);
+        // A write and a read every ms, each set in turn, until the slot ends; whenever
+        // the DTWin set is in DTWin, its blocks see no erase.
+        let end = (slot + 1) * 10 * MS;
+        while at < end {
+            let ns = 1 + (at / 1_000_000 % 2) as u32;
+            let off = rng.below(per_set) * 4096;
+            h.submit_at(at, write_ns(ns, off, at));
+            h.submit_at(at, read_ns(3 - ns, off, at));
+            at += 1_000_000;
+        }
+        let mut last = h.now_ns();
+        while last < end {
+            let step = (last + MS).min(end);
+            let before = (window(&mut h, dt), set_erases(&h, dt - 1));
+            h.run_until(step);
+            let after = (window(&mut h, dt), set_erases(&h, dt - 1));
+            if before.0 == 1 && after.0 == 1 {
+                assert_eq!(before.1, after.1, "an erase on set {dt} in its DTWin");
+                dtwin_erase_checks += 1;
+            }
+            last = step;
+        }
+        entries += u64::from(window(&mut h, dt) == 1);
+    }
+    (h, dtwin_erase_checks, entries)
+}
+
+#[test]
+fn no_gc_program_or_erase_runs_on_a_set_in_its_dtwin() {
+    let (h, checks, entries) = alternating_run(400);
+    assert_eq!(counter(&h, "gc_ops_while_closed"), 0.0);
+    assert_eq!(counter(&h, "gc_forced_victims"), 0.0);
+    // The run did what it should test: GC ran, and the sets spent time in DTWin.
+    assert!(h.stage.ftl().stats.erases > 30, "{:?}", h.stage.ftl().stats);
+    assert!(checks > 100, "{checks} checked ms");
+    assert!(entries > 20, "{entries} DTWins");
+    assert!(counter(&h, "set1_dtwin_entries") + counter(&h, "set2_dtwin_entries") > 20.0);
+}

@@ -1,0 +1,126 @@
+//! Die op-class priority: in which order a die takes the operations waiting for it, by who
+//! wants them (mapping reads, host reads, host writes, garbage collection), and in which
+//! order a channel serves the dies waiting for it. Within a rank, operations go in arrival
+//! order. The flash array keeps one queue per (rank, plane) and a bit per non-empty queue, so
+//! the choice stays a count of trailing zeros.
+//!
+//! A priority is a plug-in: one file with a [`DiePriority`] and its [`PriorityOps`], one line
+//! in [`PRIORITIES`]; the device file names it in `media.nand.priority`.
+
+pub mod reads_first;
+pub mod writes_first;
+
+use qoslab_engine::{PluginInfo, STAGE_API_VERSION, Settings, Tunable};
+
+use super::flash::{CLASSES, OpClass};
+use super::plugin::Plugin;
+
+/// The priority hook.
+pub trait DiePriority {
+    /// The rank of each class (indexed by [`OpClass`]), 0 served first; the ranks of the four
+    /// classes are 0, 1, 2 and 3 in some order.
+    fn ranks(&self) -> [u8; CLASSES];
+}
+
+/// What a constructor gets: the plug-in's own sub-table.
+pub struct PrioritySetup<'a> {
+    pub settings: &'a Settings,
+}
+
+pub type BuildPriority = fn(&PrioritySetup<'_>) -> Box<dyn DiePriority>;
+
+/// One die priority, as the registry knows it.
+pub struct PriorityOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub api_version: u32,
+    /// Its tunables, read from `[media.nand.NAME]`.
+    pub tunables: &'static [Tunable],
+    /// Builds it (required).
+    pub build: Option<BuildPriority>,
+}
+
+impl Plugin for PriorityOps {
+    fn info(&self) -> PluginInfo {
+        PluginInfo {
+            kind: "die priority",
+            name: self.name,
+            api_version: self.api_version,
+            missing_hooks: if self.build.is_none() {
+                &["build"]
+            } else {
+                &[]
+            },
+        }
+    }
+    fn help(&self) -> &'static str {
+        self.help
+    }
+    fn tunables(&self) -> &'static [Tunable] {
+        self.tunables
+    }
+}
+
+/// Every die priority a device file can name.
+pub static PRIORITIES: &[&PriorityOps] = &[&reads_first::OPS, &writes_first::OPS];
+
+pub(crate) const API: u32 = STAGE_API_VERSION;
+
+/// The ranks of `priority`, checked to be a permutation of the classes.
+pub fn ranks_of(priority: &dyn DiePriority) -> Result<[u8; CLASSES], String> {
+    let ranks = priority.ranks();
+    let mut seen = [false; CLASSES];
+    for &r in &ranks {
+        if (r as usize) >= CLASSES || std::mem::replace(&mut seen[r as usize], true) {
+            return Err(format!(
+                "a die priority must rank the {CLASSES} operation classes 0 to {} once each, got {ranks:?}",
+                CLASSES - 1
+            ));
+        }
+    }
+    Ok(ranks)
+}
+
+/// The rank of `class` under `ranks`.
+#[inline]
+pub fn rank(ranks: &[u8; CLASSES], class: OpClass) -> u8 {
+    ranks[class as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plugin::lookup;
+    use super::*;
+
+    static FROM_THE_FUTURE: PriorityOps = PriorityOps {
+        name: "future",
+        help: "written for a later contract",
+        api_version: API + 1,
+        tunables: &[],
+        build: Some(|_| Box::new(reads_first::ReadsFirst)),
+    };
+
+    struct Broken;
+    impl DiePriority for Broken {
+        fn ranks(&self) -> [u8; CLASSES] {
+            [0, 0, 1, 2]
+        }
+    }
+
+    #[test]
+    fn the_registry_refuses_another_contract_version_and_ranks_must_be_a_permutation() {
+        let reg: &[&'static PriorityOps] = &[&reads_first::OPS, &FROM_THE_FUTURE];
+        assert!(lookup(reg, "media.nand.priority", "reads_first").is_ok());
+        let e = lookup(reg, "media.nand.priority", "future")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("built for stage API version"), "{e}");
+        assert!(ranks_of(&Broken).unwrap_err().contains("once each"));
+        for p in PRIORITIES {
+            let s = Settings::defaults("p", p.tunables);
+            let built = p.build.unwrap()(&PrioritySetup { settings: &s });
+            assert!(ranks_of(built.as_ref()).is_ok(), "{}", p.name);
+        }
+    }
+}

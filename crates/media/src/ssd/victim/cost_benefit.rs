@@ -1,0 +1,36 @@
+//! Rosenblum and Ousterhout's cost-benefit choice (LFS): the most (1 - u) / (2u) x age, where u
+//! is the fraction of the block still valid and age the host page writes since it was sealed.
+
+use super::{API, VictimOps, VictimPolicy, VictimSetup};
+use crate::ssd::ftl::Sealed;
+
+pub static OPS: VictimOps = VictimOps {
+    name: "cost_benefit",
+    help: "Rosenblum's (1-u)/2u x age",
+    api_version: API,
+    tunables: &[],
+    valid_lists: true,
+    build: Some(|_: &VictimSetup<'_>| Box::new(CostBenefit)),
+};
+
+pub struct CostBenefit;
+
+impl VictimPolicy for CostBenefit {
+    fn select(&mut self, plane: u32, sealed: &Sealed<'_>) -> Option<u32> {
+        let ppb = f64::from(sealed.pages_per_block());
+        let mut best: Option<(f64, u32)> = None;
+        for b in sealed.by_valid(plane) {
+            let u = f64::from(sealed.valid(b)) / ppb;
+            let age = sealed.age(b) as f64;
+            let score = if u == 0.0 {
+                f64::INFINITY
+            } else {
+                (1.0 - u) / (2.0 * u) * age
+            };
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, b));
+            }
+        }
+        best.map(|(_, b)| b)
+    }
+}

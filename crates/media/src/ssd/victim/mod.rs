@@ -1,0 +1,155 @@
+//! Garbage-collection victim choice: which sealed block of a plane GC collects next.
+//!
+//! A policy is a plug-in: one file with a [`VictimPolicy`] implementation and its
+//! [`VictimOps`] (name, help, tunables read from `[media.gc.NAME]`, capabilities, constructor),
+//! and one line in [`VICTIMS`]. The device file names it in `media.gc.victim`.
+
+pub mod cost_benefit;
+pub mod fifo;
+pub mod greedy;
+pub mod rga;
+
+use qoslab_engine::{PluginInfo, RngStream, STAGE_API_VERSION, Settings, Tunable};
+
+use super::ftl::Sealed;
+use super::mean_field::Rule;
+use super::plugin::Plugin;
+
+/// The victim-choice hooks. The FTL calls `select` when a plane's free blocks run low and
+/// marks the block it returns; `sealed` tells the policy of every block that became a
+/// candidate.
+pub trait VictimPolicy {
+    /// A victim among the sealed blocks of `plane`, or `None` when collecting any would free
+    /// nothing (every sealed block is full of valid pages).
+    fn select(&mut self, plane: u32, sealed: &Sealed<'_>) -> Option<u32>;
+
+    /// `block` of `plane` was sealed (filled, its programs done). Nothing by default.
+    fn sealed(&mut self, _plane: u32, _block: u32) {}
+
+    /// The mean-field rule whose steady state the preconditioner writes for this policy:
+    /// greedy by default.
+    fn mean_field(&self) -> Rule {
+        Rule::Greedy
+    }
+}
+
+/// What a constructor gets.
+pub struct VictimSetup<'a> {
+    /// The run's seed: a policy that draws derives its stream from it.
+    pub seed: u64,
+    pub planes: u32,
+    pub blocks_per_plane: u32,
+    /// The policy's own sub-table.
+    pub settings: &'a Settings,
+}
+
+pub type BuildVictim = fn(&VictimSetup<'_>) -> Box<dyn VictimPolicy>;
+
+/// One victim policy, as the registry knows it.
+pub struct VictimOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The stage contract the policy was written for.
+    pub api_version: u32,
+    /// Its tunables, read from `[media.gc.NAME]`.
+    pub tunables: &'static [Tunable],
+    /// Capability: the FTL keeps each plane's sealed blocks in lists by valid count, which
+    /// [`Sealed::fewest_valid`] and [`Sealed::by_valid`] then read instead of scanning the
+    /// plane. A policy that looks at few blocks (random draws) leaves it off and saves the
+    /// list upkeep on every page invalidated.
+    pub valid_lists: bool,
+    /// Builds the policy (required).
+    pub build: Option<BuildVictim>,
+}
+
+impl Plugin for VictimOps {
+    fn info(&self) -> PluginInfo {
+        PluginInfo {
+            kind: "GC victim policy",
+            name: self.name,
+            api_version: self.api_version,
+            missing_hooks: if self.build.is_none() {
+                &["build"]
+            } else {
+                &[]
+            },
+        }
+    }
+    fn help(&self) -> &'static str {
+        self.help
+    }
+    fn tunables(&self) -> &'static [Tunable] {
+        self.tunables
+    }
+}
+
+/// Every victim policy a device file can name.
+pub static VICTIMS: &[&VictimOps] = &[&greedy::OPS, &cost_benefit::OPS, &rga::OPS, &fifo::OPS];
+
+/// The version every policy in this crate is written for.
+pub(crate) const API: u32 = STAGE_API_VERSION;
+
+/// A policy's random stream: one per run, whatever the policy (`ssd/gc/victim`).
+pub(crate) fn victim_rng(seed: u64) -> RngStream {
+    RngStream::new(seed, "ssd/gc/victim")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plugin::lookup;
+    use super::*;
+
+    fn toy(_: &VictimSetup<'_>) -> Box<dyn VictimPolicy> {
+        unreachable!("never built")
+    }
+
+    static FROM_THE_FUTURE: VictimOps = VictimOps {
+        name: "future",
+        help: "written for a later contract",
+        api_version: API + 1,
+        tunables: &[],
+        valid_lists: false,
+        build: Some(toy),
+    };
+
+    static HOOKLESS: VictimOps = VictimOps {
+        name: "hookless",
+        help: "forgot its constructor",
+        api_version: API,
+        tunables: &[],
+        valid_lists: false,
+        build: None,
+    };
+
+    #[test]
+    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
+        let reg: &[&'static VictimOps] = &[&greedy::OPS, &FROM_THE_FUTURE, &HOOKLESS];
+        assert!(lookup(reg, "media.gc.victim", "greedy").is_ok());
+        let e = lookup(reg, "media.gc.victim", "future")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("built for stage API version"), "{e}");
+        let e = lookup(reg, "media.gc.victim", "hookless")
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "GC victim policy 'hookless' lacks the required hook 'build'"
+        );
+        let e = lookup(reg, "media.gc.victim", "lru")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("field 'media.gc.victim': expected one of greedy, future"));
+    }
+
+    #[test]
+    fn names_are_unique_and_every_policy_passes_its_check() {
+        for (i, v) in VICTIMS.iter().enumerate() {
+            assert!(VICTIMS[..i].iter().all(|w| w.name != v.name));
+            assert!(lookup(VICTIMS, "media.gc.victim", v.name).is_ok());
+        }
+    }
+}

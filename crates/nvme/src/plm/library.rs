@@ -1,0 +1,559 @@
+//! The PLM host library (a replica policy, `host.replicas = "plm"`): copies of the data on
+//! NVM sets with Predictable Latency Mode, each read sent to a copy in its deterministic window,
+//! the windows of the copies taking turns, and (with `coordinate`) the coordinator sharing each
+//! window's deterministic counts among the hosts.
+//!
+//! At time 0 the library enables the mode on every copy (Set Features 13h) and reads the
+//! Predictable Latency Per NVM Set log page (0Ah) of the first: DTWIN Reads Typical is the
+//! capacity C of a window, DTWIN Time Maximum its length T. Window n is `[n T, (n + 1) T)`; at
+//! its start the library asks copy `n mod copies` into DTWin (Set Features 14h) and reads the
+//! log page until the device says the copy is in DTWin (every `poll_ns`: the device enters
+//! DTWin once its deferred work is done); only then does it ask the previous copy out, so
+//! that a deterministic copy is there throughout. An asynchronous event
+//! (a copy left DTWin on its own) makes it read the aggregate log page (0Bh) and the log page of
+//! each set listed.
+//!
+//! A read is *covered* when its host holds a count of the window (its allocation, or extra
+//! counts the coordinator grants when it runs out; without `coordinate` every read is
+//! covered). A covered read goes to a copy in DTWin, an uncovered one to a copy that is not;
+//! with no copy of the kind wanted, to the other kind. Writes go to every copy.
+//!
+//! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
+//! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
+//! in order and its hosts in order of first appearance being the run's windows and hosts.
+//! Messages between the hosts and the coordinator take no simulated time.
+
+use std::path::Path;
+
+use qoslab_engine::{Command, ConfigError, Control, ControlStatus, Notice, Ns};
+
+use super::allocation::{self, AllocationSetup};
+use super::coordinator::{Coordinator, DemandTable, Predictor, QosClass, RatioHist};
+use crate::replicas::{API, ReplicaIo, ReplicaOps, ReplicaPolicy, ReplicaSetup};
+
+qoslab_engine::choice! {
+    /// How the coordinator predicts a host's need.
+    pub enum PredictorKind { Exact = "exact", Ewma = "ewma" }
+}
+
+qoslab_engine::settings! {
+    /// `[host.plm]`.
+    pub struct PlmLibraryConfig in PLM_LIBRARY_TUNABLES {
+        copies: u32 = count(2, "copies of the data: namespaces 1 to copies, each an NVM set in Predictable Latency Mode; the sets take turns in DTWin").range(1.0, 64.0),
+        coordinate: bool = flag(true, "share each window's deterministic counts among the hosts (the PLM coordinator); false: every read goes to a copy in DTWin"),
+        policy: String = text("sp", "how the coordinator splits the counts beyond each host's minimum: an allocation policy's name (sp: strict priority; fr: fixed ratio; proportional; maxmin)"),
+        predictor: PredictorKind = choice(PredictorKind::Ewma, "exact: host-directed, each window's demand known in advance (from `demands`); ewma: coordinator-directed, P(n+1) = zeta D(n) + (1 - zeta) P(n)"),
+        zeta: f64 = ratio(0.5, "smoothing constant of the ewma predictor"),
+        initial: f64 = real(0.0, "P(0) of the ewma predictor; 0 = capacity / hosts"),
+        min_share: f64 = ratio(0.5, "each host's minimum when requests exceed the capacity: min(requested, floor(capacity x min_share / hosts))"),
+        ratios: Vec<f64> = reals(&[0.5, 0.3, 0.2], "fixed ratio: the share of the high, medium and low classes"),
+        classes: String = text("high,medium,low", "the QoS class of host 0, 1, ... (high, medium or low), comma separated"),
+        demands: String = text("", "exact predictor: CSV of window,host,class,demand rows, the demand of every window (relative to the device file)"),
+        poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
+    }
+}
+
+pub static OPS: ReplicaOps = ReplicaOps {
+    name: "plm",
+    help: "Predictable Latency Mode copies: reads to a copy in its deterministic window, windows taking turns, the PLM coordinator",
+    api_version: API,
+    tunables: PLM_LIBRARY_TUNABLES,
+    build: Some(build),
+};
+
+fn build(s: &ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError> {
+    let cfg = PlmLibraryConfig::from_settings(s.settings);
+    let field =
+        |name: &str, msg: String| ConfigError::new(format!("field 'host.plm.{name}': {msg}"));
+    let classes: Vec<QosClass> = cfg
+        .classes
+        .split(',')
+        .map(|w| {
+            QosClass::parse(w.trim()).ok_or_else(|| {
+                field(
+                    "classes",
+                    format!("expected high, medium or low, got '{}'", w.trim()),
+                )
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if classes.len() < usize::from(s.hosts) {
+        return Err(field(
+            "classes",
+            format!("names {} classes for {} hosts", classes.len(), s.hosts),
+        ));
+    }
+    if cfg.ratios.len() != 3 {
+        return Err(field(
+            "ratios",
+            format!(
+                "expected 3 shares (high, medium, low), got {}",
+                cfg.ratios.len()
+            ),
+        ));
+    }
+    allocation::lookup("host.plm.policy", &cfg.policy)?;
+    let oracle = match cfg.predictor {
+        PredictorKind::Exact if cfg.coordinate => {
+            if cfg.demands.is_empty() {
+                return Err(field(
+                    "demands",
+                    "the exact predictor needs each window's demands (a CSV file)".into(),
+                ));
+            }
+            let path = match s.config_dir {
+                Some(dir) if Path::new(&cfg.demands).is_relative() => dir.join(&cfg.demands),
+                _ => Path::new(&cfg.demands).to_path_buf(),
+            };
+            read_demands(&path, usize::from(s.hosts))?
+        }
+        _ => Vec::new(),
+    };
+    Ok(Box::new(PlmLibrary::new(
+        cfg,
+        classes[..usize::from(s.hosts)].to_vec(),
+        oracle,
+    )))
+}
+
+/// The demands of a `window,host,class,demand` CSV: `[window][host]`, windows and hosts in
+/// order of first appearance (a host missing from a window demands nothing there).
+pub fn read_demands(path: &Path, hosts: usize) -> Result<Vec<Vec<u64>>, ConfigError> {
+    let table = DemandTable::read(path)?;
+    if table.hosts.len() > hosts {
+        return Err(ConfigError::in_file(
+            path,
+            format!(
+                "names {} hosts, but the path has {hosts} host(s)",
+                table.hosts.len()
+            ),
+        ));
+    }
+    Ok(table
+        .demand
+        .into_iter()
+        .map(|mut d| {
+            d.resize(hosts, 0);
+            d
+        })
+        .collect())
+}
+
+const WAKE_BOUNDARY: u32 = 0;
+const WAKE_POLL: u32 = 1;
+
+/// Log page and feature identifiers (NVMe 1.4).
+const FID_PLM_CONFIG: u8 = 0x13;
+const FID_PLM_WINDOW: u8 = 0x14;
+const LID_PER_SET: u8 = 0x0A;
+const LID_AGGREGATE: u8 = 0x0B;
+
+#[derive(Clone, Debug, Default)]
+struct HostStats {
+    windows: u64,
+    reads: u64,
+    covered: u64,
+    utilization: RatioHist,
+    deficiency: RatioHist,
+}
+
+pub struct PlmLibrary {
+    cfg: PlmLibraryConfig,
+    classes: Vec<QosClass>,
+    oracle: Vec<Vec<u64>>,
+    coordinator: Option<Coordinator>,
+    capacity: u64,
+    window_ns: Ns,
+    /// The current window and when the next begins.
+    window: u64,
+    next_boundary_ns: Ns,
+    /// What the host knows of each copy: in DTWin or not.
+    dtwin: Vec<bool>,
+    polling: bool,
+    /// This window's reads and counts left, per host.
+    demand: Vec<u64>,
+    counts_left: Vec<u64>,
+    rotate: u32,
+    stats: Vec<HostStats>,
+    reads_to_dtwin: u64,
+    reads_to_ndwin: u64,
+    late_windows: u64,
+    events: u64,
+    unavailable: bool,
+}
+
+impl PlmLibrary {
+    fn new(cfg: PlmLibraryConfig, classes: Vec<QosClass>, oracle: Vec<Vec<u64>>) -> Self {
+        let k = classes.len();
+        PlmLibrary {
+            dtwin: vec![false; cfg.copies as usize],
+            cfg,
+            oracle,
+            coordinator: None,
+            capacity: 0,
+            window_ns: 0,
+            window: 0,
+            next_boundary_ns: Ns::MAX,
+            polling: false,
+            demand: vec![0; k],
+            counts_left: vec![0; k],
+            rotate: 0,
+            stats: vec![HostStats::default(); k],
+            reads_to_dtwin: 0,
+            reads_to_ndwin: 0,
+            late_windows: 0,
+            events: 0,
+            unavailable: false,
+            classes,
+        }
+    }
+
+    fn set_feature(io: &mut ReplicaIo<'_>, fid: u8, copy: u32, value: u32) -> ControlStatus {
+        let mut msg = Control::new(
+            io.now_ns,
+            0,
+            Command::SetFeature {
+                fid,
+                set: copy as u16 + 1,
+                value,
+            },
+        );
+        io.control(&mut msg);
+        msg.status
+    }
+
+    fn log_page(io: &mut ReplicaIo<'_>, lid: u8, set: u16) -> Option<Vec<u8>> {
+        let mut msg = Control::new(
+            io.now_ns,
+            0,
+            Command::GetLogPage {
+                lid,
+                set,
+                data: Vec::new(),
+            },
+        );
+        io.control(&mut msg);
+        match (msg.status, msg.command) {
+            (ControlStatus::Success, Command::GetLogPage { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
+    /// Reads the window status of `copy` from its log page.
+    fn refresh(&mut self, copy: u32, io: &mut ReplicaIo<'_>) {
+        if let Some(page) = Self::log_page(io, LID_PER_SET, copy as u16 + 1) {
+            self.dtwin[copy as usize] = page[0] & 0b111 == 1;
+        }
+    }
+
+    fn active(&self) -> u32 {
+        (self.window % u64::from(self.cfg.copies)) as u32
+    }
+
+    fn oracle_of(&self, window: u64) -> Vec<u64> {
+        self.oracle
+            .get(window as usize)
+            .cloned()
+            .unwrap_or_else(|| vec![0; self.classes.len()])
+    }
+
+    /// Starts window `self.window`: its copy asked into DTWin, the previous one out, counts
+    /// allocated.
+    fn begin_window(&mut self, io: &mut ReplicaIo<'_>) {
+        let active = self.active();
+        Self::set_feature(io, FID_PLM_WINDOW, active, 0b001);
+        self.refresh(active, io);
+        if self.dtwin[active as usize] {
+            self.release_previous(io);
+        } else {
+            // The previous copy stays in DTWin (until its own time maximum) while this one
+            // finishes its deferred work, so that reads still find a deterministic copy.
+            self.late_windows += 1;
+            if !self.polling {
+                self.polling = true;
+                io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
+            }
+        }
+        let exact = self.oracle_of(self.window);
+        if let Some(c) = &mut self.coordinator {
+            c.begin_window(Some(&exact));
+            for h in 0..self.classes.len() {
+                self.counts_left[h] = c.host(h).allocated;
+            }
+        }
+        self.next_boundary_ns = (self.window + 1) * self.window_ns;
+        io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
+    }
+
+    /// Asks the copy before the active one out of DTWin, so that it does its deferred work.
+    fn release_previous(&mut self, io: &mut ReplicaIo<'_>) {
+        let copies = self.cfg.copies;
+        if copies > 1 {
+            let prev = (self.active() + copies - 1) % copies;
+            Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
+            self.dtwin[prev as usize] = false;
+        }
+    }
+
+    /// Ends the current window and starts the next.
+    fn boundary(&mut self, io: &mut ReplicaIo<'_>) {
+        if let Some(c) = &mut self.coordinator {
+            for (h, w) in c.end_window(&self.demand).iter().enumerate() {
+                let s = &mut self.stats[h];
+                s.windows += 1;
+                s.utilization.record(w.utilization());
+                s.deficiency.record(w.deficiency());
+            }
+        }
+        self.demand.iter_mut().for_each(|d| *d = 0);
+        self.window += 1;
+        self.begin_window(io);
+    }
+
+    /// A copy of the kind wanted (in DTWin or not), the active copy first, else any.
+    fn pick(&mut self, in_dtwin: bool) -> u32 {
+        let copies = self.cfg.copies;
+        let active = self.active();
+        if in_dtwin && self.dtwin[active as usize] {
+            return active;
+        }
+        for step in 0..copies {
+            let c = (self.rotate + step) % copies;
+            if self.dtwin[c as usize] == in_dtwin {
+                self.rotate = (c + 1) % copies;
+                return c;
+            }
+        }
+        self.rotate = (self.rotate + 1) % copies;
+        self.rotate
+    }
+}
+
+impl ReplicaPolicy for PlmLibrary {
+    fn copies(&self) -> u32 {
+        self.cfg.copies
+    }
+
+    fn start(&mut self, io: &mut ReplicaIo<'_>) {
+        for copy in 0..self.cfg.copies {
+            if Self::set_feature(io, FID_PLM_CONFIG, copy, 1) != ControlStatus::Success {
+                self.unavailable = true;
+            }
+        }
+        let Some(page) = Self::log_page(io, LID_PER_SET, 1) else {
+            self.unavailable = true;
+            return;
+        };
+        let field = |at: usize| u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"));
+        self.capacity = field(32);
+        self.window_ns = field(48).max(1) * 1_000_000;
+        if self.cfg.coordinate {
+            let build = allocation::lookup("host.plm.policy", &self.cfg.policy)
+                .expect("checked at build")
+                .build
+                .expect("checked by the registry");
+            let r = &self.cfg.ratios;
+            let predictor = match self.cfg.predictor {
+                PredictorKind::Exact => Predictor::Exact,
+                PredictorKind::Ewma => Predictor::Ewma {
+                    zeta: self.cfg.zeta,
+                },
+            };
+            self.coordinator = Some(Coordinator::new(
+                &self.classes,
+                self.capacity,
+                predictor,
+                self.cfg.min_share,
+                (self.cfg.initial > 0.0).then_some(self.cfg.initial),
+                build(&AllocationSetup {
+                    ratios: [r[0], r[1], r[2]],
+                }),
+            ));
+        }
+        self.begin_window(io);
+    }
+
+    fn route_read(&mut self, host: u16, _len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32 {
+        if self.unavailable {
+            return 1;
+        }
+        while io.now_ns >= self.next_boundary_ns {
+            self.boundary(io);
+        }
+        let h = host as usize;
+        self.demand[h] += 1;
+        self.stats[h].reads += 1;
+        let covered = match &mut self.coordinator {
+            None => true,
+            Some(c) => {
+                if self.counts_left[h] == 0 {
+                    let have = c.host(h).allocated + c.host(h).extra;
+                    let shortfall = match self.cfg.predictor {
+                        PredictorKind::Exact => self
+                            .oracle
+                            .get(self.window as usize)
+                            .map_or(0, |d| d[h])
+                            .saturating_sub(have)
+                            .max(1),
+                        PredictorKind::Ewma => 1,
+                    };
+                    self.counts_left[h] += c.ask_extra(h, shortfall);
+                }
+                if self.counts_left[h] > 0 {
+                    self.counts_left[h] -= 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if covered {
+            self.stats[h].covered += 1;
+        }
+        let copy = self.pick(covered);
+        if self.dtwin[copy as usize] {
+            self.reads_to_dtwin += 1;
+        } else {
+            self.reads_to_ndwin += 1;
+        }
+        copy + 1
+    }
+
+    fn notice(&mut self, _host: u16, notice: Notice, io: &mut ReplicaIo<'_>) {
+        let Notice::AsyncEvent { log_page, .. } = notice else {
+            return;
+        };
+        if log_page != LID_AGGREGATE {
+            return;
+        }
+        self.events += 1;
+        let Some(page) = Self::log_page(io, LID_AGGREGATE, 0) else {
+            return;
+        };
+        let n = u64::from_le_bytes(page[0..8].try_into().expect("8 bytes")) as usize;
+        for i in 0..n {
+            let id = u16::from_le_bytes([page[8 + 2 * i], page[9 + 2 * i]]);
+            if id >= 1 && u32::from(id) <= self.cfg.copies {
+                self.refresh(u32::from(id) - 1, io);
+            }
+        }
+    }
+
+    fn wake(&mut self, token: u32, io: &mut ReplicaIo<'_>) {
+        match token {
+            WAKE_BOUNDARY => {
+                while io.now_ns >= self.next_boundary_ns {
+                    self.boundary(io);
+                }
+            }
+            WAKE_POLL => {
+                self.polling = false;
+                let active = self.active();
+                self.refresh(active, io);
+                if self.dtwin[active as usize] {
+                    self.release_previous(io);
+                } else {
+                    self.polling = true;
+                    io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        let mut out = vec![
+            ("plm_windows".to_string(), self.window as f64),
+            ("plm_capacity".into(), self.capacity as f64),
+            ("plm_window_ms".into(), self.window_ns as f64 / 1e6),
+            ("plm_reads_to_dtwin".into(), self.reads_to_dtwin as f64),
+            ("plm_reads_to_ndwin".into(), self.reads_to_ndwin as f64),
+            ("plm_late_windows".into(), self.late_windows as f64),
+            ("plm_async_events".into(), self.events as f64),
+            (
+                "plm_unavailable".into(),
+                f64::from(u8::from(self.unavailable)),
+            ),
+        ];
+        for (h, s) in self.stats.iter().enumerate() {
+            out.push((format!("host{h}_reads"), s.reads as f64));
+            out.push((format!("host{h}_covered_reads"), s.covered as f64));
+            if self.coordinator.is_some() {
+                out.push((format!("host{h}_windows"), s.windows as f64));
+                out.push((
+                    format!("host{h}_utilization_p10"),
+                    s.utilization.quantile(0.10),
+                ));
+                out.push((format!("host{h}_utilization_min"), s.utilization.min()));
+                out.push((
+                    format!("host{h}_deficiency_p50"),
+                    s.deficiency.quantile(0.50),
+                ));
+                out.push((
+                    format!("host{h}_deficiency_p90"),
+                    s.deficiency.quantile(0.90),
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device of `copies` sets in PLM that enter DTWin at once when asked, C = 100 reads
+    /// and T = 10 ms a window, answering the library's admin commands as the SSD's gate does.
+    fn device(msg: &mut Control) {
+        match &mut msg.command {
+            Command::SetFeature { .. } => msg.status = ControlStatus::Success,
+            Command::GetLogPage { lid, data, .. } if *lid == LID_PER_SET => {
+                let mut page = vec![0u8; 512];
+                page[0] = 1;
+                page[32..40].copy_from_slice(&100u64.to_le_bytes());
+                page[48..56].copy_from_slice(&10u64.to_le_bytes());
+                *data = page;
+                msg.status = ControlStatus::Success;
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_timed_coordinator_records_each_window_as_the_window_level_rules_do() {
+        let s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High, QosClass::Low], Vec::new());
+        let mut wakes = Vec::new();
+        let mut control = device;
+        macro_rules! io {
+            ($now:expr) => {
+                &mut ReplicaIo {
+                    now_ns: $now,
+                    control: &mut control,
+                    wakes: &mut wakes,
+                }
+            };
+        }
+        lib.start(io!(0));
+        // Window 0: P(0) = C / k = 50 each, 100 fit. High reads 80: 50 allocated + 30 extra
+        // (the pool is 0: nothing). Low reads 10.
+        for i in 0..80 {
+            lib.route_read(0, 4096, io!(i));
+        }
+        for i in 0..10 {
+            lib.route_read(1, 4096, io!(100 + i));
+        }
+        // Window 1 begins at 10 ms.
+        lib.route_read(1, 4096, io!(10_000_000));
+        let c = lib.coordinator.as_ref().unwrap();
+        // P(1) = 0.5 x 80 + 0.5 x 50 = 65 and 0.5 x 10 + 0.5 x 50 = 30.
+        assert_eq!(c.host(0).requested, 65);
+        assert_eq!(c.host(1).requested, 30);
+        // Window 0: high consumed 50 of 80 (deficiency 0.375), low 10 of its 50.
+        assert_eq!(lib.stats[0].deficiency.quantile(0.5), 0.375);
+        assert_eq!(lib.stats[1].utilization.quantile(0.5), 0.2);
+        assert_eq!(lib.stats[0].covered, 50);
+    }
+}

@@ -1,0 +1,154 @@
+//! Replica policies of the host driver: how a host uses several namespaces that hold copies
+//! of the same data (one namespace per NVM set, `1..=copies`), in the way Linux's native NVMe
+//! multipath picks a path by its ANA state: every write goes to every copy, and the policy
+//! picks the copy each read goes to, from what the host knows of the copies.
+//!
+//! A policy is a plug-in: one file with a [`ReplicaPolicy`] and its [`ReplicaOps`], one line
+//! in [`REPLICAS`]; the device file names it in `host.replicas` (`none`: each request keeps
+//! its own namespace) and its tunables are `[host.NAME]`. Its hooks run inside the host
+//! driver's, so admin commands it sends (Get Log Page, Set Features) take no simulated time.
+
+pub mod mirror;
+
+use std::path::Path;
+
+use qoslab_engine::{
+    ConfigError, Control, Notice, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable,
+};
+
+/// The policy's hooks. Hosts are numbered from 0; namespaces from 1.
+pub trait ReplicaPolicy {
+    /// Copies of the data: namespaces `1..=copies`, each written by every write.
+    fn copies(&self) -> u32;
+
+    /// The namespace read of `len_bytes` by `host` goes to now.
+    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32;
+
+    /// At time 0, before any request.
+    fn start(&mut self, _io: &mut ReplicaIo<'_>) {}
+
+    /// An asynchronous event reached `host`.
+    fn notice(&mut self, _host: u16, _notice: Notice, _io: &mut ReplicaIo<'_>) {}
+
+    /// A wake-up the policy asked for ([`ReplicaIo::wake_at`]) is due.
+    fn wake(&mut self, _token: u32, _io: &mut ReplicaIo<'_>) {}
+
+    /// The policy's counters for the report.
+    fn counters(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+}
+
+/// What a policy's hooks may do.
+pub struct ReplicaIo<'a> {
+    pub now_ns: Ns,
+    pub(crate) control: &'a mut dyn FnMut(&mut Control),
+    pub(crate) wakes: &'a mut Vec<(Ns, u32)>,
+}
+
+impl ReplicaIo<'_> {
+    /// Sends admin command `msg` down to the controller (and on to the device) and returns it
+    /// answered.
+    pub fn control(&mut self, msg: &mut Control) {
+        (self.control)(msg)
+    }
+
+    /// Calls `wake(token)` at `at_ns`.
+    pub fn wake_at(&mut self, at_ns: Ns, token: u32) {
+        self.wakes.push((at_ns, token));
+    }
+}
+
+/// What a constructor gets.
+pub struct ReplicaSetup<'a> {
+    /// Hosts on the path.
+    pub hosts: u16,
+    /// The policy's own sub-table, `[host.NAME]`.
+    pub settings: &'a Settings,
+    /// The device file's folder, for files the sub-table names.
+    pub config_dir: Option<&'a Path>,
+}
+
+pub type BuildReplicas = fn(&ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError>;
+
+/// One replica policy, as the registry knows it.
+pub struct ReplicaOps {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub api_version: u32,
+    /// Its tunables, read from `[host.NAME]`.
+    pub tunables: &'static [Tunable],
+    /// Builds it (required).
+    pub build: Option<BuildReplicas>,
+}
+
+/// Every replica policy a device file can name (besides `none`).
+pub static REPLICAS: &[&ReplicaOps] = &[&mirror::OPS, &crate::plm::library::OPS];
+
+/// The word for "no policy".
+pub const NONE: &str = "none";
+
+pub(crate) const API: u32 = STAGE_API_VERSION;
+
+/// The policy called `name` in `registry` (`None` for `none`), checked against the stage
+/// contract.
+pub fn lookup_in(
+    registry: &[&'static ReplicaOps],
+    name: &str,
+) -> Result<Option<&'static ReplicaOps>, ConfigError> {
+    if name == NONE {
+        return Ok(None);
+    }
+    let ops = registry.iter().find(|a| a.name == name).ok_or_else(|| {
+        let names: Vec<&str> = std::iter::once(NONE)
+            .chain(registry.iter().map(|a| a.name))
+            .collect();
+        ConfigError::new(format!(
+            "field 'host.replicas': expected one of {}, got '{name}'",
+            names.join(", ")
+        ))
+    })?;
+    qoslab_engine::check_plugin(&PluginInfo {
+        kind: "replica policy",
+        name: ops.name,
+        api_version: ops.api_version,
+        missing_hooks: if ops.build.is_none() { &["build"] } else { &[] },
+    })
+    .map_err(ConfigError::new)?;
+    Ok(Some(ops))
+}
+
+/// The registered policy called `name` (`None` for `none`).
+pub fn lookup(name: &str) -> Result<Option<&'static ReplicaOps>, ConfigError> {
+    lookup_in(REPLICAS, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static FROM_THE_FUTURE: ReplicaOps = ReplicaOps {
+        name: "future",
+        help: "written for a later contract",
+        api_version: API + 1,
+        tunables: &[],
+        build: None,
+    };
+
+    #[test]
+    fn the_registry_refuses_another_contract_version_and_knows_none() {
+        let reg: &[&'static ReplicaOps] = &[&mirror::OPS, &FROM_THE_FUTURE];
+        assert!(lookup_in(reg, "none").unwrap().is_none());
+        assert_eq!(lookup_in(reg, "mirror").unwrap().unwrap().name, "mirror");
+        let e = lookup_in(reg, "future").err().unwrap().to_string();
+        assert!(e.contains("built for stage API version"), "{e}");
+        let e = lookup_in(reg, "raid5").err().unwrap().to_string();
+        assert_eq!(
+            e,
+            "field 'host.replicas': expected one of none, mirror, future, got 'raid5'"
+        );
+        for r in REPLICAS {
+            assert!(lookup(r.name).unwrap().is_some());
+        }
+    }
+}

@@ -1,0 +1,1 @@
+"""Predictable Latency Mode: the PLM coordinator's allocation, run over known demands."""

@@ -1,0 +1,60 @@
+"""`qoslab plm`: Predictable Latency Mode studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="plm",
+    help="Predictable Latency Mode: NVM sets' deterministic windows and the PLM coordinator.",
+    no_args_is_help=True,
+)
+
+
+@app.command("coordinate")
+def coordinate_cmd(
+    demands: Path = typer.Argument(
+        ...,
+        help="CSV of window,host,class,demand rows (class high, medium or low).",
+        show_default=False,
+    ),
+    capacity: int = typer.Option(
+        ...,
+        "--capacity",
+        help="Deterministic-window counts (DC) of a window, C.",
+        show_default=False,
+    ),
+    predictor: str = typer.Option(
+        "ewma", "--predictor", help="exact (host-directed) or ewma (coordinator-directed)."
+    ),
+    zeta: float = typer.Option(0.5, "--zeta", help="ewma: P(n+1) = zeta D(n) + (1 - zeta) P(n)."),
+    policy: str = typer.Option(
+        "sp", "--policy", help="Splits the residual: sp, fr, proportional or maxmin."
+    ),
+    ratios: str = typer.Option(
+        "0.5,0.3,0.2", "--ratios", help="fr: the shares of the high, medium and low classes."
+    ),
+    min_share: float = typer.Option(
+        0.5, "--min-share", help="Each host's minimum is min(R, floor(C x S / hosts))."
+    ),
+    initial: float | None = typer.Option(
+        None, "--initial", help="ewma: P(0).", show_default="C / hosts"
+    ),
+    out: Path = typer.Option(..., "--out", help="ALLOC.csv to write.", show_default=False),
+) -> None:
+    """Allocate each window's counts among the hosts, and write what each host got and used."""
+    from qoslab.plm.coordinate import coordinate, parse_ratios, write_alloc
+
+    rows = coordinate(
+        demands,
+        capacity=capacity,
+        predictor=predictor,
+        zeta=zeta,
+        policy=policy,
+        ratios=parse_ratios(ratios),
+        min_share=min_share,
+        initial=initial,
+    )
+    write_alloc(rows, out)

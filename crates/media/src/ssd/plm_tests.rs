@@ -25,7 +25,7 @@ fn plm_drive(extra: &[(&str, &str)]) -> Harness<Ssd> {
         ("nvm_sets", "2"),
         ("ftl.mapping", "dram"),
         ("ftl.overprovisioning", "0.2"),
-        ("cache.bytes", "1MiB"),
+        ("cache.bytes", "1m"),
         ("nand.program_lsb_ns", "200us"),
         ("nand.program_msb_ns", "200us"),
         ("nand.erase_ns", "1ms"),
@@ -255,7 +255,7 @@ fn an_emergency_forces_ndwin() {
     // A write cache of 4 pages: writes deferred in DTWin fill it, and the next one needs a
     // destage now (a Deterministic Excursion).
     let mut h = plm_drive(&[
-        ("cache.bytes", "16KiB"),
+        ("cache.bytes", "16k"),
         ("gc.plm.dtwin_writes_typical", "1000"),
     ]);
     let t = in_dtwin(&mut h);

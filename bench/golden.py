@@ -8,7 +8,8 @@ preset and on variants of the NVMe path, and compares the fio JSON `jobs` sectio
 The jobs are `configs/jobs/*.fio` (with NUMBER_IOS set) and `tests/data/sim-jobs/*.fio`; the
 devices are every preset `qoslab sim --list-devices` names, then `nvme-analytic` with each of
 VARIANTS (coalescing, completion orders, WRR, timeouts with aborts and resets, a shallow SQ, a
-single core, controller limits, SQ/CQ entries off the link). A run that fails records its
+single core, controller limits, SQ/CQ entries off the link, each service-time distribution), and
+the device files in bench/golden/ (an empirical device). A run that fails records its
 error message instead, which must match too.
 """
 
@@ -50,7 +51,23 @@ VARIANTS: dict[str, list[str]] = {
     "one-core": ["host.cores=1"],
     "limits": ["controller.max_outstanding=12", "controller.fetch_limit_per_sq=3"],
     "entries-off-link": ["link.queue_entries=false", "link.doorbell_ns=0"],
+    "service-fixed": ["media.service=fixed", "media.servers=4"],
+    "service-lognormal": [
+        "media.service=lognormal",
+        "media.service_cv=1.5",
+        "media.write_mean_ns=40us",
+    ],
+    "service-empirical": [
+        "media.service=empirical",
+        "media.service_points_ns=[5000, 8000, 12000, 60000]",
+        "media.service_points_pct=[0, 50, 90, 100]",
+        "media.write_mean_ns=30us",
+        "media.transfer_rate=2",
+    ],
 }
+
+# Device files beside the presets: models no preset uses.
+DEVICE_FILES = sorted((Path(__file__).resolve().parent / "golden").glob("*.toml"))
 
 
 def _jobs() -> list[Path]:
@@ -75,6 +92,8 @@ def _cases(env: dict[str, str]) -> list[tuple[str, Path, str, list[str]]]:
     for job in _jobs():
         for device in _presets(env):
             cases.append((f"{job.stem}@{device}", job, device, []))
+        for path in DEVICE_FILES:
+            cases.append((f"{job.stem}@{path.stem}", job, str(path), []))
         for name, sets in VARIANTS.items():
             cases.append((f"{job.stem}@nvme-analytic+{name}", job, "nvme-analytic", sets))
     return cases

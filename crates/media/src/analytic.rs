@@ -12,54 +12,32 @@ use qoslab_engine::{
 use crate::service::{QuantileTable, Service};
 use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
 
-/// Tunables of `[media] model = "analytic"`.
-pub static ANALYTIC_TUNABLES: &[Tunable] = &[
-    Tunable::count("servers", 1, "commands served in parallel (c)").range(1.0, 65536.0),
-    Tunable::choice(
-        "service",
-        &["fixed", "exponential", "lognormal", "empirical"],
-        "exponential",
-        "service-time distribution of reads and writes",
-    ),
-    Tunable::ns(
-        "service_mean_ns",
-        10_000,
-        "mean read service time (the fixed time for `fixed`)",
-    ),
-    Tunable::ns(
-        "write_mean_ns",
-        0,
-        "mean write service time; 0 = same as service_mean_ns",
-    ),
-    Tunable::real(
-        "service_cv",
-        0.5,
-        "coefficient of variation (stddev/mean) for `lognormal`",
-    )
-    .range(0.0, 100.0),
-    Tunable::reals(
-        "service_points_ns",
-        &[],
-        "for `empirical`: service times at the percentiles of service_points_pct",
-    ),
-    Tunable::reals(
-        "service_points_pct",
-        &[],
-        "for `empirical`: increasing percentiles (0-100) of service_points_ns; empty = equally spaced from 0 to 100",
-    ),
-    Tunable::rate(
-        "transfer_rate",
-        0.0,
-        "media data rate added to each read and write as len / rate; 0 = size-independent",
-    ),
-    Tunable::ns("flush_ns", 0, "service time of a flush (occupies a server)"),
-    Tunable::ns(
-        "trim_ns",
-        0,
-        "service time of a deallocate (occupies a server)",
-    ),
-    Tunable::bytes("capacity_bytes", 1 << 40, "addressable capacity").range(512.0, 1.8e19),
-];
+qoslab_engine::choice! {
+    /// The service-time distribution of reads and writes.
+    pub enum ServiceKind {
+        Fixed = "fixed",
+        Exponential = "exponential",
+        Lognormal = "lognormal",
+        Empirical = "empirical",
+    }
+}
+
+qoslab_engine::settings! {
+    /// `[media]` with `model = "analytic"`.
+    pub struct AnalyticConfig in ANALYTIC_TUNABLES {
+        servers: u32 = count(1, "commands served in parallel (c)").range(1.0, 65536.0),
+        service: ServiceKind = choice(ServiceKind::Exponential, "service-time distribution of reads and writes"),
+        service_mean_ns: u64 = ns(10_000, "mean read service time (the fixed time for `fixed`)"),
+        write_mean_ns: u64 = ns(0, "mean write service time; 0 = same as service_mean_ns"),
+        service_cv: f64 = real(0.5, "coefficient of variation (stddev/mean) for `lognormal`").range(0.0, 100.0),
+        service_points_ns: Vec<f64> = reals(&[], "for `empirical`: service times at the percentiles of service_points_pct"),
+        service_points_pct: Vec<f64> = reals(&[], "for `empirical`: increasing percentiles (0-100) of service_points_ns; empty = equally spaced from 0 to 100"),
+        transfer_rate: f64 = rate(0.0, "media data rate added to each read and write as len / rate; 0 = size-independent"),
+        flush_ns: u64 = ns(0, "service time of a flush (occupies a server)"),
+        trim_ns: u64 = ns(0, "service time of a deallocate (occupies a server)"),
+        capacity_bytes: u64 = bytes(1 << 40, "addressable capacity").range(512.0, 1.8e19),
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerDone(pub u32);
@@ -201,26 +179,27 @@ impl Device for AnalyticDevice {
     }
 }
 
-fn service_from(s: &Settings, mean_ns: f64) -> Result<Service, ConfigError> {
+/// The table of `empirical` service: `points_ns` at `service_points_pct` (equally spaced when
+/// that is empty).
+fn quantile_table(c: &AnalyticConfig, points_ns: &[f64]) -> Result<QuantileTable, String> {
+    if c.service_points_pct.is_empty() {
+        QuantileTable::from_sorted_points(points_ns)
+    } else {
+        QuantileTable::new(&c.service_points_pct, points_ns)
+    }
+}
+
+fn service_from(c: &AnalyticConfig, mean_ns: f64) -> Result<Service, ConfigError> {
     let field = |name: &str, msg: String| ConfigError::new(format!("field 'media.{name}': {msg}"));
-    Ok(match s.str("service") {
-        "fixed" => Service::Fixed(mean_ns as Ns),
-        "exponential" => Service::Exponential { mean_ns },
-        "lognormal" => {
-            Service::lognormal(mean_ns, s.f64("service_cv")).map_err(|e| field("service_cv", e))?
+    Ok(match c.service {
+        ServiceKind::Fixed => Service::Fixed(mean_ns as Ns),
+        ServiceKind::Exponential => Service::Exponential { mean_ns },
+        ServiceKind::Lognormal => {
+            Service::lognormal(mean_ns, c.service_cv).map_err(|e| field("service_cv", e))?
         }
-        "empirical" => {
-            let points = s.reals("service_points_ns");
-            let pcts = s.reals("service_points_pct");
-            let table = if pcts.is_empty() {
-                QuantileTable::from_sorted_points(points)
-            } else {
-                QuantileTable::new(pcts, points)
-            }
-            .map_err(|e| field("service_points_ns", e))?;
-            Service::Empirical(table)
-        }
-        other => unreachable!("choice '{other}' not declared"),
+        ServiceKind::Empirical => Service::Empirical(
+            quantile_table(c, &c.service_points_ns).map_err(|e| field("service_points_ns", e))?,
+        ),
     })
 }
 
@@ -232,38 +211,28 @@ impl DeviceModel for AnalyticDevice {
     const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
-        let read_mean = s.u64("service_mean_ns") as f64;
-        let write_mean = match s.u64("write_mean_ns") {
+        let c = AnalyticConfig::from_settings(s);
+        let read_mean = c.service_mean_ns as f64;
+        let write_mean = match c.write_mean_ns {
             0 => read_mean,
             w => w as f64,
         };
-        let read = service_from(s, read_mean)?;
-        let write = match s.str("service") {
+        let read = service_from(&c, read_mean)?;
+        let write = match (&read, c.write_mean_ns) {
             // An empirical table is one distribution; a separate write mean rescales it.
-            "empirical" => match &read {
-                Service::Empirical(t) if s.u64("write_mean_ns") != 0 => {
-                    let k = write_mean / t.mean();
-                    let pts: Vec<f64> =
-                        s.reals("service_points_ns").iter().map(|v| v * k).collect();
-                    let pcts = s.reals("service_points_pct");
-                    Service::Empirical(
-                        if pcts.is_empty() {
-                            QuantileTable::from_sorted_points(&pts)
-                        } else {
-                            QuantileTable::new(pcts, &pts)
-                        }
-                        .map_err(ConfigError::new)?,
-                    )
-                }
-                other => other.clone(),
-            },
-            _ => service_from(s, write_mean)?,
+            (Service::Empirical(t), w) if w != 0 => {
+                let k = write_mean / t.mean();
+                let points: Vec<f64> = c.service_points_ns.iter().map(|v| v * k).collect();
+                Service::Empirical(quantile_table(&c, &points).map_err(ConfigError::new)?)
+            }
+            (Service::Empirical(_), _) => read.clone(),
+            _ => service_from(&c, write_mean)?,
         };
-        let mut dev = AnalyticDevice::new(s.u64("servers") as u32, read, write, ctx.seed);
-        dev.transfer_rate = s.f64("transfer_rate");
-        dev.flush_ns = s.u64("flush_ns");
-        dev.trim_ns = s.u64("trim_ns");
-        dev.capacity_bytes = s.u64("capacity_bytes");
+        let mut dev = AnalyticDevice::new(c.servers, read, write, ctx.seed);
+        dev.transfer_rate = c.transfer_rate;
+        dev.flush_ns = c.flush_ns;
+        dev.trim_ns = c.trim_ns;
+        dev.capacity_bytes = c.capacity_bytes;
         Ok(dev)
     }
 }

@@ -37,19 +37,13 @@ use crate::{BuildCtx, Device, DeviceModel};
 /// The `format` value of a profile this code reads.
 pub const PROFILE_FORMAT: &str = "qoslab-empirical-1";
 
-/// Tunables of `[media] model = "empirical"`.
-pub static EMPIRICAL_TUNABLES: &[Tunable] = &[
-    Tunable::text(
-        "profile",
-        "",
-        "the profile TOML (relative to the device file), as written by `qoslab lab calibrate`",
-    ),
-    Tunable::bytes(
-        "capacity_bytes",
-        0,
-        "addressable capacity; 0 = the profile's capacity_bytes",
-    ),
-];
+qoslab_engine::settings! {
+    /// `[media]` with `model = "empirical"`.
+    pub struct EmpiricalConfig in EMPIRICAL_TUNABLES {
+        profile: String = text("", "the profile TOML (relative to the device file), as written by `qoslab lab calibrate`"),
+        capacity_bytes: u64 = bytes(0, "addressable capacity; 0 = the profile's capacity_bytes"),
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -269,14 +263,14 @@ impl DeviceModel for EmpiricalDevice {
     const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(s: &Settings, ctx: &BuildCtx<'_>) -> Result<Self, ConfigError> {
-        let file = s.str("profile");
-        if file.is_empty() {
+        let c = EmpiricalConfig::from_settings(s);
+        if c.profile.is_empty() {
             return Err(ConfigError::new(
                 "field 'media.profile': expected the path of an empirical profile",
             ));
         }
-        let profile = Profile::load(&ctx.resolve(file))?;
-        let capacity = match (s.u64("capacity_bytes"), profile.capacity_bytes) {
+        let profile = Profile::load(&ctx.resolve(&c.profile))?;
+        let capacity = match (c.capacity_bytes, profile.capacity_bytes) {
             (0, Some(c)) => c,
             (0, None) => {
                 return Err(ConfigError::new(

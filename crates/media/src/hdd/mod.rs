@@ -28,87 +28,35 @@ use qoslab_engine::{
 use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
 use seek::SeekCurve;
 
-/// Every tunable of `[media] model = "hdd"` (defaults: the 7200 rpm preset's figures).
-pub static HDD_TUNABLES: &[Tunable] = &[
-    Tunable::bytes("capacity_bytes", 320_000_000_000, "addressable capacity").range(1e6, 1e15),
-    Tunable::count("rpm", 7200, "spindle speed, revolutions per minute").range(1000.0, 30000.0),
-    Tunable::count("heads", 4, "recording surfaces (heads)").range(1.0, 64.0),
-    Tunable::count(
-        "zones",
-        16,
-        "recording zones from the outer to the inner edge",
-    )
-    .range(1.0, 1000.0),
-    Tunable::rate(
-        "outer_rate",
-        0.110,
-        "media transfer rate in the outermost zone",
-    ),
-    Tunable::rate(
-        "inner_rate",
-        0.055,
-        "media transfer rate in the innermost zone",
-    ),
-    Tunable::ns(
-        "track_to_track_ns",
-        1_000_000,
-        "seek over one cylinder, settling included",
-    ),
-    Tunable::ns(
-        "average_seek_ns",
-        12_000_000,
-        "datasheet average seek: the weighted average over all seek lengths (weight max + 1 - n)",
-    ),
-    Tunable::ns("full_stroke_ns", 20_000_000, "seek over every cylinder"),
-    Tunable::ns(
-        "write_settle_ns",
-        0,
-        "extra settling before a write (datasheets' write minus read seek)",
-    ),
-    Tunable::ns(
-        "head_switch_ns",
-        1_000_000,
-        "switching heads within a cylinder (also the track skew)",
-    ),
-    Tunable::ns("command_overhead_ns", 0, "controller time per command"),
-    Tunable::rate(
-        "interface_rate",
-        0.3,
-        "host interface rate (SATA 3 Gb/s = 300 MB/s)",
-    ),
-    Tunable::bytes(
-        "cache_bytes",
-        16 << 20,
-        "on-disk buffer for read-ahead and write caching",
-    ),
-    Tunable::bytes(
-        "readahead_bytes",
-        512 << 10,
-        "after a read the drive keeps reading this far ahead while idle (0 = no read-ahead)",
-    ),
-    Tunable::flag(
-        "write_cache",
-        false,
-        "write-back caching: writes complete once in the buffer; FLUSH drains it; a power failure loses what is not on the platter",
-    ),
-    Tunable::count(
-        "queue_depth",
-        32,
-        "commands the drive reorders at once (NCQ / TCQ depth)",
-    )
-    .range(1.0, 256.0),
-    Tunable::choice(
-        "scheduler",
-        &["fifo", "sptf"],
-        "sptf",
-        "order of service among queued commands: arrival order, or shortest positioning time first",
-    ),
-    Tunable::ns(
-        "power_fail_ns",
-        0,
-        "simulated time of a power failure (0 = none)",
-    ),
-];
+qoslab_engine::choice! {
+    /// The order in which the drive serves the commands queued in it.
+    pub enum HddScheduler { Fifo = "fifo", Sptf = "sptf" }
+}
+
+qoslab_engine::settings! {
+    /// `[media]` with `model = "hdd"` (defaults: the 7200 rpm preset's figures).
+    pub struct HddConfig in HDD_TUNABLES {
+        capacity_bytes: u64 = bytes(320_000_000_000, "addressable capacity").range(1e6, 1e15),
+        rpm: u32 = count(7200, "spindle speed, revolutions per minute").range(1000.0, 30000.0),
+        heads: u32 = count(4, "recording surfaces (heads)").range(1.0, 64.0),
+        zones: u32 = count(16, "recording zones from the outer to the inner edge").range(1.0, 1000.0),
+        outer_rate: f64 = rate(0.110, "media transfer rate in the outermost zone"),
+        inner_rate: f64 = rate(0.055, "media transfer rate in the innermost zone"),
+        track_to_track_ns: u64 = ns(1_000_000, "seek over one cylinder, settling included"),
+        average_seek_ns: u64 = ns(12_000_000, "datasheet average seek: the weighted average over all seek lengths (weight max + 1 - n)"),
+        full_stroke_ns: u64 = ns(20_000_000, "seek over every cylinder"),
+        write_settle_ns: u64 = ns(0, "extra settling before a write (datasheets' write minus read seek)"),
+        head_switch_ns: u64 = ns(1_000_000, "switching heads within a cylinder (also the track skew)"),
+        command_overhead_ns: u64 = ns(0, "controller time per command"),
+        interface_rate: f64 = rate(0.3, "host interface rate (SATA 3 Gb/s = 300 MB/s)"),
+        cache_bytes: u64 = bytes(16 << 20, "on-disk buffer for read-ahead and write caching"),
+        readahead_bytes: u64 = bytes(512 << 10, "after a read the drive keeps reading this far ahead while idle (0 = no read-ahead)"),
+        write_cache: bool = flag(false, "write-back caching: writes complete once in the buffer; FLUSH drains it; a power failure loses what is not on the platter"),
+        queue_depth: u32 = count(32, "commands the drive reorders at once (NCQ / TCQ depth)").range(1.0, 256.0),
+        scheduler: HddScheduler = choice(HddScheduler::Sptf, "order of service among queued commands: arrival order, or shortest positioning time first"),
+        power_fail_ns: u64 = ns(0, "simulated time of a power failure (0 = none)"),
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Zone {
@@ -311,49 +259,49 @@ struct HddStats {
 
 impl Hdd {
     pub fn from_settings(s: &Settings) -> Result<Self, ConfigError> {
-        let rpm = s.u64("rpm") as f64;
-        let period_ns = 60e9 / rpm;
-        let (outer, inner) = (s.f64("outer_rate"), s.f64("inner_rate"));
+        let c = HddConfig::from_settings(s);
+        let period_ns = 60e9 / f64::from(c.rpm);
+        let (outer, inner) = (c.outer_rate, c.inner_rate);
         if outer <= 0.0 || inner <= 0.0 || inner > outer {
             return Err(ConfigError::new(format!(
                 "field 'media.inner_rate': expected a positive rate no higher than outer_rate ({outer} GB/s), got {inner} GB/s"
             )));
         }
-        if s.f64("interface_rate") <= 0.0 {
+        if c.interface_rate <= 0.0 {
             return Err(ConfigError::new(
                 "field 'media.interface_rate': expected a positive rate, got 0",
             ));
         }
         let layout = Layout::new(
-            s.u64("capacity_bytes"),
-            s.u64("heads") as u32,
-            s.u64("zones") as u32,
+            c.capacity_bytes,
+            c.heads,
+            c.zones,
             outer,
             inner,
             period_ns,
-            s.u64("head_switch_ns"),
+            c.head_switch_ns,
         );
         let seek = SeekCurve::fit(
             layout.cylinders() - 1,
-            s.u64("track_to_track_ns"),
-            s.u64("average_seek_ns"),
-            s.u64("full_stroke_ns"),
+            c.track_to_track_ns,
+            c.average_seek_ns,
+            c.full_stroke_ns,
         )?;
         Ok(Hdd {
             layout,
             seek,
             period_ns,
-            write_settle_ns: s.u64("write_settle_ns"),
-            head_switch_ns: s.u64("head_switch_ns"),
-            overhead_ns: s.u64("command_overhead_ns"),
-            interface_rate: s.f64("interface_rate"),
-            capacity: s.u64("capacity_bytes"),
-            queue_depth: s.u64("queue_depth") as usize,
-            sptf: s.str("scheduler") == "sptf",
-            write_cache: s.bool("write_cache"),
-            cache_bytes: s.u64("cache_bytes"),
-            readahead_bytes: s.u64("readahead_bytes"),
-            power_fail_ns: s.u64("power_fail_ns"),
+            write_settle_ns: c.write_settle_ns,
+            head_switch_ns: c.head_switch_ns,
+            overhead_ns: c.command_overhead_ns,
+            interface_rate: c.interface_rate,
+            capacity: c.capacity_bytes,
+            queue_depth: c.queue_depth as usize,
+            sptf: c.scheduler == HddScheduler::Sptf,
+            write_cache: c.write_cache,
+            cache_bytes: c.cache_bytes,
+            readahead_bytes: c.readahead_bytes,
+            power_fail_ns: c.power_fail_ns,
             generation: 0,
             cylinder: 0,
             head: 0,

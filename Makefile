@@ -84,9 +84,12 @@ test-rust:
 	@n=$$(awk '/^test result: ok\./ {s += $$4} END {print s+0}' $(VENV)/cargo-test.log); \
 	  echo "cargo test: $$n tests passed"; [ "$$n" -gt 0 ] || { echo "cargo test ran no tests" >&2; exit 1; }
 
-# pytest exits 5 when it collects nothing, which fails this target.
+# pytest exits 5 when it collects nothing, which fails this target. Tests that measure a real
+# device (marked root: loop devices, sysfs) run alone afterwards, so that no other test's load
+# moves the latencies they check; the rest run on two workers, each test file on one of them.
 test-python: setup tools
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not root"
+	$(VENV)/bin/pytest -q -m root
 
 test: setup tools lint test-rust test-python $(TEST_TARGETS)
 

@@ -73,7 +73,7 @@ qoslab_engine::settings! {
         erase_cmd_ns as "nand.erase_cmd_ns": Ns = ns(220, "channel time of a single-plane erase command"),
         erase_cmd_per_plane_ns as "nand.erase_cmd_per_plane_ns": Ns = ns(700, "extra channel time per additional plane of an erase"),
         multiplane as "nand.multiplane": bool = flag(true, "combine operations of the same kind on different planes of one die into one command"),
-        chip_exclusive as "nand.chip_exclusive": bool = flag(false, "a chip takes new commands only when all its dies are idle (MQSim's transaction scheduler); false: dies work independently (ONFI multi-LUN operation). Suspension needs false"),
+        chip_exclusive as "nand.chip_exclusive": bool = flag(false, "a chip takes new commands only when all its dies are idle, then starts them all (MQSim's own scheduler is media.scheduling = mqsim); false: dies work independently (ONFI multi-LUN operation). Suspension needs false"),
         erase_suspend as "nand.erase_suspend": bool = flag(true, "a read may suspend a running erase (MQSim: ERASE)"),
         program_suspend as "nand.program_suspend": bool = flag(false, "a read may suspend a running program"),
         suspend_erase_ns as "nand.suspend_erase_ns": Ns = ns(700_000, "time to suspend an erase"),

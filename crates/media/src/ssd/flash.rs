@@ -452,9 +452,9 @@ impl<T: Copy + Default> FlashArray<T> {
         );
     }
 
-    /// Lets idle die `d` take work. With chip-exclusive scheduling (MQSim's transaction
-    /// scheduler) a chip takes new commands only when all its dies are idle, and then starts
-    /// every die of the chip that has work at once (die interleaving).
+    /// Lets idle die `d` take work. Serial chips take one die's command at a time; with
+    /// chip-exclusive scheduling a chip takes new commands only when all its dies are idle, and
+    /// then starts every die of the chip that has work at once (die interleaving).
     fn start(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         if self.cfg.rules.chip_serial {
             self.start_chip(d / self.cfg.dies_per_chip, ctx);

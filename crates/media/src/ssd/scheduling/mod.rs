@@ -97,12 +97,21 @@ mod tests {
     /// One channel, one chip of two dies of one plane each, the map in DRAM: logical pages 0
     /// and 1 sit on die 0 and die 1 (channel, way, die, plane striping).
     fn one_chip(scheduling: &str) -> Harness<crate::ssd::Ssd> {
+        one_channel(scheduling, "1", "2", "1")
+    }
+
+    fn one_channel(
+        scheduling: &str,
+        chips: &str,
+        dies: &str,
+        planes: &str,
+    ) -> Harness<crate::ssd::Ssd> {
         Harness::new(ssd(
             &[
                 ("channels", "1"),
-                ("chips_per_channel", "1"),
-                ("dies_per_chip", "2"),
-                ("planes_per_die", "1"),
+                ("chips_per_channel", chips),
+                ("dies_per_chip", dies),
+                ("planes_per_die", planes),
                 ("blocks_per_plane", "64"),
                 ("pages_per_block", "64"),
                 ("ftl.mapping", "dram"),
@@ -127,6 +136,53 @@ mod tests {
         assert_eq!(two_reads_at_once("dies"), vec![READ_NS, READ_NS + 4096 * 3]);
         // MQSim: the chip takes the second die's command only after the first's data is out.
         assert_eq!(two_reads_at_once("mqsim"), vec![READ_NS, 2 * READ_NS]);
+    }
+
+    /// Completion times of 4 KiB reads of logical pages (page, submitted at).
+    fn reads(mut h: Harness<crate::ssd::Ssd>, pages: &[(u64, Ns)]) -> Vec<Ns> {
+        for &(page, at) in pages {
+            h.submit_at(at, read(page * 8192, 4096, at));
+        }
+        h.run_all();
+        h.completed.iter().map(|&(_, t)| t).collect()
+    }
+
+    #[test]
+    fn mqsims_multi_plane_reads_need_the_same_page_number() {
+        // One die of two planes, busy reading page 4 when two more reads arrive: pages 1 and
+        // 2 sit on planes 1 and 0 at page 0 and page 1 of their blocks, pages 0 and 1 both at
+        // page 0. Dies join either pair into one two-plane command (290 + 650 ns), MQSim only
+        // the second.
+        let two_plane = [
+            READ_NS,
+            READ_NS + 290 + 650 + 75_000 + 4096 * 3,
+            READ_NS + 290 + 650 + 75_000 + 2 * 4096 * 3,
+        ];
+        let apart = [(4, 0), (1, 1), (2, 1)];
+        let same = [(4, 0), (0, 1), (1, 1)];
+        assert_eq!(reads(one_channel("dies", "1", "1", "2"), &apart), two_plane);
+        assert_eq!(
+            reads(one_channel("mqsim", "1", "1", "2"), &apart),
+            [READ_NS, 2 * READ_NS, 3 * READ_NS]
+        );
+        assert_eq!(reads(one_channel("mqsim", "1", "1", "2"), &same), two_plane);
+    }
+
+    #[test]
+    fn mqsims_channel_moves_waiting_data_out_before_a_new_command() {
+        // Three chips on one channel: chips 0 and 1 read at 0; chip 2's command arrives while
+        // chip 0's data holds the channel, before chip 1's data waits for it. When chip 0's
+        // data is out (READ_NS), dies mode sends chip 2's command first, MQSim chip 1's data.
+        let script = [(0, 0), (1, 0), (2, 75_300)];
+        let out = 4096 * 3;
+        assert_eq!(
+            reads(one_channel("dies", "3", "1", "1"), &script),
+            vec![READ_NS, READ_NS + 290 + out, READ_NS + READ_NS]
+        );
+        assert_eq!(
+            reads(one_channel("mqsim", "3", "1", "1"), &script),
+            vec![READ_NS, READ_NS + out, READ_NS + out + READ_NS]
+        );
     }
 
     #[test]

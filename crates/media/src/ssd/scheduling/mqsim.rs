@@ -22,7 +22,7 @@ use super::{API, FlashScheduling, Rules, SchedulingOps};
 qoslab_engine::settings! {
     /// `[media.scheduling.mqsim]`.
     pub struct MqsimSettings in TUNABLES {
-        dirty_pages_per_plane: u32 = count(2, "host writes in flight to flash per plane before new writes wait (MQSim's back-pressure buffer of one page of sectors per plane: two 4 KiB writes on 8 KiB pages)").range(1.0, 1e6),
+        dirty_pages_per_plane: u32 = count(2, "pages the write cache holds dirty, per plane of the array: more writes wait for flash (MQSim's back-pressure buffer of one page of sectors per plane: two 4 KiB writes on 8 KiB pages)").range(1.0, 1e6),
     }
 }
 

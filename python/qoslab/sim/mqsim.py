@@ -18,15 +18,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qoslab import _core
 from qoslab.errors import InputError
 
 SECTOR_BYTES = 512
 
-# The SSD model's scheduling mode that follows MQSim's transaction scheduler, as (tunable of
-# [media], value). While the model declares no such tunable, Transaction_Scheduling_Policy is
-# named among the unmapped parameters and the model's default scheduling runs; once the model
-# declares it, a device read from ssdconfig.xml runs in that mode.
+# The SSD model's scheduling that follows MQSim's transaction scheduler (docs/media.md): a
+# device read from ssdconfig.xml runs in it, so MQSim's two files give MQSim's figures.
 MQSIM_SCHEDULING = ("scheduling", "mqsim")
 
 # MQSim's code constants (not parameters of ssdconfig.xml), as configs/devices/mqsim-default
@@ -146,7 +143,6 @@ DEVICE_UNMAPPED = {
     "Caching_Mechanism": "one write-back cache",
     "Data_Cache_Sharing_Mode": "one cache for all jobs",
     "CMT_Sharing_Mode": "one mapping cache for all jobs",
-    "Transaction_Scheduling_Policy": "the SSD model's own scheduling",
     "Use_Copyback_for_GC": "GC moves data over the channel",
     "Preemptible_GC_Enabled": "GC is not pre-empted",
     "GC_Hard_Threshold": "GC is not pre-empted",
@@ -306,9 +302,8 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
     ):
         put(f"media.cache.{key}", device.integer(name), name)
 
-    if ssd_has_tunable(MQSIM_SCHEDULING[0]):
-        device.text("Transaction_Scheduling_Policy")
-        put(f"media.{MQSIM_SCHEDULING[0]}", MQSIM_SCHEDULING[1], "Transaction_Scheduling_Policy")
+    device.text("Transaction_Scheduling_Policy")
+    put(f"media.{MQSIM_SCHEDULING[0]}", MQSIM_SCHEDULING[1], "Transaction_Scheduling_Policy")
 
     unmapped = []
     fill = 0.0
@@ -326,13 +321,6 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
             why = DEVICE_UNMAPPED.get(name, "not an MQSim parameter qoslab knows")
             unmapped.append(f"{name} ({why})")
     return Converted(_toml(keys, path), unmapped)
-
-
-def ssd_has_tunable(name: str) -> bool:
-    """Whether the SSD model declares the tunable `name` of [media]."""
-    return any(
-        sec == 'media (model = "ssd")' and key == name for sec, key, *_ in _core.sim_tunables()
-    )
 
 
 _ALLOCATION_SCHEMES = [

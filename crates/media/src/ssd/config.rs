@@ -11,6 +11,7 @@ use super::gate::{GATES, GateOps};
 use super::geometry::{AllocationOrder, Geometry, SetGrouping};
 use super::plugin::{lookup, settings_of};
 use super::priority::{PRIORITIES, PrioritySetup, ranks_of};
+use super::scheduling::{Rules, SCHEDULINGS, SchedulingSetup};
 use super::victim::{VICTIMS, VictimOps};
 use crate::SubTable;
 
@@ -48,6 +49,7 @@ qoslab_engine::settings! {
         pages_per_block: u32 = count(256, "pages per erase block").range(1.0, 65535.0),
         page_bytes: u32 = bytes(8192, "flash page size (also the mapping unit)").range(512.0, 32768.0),
         channel_rate: f64 = rate(1.0 / 3.0, "channel data rate = transfer rate x width (MQSim's 333 MT/s x 1 B is 3 ns per byte)"),
+        scheduling: String = text("dies", "flash scheduling: a scheduling's name (dies: each die is a server; mqsim: MQSim's transaction scheduler, whole chips as servers); its tunables are [media.scheduling.NAME]"),
         allocation_order: AllocationOrder = choice(AllocationOrder::Cwdp, "static striping of consecutive logical pages: which level (Channel, Way, Die, Plane) moves first"),
         read_overhead_ns: Ns = ns(0, "controller firmware time added to every read command"),
         write_overhead_ns: Ns = ns(0, "controller firmware time added to every write command"),
@@ -71,7 +73,7 @@ qoslab_engine::settings! {
         erase_cmd_ns as "nand.erase_cmd_ns": Ns = ns(220, "channel time of a single-plane erase command"),
         erase_cmd_per_plane_ns as "nand.erase_cmd_per_plane_ns": Ns = ns(700, "extra channel time per additional plane of an erase"),
         multiplane as "nand.multiplane": bool = flag(true, "combine operations of the same kind on different planes of one die into one command"),
-        chip_exclusive as "nand.chip_exclusive": bool = flag(false, "a chip takes new commands only when all its dies are idle (MQSim's transaction scheduler); false: dies work independently (ONFI multi-LUN operation). Suspension needs false"),
+        chip_exclusive as "nand.chip_exclusive": bool = flag(false, "a chip takes new commands only when all its dies are idle, then starts them all (MQSim's own scheduler is media.scheduling = mqsim); false: dies work independently (ONFI multi-LUN operation). Suspension needs false"),
         erase_suspend as "nand.erase_suspend": bool = flag(true, "a read may suspend a running erase (MQSim: ERASE)"),
         program_suspend as "nand.program_suspend": bool = flag(false, "a read may suspend a running program"),
         suspend_erase_ns as "nand.suspend_erase_ns": Ns = ns(700_000, "time to suspend an erase"),
@@ -109,6 +111,7 @@ qoslab_engine::settings! {
 /// The sub-tables of the SSD's plug-ins, each `[media.KEY]`.
 pub fn sub_tables() -> Vec<SubTable> {
     let mut out = Vec::new();
+    super::plugin::sub_tables("scheduling", SCHEDULINGS, &mut out);
     super::plugin::sub_tables("nand", PRIORITIES, &mut out);
     super::plugin::sub_tables("gc", VICTIMS, &mut out);
     super::plugin::sub_tables("gc", GATES, &mut out);
@@ -153,6 +156,8 @@ pub struct SsdConfig {
     pub erase_cmd_per_plane_ns: Ns,
     pub multiplane: bool,
     pub chip_exclusive: bool,
+    /// The flash scheduling's rules.
+    pub scheduling: Rules,
     pub erase_suspend: bool,
     pub program_suspend: bool,
     pub suspend_erase_ns: Ns,
@@ -280,6 +285,12 @@ impl SsdConfig {
             .as_ref(),
         )
         .map_err(|m| ConfigError::new(format!("field 'media.nand.priority': {m}")))?;
+        let scheduling = lookup(SCHEDULINGS, "media.scheduling", &t.scheduling)?;
+        let scheduling_settings = settings_of("scheduling", SCHEDULINGS, scheduling, sections)?;
+        let scheduling = scheduling.build.expect("checked by lookup")(&SchedulingSetup {
+            settings: &scheduling_settings,
+        })
+        .rules();
         let victim = lookup(VICTIMS, "media.gc.victim", &t.gc_victim)?;
         let victim_settings = settings_of("gc", VICTIMS, victim, sections)?;
         let gate = lookup(GATES, "media.gc.gate", &t.gc_gate)?;
@@ -325,6 +336,11 @@ impl SsdConfig {
                 t.cache_bytes
             ));
         }
+        // A scheduling that bounds the writes in flight to flash bounds the cache's dirty pages.
+        let cache_pages = match scheduling.dirty_pages_per_plane {
+            0 => cache_pages,
+            per_plane => cache_pages.min(per_plane.saturating_mul(geo.planes())),
+        };
 
         Ok(SsdConfig {
             geo,
@@ -342,6 +358,7 @@ impl SsdConfig {
             erase_cmd_per_plane_ns: t.erase_cmd_per_plane_ns,
             multiplane: t.multiplane,
             chip_exclusive: t.chip_exclusive,
+            scheduling,
             erase_suspend: t.erase_suspend,
             program_suspend: t.program_suspend,
             suspend_erase_ns: t.suspend_erase_ns,

@@ -31,6 +31,7 @@ use super::SsdEvent;
 use super::config::SsdConfig;
 use super::geometry::Divisor;
 use super::prefetch;
+use super::scheduling::Rules;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
@@ -139,7 +140,7 @@ struct Die<T> {
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
     /// Rank, then commands before data-outs, then arrival: `rank << 62 | data_out << 61 |
-    /// seq`, the lowest served first.
+    /// seq`, the lowest served first (data-outs first: `!data_out << 63 | rank << 61 | seq`).
     rank: u64,
     die: u32,
     data_out: bool,
@@ -225,6 +226,8 @@ struct Timing {
     page_bytes: u32,
     page_transfer_ns: Ns,
     chip_exclusive: bool,
+    /// The flash scheduling's rules (`chip_serial`: one die of a chip at a time).
+    rules: Rules,
     dies_per_chip: u32,
 }
 
@@ -321,6 +324,7 @@ impl<T: Copy + Default> FlashArray<T> {
                 page_bytes: g.page_bytes,
                 page_transfer_ns: channel_ns(g.page_bytes, cfg.channel_rate),
                 chip_exclusive: cfg.chip_exclusive,
+                rules: cfg.scheduling,
                 dies_per_chip: g.dies_per_chip,
             },
         }
@@ -410,7 +414,8 @@ impl<T: Copy + Default> FlashArray<T> {
             DieState::Array
                 if class <= OpClass::HostRead
                     && die.suspended.is_none()
-                    && !self.cfg.chip_exclusive =>
+                    && !self.cfg.chip_exclusive
+                    && self.cfg.rules.suspension =>
             {
                 let kind = die.batch.ops[0].kind;
                 let allowed = match kind {
@@ -447,10 +452,14 @@ impl<T: Copy + Default> FlashArray<T> {
         );
     }
 
-    /// Lets idle die `d` take work. With chip-exclusive scheduling (MQSim's transaction
-    /// scheduler) a chip takes new commands only when all its dies are idle, and then starts
-    /// every die of the chip that has work at once (die interleaving).
+    /// Lets idle die `d` take work. Serial chips take one die's command at a time; with
+    /// chip-exclusive scheduling a chip takes new commands only when all its dies are idle, and
+    /// then starts every die of the chip that has work at once (die interleaving).
     fn start(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.cfg.rules.chip_serial {
+            self.start_chip(d / self.cfg.dies_per_chip, ctx);
+            return;
+        }
         if !self.cfg.chip_exclusive {
             self.start_batch(d, ctx);
             return;
@@ -469,9 +478,42 @@ impl<T: Copy + Default> FlashArray<T> {
         }
     }
 
+    /// Serial chips: an idle chip starts the one die whose most urgent waiting operation is
+    /// the oldest, and stays busy until that die is idle again.
+    fn start_chip(&mut self, chip: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.chip_busy[chip as usize] > 0 {
+            return;
+        }
+        let ppd = self.planes_per_die as usize;
+        let mut best: Option<(usize, u64, u32)> = None;
+        for die in chip * self.cfg.dies_per_chip..(chip + 1) * self.cfg.dies_per_chip {
+            let waiting = self.dies[die as usize].nonempty;
+            if waiting == 0 {
+                continue;
+            }
+            let class_bit = self.per_die.quot(waiting.trailing_zeros()) as usize * ppd;
+            let mut planes = (waiting >> class_bit) & self.plane_bits;
+            let base = self.queue_index(die, class_bit);
+            while planes != 0 {
+                let p = planes.trailing_zeros() as usize;
+                planes &= planes - 1;
+                let key = (class_bit, self.head(base + p).0, die);
+                if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+        }
+        if let Some((_, _, die)) = best {
+            self.start_batch(die, ctx);
+            if self.dies[die as usize].state != DieState::Idle {
+                self.chip_busy[chip as usize] = 1;
+            }
+        }
+    }
+
     /// Die `d` finished its batch.
     fn became_idle(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
-        if self.cfg.chip_exclusive {
+        if self.cfg.chip_exclusive || self.cfg.rules.chip_serial {
             let chip = (d / self.cfg.dies_per_chip) as usize;
             self.chip_busy[chip] -= 1;
         }
@@ -488,6 +530,18 @@ impl<T: Copy + Default> FlashArray<T> {
         } else {
             let (seq, op) = q.ops.front().expect("a non-empty queue");
             (*seq, op.kind)
+        }
+    }
+
+    /// Target page of the head of queue `qi` (plane `plane` of die `d`), which must not be
+    /// empty.
+    fn head_ppa(&self, d: u32, qi: usize, plane: usize) -> u32 {
+        let q = &self.queues[qi];
+        if q.reads_left > 0 {
+            let reads = &self.gc_reads[(d * self.planes_per_die) as usize + plane];
+            reads.reads[reads.next].0
+        } else {
+            q.ops.front().expect("a non-empty queue").1.ppa
         }
     }
 
@@ -582,7 +636,11 @@ impl<T: Copy + Default> FlashArray<T> {
         while others != 0 && len < self.cfg.multiplane {
             let p = others.trailing_zeros() as usize;
             others &= others - 1;
-            if self.head(base + p).1 == kind {
+            if self.head(base + p).1 == kind
+                && (!self.cfg.rules.multiplane_same_page
+                    || self.per_block.modulo(self.head_ppa(d, base + p, p))
+                        == self.per_block.modulo(first.ppa))
+            {
                 let op = self.pop_head(d, base + p, class_bit + p, p);
                 data_ns += self.transfer_ns(op.bytes);
                 self.dies[d as usize].batch.ops[len] = op;
@@ -651,8 +709,13 @@ impl<T: Copy + Default> FlashArray<T> {
         }
         self.seq += 1;
         debug_assert!(self.seq < 1 << 61);
+        let key = if self.cfg.rules.data_out_first {
+            u64::from(!data_out) << 63 | rank << 61 | self.seq
+        } else {
+            rank << 62 | u64::from(data_out) << 61 | self.seq
+        };
         channel.waiters.push(Waiter {
-            rank: rank << 62 | u64::from(data_out) << 61 | self.seq,
+            rank: key,
             die: d,
             data_out,
             duration_ns,

@@ -22,6 +22,7 @@ pub mod mean_field;
 pub mod plugin;
 pub mod precondition;
 pub mod priority;
+pub mod scheduling;
 pub mod victim;
 
 use std::collections::VecDeque;

@@ -5,7 +5,11 @@ Each check runs real simulations of the hdd-7200 preset behind libata (a few sec
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import shutil
+import subprocess
 
 import duckdb
 import pandas as pd
@@ -101,12 +105,20 @@ def test_a_longer_aging_limit_starves_backup_longer():
     assert t[t.job == "backup_sim"].p99_9_us.iloc[0] > 1500 * 1000
 
 
-def test_the_cli_writes_parquet_duckdb_reads_and_a_report(qoslab, tmp_path):
-    out = tmp_path / "study"
+@pytest.fixture(scope="module")
+def study_out(tmp_path_factory):
+    from conftest import run_qoslab as qoslab
+
+    out = tmp_path_factory.mktemp("sched") / "study"
     done = qoslab("sched", "study", "--devices", HDD, "--hdd-queue-depths", "2",
                   "--schedulers", "none,prio-advanced", "--seeds", "2", "--runtime", "1s",
                   "--no-constants", "--out", out, "--quiet")  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_the_cli_writes_parquet_duckdb_reads_and_a_report(study_out):
+    out = study_out
     n = duckdb.sql(f"select count(*) from '{out / 'runs.parquet'}'").fetchall()[0][0]
     assert n == 1 * 2 * 2 * 2  # devices x schedulers x seeds x jobs
     by = duckdb.sql(
@@ -116,10 +128,46 @@ def test_the_cli_writes_parquet_duckdb_reads_and_a_report(qoslab, tmp_path):
     assert [s for s, _ in by] == ["prio-advanced", "none"]
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.seeds) == {2}
-    html = (out / "report.html").read_text()
-    assert "hdd-7200 qd2" in html and html.count("<svg") >= 3
+    page = (out / "report.html").read_text()
+    assert "hdd-7200 qd2" in page and page.count("<svg") == 3
     series = pd.read_parquet(out / "series.parquet")
     assert set(series.job) == {"database_sim", "backup_sim"} and series.time_ms.max() >= 900
+
+
+# Records script errors and, on load, every inline SVG's drawn size, for --dump-dom.
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(String(e.message)), true);
+window.addEventListener("load", () => {
+  const svgs = [...document.querySelectorAll("figure svg")].map(s => {
+    const r = s.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
+  const pre = document.createElement("pre"); pre.id = "probe";
+  pre.textContent = JSON.stringify({errors: window.__errors, svgs: svgs});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")
+def test_chromium_draws_every_figure_of_the_report(study_out, tmp_path):
+    probe = study_out / "probe.html"
+    probe.write_text((study_out / "report.html").read_text().replace("<head>", "<head>" + PROBE, 1))
+    try:
+        done = subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+             "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}",
+             "--dump-dom", probe.as_uri()],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        probe.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(
+        html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S).group(1))
+    )
+    assert found["errors"] == []
+    # The device's bars, where reads wait, and the time series.
+    assert found["svgs"] == [True] * 3
 
 
 def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path):

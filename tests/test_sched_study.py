@@ -181,3 +181,21 @@ def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path):
         assert done.returncode == 2, done.stderr
         assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert not out.exists()
+
+
+def test_lat_percentiles_report_the_total_latency_a_scheduler_wait_is_part_of():
+    from qoslab.sim.api import sim_json
+
+    job = "[j]\nrw=randread\nbs=4k\niodepth=1\nnumber_ios=2000\n"
+    plain = sim_json(text=job, device="ideal")["jobs"][0]["read"]
+    assert "percentile" not in plain["lat_ns"]
+    # Nothing waits at QD 1 on an ideal device: the total latency is the completion latency.
+    r = sim_json(text="[global]\nlat_percentiles=1\n" + job, device="ideal")["jobs"][0]["read"]
+    assert r["lat_ns"]["percentile"] == r["clat_ns"]["percentile"] == plain["clat_ns"]["percentile"]
+    # 20 I/Os for one disk slot: most of a request's life is spent in the scheduler, which
+    # the total latency holds and the completion latency (from the driver on) does not.
+    text = job_text(1.0, SchedOptions())
+    r = sim_json(text=text, device=HDD, set=list(hdd(1).sets))["jobs"][0]["read"]
+    lat, clat = r["lat_ns"]["percentile"]["50.000000"], r["clat_ns"]["percentile"]["50.000000"]
+    assert lat > 4 * clat
+    assert r["lat_ns"]["mean"] == pytest.approx(r["slat_ns"]["mean"] + r["clat_ns"]["mean"])

@@ -48,6 +48,7 @@ def _register_studies() -> None:
     from qoslab.plm.cli import app as plm
     from qoslab.report.cli import register as register_report
     from qoslab.rio.cli import app as rio
+    from qoslab.sched.cli import app as sched
     from qoslab.sim.cli import register as register_sim
     from qoslab.store.cli import app as store
     from qoslab.sweep.cli import register as register_sweep
@@ -61,6 +62,7 @@ def _register_studies() -> None:
     register_report(app)
     app.add_typer(rio)
     app.add_typer(plm)
+    app.add_typer(sched)
 
 
 _register_studies()

@@ -8,7 +8,7 @@ qoslab_engine::settings! {
     /// `[block]`: the host block layer (blk-mq) of every host on the path.
     pub struct BlockConfig in BLOCK_TUNABLES {
         scheduler: String = text("none", "I/O scheduler (queue/scheduler): a scheduler's name; its tunables are [block.NAME] (queue/iosched/*)"),
-        nr_requests: u32 = count(0, "requests per hardware queue (queue/nr_requests); 0 = the kernel's default: the hardware queue depth without a scheduler, 2 x min(queue_depth, 128) with one (blk_mq_init_sched)").range(0.0, 65536.0),
+        nr_requests: u32 = count(0, "requests per hardware queue (queue/nr_requests); 0 = the kernel's default (blk_mq_init_sched): the tag set's depth without a scheduler, 2 x min(tag set depth, 128) with one; the tag set's depth is the driver's (an NVMe queue's, 32 for an ATA host), whatever block.queue_depth says").range(0.0, 65536.0),
         queue_depth: u32 = count(0, "requests out at the device per hardware queue (device/queue_depth); 0 = the driver's: what an NVMe submission queue admits, 32 on an ATA disk (NCQ)").range(0.0, 65536.0),
         max_sectors_kb: u32 = count(4096, "largest request in KiB (queue/max_sectors_kb): bigger bios are split and merges stop there; kernel default min(max_hw_sectors_kb, 4096) (BLK_DEF_MAX_SECTORS_CAP, Linux 6.16 on)").range(4.0, 1048576.0),
         max_segments: u32 = count(128, "most data segments in one request (queue/max_segments; BLK_MAX_SEGMENTS)").range(1.0, 65536.0),
@@ -82,13 +82,16 @@ impl QueueSetup {
         } else {
             Some(limits.hw_queue_depth.max(1))
         };
-        let depth = queue_depth.unwrap_or(limits.hw_queue_depth).max(1);
+        // Scheduler tags follow the tag set's depth (q->tag_set->queue_depth), not the
+        // device's budget: lowering a SATA disk's device/queue_depth leaves nr_requests alone,
+        // so requests the disk no longer takes wait in the scheduler.
+        let tag_set_depth = limits.hw_queue_depth.max(1);
         let nr_requests = if cfg.nr_requests > 0 {
             cfg.nr_requests
         } else if cfg.scheduler == "none" {
-            depth
+            tag_set_depth
         } else {
-            2 * depth.min(BLKDEV_DEFAULT_RQ)
+            2 * tag_set_depth.min(BLKDEV_DEFAULT_RQ)
         };
         let split_bytes = u64::from(cfg.max_sectors_kb) * 1024;
         let merge_bytes = match limits.max_hw_bytes {
@@ -133,5 +136,67 @@ impl QueueSetup {
     /// Whether `req` is split into pieces of at most [`piece_bytes`](Self::piece_bytes).
     pub fn splits(&self, req: &Request) -> bool {
         matches!(req.op, Op::Read | Op::Write) && req.len_bytes > self.piece_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qoslab_engine::Settings;
+    use qoslab_engine::tunable::apply_override;
+
+    fn setup(sets: &[&str], limits: DriverLimits) -> QueueSetup {
+        let mut block = Settings::defaults("block", BLOCK_TUNABLES);
+        for s in sets {
+            apply_override(s, &mut [&mut block]).expect("a valid setting");
+        }
+        QueueSetup::new(&BlockConfig::from_settings(&block), &limits)
+    }
+
+    const AHCI: DriverLimits = DriverLimits {
+        queue_per_core: false,
+        hw_queue_depth: 32,
+        driver_admits: false,
+        max_hw_bytes: 0,
+        rotational: true,
+    };
+
+    #[test]
+    fn a_sata_disk_keeps_ncq_depth_at_the_device_and_twice_it_in_the_scheduler() {
+        let q = setup(&["block.scheduler=mq-deadline"], AHCI);
+        assert_eq!(q.queue_depth, Some(32));
+        assert_eq!(q.nr_requests, 64);
+        let q = setup(&["block.scheduler=none"], AHCI);
+        assert_eq!(q.nr_requests, 32);
+    }
+
+    #[test]
+    fn lowering_device_queue_depth_leaves_the_scheduler_tags_of_the_tag_set() {
+        // echo 1 > /sys/block/sdX/device/queue_depth: one command at the disk, and still
+        // 2 x 32 requests the scheduler can order (blk_mq_init_sched reads the tag set).
+        let q = setup(
+            &["block.scheduler=mq-deadline", "block.queue_depth=1"],
+            AHCI,
+        );
+        assert_eq!(q.queue_depth, Some(1));
+        assert_eq!(q.nr_requests, 64);
+    }
+
+    #[test]
+    fn an_nvme_queue_is_limited_by_its_driver_and_caps_scheduler_tags_at_256() {
+        let nvme = DriverLimits {
+            queue_per_core: true,
+            hw_queue_depth: 1023,
+            driver_admits: true,
+            max_hw_bytes: 0,
+            rotational: false,
+        };
+        let q = setup(&["block.scheduler=mq-deadline"], nvme);
+        assert_eq!(
+            q.queue_depth, None,
+            "the host refuses when no command id is free"
+        );
+        assert_eq!(q.nr_requests, 256);
+        assert_eq!(setup(&["block.scheduler=none"], nvme).nr_requests, 1023);
     }
 }

@@ -130,6 +130,13 @@ fn percentile_list(opts: &SimOptions, def: usize) -> Vec<f64> {
     }
 }
 
+fn lat_percentiles(opts: &SimOptions, def: usize) -> bool {
+    match &opts.workload {
+        WorkloadSpec::Jobs(f) => f.jobs[def].lat_percentiles,
+        WorkloadSpec::Trace { .. } => false,
+    }
+}
+
 fn moments_json(m: &qoslab_engine::Moments) -> Value {
     json!({
         "min": m.min,
@@ -144,7 +151,40 @@ fn pct_key(p: f64) -> String {
     format!("{p:.6}")
 }
 
-fn op_json(op: &OpStats, runtime_ns: u64, pcts: &[f64], plus: bool, group_bw: f64) -> Value {
+/// A latency's moments, with its percentiles (and json+ bins) when `pcts` is given.
+fn latency_json(h: &qoslab_engine::LatencyHist, pcts: Option<&[f64]>, plus: bool) -> Value {
+    let mut m = match moments_json(&h.moments) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    };
+    if let Some(pcts) = pcts
+        && h.count() > 0
+    {
+        let mut p = Map::new();
+        for &x in pcts {
+            p.insert(pct_key(x), json!(h.percentile(x)));
+        }
+        m.insert("percentile".into(), Value::Object(p));
+        if plus {
+            let mut bins = Map::new();
+            for (v, c) in h.fio_bins() {
+                bins.insert(v.to_string(), json!(c));
+            }
+            m.insert("bins".into(), Value::Object(bins));
+        }
+    }
+    Value::Object(m)
+}
+
+/// `lat_pcts`: fio's `lat_percentiles=1`, percentiles of the total latency besides clat's.
+fn op_json(
+    op: &OpStats,
+    runtime_ns: u64,
+    pcts: &[f64],
+    lat_pcts: bool,
+    plus: bool,
+    group_bw: f64,
+) -> Value {
     let secs = runtime_ns as f64 / 1e9;
     let (bw_bytes, iops) = if runtime_ns == 0 || op.ios == 0 {
         (0u64, 0.0)
@@ -154,24 +194,6 @@ fn op_json(op: &OpStats, runtime_ns: u64, pcts: &[f64], plus: bool, group_bw: f6
             op.ios as f64 / secs,
         )
     };
-    let mut clat = match moments_json(&op.clat.moments) {
-        Value::Object(m) => m,
-        _ => unreachable!(),
-    };
-    if op.clat.count() > 0 {
-        let mut p = Map::new();
-        for &x in pcts {
-            p.insert(pct_key(x), json!(op.clat.percentile(x)));
-        }
-        clat.insert("percentile".into(), Value::Object(p));
-        if plus {
-            let mut bins = Map::new();
-            for (v, c) in op.clat.fio_bins() {
-                bins.insert(v.to_string(), json!(c));
-            }
-            clat.insert("bins".into(), Value::Object(bins));
-        }
-    }
     let samples = |m: &qoslab_engine::Moments| (m.n, m.min, m.max, m.mean(), m.stddev());
     let (bw_n, bw_min, bw_max, bw_mean, bw_dev) = samples(&op.bw_samples);
     let (io_n, io_min, io_max, io_mean, io_dev) = samples(&op.iops_samples);
@@ -191,8 +213,8 @@ fn op_json(op: &OpStats, runtime_ns: u64, pcts: &[f64], plus: bool, group_bw: f6
         "short_ios": 0,
         "drop_ios": 0,
         "slat_ns": moments_json(&op.slat),
-        "clat_ns": Value::Object(clat),
-        "lat_ns": moments_json(&op.lat.moments),
+        "clat_ns": latency_json(&op.clat, Some(pcts), plus),
+        "lat_ns": latency_json(&op.lat, lat_pcts.then_some(pcts), plus),
         "bw_min": bw_min,
         "bw_max": bw_max,
         "bw_agg": bw_agg,
@@ -296,7 +318,14 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
     for (k, op) in [Op::Read, Op::Write, Op::Trim].into_iter().enumerate() {
         m.insert(
             op.fio_name().into(),
-            op_json(&s.ops[k], s.runtime_ns, &pcts, plus, group_bw[k]),
+            op_json(
+                &s.ops[k],
+                s.runtime_ns,
+                &pcts,
+                lat_percentiles(opts, e.def),
+                plus,
+                group_bw[k],
+            ),
         );
     }
     let sync = &s.ops[Op::Flush.index()];

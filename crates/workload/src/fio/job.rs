@@ -229,6 +229,8 @@ pub struct Job {
     /// are reported, never when a job runs (fio's semantics).
     pub run_group: u32,
     pub percentile_list: Vec<f64>,
+    /// fio's `lat_percentiles`: report the total latency's percentiles too.
+    pub lat_percentiles: bool,
     pub direct: bool,
     pub ioengine: String,
     pub filename: Option<String>,
@@ -307,6 +309,7 @@ impl Job {
             group_id: 0,
             run_group: 0,
             percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            lat_percentiles: false,
             direct: false,
             ioengine: "psync".to_string(),
             filename: None,

@@ -981,6 +981,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Completion-latency percentiles to report."
     ),
     opt!(
+        "lat_percentiles",
+        [],
+        Kind::Bool(|j, v| j.lat_percentiles = v),
+        "",
+        "0",
+        "Report the percentiles of the total latency (submission + completion) in `lat_ns` too."
+    ),
+    opt!(
         "direct",
         [],
         Kind::Bool(|j, v| j.direct = v),
@@ -1115,11 +1123,6 @@ pub static OPTIONS: &[OptionSpec] = &[
         "random_generator",
         [],
         "qoslab draws from its own named streams."
-    ),
-    ignored!(
-        "lat_percentiles",
-        [],
-        "Reporting choice; qoslab reports all latencies."
     ),
     ignored!(
         "clat_percentiles",

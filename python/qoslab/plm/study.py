@@ -65,6 +65,12 @@ DEVICE = "mqsim-default"
 # A fresh drive: MQSim reads unwritten pages from flash, so reads cost a flash read; the
 # background work is destaging the writes (tPROG 750 us, no program suspension).
 BARE = ["media.precondition.fill=0", "path.hosts=3"]
+# The copies hand over this long before the DTWin of the one in it runs out: the copy asked in
+# next finishes the programs it has in flight (MQSim's tPROG is 750 us, a die may hold a few)
+# and the host's 1 ms poll sees it, while the other is still deterministic. Without it a
+# copy's DTWin ends at DTWIN Time Maximum before the next is in, and the reads of that gap go
+# to copies that are destaging.
+HANDOVER_MS = 10
 PLM = [
     "media.nvm_sets=2",
     "media.gc.gate=plm",
@@ -232,7 +238,9 @@ def _simulate(job: tuple) -> dict:
         if run.variant in PREDICTORS:
             sets += [
                 *PLM,
-                f"media.gc.plm.dtwin_time_max_ns={window_ms}ms",
+                # Windows of T_DW: the drive allows a DTWin of T_DW + the handover.
+                f"media.gc.plm.dtwin_time_max_ns={window_ms + HANDOVER_MS}ms",
+                f"host.plm.handover_ns={HANDOVER_MS}ms",
                 f"media.gc.plm.dtwin_reads_typical={capacity}",
                 f"host.plm.policy={run.policy}",
                 f"host.plm.predictor={PREDICTORS[run.variant]}",

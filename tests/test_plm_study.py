@@ -6,6 +6,9 @@ Cost: about 15 s (16 short simulations on two workers)."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -130,3 +133,29 @@ def test_bad_options_are_one_line_and_write_nothing(qoslab, tmp_path):
         == "qoslab: error: --configs: expected a comma list of 1, 2, 3, 4, got '5'"
     )
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")
+def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced, tmp_path):
+    from test_nvmelite_report import PROBE
+
+    probe = reduced / "probe.html"
+    probe.write_text((reduced / "report.html").read_text().replace("<head>", "<head>" + PROBE, 1))
+    try:
+        done = subprocess.run(
+            [shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+             "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}",
+             "--dump-dom", probe.as_uri()],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        probe.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(
+        re.search(r'<pre id="qoslab-probe">(.*?)</pre>', done.stdout, re.S).group(1)
+        .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    )  # fmt: skip
+    assert found["errors"] == []
+    # p99.99 per run and class, and the latency series, each drawn with a size.
+    assert found["svgs"] == [True] * 2
+    assert "Document vs qoslab" in found["text"] and "about 6x (Fig. 4)" in found["text"]

@@ -28,7 +28,7 @@ def reduced(tmp_path_factory):
     done = CliRunner().invoke(
         app,
         ["plm", "study", "--out", str(out), "--datasets", "DS1,DS4", "--configs", "2",
-         "--duration", "3s"],
+         "--duration", "2s"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
@@ -64,7 +64,8 @@ def test_host_directed_utilization_is_one_in_every_window(reduced):
     results = pd.read_parquet(reduced / "results.parquet")
     hod = results[results["variant"] == "HoD"]
     assert len(hod) == 2 * 2 * 3
-    assert (hod["windows"] >= 29).all()
+    # 2 s of 100 ms windows: every window but the one the run ends in is recorded.
+    assert (hod["windows"] >= 19).all()
     assert (hod["utilization_min"] == 1.0).all()
 
 

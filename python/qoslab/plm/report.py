@@ -110,10 +110,9 @@ def targets(results: pd.DataFrame) -> list[Target]:
         why_worse = (
             "PLM's tail here is not the reads a class is short of: with every read sent to a "
             "copy in DTWin (none to a copy in NDWin) DS1's p99.99 is still about 7.8 ms against "
-            "1.9 ms for the same reads on one NVM set of the bare drive, while p99 halves. A few "
-            "reads per window wait several ms, most likely those still queued on a copy when it "
-            "is released and starts destaging at once the writes it held back; the paper's bare "
-            "SSD paid for GC, which this fresh drive with 10 % writes never runs"
+            "1.9 ms for the same reads on one NVM set of the bare drive, while p99 halves: a few "
+            "reads wait several ms, for a cause not found yet (see docs/plm.md); and the "
+            "paper's bare SSD paid for GC, which this fresh drive with 10 % writes never runs"
         )
         out.append(
             Target(
@@ -148,8 +147,8 @@ def targets(results: pd.DataFrame) -> list[Target]:
                 float(order),
                 "yes" if order else "no",
                 order,
-                "the tail of every class comes from the same few slow reads at each handover, "
-                "whatever share of the counts the class holds",
+                "the tail of every class comes from the same few slow reads, whatever share of "
+                "the counts the class holds",
             )
         )
         ge = all(hod[c] >= cod[c] for c in CLASSES)
@@ -161,7 +160,7 @@ def targets(results: pd.DataFrame) -> list[Target]:
                 "yes" if ge else "no",
                 ge,
                 "HoD and CoD differ only in which reads are covered; the tail is set by the "
-                "handovers both see",
+                "slow reads both see",
             )
         )
     for config, doc in ((2, 0.55), (4, 0.87)):
@@ -194,7 +193,7 @@ def targets(results: pd.DataFrame) -> list[Target]:
                 f"{ratio:.1f}x",
                 ratio >= 10.0,
                 "desynchronising the hosts lowers the peaks the copies serve, and the tail "
-                "with them, but the slow reads at the handovers remain in both",
+                "with them, but the few slow reads of PLM remain in both",
             )
         )
     for t in out:

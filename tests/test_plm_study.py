@@ -188,3 +188,13 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
     assert [shared[c] for c in study.CLASSES] == [n for _, n in traces]
     hod = results[results["variant"] == "HoD"]
     assert (hod["utilization_min"] == 1.0).all()
+
+
+def test_a_trace_with_nothing_to_replay_is_named(qoslab, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("Timestamp,Response,IOType,LUN,Offset,Size\n")
+    args = ["--trace", empty] * 3
+    done = qoslab("plm", "study", "--out", tmp_path / "o", *args)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"qoslab: error: {empty}: no read or write to replay"
+    assert not (tmp_path / "o").exists()

@@ -342,6 +342,9 @@ def run_study(
 
     if traces:
         loaded = {"trace": [read_systor(p) for p in traces]}
+        for p, req in zip(traces, loaded["trace"], strict=True):
+            if len(req) == 0:
+                raise InputError("no read or write to replay", path=p)
         datasets = ["trace"]
     else:
         loaded = {ds: generate(ds, duration_ms, seed) for ds in datasets}

@@ -47,6 +47,9 @@ def test_the_study_writes_the_report_and_its_tables(reduced):
     for cls in study.CLASSES:
         alone = results[results["run"] == f"DS1-isolated-{cls}"]["reads"].iloc[0]
         assert shared[cls] == alone > 0
+    # The typical window's p99 lies between the run's mean and its p99.99.
+    typical = results["window_p99_median_us"]
+    assert (results["lat_mean_us"] < typical).all() and (typical <= results["p9999_us"]).all()
     # The latency split adds up to the mean read latency.
     parts = results[["host_us", "transport_us", "queueing_us", "device_us"]].sum(axis=1)
     assert np.allclose(parts, results["lat_mean_us"], rtol=1e-6)

@@ -318,6 +318,11 @@ def _summarise(run: Run, report: dict, frame, window_ms: int, capacity: int) -> 
         rows.append(row)
     series = frame[frame["op"] == "read"][["time_ms", "job_index", "lat_p99_ns", "ios"]].copy()
     series["cls"] = [CLASSES[hosts[int(j)]] for j in series["job_index"]]
+    # The typical window's tail (the paper's Fig. 10 compares medians of per-window tails).
+    busy = series[series["ios"] > 0]
+    for row in rows:
+        p99 = busy.loc[busy["cls"] == row["cls"], "lat_p99_ns"]
+        row["window_p99_median_us"] = float(p99.median()) / 1e3 if len(p99) else math.nan
     series["run"] = run.name
     return dict(
         rows=rows,

@@ -58,3 +58,35 @@ def coordinate_cmd(
         initial=initial,
     )
     write_alloc(rows, out)
+
+
+@app.command("study")
+def study_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder to write the report and tables into."),
+    datasets: str = typer.Option("DS1,DS2,DS3,DS4", "--datasets", help="Table I's datasets."),
+    configs: str = typer.Option("1,2,3,4", "--configs", help="Table II's configs."),
+    policies: str = typer.Option("sp,fr", "--policies", help="sp, fr or both."),
+    duration: str = typer.Option("30s", "--duration", help="Simulated time of each run."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the demand generator and the runs."),
+    trace: list[Path] | None = typer.Option(
+        None,
+        "--trace",
+        help="SYSTOR '17 CSV of the high, medium and low host (give it three times), "
+        "replayed instead of the generator.",
+        show_default="the generator",
+    ),
+    workers: int = typer.Option(0, "--workers", help="Simulations at once (0: up to 2)."),
+) -> None:
+    """The document's evaluation: baselines, HoD and CoD, sp and fr, on each dataset and config."""
+    from qoslab.plm.run_study import main
+
+    main(
+        out=out,
+        datasets=datasets,
+        configs=configs,
+        policies=policies,
+        duration=duration,
+        seed=seed,
+        traces=trace or None,
+        workers=workers,
+    )

@@ -49,6 +49,7 @@ qoslab_engine::settings! {
         ratios: Vec<f64> = reals(&[0.5, 0.3, 0.2], "fixed ratio: the share of the high, medium and low classes"),
         classes: String = text("high,medium,low", "the QoS class of host 0, 1, ... (high, medium or low), comma separated"),
         demands: String = text("", "exact predictor: CSV of window,host,class,demand rows, the demand of every window (relative to the device file)"),
+        handover_ns: Ns = ns(0, "the copies take turns this long before the DTWin of the copy in it reaches DTWIN Time Maximum (windows of T - handover_ns), so that the copy asked in next has that long to finish its deferred work while the other is still deterministic"),
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
     }
 }
@@ -346,7 +347,12 @@ impl ReplicaPolicy for PlmLibrary {
         };
         let field = |at: usize| u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"));
         self.capacity = field(32);
-        self.window_ns = field(48).max(1) * 1_000_000;
+        // A copy enters DTWin only once its deferred work is done, a few ms after it is asked;
+        // windows shorter than DTWIN Time Maximum keep the previous copy deterministic until
+        // then instead of letting its DTWin run out first.
+        self.window_ns = (field(48).max(1) * 1_000_000)
+            .saturating_sub(self.cfg.handover_ns)
+            .max(1);
         if self.cfg.coordinate {
             let build = allocation::lookup("host.plm.policy", &self.cfg.policy)
                 .expect("checked at build")
@@ -555,5 +561,32 @@ mod tests {
         assert_eq!(lib.stats[0].deficiency.quantile(0.5), 0.375);
         assert_eq!(lib.stats[1].utilization.quantile(0.5), 0.2);
         assert_eq!(lib.stats[0].covered, 50);
+    }
+
+    #[test]
+    fn with_a_handover_the_copies_take_turns_before_dtwin_time_maximum() {
+        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        s.set("handover_ns", &qoslab_engine::RawValue::Text("2ms".into()))
+            .unwrap();
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
+        let mut wakes = Vec::new();
+        let mut control = device;
+        macro_rules! io {
+            ($now:expr) => {
+                &mut ReplicaIo {
+                    now_ns: $now,
+                    control: &mut control,
+                    wakes: &mut wakes,
+                }
+            };
+        }
+        lib.start(io!(0));
+        // DTWIN Time Maximum 10 ms less the 2 ms handover: window 1 begins at 8 ms, on copy 1.
+        assert_eq!(lib.window_ns, 8_000_000);
+        lib.route_read(0, 4096, io!(7_999_999));
+        assert_eq!(lib.window, 0);
+        lib.route_read(0, 4096, io!(8_000_000));
+        assert_eq!((lib.window, lib.active()), (1, 1));
     }
 }

@@ -1,0 +1,108 @@
+"""`qoslab plm study`'s options checked, the study run, its outputs written as one folder."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from qoslab.errors import InputError
+from qoslab.lab.units import parse_duration
+from qoslab.outputs import staged_dir
+from qoslab.plm import report, study
+
+OUTPUTS = ("report.html", "results.parquet", "fig6.csv", "targets.csv", "meta.json")
+
+
+def _words(text: str, allowed, option: str) -> list:
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    out = []
+    for w in words:
+        value = int(w) if isinstance(next(iter(allowed)), int) and w.isdigit() else w
+        if value not in allowed:
+            names = ", ".join(str(a) for a in allowed)
+            raise InputError(f"{option}: expected a comma list of {names}, got '{w}'")
+        out.append(value)
+    if not out:
+        raise InputError(f"{option}: expected at least one value")
+    return out
+
+
+def _is_study_output(path: Path) -> bool:
+    return (path / "meta.json").is_file() and (path / "results.parquet").is_file()
+
+
+def main(
+    *,
+    out: Path,
+    datasets: str,
+    configs: str,
+    policies: str,
+    duration: str,
+    seed: int,
+    traces: list[Path] | None,
+    workers: int,
+) -> None:
+    ds = _words(datasets, study.DATASETS, "--datasets")
+    cs = _words(configs, study.CONFIGS, "--configs")
+    ps = _words(policies, study.POLICIES, "--policies")
+    try:
+        seconds = parse_duration(duration, "--duration")
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if seconds <= 0:
+        raise InputError(f"--duration: expected more than 0, got '{duration}'")
+    if seed < 0:
+        raise InputError(f"--seed: expected a non-negative integer, got {seed}")
+    if traces is not None:
+        if len(traces) != 3:
+            raise InputError(
+                f"--trace: expected three files (high, medium, low host), got {len(traces)}"
+            )
+        for t in traces:
+            if not Path(t).is_file():
+                raise InputError("--trace: no such file", path=t)
+    workers = workers or study.default_workers()
+    with (
+        staged_dir(
+            out,
+            is_earlier_output=_is_study_output,
+            refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
+        ) as folder,
+        tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
+    ):
+        results, series = study.run_study(
+            datasets=ds,
+            configs=cs,
+            policies=ps,
+            duration_ms=round(seconds * 1000),
+            seed=seed,
+            traces=traces,
+            workers=workers,
+            scratch=Path(scratch),
+        )
+        results.to_parquet(folder / "results.parquet", index=False)
+        series.to_parquet(folder / "series.parquet", index=False)
+        report.fig6_table(results).to_csv(folder / "fig6.csv", index=False, float_format="%.6f")
+        report.target_rows(results).to_csv(folder / "targets.csv", index=False, float_format="%.6f")
+        meta = dict(
+            datasets=ds if traces is None else ["trace"],
+            configs=cs,
+            policies=ps,
+            duration_ms=round(seconds * 1000),
+            seed=seed,
+            traces=[str(t) for t in traces] if traces else None,
+            device=study.DEVICE,
+        )
+        (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        facts = {
+            "datasets": ", ".join(meta["datasets"]),
+            "configs": ", ".join(map(str, cs)),
+            "policies": ", ".join(ps),
+            "simulated time per run": duration,
+            "seed": seed,
+            "device": study.DEVICE,
+            "demand": "SYSTOR '17 trace" if traces else "bursty synchronised generator",
+        }
+        report.write(folder, results, series, facts)
+    print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")

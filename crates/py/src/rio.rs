@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
 use qoslab_fabric::workload::Shape;
-use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack};
+use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 
 /// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
 /// a one-line message naming the field.
@@ -55,6 +55,37 @@ fn crash_check(
     serde_json::to_string_pretty(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// One timed run of the document's ordered-write workload (`streams` threads of `writes`
+/// writes of `blocks` blocks, in batches of `batch` consecutive ones); returns what it measured
+/// as JSON.
+#[pyfunction]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, seed))]
+#[allow(clippy::too_many_arguments)]
+fn timed_run(
+    py: Python<'_>,
+    stack_name: &str,
+    sets: Vec<(String, String)>,
+    streams: usize,
+    writes: usize,
+    blocks: u32,
+    batch: usize,
+    seed: u64,
+) -> PyResult<String> {
+    let stack = stack::lookup(stack_name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "--stack: expected {}, got '{stack_name}'",
+            stack::names()
+        ))
+    })?;
+    let (cfg, t, c) =
+        timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let w = timed::ordered_writes(streams, writes, blocks, batch, seed);
+    let m = py
+        .detach(|| timed::measure(&w, stack, &cfg, &t, c))
+        .map_err(PyValueError::new_err)?;
+    serde_json::to_string(&m).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.
 #[pyfunction]
 fn replay(text: &str) -> PyResult<String> {
@@ -68,6 +99,14 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "rio")?;
     m.add_function(wrap_pyfunction!(crash_check, &m)?)?;
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add_function(wrap_pyfunction!(timed_run, &m)?)?;
+    m.add(
+        "TIMED_TUNABLES",
+        timed::TIMED_TUNABLES
+            .iter()
+            .map(|t| (t.name, t.unit.label(), t.default.to_string(), t.help))
+            .collect::<Vec<_>>(),
+    )?;
     m.add(
         "STACKS",
         stack::STACKS

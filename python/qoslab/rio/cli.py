@@ -144,3 +144,49 @@ def replay(
         print("no violation", file=sys.stderr)
     else:
         raise typer.Exit(1)
+
+
+@app.command()
+def study(
+    out: Path = typer.Option(
+        ..., "--out", help="Directory for report.html, study.json and the figures."
+    ),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="2 thread counts, 2 sizes, 2 batches, 32 writes per thread (seconds).",
+    ),
+    writes: int = typer.Option(128, "--writes", help="Ordered writes per thread (full study)."),
+    seed: int = typer.Option(1, "--seed", min=0, help="Seed of the write placement."),
+    sets: list[str] = typer.Option(
+        [],
+        "--set",
+        help="A [fabric], [fabric.timed] (timed.KEY) or transport (rdma.KEY, "
+        "tcp.KEY) tunable, KEY=VALUE (repeatable).",
+        show_default="none",
+    ),
+) -> None:
+    """Rio's block-device experiments (document Figures 10-12) on the timed model: the four
+    stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
+    and a "document vs qoslab" table."""
+    from qoslab.rio import study as st
+
+    _positive("--writes", writes)
+    plan = st.Plan.quick() if quick else st.Plan(writes=writes)
+    plan = st.Plan(plan.threads, plan.sizes_kib, plan.batches, plan.writes, seed)
+    rows = st.run_study(plan, _sets(sets))
+    table = st.compare(rows)
+    with staged_dir(
+        out,
+        is_earlier_output=lambda d: (d / "study.json").is_file(),
+        refusal="exists, is not empty and holds no study.json; choose another directory",
+    ) as tmp:
+        st.write_report(rows, table, tmp, plan)
+    for r in table:
+        mark = "ok " if r["inside"] else "off"
+        unit = "x" if isinstance(r["qoslab"], float) else ""
+        print(
+            f"{mark} {r['claim']}: qoslab {r['qoslab']}{unit}, document {r['document']} "
+            f"(target {r['target']})"
+        )
+    print(f"report: {out / 'report.html'}")

@@ -64,7 +64,7 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     r = qoslab("rio", "study", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads((out / "study.json").read_text())
-    assert (out / "report.html").read_text().count("<svg") == 4
+    assert (out / "report.html").read_text().count("<svg") == 5
     table = {row["claim"]: row for row in data["document_vs_qoslab"]}
     flash = table["throughput Rio / Linux, flash, mean over threads"]
     assert flash["qoslab"] >= 30 and flash["inside"]
@@ -76,3 +76,32 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     points = [p for p in data["points"] if p["figure"] == "12" and p["batch"] == 8]
     eff = {p["stack"]: p["initiator_requests_per_kcycle"] for p in points}
     assert eff["rio"] > 2 * eff["rio w/o merge"]
+
+
+def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
+    args = ["rio", "run", "--threads", "2", "--writes", "40", "--flush-every", "4"]
+    full = json.loads(qoslab(*args, check=True).stdout)
+    assert full["requests"] == 80 and full["requests_per_s"] > 0
+    half = full["elapsed_ns"] // 2
+    r = qoslab(*args, "--power-fail-at", f"{half}ns")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cut = json.loads(r.stdout)
+    assert cut["violations"] == []
+    assert 0 < cut["acknowledged"] < 80
+    # Every request acknowledged with a FLUSH is on the media: at least 4 per FLUSH.
+    assert cut["survived"] >= 4 * cut["acknowledged_flushes"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--power-fail-at", "soon"], "--power-fail-at: expected a simulated time"),
+        (["--size-kib", "6"], "--size-kib: expected a multiple of 4"),
+        (["--stack", "rioo"], "--stack: expected one of"),
+        (["--set", "timed.transport=ib"], "transport: expected rdma or tcp"),
+    ],
+)
+def test_bad_input_to_a_timed_run_is_one_line_and_exit_2(qoslab, args, message):
+    r = qoslab("rio", "run", *args)
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ use qoslab_nvme::transport::tcp::{TCP_TUNABLES, TcpConfig};
 
 use crate::FabricConfig;
 use crate::check::{Violation, violations};
-use crate::machine::{Action, Machine};
+use crate::machine::{Action, Data, Machine};
 use crate::plan::Plan;
 use crate::stack::StackOps;
 use crate::workload::{Workload, Write};
@@ -459,22 +459,19 @@ impl<'p> TimedRun<'p> {
     pub fn now_ns(&self) -> Ns {
         self.now
     }
-
-    /// Requests acknowledged to the application so far.
-    pub fn acknowledged(&self) -> u64 {
-        self.acked.iter().map(|&a| a as u64).sum()
-    }
 }
 
 /// The document's block-device workload: `streams` threads, each `writes` ordered writes of
 /// `blocks` blocks, in batches of `batch` consecutive writes (1: every write at a random place),
-/// out of place, each write its own group. Ordered, not durable: no write asks for a FLUSH
-/// (Linux sends one after every write anyway, which is its way of keeping the order).
+/// out of place, each write its own group. Every `persist_every`-th write of a stream asks for
+/// a FLUSH (0: none; the study's writes are ordered, not durable, and Linux sends a FLUSH after
+/// every write anyway, which is its way of keeping the order).
 pub fn ordered_writes(
     streams: usize,
     writes: usize,
     blocks: u32,
     batch: usize,
+    persist_every: usize,
     seed: u64,
 ) -> Workload {
     let batch = batch.max(1);
@@ -496,12 +493,65 @@ pub fn ordered_writes(
                         + (i % batch) as u64 * u64::from(blocks),
                     blocks,
                     group_end: true,
-                    persist: false,
+                    persist: persist_every > 0 && (i + 1) % persist_every == 0,
                 })
                 .collect()
         })
         .collect();
     Workload { streams }
+}
+
+/// What a power cut of a timed run left, after the stack's recovery.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cut {
+    pub stack: String,
+    pub power_fail_at_ns: Ns,
+    pub requests: u64,
+    /// Requests acknowledged to the application before the cut.
+    pub acknowledged: u64,
+    /// Requests acknowledged with a FLUSH before the cut.
+    pub acknowledged_flushes: u64,
+    /// Requests whose data is whole on the media after recovery.
+    pub survived: u64,
+    pub violations: Vec<Violation>,
+}
+
+/// Plans `w` for `stack`, runs it until `at_ns`, cuts the power and recovers.
+pub fn power_cut(
+    w: &Workload,
+    stack: &'static StackOps,
+    cfg: &FabricConfig,
+    t: &TimedConfig,
+    c: FabricCosts,
+    at_ns: Ns,
+) -> Result<Cut, String> {
+    let plan = Plan::build(w, cfg, stack.plan);
+    let mut run = TimedRun::new(&plan, stack, cfg, t, c);
+    run.run_until(at_ns)?;
+    let erase = (stack.recover)(&plan, &run.m.image);
+    let whole = |cmds: &[usize]| {
+        cmds.iter().all(|&c| {
+            plan.cmds[c].flush_only || (run.m.image.data[c] == Data::Durable && !erase[c])
+        })
+    };
+    let mut out = Cut {
+        stack: stack.name.to_string(),
+        power_fail_at_ns: at_ns,
+        requests: plan.requests.iter().map(|r| r.len() as u64).sum(),
+        acknowledged: 0,
+        acknowledged_flushes: 0,
+        survived: 0,
+        violations: run.crash(),
+    };
+    for (s, reqs) in plan.requests.iter().enumerate() {
+        for (r, req) in reqs.iter().enumerate() {
+            let acked = run.m.acked[s][r];
+            out.acknowledged += u64::from(acked);
+            out.acknowledged_flushes += u64::from(acked && req.persist);
+            out.survived += u64::from(whole(&req.cmds));
+        }
+    }
+    Ok(out)
 }
 
 /// Plans `w` for `stack` and runs it to the end.
@@ -534,7 +584,7 @@ mod tests {
         // One stream, one target, flash: each ordered write is a write round trip, then a
         // FLUSH round trip; throughput is 1 / (write latency + flush latency).
         let (cfg, t, c) = setup(&[("targets", "1")]);
-        let w = ordered_writes(1, 20, 1, 1, 7);
+        let w = ordered_writes(1, 20, 1, 1, 0, 7);
         let m = measure(&w, &stack::LINUX, &cfg, &t, c).unwrap();
         let ns = |cycles: u64| (cycles as f64 / t.cpu_ghz).round() as Ns;
         let round_trip = |bytes: u64, device_ns: Ns| {
@@ -563,13 +613,30 @@ mod tests {
                 + c.complete_cycles
                 + t.context_switch_cycles);
         assert_eq!(m.initiator_cycles, 20 * per_request);
+        // Power fails just after the 7th request's FLUSH is acknowledged: 7 requests were
+        // acknowledged and exactly they are on the flash (the 8th is not yet sent).
+        let cut = power_cut(&w, &stack::LINUX, &cfg, &t, c, 7 * (write + flush)).unwrap();
+        assert_eq!((cut.acknowledged, cut.survived), (7, 7));
+        assert!(cut.violations.is_empty());
+        // Half way through the 8th request's FLUSH its write is in the cache only: lost, and
+        // rightly so, as it was not acknowledged.
+        let cut = power_cut(
+            &w,
+            &stack::LINUX,
+            &cfg,
+            &t,
+            c,
+            7 * (write + flush) + write + 50_000,
+        )
+        .unwrap();
+        assert_eq!((cut.acknowledged, cut.survived), (7, 7));
     }
 
     #[test]
     fn rio_comes_within_a_fifth_of_orderless_and_far_above_linux() {
         for plp in ["false", "true"] {
             let (cfg, t, c) = setup(&[("plp", plp), ("targets", "1")]);
-            let w = ordered_writes(4, 100, 1, 1, 3);
+            let w = ordered_writes(4, 100, 1, 1, 0, 3);
             let run = |s| measure(&w, s, &cfg, &t, c).unwrap().requests_per_s;
             let (orderless, linux, horae, rio) = (
                 run(&stack::ORDERLESS),

@@ -56,10 +56,11 @@ fn crash_check(
 }
 
 /// One timed run of the document's ordered-write workload (`streams` threads of `writes`
-/// writes of `blocks` blocks, in batches of `batch` consecutive ones); returns what it measured
-/// as JSON.
+/// writes of `blocks` blocks, in batches of `batch` consecutive ones, a FLUSH every
+/// `persist_every`); returns what it measured as JSON, or, with `power_fail_at`, what a power
+/// cut at that time left after recovery.
 #[pyfunction]
-#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, seed))]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None))]
 #[allow(clippy::too_many_arguments)]
 fn timed_run(
     py: Python<'_>,
@@ -69,8 +70,19 @@ fn timed_run(
     writes: usize,
     blocks: u32,
     batch: usize,
+    persist_every: usize,
     seed: u64,
+    power_fail_at: Option<&str>,
 ) -> PyResult<String> {
+    let power_fail_at_ns = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
+                ))
+            })
+        })
+        .transpose()?;
     let stack = stack::lookup(stack_name).ok_or_else(|| {
         PyValueError::new_err(format!(
             "--stack: expected {}, got '{stack_name}'",
@@ -79,11 +91,13 @@ fn timed_run(
     })?;
     let (cfg, t, c) =
         timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
-    let w = timed::ordered_writes(streams, writes, blocks, batch, seed);
-    let m = py
-        .detach(|| timed::measure(&w, stack, &cfg, &t, c))
-        .map_err(PyValueError::new_err)?;
-    serde_json::to_string(&m).map_err(|e| PyValueError::new_err(e.to_string()))
+    let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
+    let text = py.detach(|| match power_fail_at_ns {
+        None => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
+        Some(at) => timed::power_cut(&w, stack, &cfg, &t, c, at).map(|m| serde_json::to_string(&m)),
+    });
+    text.map_err(PyValueError::new_err)?
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.

@@ -42,7 +42,7 @@ def _run(
     seed: int,
 ) -> dict:
     try:
-        text = _core.timed_run(stack, sets, threads, writes, blocks, batch, seed)
+        text = _core.timed_run(stack, sets, threads, writes, blocks, batch, 0, seed)
     except ValueError as err:
         raise InputError(str(err)) from None
     return json.loads(text)
@@ -89,6 +89,10 @@ def run_study(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
         for threads in plan.threads:
             for stack in STACKS:
                 point("10", ssd, stack, threads, 4, 1)
+    # Figure 10(d): two target servers, data striped over them.
+    for threads in plan.threads:
+        for stack in STACKS:
+            point("10d", "flash", stack, threads, 4, 1, extra=(("targets", "2"),))
     for size in plan.sizes_kib:
         for stack in STACKS:
             point("11", "flash", stack, 1, size, 1)
@@ -403,6 +407,23 @@ def figures(rows: list[dict], out: Path) -> list:
                 caption="One target server, one SSD; each thread one stream.",
             )
         )
+    pick = [r for r in rows if r["figure"] == "10d"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    _lines(axes[0], pick, "threads", "requests_per_s", STACKS, 1e-3)
+    axes[0].set_ylabel("throughput (K requests/s)")
+    axes[0].set_yscale("log")
+    _lines(axes[1], pick, "threads", "initiator_efficiency_vs_orderless", STACKS)
+    axes[1].set_ylabel("initiator CPU efficiency / orderless")
+    axes[0].legend()
+    made.append(
+        save_figure(
+            fig,
+            out,
+            "figure10d",
+            title="Figure 10(d): two target servers, flash SSDs",
+            caption="4 KiB random ordered writes striped over two targets in 128 KiB units.",
+        )
+    )
     pick = [r for r in rows if r["figure"] == "11"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     _lines(axes[0], pick, "size_kib", "requests_per_s", STACKS, 1e-3)

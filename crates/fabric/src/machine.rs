@@ -1,6 +1,7 @@
 //! The event machine: each step is one event (a send, a network delivery, a PMR write, an SSD
 //! submission, completion or destage, a target's response), chosen among the enabled ones by a
-//! seeded stream. Every step is an event boundary where power may fail.
+//! seeded stream. Every step is an event boundary where power may fail. The timed model
+//! ([`crate::timed`]) drives the same machine by the clock instead (`enabled`, then `run`).
 
 use std::collections::VecDeque;
 
@@ -335,9 +336,7 @@ impl<'p> Machine<'p> {
             ));
         }
         let pick = self.rng.below(self.actions.len() as u64) as usize;
-        let action = self.actions[pick];
-        self.apply(action);
-        self.events += 1;
+        self.run(self.actions[pick]);
         Ok(true)
     }
 

@@ -164,6 +164,8 @@ pub struct TimedRun<'p> {
     now: Ns,
     timers: BinaryHeap<Reverse<Timer>>,
     pending: HashSet<Action>,
+    /// The events enabled at the last `arm`.
+    enabled: Vec<Action>,
     order: u64,
     threads: Vec<Busy>,
     /// Per stream: messages posted since the thread last rang the doorbell.
@@ -213,6 +215,7 @@ impl<'p> TimedRun<'p> {
             now: 0,
             timers: BinaryHeap::new(),
             pending: HashSet::new(),
+            enabled: Vec::new(),
             order: 0,
             threads: vec![Busy::default(); streams],
             batched: vec![0; streams],
@@ -378,8 +381,10 @@ impl<'p> TimedRun<'p> {
 
     /// Gives every newly enabled event its time.
     fn arm(&mut self) {
-        let enabled: Vec<Action> = self.m.enabled(false).to_vec();
-        for a in enabled {
+        self.enabled.clear();
+        self.enabled.extend_from_slice(self.m.enabled(false));
+        for i in 0..self.enabled.len() {
+            let a = self.enabled[i];
             if self.pending.insert(a) {
                 let (at, initiator_cycles, target_cycles) = self.cost(a);
                 self.order += 1;
@@ -414,8 +419,9 @@ impl<'p> TimedRun<'p> {
             let Reverse(t) = self.timers.pop().expect("peeked");
             self.pending.remove(&t.action);
             // An event may have been disabled since it was timed (a PMR slot taken first):
-            // it is timed again once enabled again.
-            if !self.m.enabled(false).contains(&t.action) {
+            // it is timed again once enabled again. Nothing ran since `arm`, so its list of
+            // enabled events is current.
+            if !self.enabled.contains(&t.action) {
                 continue;
             }
             self.now = t.at;

@@ -14,12 +14,14 @@
 //! - [`machine`]: the event machine (network, targets, PMR, SSD caches, acknowledgements).
 //! - [`recovery`]: Rio's and HORAE's recovery.
 //! - [`check`]: the crash checker and its reproducers.
+//! - [`timed`]: the same machine on a clock: throughput, latency and CPU cycles per server.
 
 pub mod check;
 pub mod machine;
 pub mod plan;
 pub mod recovery;
 pub mod stack;
+pub mod timed;
 pub mod workload;
 
 qoslab_engine::settings! {

@@ -1,6 +1,7 @@
 //! The event machine: each step is one event (a send, a network delivery, a PMR write, an SSD
 //! submission, completion or destage, a target's response), chosen among the enabled ones by a
-//! seeded stream. Every step is an event boundary where power may fail.
+//! seeded stream. Every step is an event boundary where power may fail. The timed model
+//! ([`crate::timed`]) drives the same machine by the clock instead (`enabled`, then `run`).
 
 use std::collections::VecDeque;
 
@@ -47,8 +48,10 @@ enum Phase {
     Responded,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
+/// One event of the machine. `Meta` names a stream, `Arrive` a command on the wire, the
+/// others a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
     Meta(usize),
     Send(usize),
     Arrive(usize),
@@ -88,6 +91,9 @@ pub struct Machine<'p> {
     rng: RngStream,
     actions: Vec<Action>,
     pub events: u64,
+    /// Most requests of a stream sent and not yet acknowledged (the application's queue
+    /// depth); unbounded for the crash checker.
+    window: usize,
 }
 
 impl<'p> Machine<'p> {
@@ -168,7 +174,55 @@ impl<'p> Machine<'p> {
             rng: RngStream::new(seed, "fabric/schedule"),
             actions: Vec::new(),
             events: 0,
+            window: usize::MAX,
         }
+    }
+
+    /// The same machine with at most `window` requests of a stream outstanding.
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.window = window.max(1);
+        self
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> &'p Plan {
+        self.plan
+    }
+
+    /// Requests of stream `s` acknowledged in order so far (its acknowledged prefix).
+    pub fn acked_prefix(&self, s: usize) -> usize {
+        self.first_unacked[s]
+    }
+
+    /// Requests of stream `s` the application may have outstanding now.
+    pub fn window_end(&self, s: usize) -> usize {
+        self.first_unacked[s].saturating_add(self.window)
+    }
+
+    /// The next request of stream `s` whose ordering metadata the control path sends.
+    pub fn meta_next(&self, s: usize) -> usize {
+        self.meta_next[s]
+    }
+
+    /// Whether every command has been answered.
+    pub fn finished(&self) -> bool {
+        self.phase.iter().all(|&p| p == Phase::Responded)
+    }
+
+    /// The events enabled now, destages excepted when `destage` is false (a timed run leaves
+    /// the cache to FLUSHes).
+    pub fn enabled(&mut self, destage: bool) -> &[Action] {
+        self.collect_actions();
+        if !destage {
+            self.actions.retain(|a| !matches!(a, Action::Destage(_)));
+        }
+        &self.actions
+    }
+
+    /// Runs `action`, which must be enabled.
+    pub fn run(&mut self, action: Action) {
+        self.apply(action);
+        self.events += 1;
     }
 
     /// Whether the first `k` commands of a lane have reached `phase`.
@@ -189,11 +243,12 @@ impl<'p> Machine<'p> {
         if self.stack.control_path && !reqs.iter().all(|&r| self.image.meta[s][r]) {
             return false;
         }
-        if self.stack.one_in_flight {
-            let first = reqs.iter().copied().min().unwrap_or(0);
-            if !self.acked[s][..first].iter().all(|&a| a) {
-                return false;
-            }
+        let first = reqs.iter().copied().min().unwrap_or(0);
+        if first >= self.window_end(s) {
+            return false;
+        }
+        if self.stack.one_in_flight && !self.acked[s][..first].iter().all(|&a| a) {
+            return false;
         }
         self.flush_waits[c]
             .iter()
@@ -205,7 +260,9 @@ impl<'p> Machine<'p> {
         acts.clear();
         let plan = self.plan;
         for s in 0..plan.order.len() {
-            if self.stack.control_path && self.meta_next[s] < plan.requests[s].len() {
+            if self.stack.control_path
+                && self.meta_next[s] < plan.requests[s].len().min(self.window_end(s))
+            {
                 acts.push(Action::Meta(s));
             }
             if let Some(&c) = plan.order[s].get(self.next_send[s])
@@ -217,14 +274,14 @@ impl<'p> Machine<'p> {
         // Rio sends a stream on one NIC queue (RC: delivered in order, document 4.5 principle
         // 2); the others spread over queues, which deliver in any order.
         let mut seen_lane = vec![false; self.lanes.len()];
-        for (i, &c) in self.wire.iter().enumerate() {
+        for &c in &self.wire {
             if self.stack.attributes {
                 let (lane, _) = self.lane_of[c];
                 if std::mem::replace(&mut seen_lane[lane], true) {
                     continue;
                 }
             }
-            acts.push(Action::Arrive(i));
+            acts.push(Action::Arrive(c));
         }
         let pmr_slots = self.cfg.pmr_slots();
         for c in 0..plan.cmds.len() {
@@ -279,9 +336,7 @@ impl<'p> Machine<'p> {
             ));
         }
         let pick = self.rng.below(self.actions.len() as u64) as usize;
-        let action = self.actions[pick];
-        self.apply(action);
-        self.events += 1;
+        self.run(self.actions[pick]);
         Ok(true)
     }
 
@@ -298,8 +353,9 @@ impl<'p> Machine<'p> {
                 self.next_send[plan.cmds[c].stream] += 1;
                 self.wire.push(c);
             }
-            Action::Arrive(i) => {
-                let c = self.wire.remove(i);
+            Action::Arrive(c) => {
+                let i = self.wire.iter().position(|&w| w == c).expect("on the wire");
+                self.wire.remove(i);
                 self.phase[c] = Phase::Arrived;
             }
             Action::Log(c) => {

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
 use qoslab_fabric::workload::Shape;
-use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack};
+use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 
 /// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
 /// a one-line message naming the field.
@@ -55,6 +55,51 @@ fn crash_check(
     serde_json::to_string_pretty(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// One timed run of the document's ordered-write workload (`streams` threads of `writes`
+/// writes of `blocks` blocks, in batches of `batch` consecutive ones, a FLUSH every
+/// `persist_every`); returns what it measured as JSON, or, with `power_fail_at`, what a power
+/// cut at that time left after recovery.
+#[pyfunction]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None))]
+#[allow(clippy::too_many_arguments)]
+fn timed_run(
+    py: Python<'_>,
+    stack_name: &str,
+    sets: Vec<(String, String)>,
+    streams: usize,
+    writes: usize,
+    blocks: u32,
+    batch: usize,
+    persist_every: usize,
+    seed: u64,
+    power_fail_at: Option<&str>,
+) -> PyResult<String> {
+    let power_fail_at_ns = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
+                ))
+            })
+        })
+        .transpose()?;
+    let stack = stack::lookup(stack_name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "--stack: expected {}, got '{stack_name}'",
+            stack::names()
+        ))
+    })?;
+    let (cfg, t, c) =
+        timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
+    let text = py.detach(|| match power_fail_at_ns {
+        None => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
+        Some(at) => timed::power_cut(&w, stack, &cfg, &t, c, at).map(|m| serde_json::to_string(&m)),
+    });
+    text.map_err(PyValueError::new_err)?
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.
 #[pyfunction]
 fn replay(text: &str) -> PyResult<String> {
@@ -68,6 +113,14 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "rio")?;
     m.add_function(wrap_pyfunction!(crash_check, &m)?)?;
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
+    m.add_function(wrap_pyfunction!(timed_run, &m)?)?;
+    m.add(
+        "TIMED_TUNABLES",
+        timed::TIMED_TUNABLES
+            .iter()
+            .map(|t| (t.name, t.unit.label(), t.default.to_string(), t.help))
+            .collect::<Vec<_>>(),
+    )?;
     m.add(
         "STACKS",
         stack::STACKS

@@ -1,6 +1,6 @@
 //! Transports: how commands, completions, interrupts and data cross between the NVMe hosts
-//! and the controller. PCIe today ([`pcie`]); a fabric (RDMA, TCP) is another implementation of
-//! the same idea. A transport is a stage between the host stage and the controller stage: it
+//! and the controller. PCIe ([`pcie`]) and NVMe over fabrics ([`rdma`], [`tcp`], sharing
+//! [`nvmeof`]). A transport is a stage between the host stage and the controller stage: it
 //! carries commands down and completions and notices up, and moves data for the controller
 //! through its `dma` hook.
 //!
@@ -14,7 +14,10 @@
 //! `transports!` below; the device file's `[path] transport` names it.
 
 pub mod link;
+pub mod nvmeof;
 pub mod pcie;
+pub mod rdma;
+pub mod tcp;
 
 use qoslab_engine::{ConfigError, Settings, Stage, Tunable};
 
@@ -74,7 +77,7 @@ macro_rules! transports {
     };
 }
 
-transports!(pcie::Pcie);
+transports!(pcie::Pcie, rdma::Rdma, tcp::Tcp);
 
 /// (name, help, section, tunables) of the transport called `name`.
 pub fn transport_info(

@@ -1,0 +1,107 @@
+"""The timed half of the ordered-write study: NVMe-oF transports in the simulator path, the
+timed model of the four stacks and `qoslab rio study`."""
+
+import json
+
+import pytest
+
+WRITES = """[global]
+bs=4k
+rw=randwrite
+iodepth=1
+number_ios=200
+norandommap=1
+
+[w]
+"""
+
+
+def _sim(tmp_path, transport):
+    from qoslab.sim import api
+
+    jobs = tmp_path / "w.fio"
+    jobs.write_text(WRITES)
+    text = api.run(
+        jobs, device="ideal", sets=[f"path.transport={transport}"], output_format="json"
+    )["text"]
+    return json.loads(text)
+
+
+def test_rdma_counts_each_servers_cycles_from_its_operations(tmp_path):
+    from qoslab._core import rio
+
+    from qoslab.sim.api import stage_counters
+
+    report = _sim(tmp_path, "rdma")
+    c = stage_counters(report, "rdma")
+    ios = 200
+    # A 4 KiB write rides in its capsule (inline): one capsule and one response message each.
+    assert c["commands"] == c["completions"] == ios
+    assert c["messages"] == 2 * ios
+    # At QD1 no two commands leave at once: each rings its own doorbell.
+    assert c["doorbells"] == ios
+    # The [rdma] table's defaults (submit, complete, message, doorbell cycles).
+    submit, complete, message, doorbell = 3000, 2500, 1500, 300
+    assert c["initiator_cycles"] == ios * (submit + complete + 2 * message + doorbell)
+    assert c["target_cycles"] == ios * (complete + 2 * message)
+    assert c["initiator_requests_per_cycle"] == ios / c["initiator_cycles"]
+    assert any(t[0] == "context_switch_cycles" for t in rio.TIMED_TUNABLES)
+
+
+def test_the_fabric_adds_its_round_trip_to_every_write(tmp_path):
+    pcie = _sim(tmp_path, "pcie")["jobs"][0]["write"]["clat_ns"]["mean"]
+    rdma = _sim(tmp_path, "rdma")["jobs"][0]["write"]["clat_ns"]["mean"]
+    tcp = _sim(tmp_path, "tcp")["jobs"][0]["write"]["clat_ns"]["mean"]
+    # Capsule: 830 ns + 4160 B at 25 GB/s (166 ns); response: 830 ns + 16 B (1 ns). The ideal
+    # preset's PCIe path costs nothing and its service times come from the same seeded stream
+    # whatever the transport: the difference is exact.
+    assert rdma - pcie == pytest.approx(830 + 166 + 830 + 1, abs=1)
+    assert tcp - pcie == pytest.approx(5000 + 166 + 5000 + 1, abs=1)
+
+
+def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, tmp_path):
+    out = tmp_path / "study"
+    r = qoslab("rio", "study", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads((out / "study.json").read_text())
+    assert (out / "report.html").read_text().count("<svg") == 5
+    table = {row["claim"]: row for row in data["document_vs_qoslab"]}
+    flash = table["throughput Rio / Linux, flash, mean over threads"]
+    assert flash["qoslab"] >= 30 and flash["inside"]
+    assert table["throughput Rio / orderless, flash, lowest over threads"]["qoslab"] >= 0.8
+    assert table["throughput Rio / orderless, Optane, lowest over threads"]["qoslab"] >= 0.8
+    # Every row outside its target says why.
+    assert all(row["inside"] or row["why"] for row in data["document_vs_qoslab"])
+    # Merging: Rio with batches of 8 spends fewer initiator cycles per request than without.
+    points = [p for p in data["points"] if p["figure"] == "12" and p["batch"] == 8]
+    eff = {p["stack"]: p["initiator_requests_per_kcycle"] for p in points}
+    assert eff["rio"] > 2 * eff["rio w/o merge"]
+
+
+def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
+    args = ["rio", "run", "--threads", "2", "--writes", "40", "--flush-every", "4"]
+    full = json.loads(qoslab(*args, check=True).stdout)
+    assert full["requests"] == 80 and full["requests_per_s"] > 0
+    half = full["elapsed_ns"] // 2
+    r = qoslab(*args, "--power-fail-at", f"{half}ns")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cut = json.loads(r.stdout)
+    assert cut["violations"] == []
+    assert 0 < cut["acknowledged"] < 80
+    # Every request acknowledged with a FLUSH is on the media: at least 4 per FLUSH.
+    assert cut["survived"] >= 4 * cut["acknowledged_flushes"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--power-fail-at", "soon"], "--power-fail-at: expected a simulated time"),
+        (["--size-kib", "6"], "--size-kib: expected a multiple of 4"),
+        (["--stack", "rioo"], "--stack: expected one of"),
+        (["--set", "timed.transport=ib"], "transport: expected rdma or tcp"),
+    ],
+)
+def test_bad_input_to_a_timed_run_is_one_line_and_exit_2(qoslab, args, message):
+    r = qoslab("rio", "run", *args)
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -26,7 +26,7 @@ use qoslab_engine::{
 
 use crate::config::QueueSetup;
 use crate::merge::MergeIndex;
-use crate::sched::{kyber, mq_deadline, none, prio, prio_advanced};
+use crate::sched::{bfq, kyber, mq_deadline, none, prio, prio_advanced};
 
 /// Where a bio joins a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,6 +235,7 @@ pub static SCHEDULERS: &[&SchedOps] = &[
     &prio::OPS,
     &prio_advanced::OPS,
     &kyber::OPS,
+    &bfq::OPS,
 ];
 
 /// The version every scheduler in this crate is written for.

@@ -242,6 +242,10 @@ impl Kyber {
 
 impl Elevator for Kyber {
     fn insert(&mut self, rq: ReqId, at_head: bool, cx: &mut SchedCtx<'_>) {
+        // A request the driver gave back returns its token (requeue_request).
+        if let Some(out) = self.out.get_mut(rq.index()).and_then(Option::take) {
+            self.in_flight[out.domain as usize] -= 1;
+        }
         let d = domain_of(cx.req(rq));
         if at_head {
             self.fifo[d].push_front(rq);

@@ -59,3 +59,54 @@ fn kyber_holds_the_read_p99_near_read_lat_nsec_by_shrinking_the_write_depth() {
         assert!(write_bw(&kyber) > 0.9 * write_bw(&none));
     }
 }
+
+/// Two random readers for 8 s on nvme-analytic with one I/O queue and one command at the
+/// device at a time, and 64 scheduler tags, so that requests wait in the scheduler.
+fn two_readers(a: &str, b: &str, sets: &[&str]) -> serde_json::Value {
+    let job = format!(
+        "[global]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=1g\nruntime=8s\n\
+         time_based=1\n[a]\n{a}\n[b]\n{b}\noffset=2g\n"
+    );
+    let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let mut all = vec![
+        "block.scheduler=bfq",
+        "block.nr_requests=64",
+        "host.cores=1",
+        "host.sq_depth=2",
+    ];
+    all.extend(sets);
+    run_json(&options(&job, device, &all, 3))
+}
+
+fn iops(r: &serde_json::Value, job: usize) -> f64 {
+    f(&r["jobs"][job]["read"]["iops"])
+}
+
+/// bfq-iosched.rst: a process's share of the throughput follows its weight; best effort
+/// level 0 weighs 80 and level 4 40, so the first reads twice as much.
+#[test]
+fn bfq_splits_best_effort_bandwidth_by_weight() {
+    let r = two_readers(
+        "iodepth=16\nprioclass=2\nprio=0",
+        "iodepth=16\nprioclass=2\nprio=4",
+        &[],
+    );
+    let ratio = iops(&r, 0) / iops(&r, 1);
+    assert!((ratio - 2.0).abs() <= 0.2, "{ratio}");
+}
+
+/// bfq-iosched.rst, slice_idle: idling keeps the device for a process that keeps one read
+/// out, so that it gets its weight's share; without it the process loses the device each
+/// time its read completes, to one with many queued, until that one's turn ends
+/// (`timeout_sync`, 125 ms): one read per turn, about 8 a second.
+#[test]
+fn bfq_slice_idle_keeps_a_synchronous_readers_share() {
+    let a = "iodepth=1\nprioclass=2\nprio=0";
+    let b = "iodepth=16\nprioclass=2\nprio=4";
+    let idling = two_readers(a, b, &[]);
+    let ratio = iops(&idling, 0) / iops(&idling, 1);
+    assert!((ratio - 2.0).abs() <= 0.2, "{ratio}");
+    let not = two_readers(a, b, &["block.bfq.slice_idle=0"]);
+    assert!((4.0..=16.0).contains(&iops(&not, 0)), "{}", iops(&not, 0));
+    assert!(iops(&not, 1) > iops(&idling, 1) * 2.0);
+}

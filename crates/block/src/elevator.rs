@@ -26,7 +26,7 @@ use qoslab_engine::{
 
 use crate::config::QueueSetup;
 use crate::merge::MergeIndex;
-use crate::sched::{mq_deadline, none, prio, prio_advanced};
+use crate::sched::{bfq, kyber, mq_deadline, none, prio, prio_advanced};
 
 /// Where a bio joins a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +234,8 @@ pub static SCHEDULERS: &[&SchedOps] = &[
     &mq_deadline::OPS,
     &prio::OPS,
     &prio_advanced::OPS,
+    &kyber::OPS,
+    &bfq::OPS,
 ];
 
 /// The version every scheduler in this crate is written for.

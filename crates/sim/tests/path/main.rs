@@ -6,5 +6,6 @@ mod folds;
 mod jobs;
 mod nvme;
 mod queueing;
+mod schedulers;
 mod stages;
 mod timeouts;

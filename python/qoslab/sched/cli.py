@@ -45,12 +45,17 @@ def study(
         "--hdd-queue-depths, `empirical` is the --empirical file.",
     ),
     real: Path | None = typer.Option(
-        None, "--real", help="A `qoslab lab sched` output to show beside the simulation."
+        None,
+        "--real",
+        help="A `qoslab lab sched` output to show beside the simulation.",
+        show_default="none: simulation only",
     ),
     constants: bool = typer.Option(
         True, "--constants/--no-constants", help="Vary prio's and prio-advanced's constants."
     ),
-    sets: list[str] = typer.Option([], "--set", help="Device tunable for every run (k=v)."),
+    sets: list[str] = typer.Option(
+        [], "--set", help="Device tunable for every run (k=v).", show_default="the presets' values"
+    ),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Simulations run at once."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:

@@ -323,8 +323,9 @@ def write_study_report(out, opts, runs, summary, series, const, real) -> Path:
                     "each). Bars are means over seeds with ±1 standard deviation. A scheduler "
                     "can only order requests that wait in the block layer: where the device "
                     "takes every request at once (its queue deeper than the 20 the jobs keep "
-                    "out), all schedulers give the same result, and the figure 'where reads "
-                    "wait' shows it (nothing waits in the scheduler)."
+                    "out), all work-conserving schedulers give the same result, and the figure "
+                    "'where reads wait' shows it (nothing waits in the scheduler). `bfq` is "
+                    "not work-conserving: it serves one queue at a time and idles for it."
                 ),
             ],
         )

@@ -11,6 +11,8 @@
 //! blocks fall below the threshold, on the same dies and channels as host I/O. See
 //! docs/media.md for the model, its parameters and its validation.
 
+#[macro_use]
+pub mod plugin;
 pub mod cache;
 pub mod cmt;
 pub mod config;
@@ -19,7 +21,6 @@ pub mod ftl;
 pub mod gate;
 pub mod geometry;
 pub mod mean_field;
-pub mod plugin;
 pub mod precondition;
 pub mod priority;
 pub mod scheduling;

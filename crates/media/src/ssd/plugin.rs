@@ -8,6 +8,49 @@ use qoslab_engine::{ConfigError, PluginInfo, Settings, Tunable};
 
 use crate::SubTable;
 
+/// Declares a plug-in kind's ops table: the fields every kind has (name, help, contract
+/// version, tunables, the required constructor), the kind's own capability fields, and its
+/// [`Plugin`] impl. A macro rather than a generic struct because each kind's capability fields
+/// differ and a plug-in file writes its table as a plain `static` literal.
+macro_rules! plugin_ops {
+    (
+        $(#[$meta:meta])*
+        pub struct $ops:ident: $kind:literal, section $section:literal, build $build:ty {
+            $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $ops {
+            pub name: &'static str,
+            pub help: &'static str,
+            /// The stage contract the plug-in was written for.
+            pub api_version: u32,
+            #[doc = concat!("Its tunables, read from `[media.", $section, ".NAME]`.")]
+            pub tunables: &'static [qoslab_engine::Tunable],
+            $($(#[$fmeta])* pub $field: $fty,)*
+            /// Builds it (required).
+            pub build: Option<$build>,
+        }
+
+        impl $crate::ssd::plugin::Plugin for $ops {
+            fn info(&self) -> qoslab_engine::PluginInfo {
+                qoslab_engine::PluginInfo {
+                    kind: $kind,
+                    name: self.name,
+                    api_version: self.api_version,
+                    missing_hooks: if self.build.is_none() { &["build"] } else { &[] },
+                }
+            }
+            fn help(&self) -> &'static str {
+                self.help
+            }
+            fn tunables(&self) -> &'static [qoslab_engine::Tunable] {
+                self.tunables
+            }
+        }
+    };
+}
+
 /// What a registry needs to know of a plug-in to find and check it.
 pub trait Plugin: Sync + 'static {
     /// Kind and name for messages (`GC victim policy 'rga'`).

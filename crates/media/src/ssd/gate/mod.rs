@@ -14,9 +14,7 @@
 pub mod always;
 pub mod plm;
 
-use qoslab_engine::{Control, Notice, Ns, Op, PluginInfo, STAGE_API_VERSION, Settings, Tunable};
-
-use super::plugin::Plugin;
+use qoslab_engine::{Control, Notice, Ns, Op, STAGE_API_VERSION, Settings};
 
 /// The gate's hooks. Sets are numbered from 0 (NVM Set Identifier minus 1).
 pub trait GcGate {
@@ -114,36 +112,10 @@ pub struct GateSetup<'a> {
 
 pub type BuildGate = fn(&GateSetup<'_>) -> Box<dyn GcGate>;
 
-/// One gate, as the registry knows it.
-pub struct GateOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[media.gc.NAME]`.
-    pub tunables: &'static [Tunable],
-    pub caps: GateCaps,
-    /// Builds it (required).
-    pub build: Option<BuildGate>,
-}
-
-impl Plugin for GateOps {
-    fn info(&self) -> PluginInfo {
-        PluginInfo {
-            kind: "GC gate",
-            name: self.name,
-            api_version: self.api_version,
-            missing_hooks: if self.build.is_none() {
-                &["build"]
-            } else {
-                &[]
-            },
-        }
-    }
-    fn help(&self) -> &'static str {
-        self.help
-    }
-    fn tunables(&self) -> &'static [Tunable] {
-        self.tunables
+plugin_ops! {
+    /// One gate, as the registry knows it.
+    pub struct GateOps: "GC gate", section "gc", build BuildGate {
+        pub caps: GateCaps,
     }
 }
 

@@ -10,10 +10,9 @@
 pub mod reads_first;
 pub mod writes_first;
 
-use qoslab_engine::{PluginInfo, STAGE_API_VERSION, Settings, Tunable};
+use qoslab_engine::{STAGE_API_VERSION, Settings};
 
 use super::flash::{CLASSES, OpClass};
-use super::plugin::Plugin;
 
 /// The priority hook.
 pub trait DiePriority {
@@ -29,35 +28,9 @@ pub struct PrioritySetup<'a> {
 
 pub type BuildPriority = fn(&PrioritySetup<'_>) -> Box<dyn DiePriority>;
 
-/// One die priority, as the registry knows it.
-pub struct PriorityOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[media.nand.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Builds it (required).
-    pub build: Option<BuildPriority>,
-}
-
-impl Plugin for PriorityOps {
-    fn info(&self) -> PluginInfo {
-        PluginInfo {
-            kind: "die priority",
-            name: self.name,
-            api_version: self.api_version,
-            missing_hooks: if self.build.is_none() {
-                &["build"]
-            } else {
-                &[]
-            },
-        }
-    }
-    fn help(&self) -> &'static str {
-        self.help
-    }
-    fn tunables(&self) -> &'static [Tunable] {
-        self.tunables
+plugin_ops! {
+    /// One die priority, as the registry knows it.
+    pub struct PriorityOps: "die priority", section "nand", build BuildPriority {
     }
 }
 

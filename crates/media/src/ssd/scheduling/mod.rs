@@ -10,9 +10,7 @@
 pub mod dies;
 pub mod mqsim;
 
-use qoslab_engine::{PluginInfo, STAGE_API_VERSION, Settings, Tunable};
-
-use super::plugin::Plugin;
+use qoslab_engine::{STAGE_API_VERSION, Settings};
 
 /// How the flash array schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,35 +44,9 @@ pub struct SchedulingSetup<'a> {
 
 pub type BuildScheduling = fn(&SchedulingSetup<'_>) -> Box<dyn FlashScheduling>;
 
-/// One flash scheduling, as the registry knows it.
-pub struct SchedulingOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[media.scheduling.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Builds it (required).
-    pub build: Option<BuildScheduling>,
-}
-
-impl Plugin for SchedulingOps {
-    fn info(&self) -> PluginInfo {
-        PluginInfo {
-            kind: "flash scheduling",
-            name: self.name,
-            api_version: self.api_version,
-            missing_hooks: if self.build.is_none() {
-                &["build"]
-            } else {
-                &[]
-            },
-        }
-    }
-    fn help(&self) -> &'static str {
-        self.help
-    }
-    fn tunables(&self) -> &'static [Tunable] {
-        self.tunables
+plugin_ops! {
+    /// One flash scheduling, as the registry knows it.
+    pub struct SchedulingOps: "flash scheduling", section "scheduling", build BuildScheduling {
     }
 }
 

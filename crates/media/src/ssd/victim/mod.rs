@@ -9,11 +9,10 @@ pub mod fifo;
 pub mod greedy;
 pub mod rga;
 
-use qoslab_engine::{PluginInfo, RngStream, STAGE_API_VERSION, Settings, Tunable};
+use qoslab_engine::{RngStream, STAGE_API_VERSION, Settings};
 
 use super::ftl::Sealed;
 use super::mean_field::Rule;
-use super::plugin::Plugin;
 
 /// The victim-choice hooks. The FTL calls `select` when a plane's free blocks run low and
 /// marks the block it returns; `sealed` tells the policy of every block that became a
@@ -45,41 +44,14 @@ pub struct VictimSetup<'a> {
 
 pub type BuildVictim = fn(&VictimSetup<'_>) -> Box<dyn VictimPolicy>;
 
-/// One victim policy, as the registry knows it.
-pub struct VictimOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    /// The stage contract the policy was written for.
-    pub api_version: u32,
-    /// Its tunables, read from `[media.gc.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Capability: the FTL keeps each plane's sealed blocks in lists by valid count, which
-    /// [`Sealed::fewest_valid`] and [`Sealed::by_valid`] then read instead of scanning the
-    /// plane. A policy that looks at few blocks (random draws) leaves it off and saves the
-    /// list upkeep on every page invalidated.
-    pub valid_lists: bool,
-    /// Builds the policy (required).
-    pub build: Option<BuildVictim>,
-}
-
-impl Plugin for VictimOps {
-    fn info(&self) -> PluginInfo {
-        PluginInfo {
-            kind: "GC victim policy",
-            name: self.name,
-            api_version: self.api_version,
-            missing_hooks: if self.build.is_none() {
-                &["build"]
-            } else {
-                &[]
-            },
-        }
-    }
-    fn help(&self) -> &'static str {
-        self.help
-    }
-    fn tunables(&self) -> &'static [Tunable] {
-        self.tunables
+plugin_ops! {
+    /// One victim policy, as the registry knows it.
+    pub struct VictimOps: "GC victim policy", section "gc", build BuildVictim {
+        /// Capability: the FTL keeps each plane's sealed blocks in lists by valid count, which
+        /// [`Sealed::fewest_valid`] and [`Sealed::by_valid`] then read instead of scanning the
+        /// plane. A policy that looks at few blocks (random draws) leaves it off and saves the
+        /// list upkeep on every page invalidated.
+        pub valid_lists: bool,
     }
 }
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from qoslab.errors import InputError, did_you_mean
+from qoslab.options import duration_option, int_list_option, size_option
 from qoslab.outputs import staged_file
 
 app = typer.Typer(
@@ -44,34 +45,6 @@ def _terminable():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _size(text: str, option: str) -> int:
-    from qoslab.lab.units import parse_size
-
-    try:
-        return parse_size(text, option)
-    except ValueError as err:
-        raise InputError(str(err)) from None
-
-
-def _duration(text: str, option: str) -> float:
-    from qoslab.lab.units import parse_duration
-
-    try:
-        return parse_duration(text, option)
-    except ValueError as err:
-        raise InputError(str(err)) from None
-
-
-def _int_list(text: str, option: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise InputError(f"{option}: expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise InputError(f"{option}: expected positive integers, got {text!r}")
-    return values
-
-
 def _mixes(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
@@ -101,7 +74,7 @@ def device_create(
     from qoslab.lab.progress import lab_progress
     from qoslab.lab.registry import Registry
 
-    nbytes = _size(size, "--size")
+    nbytes = size_option(size, "--size")
     with _terminable(), lab_progress(quiet) as progress:
         entry = create_loop_device(nbytes, backing, Registry(), progress)
     typer.echo(entry.loop)
@@ -247,12 +220,14 @@ def study(
             + did_you_mean(name, STUDY_NAMES)
         )
     opts = StudyOptions(
-        runtime_s=_duration(runtime, "--runtime"),
-        ramp_s=_duration(ramp, "--ramp"),
+        runtime_s=duration_option(runtime, "--runtime"),
+        ramp_s=duration_option(ramp, "--ramp"),
         ioengine=ioengine,
         sweep_iodepth=iodepth,
-        depths=tuple(sorted(set(_int_list(depths, "--depths")))),
-        block_sizes=tuple(sorted({_size(b, "--block-sizes") for b in block_sizes.split(",")})),
+        depths=tuple(sorted(set(int_list_option(depths, "--depths")))),
+        block_sizes=tuple(
+            sorted({size_option(b, "--block-sizes") for b in block_sizes.split(",")})
+        ),
         read_mixes=_mixes(mixes),
         knee=KneeRule(min_gain=knee_gain, tail_ratio=knee_tail_ratio),
         mid_depth=mid_depth,
@@ -264,7 +239,7 @@ def study(
         path = run_study(
             name,
             target,
-            size=_size(size, "--size"),
+            size=size_option(size, "--size"),
             out=out or Path("out/lab") / name,
             opts=opts,
             destructive_ok=destructive_ok,
@@ -319,8 +294,8 @@ def sched(
     opts = SchedOptions(
         schedulers=names,
         reps=reps,
-        runtime_s=_duration(runtime, "--runtime"),
-        ramp_s=_duration(ramp, "--ramp"),
+        runtime_s=duration_option(runtime, "--runtime"),
+        ramp_s=duration_option(ramp, "--ramp"),
         ioengine=ioengine,
         db_prio=db_prio,
         backup_prio=backup_prio,
@@ -333,7 +308,7 @@ def sched(
             target,
             out=out,
             opts=opts,
-            size=_size(size, "--size"),
+            size=size_option(size, "--size"),
             destructive_ok=destructive_ok,
             precondition=precondition,
             quiet=quiet,
@@ -365,12 +340,12 @@ def calibrate(
     for d in results_dirs:
         if not d.is_dir():
             raise InputError("no such directory", path=d)
-    held = None if holdout is None else list(_int_list(holdout, "--holdout"))
+    held = None if holdout is None else list(int_list_option(holdout, "--holdout"))
     table = run_calibration(
         results_dirs,
         out,
         holdout=held,
-        sim_runtime_s=_duration(sim_runtime, "--sim-runtime"),
+        sim_runtime_s=duration_option(sim_runtime, "--sim-runtime"),
         seed=seed,
     )
     typer.echo(

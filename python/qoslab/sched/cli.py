@@ -60,7 +60,7 @@ def study(
     quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:
     """database_sim against backup_sim on each device and scheduler: throughput, tails, CPU."""
-    from qoslab.lab.cli import _duration, _int_list
+    from qoslab.options import duration_option, int_list_option
     from qoslab.sched.study import (
         StudyOptions,
         devices_named,
@@ -80,7 +80,7 @@ def study(
         empirical = shipped if shipped.is_file() else None
     elif not empirical.is_file():
         raise InputError("--empirical: no such device file", path=empirical)
-    depths = _int_list(hdd_queue_depths, "--hdd-queue-depths")
+    depths = int_list_option(hdd_queue_depths, "--hdd-queue-depths")
     if any(d > 32 for d in depths):
         raise InputError(f"--hdd-queue-depths: expected depths 1 to 32, got {hdd_queue_depths}")
     chosen = []
@@ -96,7 +96,7 @@ def study(
         devices=tuple(chosen),
         schedulers=names,
         seeds=seeds,
-        runtime_s=_duration(runtime, "--runtime"),
+        runtime_s=duration_option(runtime, "--runtime"),
         jobs=jobs,
         constants=constants,
         sets=tuple(sets),

@@ -163,6 +163,9 @@ pub struct BlockStats {
     pub plug_merges: u64,
     /// Bios that waited for a scheduler tag.
     pub tag_waits: u64,
+    /// Scheduler tags held at once in one hardware context, at most: where a scheduler's
+    /// `limit_depth` binds, this is the depth it allowed.
+    pub sched_tags_max: u64,
     /// Requests that waited in the block layer (scheduler, dispatch list, tag wait).
     pub waited: u64,
     /// Requests out at the driver now, and at most.
@@ -422,7 +425,7 @@ impl BlockLayer {
                 self.hold();
                 return;
             }
-            self.hctxs[h].sched_tags += 1;
+            self.take_tag(h);
             self.rq[id.index()].has_tag = true;
         }
         if plugged {
@@ -775,9 +778,15 @@ impl BlockLayer {
         };
         let (id, _) = self.hctxs[h].tag_wait.remove(k).expect("found");
         self.held -= 1;
-        self.hctxs[h].sched_tags += 1;
+        self.take_tag(h);
         self.rq[id.index()].has_tag = true;
         self.queue_quietly(id, ctx);
+    }
+
+    fn take_tag(&mut self, h: usize) {
+        self.hctxs[h].sched_tags += 1;
+        let held = u64::from(self.hctxs[h].sched_tags);
+        self.stats.sched_tags_max = self.stats.sched_tags_max.max(held);
     }
 
     /// `copy` completed, which this layer never issued: the driver replaced a request it lost
@@ -1017,6 +1026,7 @@ impl Stage for BlockLayer {
         put("split_pieces", s.split_pieces as f64);
         put("plug_merges", s.plug_merges as f64);
         put("tag_waits", s.tag_waits as f64);
+        put("sched_tags_max", s.sched_tags_max as f64);
         put("waited", s.waited as f64);
         put("queued_max", s.queued_max as f64);
         put("flushes_not_sent", s.flushes_not_sent as f64);

@@ -259,6 +259,11 @@ pub struct JobRun {
     last_complete_batch: (Ns, u32),
     pub issued: u64,
     pub durability: Durability,
+    /// Whether writes are synchronous (`direct=1`): Linux marks an O_DIRECT write REQ_SYNC
+    /// (block/fops.c, `dio_bio_write_op`), which kyber and bfq treat apart from the page
+    /// cache's asynchronous writeback. Buffered writes (`direct=0`, fio's default) stay
+    /// asynchronous; the simulator has no page cache, so only their flag differs.
+    pub sync_writes: bool,
 }
 
 /// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
@@ -400,6 +405,7 @@ impl JobRun {
             last_complete_batch: (Ns::MAX, 0),
             issued: 0,
             durability: Durability::default(),
+            sync_writes: false,
         }
     }
 
@@ -503,6 +509,9 @@ impl JobRun {
             req.prio = io.prio;
             if io.op == Op::Write {
                 req.flags |= self.durability.write_flags();
+                if self.sync_writes {
+                    req.flags |= ReqFlags::SYNC;
+                }
             }
             req.host = self.host;
             req.core = self.core;

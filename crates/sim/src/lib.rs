@@ -150,6 +150,7 @@ fn build_jobs(
                         series.and(interval),
                     );
                     run.host = job.sim_host;
+                    run.sync_writes = job.direct;
                     run.durability = job::Durability::new(
                         job.fsync_every,
                         job.end_fsync,

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use qoslab_engine::{Ns, Op, ReqFlags, ReqId, Request};
+use qoslab_engine::{Ns, Op, ReqId, Request};
 
 use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup, class_of};
 
@@ -27,7 +27,7 @@ qoslab_engine::settings! {
         writes_starved: u32 = count(2, "writes_starved: read batches that may pass waiting writes before a write batch (kernel default 2)").range(0.0, 1024.0),
         fifo_batch: u32 = count(16, "fifo_batch: requests of one direction dispatched in sector order before the deadlines are looked at again (kernel default 16)").range(1.0, 65536.0),
         front_merges: u32 = count(1, "front_merges: 1 = a bio may join a queued request that starts where the bio ends (kernel default 1)").range(0.0, 1.0),
-        async_depth: u32 = count(0, "async_depth: scheduler tags an asynchronous write may find in use and still get one; 0 = the kernel's 3/4 of nr_requests (dd_depth_updated)").range(0.0, 65536.0),
+        async_depth: u32 = count(0, "async_depth: scheduler tags a write (synchronous or not: only reads pass, as in dd_limit_depth) may find in use and still get one; 0 = the kernel's 3/4 of nr_requests (dd_depth_updated)").range(0.0, 65536.0),
         prio_aging_expire: u64 = ms(10000, "prio_aging_expire: a request of a lower priority class that waited this long goes before higher classes, ms (kernel default 10000)"),
     }
 }
@@ -329,9 +329,9 @@ impl Elevator for MqDeadline {
     }
 
     fn limit_depth(&self, req: &Request) -> u32 {
-        // Only asynchronous writes are held to async_depth; reads and synchronous writes
-        // (O_DIRECT, REQ_SYNC) may use every tag.
-        if req.op == Op::Write && !req.flags.contains(ReqFlags::SYNC) {
+        // Only synchronous reads may use every tag; writes, synchronous ones (O_DIRECT,
+        // REQ_SYNC) included, are held to async_depth (dd_limit_depth).
+        if req.op == Op::Write {
             self.async_depth
         } else {
             u32::MAX

@@ -110,3 +110,34 @@ fn bfq_slice_idle_keeps_a_synchronous_readers_share() {
     assert!((4.0..=16.0).contains(&iops(&not, 0)), "{}", iops(&not, 0));
     assert!(iops(&not, 1) > iops(&idling, 1) * 2.0);
 }
+
+/// Random 4 KiB writes at depth 1024 on a drive that serves one at a time, so that scheduler
+/// tags run out; the most held at once is the depth the scheduler's `limit_depth` allowed.
+fn tags_held_by_writes(sched: &str, direct: u32) -> f64 {
+    let job = format!(
+        "[w]\nioengine=libaio\ndirect={direct}\nrw=randwrite\nbs=4k\nsize=1g\niodepth=1024\n\
+         number_ios=5000\n"
+    );
+    let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let set = format!("block.scheduler={sched}");
+    let sets = [
+        set.as_str(),
+        "media.servers=1",
+        "media.service_mean_ns=100us",
+    ];
+    f(&stage(&run_json(&options(&job, device, &sets, 1)), "block")["sched_tags_max"])
+}
+
+/// Linux marks an O_DIRECT write REQ_SYNC (block/fops.c). kyber_limit_depth holds only
+/// asynchronous requests to 3/4 of nr_requests (256 here: twice the 128 the tag set is
+/// capped at), so a buffered writer gets 192 scheduler tags and a direct one all 256;
+/// dd_limit_depth lets only synchronous reads past async_depth (3/4 of nr_requests), so under
+/// mq-deadline both writers get 192.
+#[test]
+fn direct_writes_are_synchronous_to_the_schedulers_depth_limits() {
+    assert_eq!(tags_held_by_writes("kyber", 0), 192.0);
+    assert_eq!(tags_held_by_writes("kyber", 1), 256.0);
+    assert_eq!(tags_held_by_writes("mq-deadline", 0), 192.0);
+    assert_eq!(tags_held_by_writes("mq-deadline", 1), 192.0);
+    assert_eq!(tags_held_by_writes("none", 1), 0.0);
+}

@@ -19,7 +19,7 @@ HELP_MIN_WIDTH = 120
 if not os.environ.get("TERMINAL_WIDTH"):
     os.environ["TERMINAL_WIDTH"] = str(max(HELP_MIN_WIDTH, shutil.get_terminal_size().columns))
 
-app = typer.Typer(
+_app = typer.Typer(
     name="qoslab",
     help="NVMe and block-layer QoS: deterministic simulation and real-device fio studies.",
     add_completion=False,
@@ -27,7 +27,7 @@ app = typer.Typer(
 )
 
 
-@app.callback(invoke_without_command=True)
+@_app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
@@ -40,32 +40,76 @@ def _root(
         raise typer.Exit()
 
 
-def _register_studies() -> None:
-    # Each study owns its sub-command group; importing it here is the whole registration.
+def _register_nvmelite() -> None:
     from qoslab.dut.cli import register as register_diff
-    from qoslab.lab.cli import app as lab
     from qoslab.nvmelite.cli import app as nvmelite
-    from qoslab.plm.cli import app as plm
-    from qoslab.report.cli import register as register_report
-    from qoslab.rio.cli import app as rio
-    from qoslab.sched.cli import app as sched
-    from qoslab.sim.cli import register as register_sim
-    from qoslab.store.cli import app as store
-    from qoslab.sweep.cli import register as register_sweep
 
     register_diff(nvmelite)  # `qoslab nvmelite diff`
-    app.add_typer(nvmelite)
-    register_sim(app)
-    app.add_typer(lab)
-    register_sweep(app)
-    app.add_typer(store)
-    register_report(app)
-    app.add_typer(rio)
-    app.add_typer(plm)
-    app.add_typer(sched)
+    _app.add_typer(nvmelite)
 
 
-_register_studies()
+def _register_sim() -> None:
+    from qoslab.sim.cli import register
+
+    register(_app)  # `qoslab sim` and `qoslab mqsim`
+
+
+def _register_sweep() -> None:
+    from qoslab.sweep.cli import register
+
+    register(_app)
+
+
+def _register_report() -> None:
+    from qoslab.report.cli import register
+
+    register(_app)
+
+
+def _group(module: str):
+    def add() -> None:
+        import importlib
+
+        _app.add_typer(importlib.import_module(module).app)
+
+    return add
+
+
+# Each study owns its commands; importing its CLI module is the whole registration. In help
+# order, with the top-level command names each one adds.
+STUDIES = (
+    (("nvmelite",), _register_nvmelite),
+    (("sim", "mqsim"), _register_sim),
+    (("lab",), _group("qoslab.lab.cli")),
+    (("sweep",), _register_sweep),
+    (("store",), _group("qoslab.store.cli")),
+    (("report",), _register_report),
+    (("rio",), _group("qoslab.rio.cli")),
+    (("plm",), _group("qoslab.plm.cli")),
+    (("sched",), _group("qoslab.sched.cli")),
+)
+
+
+def _register_studies(command: str | None = None) -> None:
+    """Registers the study that owns `command`, or every study (for help, an unknown command,
+    or `None`). A command runs with its own study's modules only, which keeps a short
+    command's start-up short (a study's CLI imports its machinery: the simulator, Dask, ...)."""
+    owners = [add for names, add in STUDIES if command in names]
+    for add in owners or [add for _, add in STUDIES]:
+        add()
+
+
+_whole_tree: list[typer.Typer] = []
+
+
+def __getattr__(name: str):
+    # `from qoslab.cli import app` (tests, embedding) gets the whole command tree.
+    if name == "app":
+        if not _whole_tree:
+            _register_studies()
+            _whole_tree.append(_app)
+        return _whole_tree[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,8 +119,11 @@ def main(argv: list[str] | None = None) -> None:
     `InputError` from validating files and fields. Any other exception is a bug and keeps its
     traceback.
     """
+    args = sys.argv[1:] if argv is None else argv
+    first = next((a for a in args if not a.startswith("-")), None)
+    _register_studies(first)
     try:
-        status = app(args=argv, standalone_mode=False)
+        status = _app(args=args, standalone_mode=False)
     except InputError as err:
         _fail(str(err))
     except typer.Abort:

@@ -209,10 +209,10 @@ def run() -> list[str]:
 
             One workload (`seed_001_long32.json`), RANDOM, k = inf, fault NONE, schedule seeds
             0-999,999, `Matrix.write(..., logs=False)` in a fresh process (runs.csv of every run,
-            sorted by run_id, streamed in blocks of 4,096 runs; log_sha256 computed for every
-            run). The last row passes `log_sha256=False`: metrics-only runs, which format and
-            hash no log (runs.csv's log_sha256 column is left empty). Peak RSS is the whole Python
-            process's.
+            sorted by run_id, streamed in blocks of 4,096 runs). In the first two rows every
+            run's log is formatted and hashed for runs.csv's log_sha256 column; the last row
+            passes `log_sha256=False`: metrics-only runs, which format and hash no log (the
+            column is left empty). Peak RSS is the whole Python process's.
 
             | runs | log_sha256 | runs.csv rows | wall | CPU | peak RSS |
             |---|---|---|---|---|---|

@@ -11,6 +11,7 @@ command within 2x of `nvmelite-c matrix` measured side by side; 1,000,000 metric
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -73,28 +74,37 @@ def _iter_runs() -> tuple[list[float], list[float]]:
     return _timed(once, 5)
 
 
-def _command() -> tuple[list[float], list[float]]:
-    """The whole qoslab command and the C implementation's run-matrix (with logs), alternated
-    so that both see the same machine load."""
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run_timed(argv: list) -> tuple[float, float]:
+    """Wall and CPU (user + system, all threads) of one command."""
+    c0, t0 = _child_cpu(), time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    return time.perf_counter() - t0, _child_cpu() - c0
+
+
+def _command() -> dict[str, tuple[list[float], list[float]]]:
+    """The whole qoslab command, the C implementation's run-matrix (with logs) and qoslab's
+    start-up alone (`qoslab --version`: interpreter, imports, CLI), alternated so that all
+    see the same machine load. Each: (wall times, CPU times)."""
     out, c_out = SCRATCH / "command", SCRATCH / "c-matrix"
-    wall, c_wall = [], []
+    runs = {"qoslab": ([], []), "c": ([], []), "start": ([], [])}
     for _ in range(5):
-        t0 = time.perf_counter()
-        subprocess.run(
-            [QOSLAB, "nvmelite", "matrix", CONFIG, "--out", out],
-            check=True,
-            capture_output=True,
-        )
-        wall.append(time.perf_counter() - t0)
-        shutil.rmtree(c_out, ignore_errors=True)
-        t0 = time.perf_counter()
-        subprocess.run(
-            [C_BINARY, "matrix", "--out", c_out, LONG32], check=True, capture_output=True
-        )
-        c_wall.append(time.perf_counter() - t0)
+        for name, argv in (
+            ("qoslab", [QOSLAB, "nvmelite", "matrix", CONFIG, "--out", out]),
+            ("c", [C_BINARY, "matrix", "--out", c_out, LONG32]),
+            ("start", [QOSLAB, "--version"]),
+        ):
+            shutil.rmtree(c_out, ignore_errors=True)
+            wall, cpu = _run_timed(argv)
+            runs[name][0].append(wall)
+            runs[name][1].append(cpu)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(c_out, ignore_errors=True)
-    return wall, c_wall
+    return runs
 
 
 def _search() -> list[tuple[str, str, int, float]]:
@@ -118,7 +128,7 @@ _MILLION = textwrap.dedent(
     m = load_matrix(sys.argv[1])
     d = tempfile.mkdtemp(dir=sys.argv[2])
     t0 = time.perf_counter(); c0 = time.process_time()
-    summary = m.write(d, logs=False, exact_nodes=0)
+    summary = m.write(d, logs=False, exact_nodes=0, log_sha256=sys.argv[3] == "hash")
     wall = time.perf_counter() - t0; cpu = time.process_time() - c0
     rows = sum(1 for _ in open(d + "/runs.csv", "rb")) - 1
     shutil.rmtree(d)
@@ -128,7 +138,7 @@ _MILLION = textwrap.dedent(
 )
 
 
-def _million(seeds: str) -> tuple[int, int, float, float, int]:
+def _million(seeds: str, log_sha256: bool = True) -> tuple[int, int, float, float, int]:
     config = SCRATCH / f"million-{seeds}.yaml"
     config.write_text(
         f'seeds: ["{ROOT / "configs/nvmelite/seeds/seed_001_long32.json"}"]\n'
@@ -136,7 +146,7 @@ def _million(seeds: str) -> tuple[int, int, float, float, int]:
         f'schedule_seeds: "{seeds}"\nscheduler_version: "v1.0"\n'
     )
     done = subprocess.run(
-        [sys.executable, "-c", _MILLION, config, SCRATCH],
+        [sys.executable, "-c", _MILLION, config, SCRATCH, "hash" if log_sha256 else "none"],
         check=True,
         capture_output=True,
         text=True,
@@ -151,7 +161,8 @@ def run() -> list[str]:
     no_logs = _matrix_in_process(False)
     with_logs = _matrix_in_process(True)
     api = _iter_runs()
-    command, c_matrix = _command()
+    timed = _command()
+    command, c_matrix, start = timed["qoslab"], timed["c"], timed["start"]
     searched = _search()
     search_rows = "\n".join(
         f"| {k} | {value} | {nodes:,} | {secs:.3f} s | {nodes / max(secs, 1e-9):,.0f} |"
@@ -159,6 +170,7 @@ def run() -> list[str]:
     )
     small = _million("0-99999")
     big = _million("0-999999")
+    metrics_only = _million("0-999999", log_sha256=False)
     load_after = os.getloadavg()[0]
     return [
         textwrap.dedent(
@@ -172,15 +184,17 @@ def run() -> list[str]:
             process's CPU time (2 worker threads). The machine is shared: its 1-minute load
             average was {load_before:.1f} before and {load_after:.1f} after these measurements
             (2 cores), so wall times above the CPU time / 2 are time spent waiting for a core.
+            The commands' CPU is the child process's user + system time (all its threads).
 
             | what | target | wall | CPU |
             |---|---|---|---|
             | 8,400 runs, runs.csv + tables, no logs | < 0.05 s | {_fmt(no_logs[0])} | {_fmt(no_logs[1])} |
             | 8,400 runs, runs.csv + tables + 8,400 log files | < 0.3 s | {_fmt(with_logs[0])} | {_fmt(with_logs[1])} |
             | `Matrix.iter_runs(log=True, schedule=True)`: every run's id, log, schedule file, row (Python objects) | (for `nvmelite diff`) | {_fmt(api[0])} | {_fmt(api[1])} |
-            | whole command `qoslab nvmelite matrix configs/nvmelite/main.yaml --out out/bench/command` (start-up, 8,400 runs with logs, tables, exact_worst.csv, figures, report.html) | within 2x of the C run-matrix | {_fmt(command)} | |
-            | side by side: `build/dut/nvmelite-c matrix --out DIR seed_001_long32.json` (the C implementation, one thread, runs.csv and 8,400 logs) | | {_fmt(c_matrix)} | |
-            | ratio of the medians, qoslab / C | < 2 | {statistics.median(command) / statistics.median(c_matrix):.1f} | |
+            | whole command `qoslab nvmelite matrix configs/nvmelite/main.yaml --out out/bench/command` (start-up, 8,400 runs with logs, tables, exact_worst.csv, figures, report.html) | within 2x of the C run-matrix | {_fmt(command[0])} | {_fmt(command[1])} |
+            | side by side: `build/dut/nvmelite-c matrix --out DIR seed_001_long32.json` (the C implementation, one thread, runs.csv and 8,400 logs) | | {_fmt(c_matrix[0])} | {_fmt(c_matrix[1])} |
+            | ratio of the medians, qoslab / C | < 2 | {statistics.median(command[0]) / statistics.median(c_matrix[0]):.1f} | {statistics.median(command[1]) / statistics.median(c_matrix[1]):.1f} |
+            | of which qoslab's start-up, `qoslab --version` (interpreter, imports, the CLI's option parsing) | | {_fmt(start[0])} | {_fmt(start[1])} |
 
             ## NVMe-lite: the exact worst case of seed_001_long32 (p95, fault NONE)
 
@@ -195,13 +209,16 @@ def run() -> list[str]:
 
             One workload (`seed_001_long32.json`), RANDOM, k = inf, fault NONE, schedule seeds
             0-999,999, `Matrix.write(..., logs=False)` in a fresh process (runs.csv of every run,
-            sorted by run_id, streamed in blocks of 4,096 runs; log_sha256 computed for every
-            run). Peak RSS is the whole Python process's.
+            sorted by run_id, streamed in blocks of 4,096 runs). In the first two rows every
+            run's log is formatted and hashed for runs.csv's log_sha256 column; the last row
+            passes `log_sha256=False`: metrics-only runs, which format and hash no log (the
+            column is left empty). Peak RSS is the whole Python process's.
 
-            | runs | runs.csv rows | wall | CPU | peak RSS |
-            |---|---|---|---|---|
-            | {small[0]:,} | {small[1]:,} | {small[2]:.2f} s | {small[3]:.2f} s | {small[4] / 1024:.0f} MiB |
-            | {big[0]:,} | {big[1]:,} | {big[2]:.2f} s (target < 2 s) | {big[3]:.2f} s | {big[4] / 1024:.0f} MiB |
+            | runs | log_sha256 | runs.csv rows | wall | CPU | peak RSS |
+            |---|---|---|---|---|---|
+            | {small[0]:,} | yes | {small[1]:,} | {small[2]:.2f} s | {small[3]:.2f} s | {small[4] / 1024:.0f} MiB |
+            | {big[0]:,} | yes | {big[1]:,} | {big[2]:.2f} s | {big[3]:.2f} s | {big[4] / 1024:.0f} MiB |
+            | {metrics_only[0]:,} | no (metrics only) | {metrics_only[1]:,} | {metrics_only[2]:.2f} s (target < 2 s) | {metrics_only[3]:.2f} s | {metrics_only[4] / 1024:.0f} MiB |
             """  # noqa: E501
         )
     ]

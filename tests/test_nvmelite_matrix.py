@@ -90,6 +90,19 @@ def test_published_expected_outputs_are_reproduced_byte_for_byte(qoslab, tmp_pat
         assert logs[log.stem].read_bytes() == log.read_bytes()
 
 
+def test_metrics_only_write_is_runs_csv_without_the_hashes(tmp_path):
+    from qoslab.nvmelite import load_matrix
+
+    load_matrix(EXPECTED / "config.yaml").write(
+        str(tmp_path), logs=False, log_sha256=False, exact_nodes=0
+    )
+    expected = gzip.decompress((EXPECTED / "runs.csv.gz").read_bytes()).decode()
+    header, *rows = expected.removesuffix("\r\n").split("\r\n")
+    want = [header] + [row.rsplit(",", 1)[0] + "," for row in rows]
+    assert (tmp_path / "runs.csv").read_bytes().decode() == "\r\n".join(want) + "\r\n"
+    assert len(rows) == 2520 and not (tmp_path / "logs").exists()
+
+
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory):
     """The paper's matrices for both workloads, 16,800 runs, without logs."""

@@ -26,7 +26,7 @@ pub use metrics::{Metrics, RUNS_CSV_HEADER};
 pub use model::StepError;
 pub use params::{Bound, FaultMode, RunParams, SubmitWindow};
 pub use policy::PolicyOps;
-pub use run::{RunOptions, RunOutput, Runner, replay, run};
+pub use run::{LogUse, RunOptions, RunOutput, Runner, replay, run};
 pub use workload::{CmdKind, Command, Workload, WorkloadError};
 
 #[cfg(test)]

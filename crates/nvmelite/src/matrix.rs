@@ -21,7 +21,7 @@ use crate::log::{LinePieces, push_hex};
 use crate::metrics::{Metrics, RUNS_CSV_HEADER, fixed6_digits, push_csv_field};
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::PolicyOps;
-use crate::run::{RunOptions, RunOutput, Runner};
+use crate::run::{LogUse, RunOptions, RunOutput, Runner};
 use crate::search;
 use crate::workload::Workload;
 
@@ -343,6 +343,10 @@ impl Matrix {
 pub struct WriteOptions {
     /// Write `logs/<run_id>.log` for every run.
     pub logs: bool,
+    /// Fill runs.csv's `log_sha256` column. Without it and without `logs`, runs are
+    /// metrics-only ([`LogUse::Skip`]): no log is formatted or hashed, and the column is
+    /// left empty.
+    pub log_sha256: bool,
     /// Number of poison schedules (top p95 at fault NONE, k = inf) to keep.
     pub top_k: usize,
     /// Runs per parallel block (also the progress granularity).
@@ -360,6 +364,7 @@ impl Default for WriteOptions {
     fn default() -> Self {
         Self {
             logs: true,
+            log_sha256: true,
             top_k: 10,
             block_runs: 4096,
             threads: None,
@@ -612,6 +617,13 @@ pub fn write_matrix(
     sink.csv_text.push_str("\r\n");
     let mut cursor = RunCursor::default();
     let mut done = 0u64;
+    let log_use = if opts.logs {
+        LogUse::Keep
+    } else if opts.log_sha256 {
+        LogUse::Hash
+    } else {
+        LogUse::Skip
+    };
     let run_chunk = |runner: &mut Runner,
                      params: &mut RunParams,
                      chunk: &[RunSpec]|
@@ -631,7 +643,7 @@ pub fn write_matrix(
                 Some(&matrix.pieces[w]),
                 params,
                 &id,
-                opts.logs,
+                log_use,
             );
             if opts.logs {
                 let path = logs_dir.join(format!("{}.log", file_stem(&id)));
@@ -641,7 +653,9 @@ pub fn write_matrix(
             push_csv_field(&mut out.text, &id);
             metrics.write_csv_fields(&mut out.text);
             out.text.push(',');
-            push_hex(&mut out.text, &digest);
+            if let Some(digest) = &digest {
+                push_hex(&mut out.text, digest);
+            }
             let cell = matrix.cell(run);
             match out.cells.last_mut() {
                 Some((c, stats)) if *c == cell => stats.add(&metrics),
@@ -1079,6 +1093,33 @@ mod tests {
                 fs::read(data_dir().join(format!("expected/logs/{name}.log"))).unwrap()
             );
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn metrics_only_runs_csv_is_the_published_one_without_hashes() {
+        let dir = std::env::temp_dir().join(format!("nvmelite-metrics-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let opts = WriteOptions {
+            logs: false,
+            log_sha256: false,
+            block_runs: 100,
+            ..WriteOptions::default()
+        };
+        write_matrix(&expected_matrix(), &dir, &opts, &mut |_, _| true).unwrap();
+        let got = fs::read_to_string(dir.join("runs.csv")).unwrap();
+        let expected = expected_runs_csv();
+        let mut rows = expected.split("\r\n");
+        let mut want = format!("{}\r\n", rows.next().unwrap());
+        for row in rows.filter(|r| !r.is_empty()) {
+            let (fields, hash) = row.rsplit_once(',').unwrap();
+            assert_eq!(hash.len(), 64);
+            want.push_str(fields);
+            want.push_str(",\r\n");
+        }
+        assert_eq!(got, want);
+        assert!(!dir.join("logs").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 

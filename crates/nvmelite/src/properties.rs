@@ -2,9 +2,11 @@
 
 use proptest::prelude::*;
 
+use crate::model::RngDecider;
 use crate::params::{Bound, FaultMode, RunParams, SubmitWindow};
 use crate::policy::REGISTRY;
-use crate::run::{RunOptions, RunOutput, replay, run};
+use crate::rng::SplitMix64;
+use crate::run::{LogUse, RunOptions, RunOutput, Runner, replay, run};
 use crate::workload::{CmdKind, Command, Workload};
 
 fn command() -> impl Strategy<Value = Command> {
@@ -108,5 +110,25 @@ proptest! {
         let repaired = replay(&w, &edited, false, RunOptions::ALL).unwrap();
         let strict = replay(&w, repaired.schedule.as_ref().unwrap(), true, RunOptions::ALL).unwrap();
         prop_assert_eq!(strict.log, repaired.log);
+    }
+
+    #[test]
+    fn metrics_only_runs_give_the_metrics_of_full_runs((w, p) in case()) {
+        let full = run(&w, &p, RunOptions::ALL);
+        // One runner for every path, as a matrix worker reuses it: no state may leak.
+        let mut runner = Runner::new();
+        let id = p.run_id(&w.seed_id);
+        for log in [LogUse::Skip, LogUse::Hash, LogUse::Keep, LogUse::Skip] {
+            let (metrics, digest, text) = runner.run_summary(&w, &p, &id, log);
+            prop_assert_eq!(metrics, full.metrics);
+            prop_assert_eq!(digest, (log != LogUse::Skip).then_some(full.log_sha256));
+            let kept = if log == LogUse::Keep { full.log.as_deref().unwrap() } else { &[][..] };
+            if log != LogUse::Hash {
+                prop_assert_eq!(text, kept);
+            }
+        }
+        let mut decider = RngDecider(SplitMix64::new(p.schedule_seed));
+        prop_assert_eq!(runner.metrics_with(&w, &p, &mut decider).unwrap(), full.metrics);
+        prop_assert_eq!(decider.0.draws(), full.rng_draws);
     }
 }

@@ -27,6 +27,18 @@ impl RunOptions {
     };
 }
 
+/// What a run makes of its log; the metrics are computed in every case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogUse {
+    /// No log: no line is formatted and nothing hashed. The metrics-only path: the run's
+    /// events go straight to the metrics, which need none of the text.
+    Skip,
+    /// The log's SHA-256, its text streamed through a bounded buffer.
+    Hash,
+    /// The SHA-256 and the whole text.
+    Keep,
+}
+
 /// Everything one run produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunOutput {
@@ -123,16 +135,16 @@ impl Runner {
         out
     }
 
-    /// The metrics, `log_sha256` and (with `keep_log`) the log text of a run, borrowing the
-    /// text from the runner: the matrix's allocation-free path.
+    /// The metrics, and as `log` asks the `log_sha256` and the log text of a run, borrowing
+    /// the text from the runner: the matrix's allocation-free path.
     pub fn run_summary(
         &mut self,
         workload: &Workload,
         params: &RunParams,
         run_id: &str,
-        keep_log: bool,
-    ) -> (Metrics, [u8; 32], &[u8]) {
-        self.run_summary_with(workload, None, params, run_id, keep_log)
+        log: LogUse,
+    ) -> (Metrics, Option<[u8; 32]>, &[u8]) {
+        self.run_summary_with(workload, None, params, run_id, log)
     }
 
     /// [`Runner::run_summary`] with the workload's pre-formatted lines (see [`LinePieces`]).
@@ -142,11 +154,22 @@ impl Runner {
         pieces: Option<&LinePieces>,
         params: &RunParams,
         run_id: &str,
-        keep_log: bool,
-    ) -> (Metrics, [u8; 32], &[u8]) {
+        log: LogUse,
+    ) -> (Metrics, Option<[u8; 32]>, &[u8]) {
         let mut decider = RngDecider(SplitMix64::new(params.schedule_seed));
-        self.log
-            .start(run_id, &workload.seed_id, workload.len(), params, keep_log);
+        if log == LogUse::Skip {
+            let metrics = self
+                .metrics_with(workload, params, &mut decider)
+                .expect("the generator never contradicts the rules");
+            return (metrics, None, &[]);
+        }
+        self.log.start(
+            run_id,
+            &workload.seed_id,
+            workload.len(),
+            params,
+            log == LogUse::Keep,
+        );
         self.metrics.start(workload.len());
         let mut tee = Tee {
             log: &mut self.log,
@@ -159,7 +182,26 @@ impl Runner {
             .expect("the generator never contradicts the rules");
         let metrics = self.metrics.finish();
         let digest = self.log.finish();
-        (metrics, digest, self.log.text())
+        (metrics, Some(digest), self.log.text())
+    }
+
+    /// Only the metrics of a run with the decisions of `decider` ([`LogUse::Skip`]): equal to
+    /// those of [`Runner::run_with`] for the same decisions, at a fraction of the cost.
+    pub fn metrics_with<D: model::Decider>(
+        &mut self,
+        workload: &Workload,
+        params: &RunParams,
+        decider: &mut D,
+    ) -> Result<Metrics, StepError> {
+        self.metrics.start(workload.len());
+        model::simulate(
+            workload,
+            params,
+            &mut self.scratch,
+            decider,
+            &mut self.metrics,
+        )?;
+        Ok(self.metrics.finish())
     }
 
     /// Replays a schedule file on `workload`. Strict: any step the rules cannot follow (or a

@@ -8,11 +8,11 @@
 //! running best reaches a target (the exact worst case of [`crate::search`]).
 
 use crate::metrics::Metrics;
-use crate::model::{Decider, Situation, StepError};
+use crate::model::{Decider, RngDecider, Situation, StepError};
 use crate::params::{FaultMode, RunParams};
 use crate::policy;
 use crate::rng::SplitMix64;
-use crate::run::{RunOptions, Runner};
+use crate::run::Runner;
 use crate::search::{self, MetricOps};
 use crate::workload::Workload;
 
@@ -119,7 +119,10 @@ impl Strategy {
                     schedule_seed: seed,
                     ..params.clone()
                 };
-                runner.run(w, &params, RunOptions::default()).metrics
+                let mut decider = RngDecider(SplitMix64::new(seed));
+                runner
+                    .metrics_with(w, &params, &mut decider)
+                    .expect("the generator never contradicts the rules")
             }
             Strategy::Guided => {
                 let params = search::schedule_params(
@@ -131,9 +134,8 @@ impl Strategy {
                 );
                 let mut decider = GuidedDecider::new(seed);
                 runner
-                    .run_with(w, &params, &mut decider, RunOptions::default())
+                    .metrics_with(w, &params, &mut decider)
                     .expect("GUIDED only takes decisions the rules allow")
-                    .metrics
             }
         }
     }
@@ -189,6 +191,7 @@ pub fn race(
 mod tests {
     use super::*;
     use crate::params::{Bound, SubmitWindow};
+    use crate::run::RunOptions;
 
     #[test]
     fn guided_runs_replay_and_reorder_more_than_random() {

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 use qoslab_nvmelite::log::{LinePieces, push_hex};
 use qoslab_nvmelite::matrix::{self, MatrixError, MatrixSpec, RunCursor, WriteOptions};
 use qoslab_nvmelite::params::{self, Bound as BoundK, FaultMode, ParamError, SubmitWindow};
-use qoslab_nvmelite::{RunOptions, RunOutput, RunParams, Runner};
+use qoslab_nvmelite::{LogUse, RunOptions, RunOutput, RunParams, Runner};
 use qoslab_nvmelite::{sampling, schedule, search};
 
 create_exception!(
@@ -444,7 +444,7 @@ fn run_batch<'py>(
             let run_id = params.run_id(&workload.seed_id);
             let piece = &pieces[*w];
             let (m, digest, _) =
-                runner.run_summary_with(workload, Some(piece), params, &run_id, false);
+                runner.run_summary_with(workload, Some(piece), params, &run_id, LogUse::Hash);
             let values = [
                 m.p95_latency_step.to_le_bytes(),
                 m.mean_latency_step.to_le_bytes(),
@@ -461,7 +461,7 @@ fn run_batch<'py>(
             for (column, v) in columns.iter_mut().zip(values) {
                 column.extend_from_slice(&v);
             }
-            push_hex(&mut hashes, &digest);
+            push_hex(&mut hashes, &digest.expect("LogUse::Hash gives the digest"));
             ids.push_str(&run_id);
             offsets.extend_from_slice(&(ids.len() as i64).to_le_bytes());
         }
@@ -556,9 +556,10 @@ impl Matrix {
 
     /// Runs the matrix into the existing empty directory `out_dir` (runs.csv, logs/,
     /// schedules/, tables). `progress(done, total)` is called between blocks. Returns a dict
-    /// with `runs` and `cliffs`.
+    /// with `runs` and `cliffs`. `log_sha256=False` (with `logs=False`): metrics-only runs,
+    /// runs.csv's `log_sha256` column left empty.
     #[pyo3(signature = (out_dir, logs=true, top_k=10, jobs=None, progress=None, block_runs=4096,
-        exact_nodes=WriteOptions::default().exact_nodes))]
+        exact_nodes=WriteOptions::default().exact_nodes, log_sha256=true))]
     #[allow(clippy::too_many_arguments)]
     fn write<'py>(
         &self,
@@ -570,9 +571,11 @@ impl Matrix {
         progress: Option<Py<PyAny>>,
         block_runs: usize,
         exact_nodes: u64,
+        log_sha256: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = WriteOptions {
             logs,
+            log_sha256,
             top_k,
             block_runs,
             threads: jobs,

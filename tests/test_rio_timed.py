@@ -64,7 +64,7 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     r = qoslab("rio", "study", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads((out / "study.json").read_text())
-    assert (out / "report.html").read_text().count("<svg") == 5
+    assert (out / "report.html").read_text().count("<svg") == 6
     table = {row["claim"]: row for row in data["document_vs_qoslab"]}
     flash = table["throughput Rio / Linux, flash, mean over threads"]
     assert flash["qoslab"] >= 30 and flash["inside"]
@@ -76,6 +76,20 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     points = [p for p in data["points"] if p["figure"] == "12" and p["batch"] == 8]
     eff = {p["stack"]: p["initiator_requests_per_kcycle"] for p in points}
     assert eff["rio"] > 2 * eff["rio w/o merge"]
+    # Recovery (document 6.5): power cuts at seeded moments of Rio's and HORAE's runs.
+    cuts = data["recovery"]
+    # 2 thread counts x 2 stacks x 3 seeded cuts, each recovered to a prefix.
+    assert len(cuts) == 12 and all(c["violations"] == 0 for c in cuts)
+    for stack in ("rio", "horae"):
+        mine = [c for c in cuts if c["stack"] == stack]
+        few = max(c["entries_read"] for c in mine if c["threads"] == 1)
+        many = min(c["entries_read"] for c in mine if c["threads"] == 4)
+        assert 0 < few < many
+        assert all(c["recovery_ns"] == c["rebuild_ns"] + c["data_recovery_ns"] for c in mine)
+    assert table["order rebuild grows with the requests in flight (Rio and HORAE)"]["inside"]
+    # A Rio attribute (32 B) takes longer to read back than a HORAE entry (16 B), as the
+    # document's 55 ms against 38 ms.
+    assert table["order rebuild Rio / HORAE, 4 threads"]["qoslab"] > 1
 
 
 def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
@@ -92,6 +106,34 @@ def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
     assert cut["survived"] >= 4 * cut["acknowledged_flushes"] > 0
 
 
+def test_recovery_after_a_cut_is_timed_from_what_the_logs_held(qoslab):
+    # One thread on one flash target without FLUSH: no attribute is ever persistent, so at the
+    # end of the run the PMR log holds all 20 and recovery discards all 20 commands.
+    args = ["rio", "run", "--threads", "1", "--writes", "20"]
+    args += ["--set", "targets=1", "--set", "merge_batch=1"]
+    end = json.loads(qoslab(*args, check=True).stdout)["elapsed_ns"]
+    cut = json.loads(qoslab(*args, "--power-fail-at", f"{end}ns", check=True).stdout)
+    r = cut["recovery"]
+    assert (r["entries_read"], r["discarded_commands"], cut["survived"]) == (20, 20, 0)
+    # By hand from the defaults: 20 x 32 B read back at 32 B per 0.6 us (12,008 ns), one
+    # message (500 ns to post, 26 ns on the 25 GB/s wire, 830 ns in flight, 500 ns to receive),
+    # 20 merges of 50 ns.
+    assert r["rebuild_ns"] == 12_008 + 500 + 26 + 830 + 500 + 20 * 50
+    # 20 discards of one 20 us block on 9 SSD units: three rounds, plus the messages.
+    assert 60_000 <= r["data_recovery_ns"] < 80_000
+    assert r["recovery_ns"] == r["rebuild_ns"] + r["data_recovery_ns"]
+    # Twice the PMR read rate halves the read (6,004 ns).
+    fast = qoslab(
+        *args,
+        "--set",
+        "recovery.pmr_read_gb_per_s=0.1066",
+        "--power-fail-at",
+        f"{end}ns",
+        check=True,
+    )
+    assert json.loads(fast.stdout)["recovery"]["rebuild_ns"] == r["rebuild_ns"] - 6_004
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -99,6 +141,7 @@ def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
         (["--size-kib", "6"], "--size-kib: expected a multiple of 4"),
         (["--stack", "rioo"], "--stack: expected one of"),
         (["--set", "timed.transport=ib"], "transport: expected rdma or tcp"),
+        (["--set", "recovery.merge_nanos=5"], "recovery.merge_nanos"),
     ],
 )
 def test_bad_input_to_a_timed_run_is_one_line_and_exit_2(qoslab, args, message):

@@ -23,6 +23,7 @@ use crate::FabricConfig;
 use crate::check::{Violation, violations};
 use crate::machine::{Action, Data, Machine};
 use crate::plan::Plan;
+use crate::recovery_time::{RecoveryConfig, RecoveryTime};
 use crate::stack::StackOps;
 use crate::workload::{Workload, Write};
 
@@ -78,6 +79,11 @@ impl TimedConfig {
 pub fn configs(
     sets: &[(String, String)],
 ) -> Result<(FabricConfig, TimedConfig, FabricCosts), String> {
+    let sets: Vec<_> = sets
+        .iter()
+        .filter(|(k, _)| !k.starts_with("recovery."))
+        .cloned()
+        .collect();
     let (fabric, timed): (Vec<_>, Vec<_>) = sets.iter().cloned().partition(|(k, _)| {
         let k = k.strip_prefix("fabric.").unwrap_or(k);
         crate::FABRIC_TUNABLES.iter().any(|t| t.name == k)
@@ -106,10 +112,10 @@ pub struct Measured {
 
 /// A serial resource: when it is next free.
 #[derive(Clone, Copy, Default)]
-struct Busy(Ns);
+pub(crate) struct Busy(pub(crate) Ns);
 
 impl Busy {
-    fn book(&mut self, at: Ns, d: Ns) -> Ns {
+    pub(crate) fn book(&mut self, at: Ns, d: Ns) -> Ns {
         let start = at.max(self.0);
         self.0 = start + d;
         self.0
@@ -117,10 +123,10 @@ impl Busy {
 }
 
 /// Servers of one kind (a target's cores, an SSD's units): the earliest free one serves.
-struct Pool(Vec<Ns>);
+pub(crate) struct Pool(pub(crate) Vec<Ns>);
 
 impl Pool {
-    fn book(&mut self, at: Ns, d: Ns) -> Ns {
+    pub(crate) fn book(&mut self, at: Ns, d: Ns) -> Ns {
         let i = (0..self.0.len())
             .min_by_key(|&i| self.0[i])
             .expect("a pool has servers");
@@ -156,11 +162,11 @@ struct Timer {
 
 /// One timed run of `plan` under `stack`.
 pub struct TimedRun<'p> {
-    m: Machine<'p>,
-    stack: &'static StackOps,
-    cfg: FabricConfig,
-    t: TimedConfig,
-    c: FabricCosts,
+    pub(crate) m: Machine<'p>,
+    pub(crate) stack: &'static StackOps,
+    pub(crate) cfg: FabricConfig,
+    pub(crate) t: TimedConfig,
+    pub(crate) c: FabricCosts,
     now: Ns,
     timers: BinaryHeap<Reverse<Timer>>,
     pending: HashSet<Action>,
@@ -513,6 +519,8 @@ pub struct Cut {
     pub stack: String,
     pub power_fail_at_ns: Ns,
     pub requests: u64,
+    /// Requests the application had submitted and not yet seen acknowledged at the cut.
+    pub in_flight: u64,
     /// Requests acknowledged to the application before the cut.
     pub acknowledged: u64,
     /// Requests acknowledged with a FLUSH before the cut.
@@ -520,6 +528,42 @@ pub struct Cut {
     /// Requests whose data is whole on the media after recovery.
     pub survived: u64,
     pub violations: Vec<Violation>,
+    /// What recovery read and erased, and how long it took.
+    pub recovery: RecoveryTime,
+}
+
+impl TimedRun<'_> {
+    /// Power fails now: what the stack's recovery keeps, and what it costs.
+    pub fn cut(&self, rc: &RecoveryConfig) -> Cut {
+        let plan = self.m.plan();
+        let image = &self.m.image;
+        let erase = (self.stack.recover)(plan, image);
+        let whole = |cmds: &[usize]| {
+            cmds.iter()
+                .all(|&c| plan.cmds[c].flush_only || (image.data[c] == Data::Durable && !erase[c]))
+        };
+        let mut out = Cut {
+            stack: self.stack.name.to_string(),
+            power_fail_at_ns: self.now,
+            requests: plan.requests.iter().map(|r| r.len() as u64).sum(),
+            in_flight: 0,
+            acknowledged: 0,
+            acknowledged_flushes: 0,
+            survived: 0,
+            violations: self.crash(),
+            recovery: self.recovery_time(rc),
+        };
+        for (s, reqs) in plan.requests.iter().enumerate() {
+            for (r, req) in reqs.iter().enumerate() {
+                let acked = self.m.acked[s][r];
+                out.in_flight += u64::from(r < self.issued[s] && !acked);
+                out.acknowledged += u64::from(acked);
+                out.acknowledged_flushes += u64::from(acked && req.persist);
+                out.survived += u64::from(whole(&req.cmds));
+            }
+        }
+        out
+    }
 }
 
 /// Plans `w` for `stack`, runs it until `at_ns`, cuts the power and recovers.
@@ -529,33 +573,33 @@ pub fn power_cut(
     cfg: &FabricConfig,
     t: &TimedConfig,
     c: FabricCosts,
+    rc: &RecoveryConfig,
     at_ns: Ns,
 ) -> Result<Cut, String> {
+    Ok(power_cuts(w, stack, cfg, t, c, rc, &[at_ns])?.remove(0))
+}
+
+/// One run of `w` under `stack`, cut at each of `at_ns` in turn: recovery only reads the crash
+/// image, so the run goes on after each cut as if power had not failed.
+pub fn power_cuts(
+    w: &Workload,
+    stack: &'static StackOps,
+    cfg: &FabricConfig,
+    t: &TimedConfig,
+    c: FabricCosts,
+    rc: &RecoveryConfig,
+    at_ns: &[Ns],
+) -> Result<Vec<Cut>, String> {
     let plan = Plan::build(w, cfg, stack.plan);
     let mut run = TimedRun::new(&plan, stack, cfg, t, c);
-    run.run_until(at_ns)?;
-    let erase = (stack.recover)(&plan, &run.m.image);
-    let whole = |cmds: &[usize]| {
-        cmds.iter().all(|&c| {
-            plan.cmds[c].flush_only || (run.m.image.data[c] == Data::Durable && !erase[c])
-        })
-    };
-    let mut out = Cut {
-        stack: stack.name.to_string(),
-        power_fail_at_ns: at_ns,
-        requests: plan.requests.iter().map(|r| r.len() as u64).sum(),
-        acknowledged: 0,
-        acknowledged_flushes: 0,
-        survived: 0,
-        violations: run.crash(),
-    };
-    for (s, reqs) in plan.requests.iter().enumerate() {
-        for (r, req) in reqs.iter().enumerate() {
-            let acked = run.m.acked[s][r];
-            out.acknowledged += u64::from(acked);
-            out.acknowledged_flushes += u64::from(acked && req.persist);
-            out.survived += u64::from(whole(&req.cmds));
-        }
+    let mut times = at_ns.to_vec();
+    times.sort_unstable();
+    let mut out = Vec::with_capacity(times.len());
+    for at in times {
+        run.run_until(at)?;
+        let mut cut = run.cut(rc);
+        cut.power_fail_at_ns = at;
+        out.push(cut);
     }
     Ok(out)
 }
@@ -607,6 +651,7 @@ mod tests {
         };
         let write = round_trip(4096, t.flash_write_ns);
         let flush = round_trip(0, t.flash_flush_ns);
+        let rc = RecoveryConfig::with_overrides(&[]).unwrap();
         assert_eq!(m.elapsed_ns, 20 * (write + flush));
         let closed = 1e9 / (write + flush) as f64;
         assert!((m.requests_per_s - closed).abs() < 1e-6 * closed);
@@ -621,7 +666,7 @@ mod tests {
         assert_eq!(m.initiator_cycles, 20 * per_request);
         // Power fails just after the 7th request's FLUSH is acknowledged: 7 requests were
         // acknowledged and exactly they are on the flash (the 8th is not yet sent).
-        let cut = power_cut(&w, &stack::LINUX, &cfg, &t, c, 7 * (write + flush)).unwrap();
+        let cut = power_cut(&w, &stack::LINUX, &cfg, &t, c, &rc, 7 * (write + flush)).unwrap();
         assert_eq!((cut.acknowledged, cut.survived), (7, 7));
         assert!(cut.violations.is_empty());
         // Half way through the 8th request's FLUSH its write is in the cache only: lost, and
@@ -632,6 +677,7 @@ mod tests {
             &cfg,
             &t,
             c,
+            &rc,
             7 * (write + flush) + write + 50_000,
         )
         .unwrap();

@@ -64,7 +64,8 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     r = qoslab("rio", "study", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads((out / "study.json").read_text())
-    assert (out / "report.html").read_text().count("<svg") == 6
+    # Figures 10 (flash, Optane), 10(c), 10(d), 11, 12 and recovery.
+    assert (out / "report.html").read_text().count("<svg") == 7
     table = {row["claim"]: row for row in data["document_vs_qoslab"]}
     flash = table["throughput Rio / Linux, flash, mean over threads"]
     assert flash["qoslab"] >= 30 and flash["inside"]
@@ -76,6 +77,15 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     points = [p for p in data["points"] if p["figure"] == "12" and p["batch"] == 8]
     eff = {p["stack"]: p["initiator_requests_per_kcycle"] for p in points}
     assert eff["rio"] > 2 * eff["rio w/o merge"]
+    # Figure 10(c): at 4 threads a second flash SSD lifts Rio and orderless, not Linux.
+    at4 = {
+        (p["figure"], p["stack"]): p["requests_per_s"]
+        for p in data["points"]
+        if p["threads"] == 4 and p["figure"] in ("10", "10c") and p["ssd"] == "flash"
+    }
+    for stack in ("rio", "orderless"):
+        assert at4[("10c", stack)] > 1.5 * at4[("10", stack)]
+    assert at4[("10c", "linux")] < 1.05 * at4[("10", "linux")]
     # Recovery (document 6.5): power cuts at seeded moments of Rio's and HORAE's runs.
     cuts = data["recovery"]
     # 2 thread counts x 2 stacks x 3 seeded cuts, each recovered to a prefix.

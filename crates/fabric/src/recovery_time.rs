@@ -16,7 +16,7 @@ use qoslab_engine::{Ns, Settings};
 use qoslab_nvme::transport::nvmeof::RESPONSE_BYTES;
 
 use crate::stack::PmrLog;
-use crate::timed::{Busy, Pool, TimedRun};
+use crate::timed::{Busy, Pool, TimedRun, ssd_of};
 
 qoslab_engine::settings! {
     /// `[fabric.recovery]`: what each step of recovery costs.
@@ -139,7 +139,9 @@ impl TimedRun<'_> {
             let posted = initiator.book(rebuild_ns, ns(c.message_cycles));
             let arrived = posted + c.wire_ns(cut_bytes) + c.message_ns;
             let mut done = cores.book(arrived, ns(c.message_cycles));
-            let mut ssd = Pool(vec![0; units]);
+            let mut ssds: Vec<Pool> = (0..self.t.ssds_per_target)
+                .map(|_| Pool(vec![0; units]))
+                .collect();
             for (cmd, _) in erase.iter().enumerate().filter(|&(_, &e)| e) {
                 let pc = &plan.cmds[cmd];
                 if pc.target != t || pc.flush_only {
@@ -147,6 +149,7 @@ impl TimedRun<'_> {
                 }
                 let submitted = cores.book(arrived, ns(c.submit_cycles));
                 let blocks = u64::from(pc.attr.blocks);
+                let ssd = &mut ssds[ssd_of(pc.attr.lba, &self.cfg, &self.t)];
                 done = done.max(ssd.book(submitted, blocks * rc.discard_block_ns));
                 out.discarded_commands += 1;
                 out.discarded_blocks += blocks;

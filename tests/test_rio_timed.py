@@ -144,6 +144,92 @@ def test_recovery_after_a_cut_is_timed_from_what_the_logs_held(qoslab):
     assert json.loads(fast.stdout)["recovery"]["rebuild_ns"] == r["rebuild_ns"] - 6_004
 
 
+ORDERED_JOBS = """[global]
+bs=4k
+number_ios=40
+iodepth=8
+
+[log]
+rw=write
+ordering=rio
+numjobs=2
+
+[sync]
+rw=randwrite
+ordering=flush
+fsync=4
+"""
+
+
+def test_each_job_of_a_job_file_runs_on_the_stack_its_ordering_names(qoslab, tmp_path):
+    jobs = tmp_path / "ordered.fio"
+    jobs.write_text(ORDERED_JOBS)
+    got = json.loads(qoslab("rio", "run", "--jobs", str(jobs), check=True).stdout)
+    assert [(j["job"], j["ordering"], j["stack"]) for j in got] == [
+        ("log", "rio", "rio"),
+        ("sync", "flush", "linux"),
+    ]
+    # Each job is the run the options give by hand: numjobs threads, number_ios writes,
+    # rw=write one batch of consecutive writes, fsync=N a FLUSH every N, iodepth the window.
+    window = ["--set", "timed.window=8"]
+    rio = qoslab(
+        "rio",
+        "run",
+        "--stack",
+        "rio",
+        "--threads",
+        "2",
+        "--writes",
+        "40",
+        "--batch",
+        "40",
+        *window,
+        check=True,
+    )
+    linux = qoslab(
+        "rio",
+        "run",
+        "--stack",
+        "linux",
+        "--threads",
+        "1",
+        "--writes",
+        "40",
+        "--flush-every",
+        "4",
+        *window,
+        check=True,
+    )
+    for job, by_hand in zip(got, (rio, linux), strict=True):
+        assert {k: v for k, v in job.items() if k not in ("job", "ordering")} == json.loads(
+            by_hand.stdout
+        )
+    # Linux: every write and its FLUSH are two commands; Rio merges the sequential writes.
+    assert got[1]["commands"] == 2 * got[1]["requests"] == 80
+    assert got[0]["commands"] < got[0]["requests"] == 80
+    # Cut by a power failure, each job recovers to a prefix.
+    cut = json.loads(
+        qoslab("rio", "run", "--jobs", str(jobs), "--power-fail-at", "100us", check=True).stdout
+    )
+    assert all(j["violations"] == [] and "recovery" in j for j in cut)
+
+
+def test_an_ordering_job_is_refused_clearly_where_it_cannot_run(qoslab, tmp_path):
+    bad = tmp_path / "bad.fio"
+    bad.write_text("[w]\nrw=write\nbs=4k\nnumber_ios=8\nordering=raid\n")
+    r = qoslab("rio", "run", "--jobs", str(bad))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"{bad}:5: option 'ordering': expected one of none, flush, horae, rio" in r.stderr
+    good = tmp_path / "ordered.fio"
+    good.write_text(ORDERED_JOBS)
+    # qoslab sim has no ordered-write stage: it names the job and where such jobs run.
+    r = qoslab("sim", str(good), "--device", "ideal")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"{good}:6: job 'log': ordering=rio runs on the fabric's timed model" in r.stderr
+    r = qoslab("rio", "run", "--jobs", str(good), "--stack", "horae")
+    assert r.returncode == 2 and "--jobs: the job file gives the workload; drop --stack" in r.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

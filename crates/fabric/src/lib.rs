@@ -16,8 +16,10 @@
 //! - [`recovery_time`]: how long that recovery takes on the timed machine's clock.
 //! - [`check`]: the crash checker and its reproducers.
 //! - [`timed`]: the same machine on a clock: throughput, latency and CPU cycles per server.
+//! - [`jobs`]: fio jobs with `ordering=` run on the timed machine.
 
 pub mod check;
+pub mod jobs;
 pub mod machine;
 pub mod plan;
 pub mod recovery;

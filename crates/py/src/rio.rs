@@ -139,6 +139,34 @@ fn timed_cuts(
     serde_json::to_string(&cuts).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Runs the jobs of a fio job file, each with its `ordering=`, alone on the timed machine;
+/// returns one result per job as JSON (with `power_fail_at`, what a cut left).
+#[pyfunction]
+#[pyo3(signature = (jobfile, sets, seed, power_fail_at=None))]
+fn timed_jobs(
+    py: Python<'_>,
+    jobfile: std::path::PathBuf,
+    sets: Vec<(String, String)>,
+    seed: u64,
+    power_fail_at: Option<&str>,
+) -> PyResult<String> {
+    let at = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
+                ))
+            })
+        })
+        .transpose()?;
+    let file = qoslab_workload::fio::parse_job_file(&jobfile, |n| std::env::var(n).ok())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let results = py
+        .detach(|| qoslab_fabric::jobs::run_jobs(&file, &sets, seed, at))
+        .map_err(PyValueError::new_err)?;
+    serde_json::to_string(&results).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.
 #[pyfunction]
 fn replay(text: &str) -> PyResult<String> {
@@ -154,6 +182,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
     m.add_function(wrap_pyfunction!(timed_run, &m)?)?;
     m.add_function(wrap_pyfunction!(timed_cuts, &m)?)?;
+    m.add_function(wrap_pyfunction!(timed_jobs, &m)?)?;
     m.add(
         "RECOVERY_TUNABLES",
         RECOVERY_TUNABLES

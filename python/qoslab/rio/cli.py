@@ -222,10 +222,43 @@ def run_timed(
     sets: list[str] = typer.Option(
         [], "--set", help="As for `qoslab rio study`.", show_default="none"
     ),
+    jobs: Path | None = typer.Option(
+        None,
+        "--jobs",
+        help="A fio job file whose jobs each name their stack with ordering=none|flush|horae|"
+        "rio (with rw=write|randwrite, bs, numjobs threads, iodepth, number_ios, fsync); each "
+        "job runs alone, and the result is a JSON list, one entry per job. Replaces --stack, "
+        "--threads, --writes, --size-kib, --batch and --flush-every.",
+        show_default="not used",
+    ),
 ) -> None:
     """One timed run of ordered writes: throughput, latency and CPU cycles of each server, as
     JSON; with --power-fail-at, what the stack's recovery kept and how long it took (exit 1 if
     it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    if jobs is not None:
+        given = [
+            name
+            for name, value, default in (
+                ("--stack", stack, "rio"),
+                ("--threads", threads, 4),
+                ("--writes", writes, 64),
+                ("--size-kib", size_kib, 4),
+                ("--batch", batch, 1),
+                ("--flush-every", flush_every, 0),
+            )
+            if value != default
+        ]
+        if given:
+            raise InputError(f"--jobs: the job file gives the workload; drop {', '.join(given)}")
+        try:
+            text = _core.timed_jobs(jobs, _sets(sets), seed, power_fail_at)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        results = json.loads(text)
+        print(json.dumps(results, indent=2))
+        if any(r.get("violations") for r in results):
+            raise typer.Exit(1)
+        return
     if stack not in STACK_NAMES:
         raise InputError(
             f"--stack: expected one of {', '.join(STACK_NAMES)}, got '{stack}'"

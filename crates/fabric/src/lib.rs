@@ -13,13 +13,17 @@
 //! - [`stack`]: the four stacks as a plug-in table.
 //! - [`machine`]: the event machine (network, targets, PMR, SSD caches, acknowledgements).
 //! - [`recovery`]: Rio's and HORAE's recovery.
+//! - [`recovery_time`]: how long that recovery takes on the timed machine's clock.
 //! - [`check`]: the crash checker and its reproducers.
 //! - [`timed`]: the same machine on a clock: throughput, latency and CPU cycles per server.
+//! - [`jobs`]: fio jobs with `ordering=` run on the timed machine.
 
 pub mod check;
+pub mod jobs;
 pub mod machine;
 pub mod plan;
 pub mod recovery;
+pub mod recovery_time;
 pub mod stack;
 pub mod timed;
 pub mod workload;

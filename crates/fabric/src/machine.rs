@@ -437,7 +437,7 @@ impl<'p> Machine<'p> {
 
     /// The highest sequence number whose whole group is acknowledged and known durable: the
     /// PMR head may move past its attributes.
-    fn recyclable_seq(&self, s: usize) -> u64 {
+    pub fn recyclable_seq(&self, s: usize) -> u64 {
         if !self.cfg.plp {
             return self.last_persist_acked[s];
         }

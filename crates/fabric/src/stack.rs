@@ -24,6 +24,20 @@ pub struct StackOps {
     pub in_order_ack: fn(&FabricConfig) -> bool,
     /// After a crash: which commands' data to erase (indexed like `plan.cmds`).
     pub recover: fn(&Plan, &CrashImage) -> Vec<bool>,
+    /// What recovery reads back from the targets' PMRs before it can decide.
+    pub pmr_log: PmrLog,
+}
+
+/// The ordering state a stack keeps in the targets' PMRs, which recovery reads back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmrLog {
+    /// Nothing: no recovery runs (orderless keeps what reached the media; Linux has at most
+    /// one ordered write in flight, document 6.5).
+    None,
+    /// Rio's ordering attributes (`attr_bytes` each), the live part of each circular log.
+    Attributes,
+    /// HORAE's ordering metadata, one entry per request not yet known durable.
+    Metadata,
 }
 
 impl PartialEq for StackOps {
@@ -62,6 +76,7 @@ pub static ORDERLESS: StackOps = StackOps {
     attributes: false,
     in_order_ack: never,
     recover: keep_all,
+    pmr_log: PmrLog::None,
 };
 
 pub static LINUX: StackOps = StackOps {
@@ -77,6 +92,7 @@ pub static LINUX: StackOps = StackOps {
     attributes: false,
     in_order_ack: always,
     recover: keep_all,
+    pmr_log: PmrLog::None,
 };
 
 pub static HORAE: StackOps = StackOps {
@@ -92,6 +108,7 @@ pub static HORAE: StackOps = StackOps {
     attributes: false,
     in_order_ack: always,
     recover: recovery::horae,
+    pmr_log: PmrLog::Metadata,
 };
 
 pub static RIO: StackOps = StackOps {
@@ -107,6 +124,7 @@ pub static RIO: StackOps = StackOps {
     attributes: true,
     in_order_ack: rio_in_order,
     recover: recovery::rio,
+    pmr_log: PmrLog::Attributes,
 };
 
 /// Every stack, in the order help lists them.

@@ -23,6 +23,7 @@ use crate::FabricConfig;
 use crate::check::{Violation, violations};
 use crate::machine::{Action, Data, Machine};
 use crate::plan::Plan;
+use crate::recovery_time::{RecoveryConfig, RecoveryTime};
 use crate::stack::StackOps;
 use crate::workload::{Workload, Write};
 
@@ -33,6 +34,7 @@ qoslab_engine::settings! {
         window: u32 = count(32, "ordered requests a thread keeps outstanding (asynchronous submission, as fio's iodepth; model choice)").range(1.0, 65536.0),
         cpu_ghz: f64 = real(3.0, "clock of every core: cycles per ns (model choice)").range(0.1, 10.0),
         target_cores: u32 = count(4, "cores of each target server serving NVMe-oF (model choice)").range(1.0, 256.0),
+        ssds_per_target: u32 = count(1, "SSDs of each target server, one logical volume: a target's stripe units go round robin over its SSDs, and a FLUSH to the target flushes every one (document Figure 10(c))").range(1.0, 64.0),
         pmr_write_ns: Ns = ns(600, "persisting one 32 B attribute to the PMR by MMIO (document 6.1: about 0.6 us)"),
         pmr_write_cycles: u64 = count(1800, "target cycles stalled on that MMIO write (0.6 us at 3 GHz)"),
         context_switch_cycles: u64 = count(6000, "cycles to put a thread to sleep on an I/O and wake it (model assumption, 2 us at 3 GHz)"),
@@ -78,6 +80,11 @@ impl TimedConfig {
 pub fn configs(
     sets: &[(String, String)],
 ) -> Result<(FabricConfig, TimedConfig, FabricCosts), String> {
+    let sets: Vec<_> = sets
+        .iter()
+        .filter(|(k, _)| !k.starts_with("recovery."))
+        .cloned()
+        .collect();
     let (fabric, timed): (Vec<_>, Vec<_>) = sets.iter().cloned().partition(|(k, _)| {
         let k = k.strip_prefix("fabric.").unwrap_or(k);
         crate::FABRIC_TUNABLES.iter().any(|t| t.name == k)
@@ -106,10 +113,10 @@ pub struct Measured {
 
 /// A serial resource: when it is next free.
 #[derive(Clone, Copy, Default)]
-struct Busy(Ns);
+pub(crate) struct Busy(pub(crate) Ns);
 
 impl Busy {
-    fn book(&mut self, at: Ns, d: Ns) -> Ns {
+    pub(crate) fn book(&mut self, at: Ns, d: Ns) -> Ns {
         let start = at.max(self.0);
         self.0 = start + d;
         self.0
@@ -117,10 +124,10 @@ impl Busy {
 }
 
 /// Servers of one kind (a target's cores, an SSD's units): the earliest free one serves.
-struct Pool(Vec<Ns>);
+pub(crate) struct Pool(pub(crate) Vec<Ns>);
 
 impl Pool {
-    fn book(&mut self, at: Ns, d: Ns) -> Ns {
+    pub(crate) fn book(&mut self, at: Ns, d: Ns) -> Ns {
         let i = (0..self.0.len())
             .min_by_key(|&i| self.0[i])
             .expect("a pool has servers");
@@ -138,10 +145,17 @@ impl Pool {
 
 struct Target {
     cores: Pool,
-    ssd: Pool,
+    /// Each SSD's units.
+    ssds: Vec<Pool>,
     pmr: Busy,
     to_target: Busy,
     to_initiator: Busy,
+}
+
+/// The SSD of its target that holds block `lba`: the target's stripe units (`mdts_bytes`) go
+/// round robin over its SSDs.
+pub(crate) fn ssd_of(lba: u64, cfg: &FabricConfig, t: &TimedConfig) -> usize {
+    ((lba / cfg.chunk_blocks() / u64::from(cfg.targets)) % u64::from(t.ssds_per_target)) as usize
 }
 
 /// An event waiting for its time, and the cycles it will have spent.
@@ -156,11 +170,11 @@ struct Timer {
 
 /// One timed run of `plan` under `stack`.
 pub struct TimedRun<'p> {
-    m: Machine<'p>,
-    stack: &'static StackOps,
-    cfg: FabricConfig,
-    t: TimedConfig,
-    c: FabricCosts,
+    pub(crate) m: Machine<'p>,
+    pub(crate) stack: &'static StackOps,
+    pub(crate) cfg: FabricConfig,
+    pub(crate) t: TimedConfig,
+    pub(crate) c: FabricCosts,
     now: Ns,
     timers: BinaryHeap<Reverse<Timer>>,
     pending: HashSet<Action>,
@@ -194,7 +208,9 @@ impl<'p> TimedRun<'p> {
         let targets = (0..cfg.targets)
             .map(|_| Target {
                 cores: Pool(vec![0; t.target_cores as usize]),
-                ssd: Pool(vec![0; ssd as usize]),
+                ssds: (0..t.ssds_per_target)
+                    .map(|_| Pool(vec![0; ssd as usize]))
+                    .collect(),
                 pmr: Busy::default(),
                 to_target: Busy::default(),
                 to_initiator: Busy::default(),
@@ -345,13 +361,18 @@ impl<'p> TimedRun<'p> {
                 let extra = bytes.saturating_sub(self.cfg.block_bytes);
                 let service = write_ns + (extra as f64 / gb_per_s).round() as Ns;
                 let pc = &plan.cmds[cmd];
-                let ssd = &mut self.targets[pc.target].ssd;
+                let ssd = ssd_of(pc.attr.lba, &self.cfg, &self.t);
+                let ssds = &mut self.targets[pc.target].ssds;
                 let mut end = now;
                 if !pc.flush_only {
-                    end = ssd.book(now, service);
+                    end = ssds[ssd].book(now, service);
                 }
                 if pc.attr.flush {
-                    end = ssd.barrier(end, flush_ns);
+                    // The target flushes each of its SSDs; the command completes with the last.
+                    end = ssds
+                        .iter_mut()
+                        .map(|d| d.barrier(end, flush_ns))
+                        .fold(end, Ns::max);
                 }
                 (end, 0, 0)
             }
@@ -513,6 +534,8 @@ pub struct Cut {
     pub stack: String,
     pub power_fail_at_ns: Ns,
     pub requests: u64,
+    /// Requests the application had submitted and not yet seen acknowledged at the cut.
+    pub in_flight: u64,
     /// Requests acknowledged to the application before the cut.
     pub acknowledged: u64,
     /// Requests acknowledged with a FLUSH before the cut.
@@ -520,6 +543,42 @@ pub struct Cut {
     /// Requests whose data is whole on the media after recovery.
     pub survived: u64,
     pub violations: Vec<Violation>,
+    /// What recovery read and erased, and how long it took.
+    pub recovery: RecoveryTime,
+}
+
+impl TimedRun<'_> {
+    /// Power fails now: what the stack's recovery keeps, and what it costs.
+    pub fn cut(&self, rc: &RecoveryConfig) -> Cut {
+        let plan = self.m.plan();
+        let image = &self.m.image;
+        let erase = (self.stack.recover)(plan, image);
+        let whole = |cmds: &[usize]| {
+            cmds.iter()
+                .all(|&c| plan.cmds[c].flush_only || (image.data[c] == Data::Durable && !erase[c]))
+        };
+        let mut out = Cut {
+            stack: self.stack.name.to_string(),
+            power_fail_at_ns: self.now,
+            requests: plan.requests.iter().map(|r| r.len() as u64).sum(),
+            in_flight: 0,
+            acknowledged: 0,
+            acknowledged_flushes: 0,
+            survived: 0,
+            violations: self.crash(),
+            recovery: self.recovery_time(rc),
+        };
+        for (s, reqs) in plan.requests.iter().enumerate() {
+            for (r, req) in reqs.iter().enumerate() {
+                let acked = self.m.acked[s][r];
+                out.in_flight += u64::from(r < self.issued[s] && !acked);
+                out.acknowledged += u64::from(acked);
+                out.acknowledged_flushes += u64::from(acked && req.persist);
+                out.survived += u64::from(whole(&req.cmds));
+            }
+        }
+        out
+    }
 }
 
 /// Plans `w` for `stack`, runs it until `at_ns`, cuts the power and recovers.
@@ -529,33 +588,33 @@ pub fn power_cut(
     cfg: &FabricConfig,
     t: &TimedConfig,
     c: FabricCosts,
+    rc: &RecoveryConfig,
     at_ns: Ns,
 ) -> Result<Cut, String> {
+    Ok(power_cuts(w, stack, cfg, t, c, rc, &[at_ns])?.remove(0))
+}
+
+/// One run of `w` under `stack`, cut at each of `at_ns` in turn: recovery only reads the crash
+/// image, so the run goes on after each cut as if power had not failed.
+pub fn power_cuts(
+    w: &Workload,
+    stack: &'static StackOps,
+    cfg: &FabricConfig,
+    t: &TimedConfig,
+    c: FabricCosts,
+    rc: &RecoveryConfig,
+    at_ns: &[Ns],
+) -> Result<Vec<Cut>, String> {
     let plan = Plan::build(w, cfg, stack.plan);
     let mut run = TimedRun::new(&plan, stack, cfg, t, c);
-    run.run_until(at_ns)?;
-    let erase = (stack.recover)(&plan, &run.m.image);
-    let whole = |cmds: &[usize]| {
-        cmds.iter().all(|&c| {
-            plan.cmds[c].flush_only || (run.m.image.data[c] == Data::Durable && !erase[c])
-        })
-    };
-    let mut out = Cut {
-        stack: stack.name.to_string(),
-        power_fail_at_ns: at_ns,
-        requests: plan.requests.iter().map(|r| r.len() as u64).sum(),
-        acknowledged: 0,
-        acknowledged_flushes: 0,
-        survived: 0,
-        violations: run.crash(),
-    };
-    for (s, reqs) in plan.requests.iter().enumerate() {
-        for (r, req) in reqs.iter().enumerate() {
-            let acked = run.m.acked[s][r];
-            out.acknowledged += u64::from(acked);
-            out.acknowledged_flushes += u64::from(acked && req.persist);
-            out.survived += u64::from(whole(&req.cmds));
-        }
+    let mut times = at_ns.to_vec();
+    times.sort_unstable();
+    let mut out = Vec::with_capacity(times.len());
+    for at in times {
+        run.run_until(at)?;
+        let mut cut = run.cut(rc);
+        cut.power_fail_at_ns = at;
+        out.push(cut);
     }
     Ok(out)
 }
@@ -607,6 +666,7 @@ mod tests {
         };
         let write = round_trip(4096, t.flash_write_ns);
         let flush = round_trip(0, t.flash_flush_ns);
+        let rc = RecoveryConfig::with_overrides(&[]).unwrap();
         assert_eq!(m.elapsed_ns, 20 * (write + flush));
         let closed = 1e9 / (write + flush) as f64;
         assert!((m.requests_per_s - closed).abs() < 1e-6 * closed);
@@ -621,7 +681,7 @@ mod tests {
         assert_eq!(m.initiator_cycles, 20 * per_request);
         // Power fails just after the 7th request's FLUSH is acknowledged: 7 requests were
         // acknowledged and exactly they are on the flash (the 8th is not yet sent).
-        let cut = power_cut(&w, &stack::LINUX, &cfg, &t, c, 7 * (write + flush)).unwrap();
+        let cut = power_cut(&w, &stack::LINUX, &cfg, &t, c, &rc, 7 * (write + flush)).unwrap();
         assert_eq!((cut.acknowledged, cut.survived), (7, 7));
         assert!(cut.violations.is_empty());
         // Half way through the 8th request's FLUSH its write is in the cache only: lost, and
@@ -632,6 +692,7 @@ mod tests {
             &cfg,
             &t,
             c,
+            &rc,
             7 * (write + flush) + write + 50_000,
         )
         .unwrap();
@@ -661,6 +722,26 @@ mod tests {
             let floor = if plp == "false" { 30.0 } else { 3.0 };
             assert!(rio > floor * linux, "plp={plp}: rio {rio} linux {linux}");
         }
+    }
+
+    #[test]
+    fn a_second_ssd_per_target_doubles_what_the_flash_ssd_bounds() {
+        // 16 threads of 4 KiB random writes on one target: one flash SSD serves at most 9
+        // writes per 20 us (450K per second); with two SSDs the stripe units alternate between
+        // them and Rio and orderless nearly double, while Linux, whose every write waits for a
+        // FLUSH of every SSD, gains almost nothing (its writes still spread a little).
+        let w = ordered_writes(16, 100, 1, 1, 0, 4);
+        let run = |ssds: &str, s: &'static StackOps| {
+            let (cfg, t, c) = setup(&[("targets", "1"), ("timed.ssds_per_target", ssds)]);
+            measure(&w, s, &cfg, &t, c).unwrap().requests_per_s
+        };
+        for s in [&stack::ORDERLESS, &stack::RIO] {
+            let (one, two) = (run("1", s), run("2", s));
+            assert!(one <= 450_000.0, "{}: {one}", s.name);
+            assert!(two > 1.6 * one, "{}: {one} then {two}", s.name);
+        }
+        let (one, two) = (run("1", &stack::LINUX), run("2", &stack::LINUX));
+        assert!(two < 1.05 * one, "linux: {one} then {two}");
     }
 
     #[test]

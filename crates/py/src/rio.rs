@@ -5,6 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
+use qoslab_fabric::recovery_time::{RECOVERY_TUNABLES, RecoveryConfig};
 use qoslab_fabric::workload::Shape;
 use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 
@@ -91,13 +92,79 @@ fn timed_run(
     })?;
     let (cfg, t, c) =
         timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let rc = RecoveryConfig::with_overrides(&sets)
+        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
     let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
     let text = py.detach(|| match power_fail_at_ns {
         None => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
-        Some(at) => timed::power_cut(&w, stack, &cfg, &t, c, at).map(|m| serde_json::to_string(&m)),
+        Some(at) => {
+            timed::power_cut(&w, stack, &cfg, &t, c, &rc, at).map(|m| serde_json::to_string(&m))
+        }
     });
     text.map_err(PyValueError::new_err)?
         .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// One timed run of the same workload as `timed_run`, cut by a power failure at each of
+/// `cuts_ns` in turn (the run goes on after each); returns the cuts as a JSON list.
+#[pyfunction]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, cuts_ns))]
+#[allow(clippy::too_many_arguments)]
+fn timed_cuts(
+    py: Python<'_>,
+    stack_name: &str,
+    sets: Vec<(String, String)>,
+    streams: usize,
+    writes: usize,
+    blocks: u32,
+    batch: usize,
+    persist_every: usize,
+    seed: u64,
+    cuts_ns: Vec<u64>,
+) -> PyResult<String> {
+    let stack = stack::lookup(stack_name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "--stack: expected {}, got '{stack_name}'",
+            stack::names()
+        ))
+    })?;
+    let (cfg, t, c) =
+        timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let rc = RecoveryConfig::with_overrides(&sets)
+        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
+    let cuts = py
+        .detach(|| timed::power_cuts(&w, stack, &cfg, &t, c, &rc, &cuts_ns))
+        .map_err(PyValueError::new_err)?;
+    serde_json::to_string(&cuts).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Runs the jobs of a fio job file, each with its `ordering=`, alone on the timed machine;
+/// returns one result per job as JSON (with `power_fail_at`, what a cut left).
+#[pyfunction]
+#[pyo3(signature = (jobfile, sets, seed, power_fail_at=None))]
+fn timed_jobs(
+    py: Python<'_>,
+    jobfile: std::path::PathBuf,
+    sets: Vec<(String, String)>,
+    seed: u64,
+    power_fail_at: Option<&str>,
+) -> PyResult<String> {
+    let at = power_fail_at
+        .map(|t| {
+            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
+                ))
+            })
+        })
+        .transpose()?;
+    let file = qoslab_workload::fio::parse_job_file(&jobfile, |n| std::env::var(n).ok())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let results = py
+        .detach(|| qoslab_fabric::jobs::run_jobs(&file, &sets, seed, at))
+        .map_err(PyValueError::new_err)?;
+    serde_json::to_string(&results).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Replays a reproducer (JSON text); returns the violations found after recovery, as JSON.
@@ -114,6 +181,15 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crash_check, &m)?)?;
     m.add_function(wrap_pyfunction!(replay, &m)?)?;
     m.add_function(wrap_pyfunction!(timed_run, &m)?)?;
+    m.add_function(wrap_pyfunction!(timed_cuts, &m)?)?;
+    m.add_function(wrap_pyfunction!(timed_jobs, &m)?)?;
+    m.add(
+        "RECOVERY_TUNABLES",
+        RECOVERY_TUNABLES
+            .iter()
+            .map(|t| (t.name, t.unit.label(), t.default.to_string(), t.help))
+            .collect::<Vec<_>>(),
+    )?;
     m.add(
         "TIMED_TUNABLES",
         timed::TIMED_TUNABLES

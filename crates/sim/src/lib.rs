@@ -104,6 +104,19 @@ fn build_jobs(
     let mut jobs_per_host: Vec<u32> = vec![0];
     let out = match &opts.workload {
         WorkloadSpec::Jobs(file) => {
+            // The ordered-write stacks are not stages of this path: such jobs run on the
+            // fabric's timed model.
+            if let Some(job) = file.jobs.iter().find(|j| j.ordering.is_some()) {
+                return Err(SimError::at(
+                    &job.location.path,
+                    job.location.line,
+                    format!(
+                        "job '{}': ordering={} runs on the fabric's timed model, not in qoslab sim: use `qoslab rio run --jobs FILE`",
+                        job.name,
+                        job.ordering.unwrap_or_default()
+                    ),
+                ));
+            }
             let mut out = Vec::new();
             for job in &file.jobs {
                 let h = job.sim_host as usize;

@@ -17,6 +17,14 @@ STACK_HELP = "Ordered-write stack: " + "; ".join(f"{n} ({h})" for n, h in _core.
 SET_HELP = "A [fabric] tunable, KEY=VALUE (repeatable): " + "; ".join(
     f"{name} ({unit}, default {default}): {help_}" for name, unit, default, help_ in _core.TUNABLES
 )
+STUDY_SET_HELP = (
+    "A [fabric], [fabric.timed] (timed.KEY), [fabric.recovery] (recovery.KEY) or transport "
+    "(rdma.KEY, tcp.KEY) tunable, KEY=VALUE (repeatable). Recovery: "
+    + "; ".join(
+        f"recovery.{name} ({unit}, default {default}): {help_}"
+        for name, unit, default, help_ in _core.RECOVERY_TUNABLES
+    )
+)
 
 app = typer.Typer(
     name="rio",
@@ -154,34 +162,36 @@ def study(
     quick: bool = typer.Option(
         False,
         "--quick",
-        help="2 thread counts, 2 sizes, 2 batches, 32 writes per thread (seconds).",
+        help="2 thread counts, 2 sizes, 2 batches, 32 writes per thread, 3 power cuts per "
+        "recovery point (seconds).",
     ),
     writes: int = typer.Option(128, "--writes", help="Ordered writes per thread (full study)."),
     seed: int = typer.Option(1, "--seed", min=0, help="Seed of the write placement."),
     sets: list[str] = typer.Option(
         [],
         "--set",
-        help="A [fabric], [fabric.timed] (timed.KEY) or transport (rdma.KEY, "
-        "tcp.KEY) tunable, KEY=VALUE (repeatable).",
+        help=STUDY_SET_HELP,
         show_default="none",
     ),
 ) -> None:
     """Rio's block-device experiments (document Figures 10-12) on the timed model: the four
     stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
-    and a "document vs qoslab" table."""
+    Rio's and HORAE's recovery time against the requests in flight (document 6.5, 30 power
+    cuts per thread count), and a "document vs qoslab" table."""
     from qoslab.rio import study as st
 
     _positive("--writes", writes)
     plan = st.Plan.quick() if quick else st.Plan(writes=writes)
-    plan = st.Plan(plan.threads, plan.sizes_kib, plan.batches, plan.writes, seed)
+    plan = st.Plan(plan.threads, plan.sizes_kib, plan.batches, plan.writes, seed, plan.repeats)
     rows = st.run_study(plan, _sets(sets))
-    table = st.compare(rows)
+    cuts = st.recovery_cuts(plan, _sets(sets))
+    table = st.compare(rows, cuts)
     with staged_dir(
         out,
         is_earlier_output=lambda d: (d / "study.json").is_file(),
         refusal="exists, is not empty and holds no study.json; choose another directory",
     ) as tmp:
-        st.write_report(rows, table, tmp, plan)
+        st.write_report(rows, table, tmp, plan, cuts)
     for r in table:
         mark = "ok " if r["inside"] else "off"
         unit = "x" if isinstance(r["qoslab"], float) else ""
@@ -212,10 +222,43 @@ def run_timed(
     sets: list[str] = typer.Option(
         [], "--set", help="As for `qoslab rio study`.", show_default="none"
     ),
+    jobs: Path | None = typer.Option(
+        None,
+        "--jobs",
+        help="A fio job file whose jobs each name their stack with ordering=none|flush|horae|"
+        "rio (with rw=write|randwrite, bs, numjobs threads, iodepth, number_ios, fsync); each "
+        "job runs alone, and the result is a JSON list, one entry per job. Replaces --stack, "
+        "--threads, --writes, --size-kib, --batch and --flush-every.",
+        show_default="not used",
+    ),
 ) -> None:
     """One timed run of ordered writes: throughput, latency and CPU cycles of each server, as
-    JSON; with --power-fail-at, what the stack's recovery kept (exit 1 if it is not a prefix of
-    every stream or an acknowledged FLUSH lost a write)."""
+    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (exit 1 if
+    it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    if jobs is not None:
+        given = [
+            name
+            for name, value, default in (
+                ("--stack", stack, "rio"),
+                ("--threads", threads, 4),
+                ("--writes", writes, 64),
+                ("--size-kib", size_kib, 4),
+                ("--batch", batch, 1),
+                ("--flush-every", flush_every, 0),
+            )
+            if value != default
+        ]
+        if given:
+            raise InputError(f"--jobs: the job file gives the workload; drop {', '.join(given)}")
+        try:
+            text = _core.timed_jobs(jobs, _sets(sets), seed, power_fail_at)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        results = json.loads(text)
+        print(json.dumps(results, indent=2))
+        if any(r.get("violations") for r in results):
+            raise typer.Exit(1)
+        return
     if stack not in STACK_NAMES:
         raise InputError(
             f"--stack: expected one of {', '.join(STACK_NAMES)}, got '{stack}'"

@@ -144,6 +144,9 @@ pub struct Location {
     pub line: u64,
 }
 
+/// The values of `ordering`: no order (orderless), Linux's FLUSH ordering, HORAE and Rio.
+pub const ORDERINGS: &[&str] = &["none", "flush", "horae", "rio"];
+
 /// One job of a job file, after `[global]` options and its own section have been applied.
 ///
 /// A job with `numjobs=N` is one `Job`; the generator is built once per clone.
@@ -211,6 +214,9 @@ pub struct Job {
     /// The simulated host the job runs on (`sim_host`, qoslab's own option), for paths where
     /// several hosts share one controller.
     pub sim_host: u16,
+    /// The ordered-write stack of the job's writes (`ordering`, qoslab's own option): one of
+    /// [`ORDERINGS`]; such a job runs on the fabric's timed model (`qoslab rio run --jobs`).
+    pub ordering: Option<&'static str>,
     /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
     pub fsync_every: u64,
     /// `end_fsync` / `fsync_on_close`: a cache flush when the job has written its last.
@@ -299,6 +305,7 @@ impl Job {
             cmdprio_class: [IoPrioClass::RealTime; 3],
             cmdprio: [0; 3],
             sim_host: 0,
+            ordering: None,
             fsync_every: 0,
             end_fsync: false,
             write_barrier_every: 0,

@@ -17,8 +17,8 @@ pub mod values;
 use std::path::{Path, PathBuf};
 
 pub use job::{
-    DEFAULT_PERCENTILES, Distribution, FioLogs, Job, JobFile, Location, PerOp, RateProcess,
-    RwPattern, ThinkBlocksType, Zone, ZoneExtent,
+    DEFAULT_PERCENTILES, Distribution, FioLogs, Job, JobFile, Location, ORDERINGS, PerOp,
+    RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent,
 };
 pub use values::{KbBase, SizeSpec, TimeUnit};
 

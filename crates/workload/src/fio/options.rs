@@ -7,7 +7,9 @@
 
 use qoslab_engine::{IoPrioClass, Ns};
 
-use super::job::{Distribution, Job, RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent};
+use super::job::{
+    Distribution, Job, ORDERINGS, RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent,
+};
 use super::values::{
     KbBase, PerOpValues, SizeSpec, TimeUnit, parse_bool, parse_int, parse_percent, parse_range,
     parse_size, parse_size_or_percent, parse_time, split_per_op,
@@ -849,6 +851,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "",
         "0",
         "qoslab only (fio has no such option): the simulated host the job runs on, when the device file's [path] hosts is above 1."
+    ),
+    opt!(
+        "ordering",
+        [],
+        Kind::Choice(ORDERINGS, |j, i| j.ordering = Some(ORDERINGS[i])),
+        "",
+        "",
+        "qoslab only (fio has no such option): the ordered-write stack of the job's writes over NVMe-oF: none (orderless), flush (Linux: each write waits for the previous one and a FLUSH), horae or rio. Such jobs run on the fabric's timed model with `qoslab rio run --jobs FILE`; `qoslab sim` refuses them."
     ),
     opt!(
         "cmdprio_percentage",

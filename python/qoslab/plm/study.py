@@ -62,9 +62,13 @@ REQUEST_BYTES = 4096
 SPAN_BYTES = 1 << 30
 
 DEVICE = "mqsim-default"
-# A fresh drive: MQSim reads unwritten pages from flash, so reads cost a flash read; the
-# background work is destaging the writes (tPROG 750 us, no program suspension).
-BARE = ["media.precondition.fill=0", "path.hosts=3"]
+# The drive in use, not fresh: 75 % of its logical pages written (MQSim's workload.xml sets
+# Initial_Occupancy_Percentage 75) by random overwrites, which leave each plane at the floor
+# of its free blocks, in GC's steady state (media.precondition). GC then runs throughout the
+# run, as on the document's drive: the bare SSD pays for it in its read tail, PLM defers it to
+# the NDWin of each copy.
+FILL = 0.75
+BARE = [f"media.precondition.fill={FILL}", "path.hosts=3"]
 # The copies hand over this long before the DTWin of the one in it runs out: the copy asked in
 # next finishes the programs it has in flight (MQSim's tPROG is 750 us, a die may hold a few)
 # and the host's 1 ms poll sees it, while the other is still deterministic. Without it a

@@ -400,6 +400,16 @@ impl SsdConfig {
         (f64::from(bytes) / self.channel_rate).round() as Ns
     }
 
+    /// Free blocks each plane of an NVM set needs before the set may start a window without
+    /// background work (a PLM DTWin): the floor below which GC is forced. Such a window
+    /// defers destaging, so the host's writes take no free block in it and nothing forces GC.
+    /// The GC threshold (`gc_start_free_blocks`) is not the bar: a drive in its steady state
+    /// sits below it, and the GC needed to climb back to it (hundreds of victims a plane)
+    /// would keep the set out of DTWin for seconds.
+    pub fn ready_free_blocks(&self) -> u32 {
+        self.gc_min_free_blocks.min(self.gc_start_free_blocks)
+    }
+
     /// Time of one DRAM access of `bytes` (MQSim's estimate: tRCD + tCL per row opened, tRP
     /// between rows, and the DDR transfers: two per clock of `1000 / rate` ns).
     pub fn dram_access_ns(&self, bytes: u64) -> Ns {

@@ -405,6 +405,21 @@ impl<T: Copy + Default> FlashArray<T> {
         self.kick(d, OpClass::Gc, ctx);
     }
 
+    /// Drops the GC reads of `plane` not started yet; returns how many.
+    pub fn drop_gc_reads(&mut self, plane: u32) -> u32 {
+        let d = self.per_die.quot(plane);
+        let q = self.rank(OpClass::Gc) * self.planes_per_die as usize
+            + self.per_die.modulo(plane) as usize;
+        let qi = self.queue_index(d, q);
+        let queue = &mut self.queues[qi];
+        let dropped = queue.reads_left;
+        queue.reads_left = 0;
+        if queue.is_empty() {
+            self.dies[d as usize].nonempty &= !(1 << q);
+        }
+        dropped
+    }
+
     /// A die got new work of `class`: start it if idle, or suspend what it runs for a read.
     fn kick(&mut self, d: u32, class: OpClass, ctx: &mut impl StageCtx<SsdEvent>) {
         let now = ctx.now_ns();

@@ -160,6 +160,9 @@ struct DramJob {
 struct PlaneGc {
     victim: Option<u32>,
     moves_left: u32,
+    /// Collection stopped between page moves (its set waits to enter a PLM DTWin): the
+    /// moves in flight end, the rest wait for the next NDWin.
+    paused: bool,
 }
 
 /// Counters of the device besides those of its parts.
@@ -949,7 +952,10 @@ impl Ssd {
     fn maybe_gc(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         loop {
             let free = self.ftl.free_blocks(plane);
-            if self.gc[plane as usize].victim.is_some() || free >= self.cfg.gc_start_free_blocks {
+            let gc = self.gc[plane as usize];
+            if gc.victim.is_some() && !gc.paused
+                || gc.victim.is_none() && free >= self.cfg.gc_start_free_blocks
+            {
                 return;
             }
             if self.gate_caps.contains(GateCaps::CLOSES) {
@@ -962,7 +968,16 @@ impl Ssd {
                     if !self.gate.gc_allowed(set, ctx.now_ns()) {
                         self.stats.gc_forced_victims += 1;
                     }
+                } else if self.gate.awaits_settle(set) && free >= self.cfg.ready_free_blocks() {
+                    // The set waits to enter a window without background work: the GC it
+                    // still owes beyond what that window needs waits for the next NDWin,
+                    // or a new victim would keep it from ever settling.
+                    return;
                 }
+            }
+            if let Some(victim) = gc.victim {
+                self.resume_gc(plane, victim, ctx);
+                return;
             }
             let Some(victim) = self.ftl.select_victim(plane) else {
                 return;
@@ -988,6 +1003,7 @@ impl Ssd {
             self.gc[plane as usize] = PlaneGc {
                 victim: Some(victim),
                 moves_left: moves.len() as u32,
+                paused: false,
             };
             if moves.is_empty() {
                 self.issue_erase(victim, ctx);
@@ -997,6 +1013,61 @@ impl Ssd {
             self.scratch_moves = moves;
             return;
         }
+    }
+
+    /// Collects the rest of `plane`'s paused victim: the pages still valid in it.
+    fn resume_gc(&mut self, plane: u32, victim: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.gc[plane as usize].moves_left > 0 {
+            // Moves of the pause are still in flight: the last one to end resumes it.
+            return;
+        }
+        let mut moves = std::mem::take(&mut self.scratch_moves);
+        moves.clear();
+        moves.extend(
+            self.ftl
+                .valid_in(victim)
+                .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
+        );
+        self.gc[plane as usize] = PlaneGc {
+            victim: Some(victim),
+            moves_left: moves.len() as u32,
+            paused: false,
+        };
+        self.note_gc_op(plane, ctx.now_ns());
+        if moves.is_empty() {
+            self.issue_erase(victim, ctx);
+        }
+        self.flash
+            .submit_gc_reads(&moves, self.cfg.geo.page_bytes, ctx);
+        self.scratch_moves = moves;
+    }
+
+    /// Stops GC on the planes of `set` that have the free blocks a DTWin needs, between page
+    /// moves: the GC reads not yet started are dropped (their pages stay valid in the
+    /// victim), the moves under way end. The specification lets a set asked into DTWin take
+    /// its time; a victim of a drive in steady state holds hundreds of valid pages, and
+    /// waiting for all of them would keep the set out of DTWin for a whole window.
+    fn pause_gc(&mut self, set: u16, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !self.cfg.gc_timed {
+            return;
+        }
+        let ready = self.cfg.ready_free_blocks();
+        for i in 0..self.cfg.geo.set_planes(set).len() {
+            let plane = self.cfg.geo.set_planes(set)[i];
+            let gc = self.gc[plane as usize];
+            if gc.victim.is_none()
+                || gc.paused
+                || gc.moves_left == 0
+                || self.ftl.free_blocks(plane) < ready
+            {
+                continue;
+            }
+            let dropped = self.flash.drop_gc_reads(plane);
+            let gc = &mut self.gc[plane as usize];
+            gc.moves_left -= dropped;
+            gc.paused = true;
+        }
+        self.check_settled(self.cfg.geo.set_planes(set)[0], ctx);
     }
 
     fn issue_erase(&mut self, block: u32, ctx: &mut impl StageCtx<SsdEvent>) {
@@ -1073,7 +1144,13 @@ impl Ssd {
                     gc.moves_left -= 1;
                     if gc.moves_left == 0 {
                         let victim = gc.victim.expect("a victim is being collected");
-                        self.issue_erase(victim, ctx);
+                        if gc.paused {
+                            // Resumed if the set is back in NDWin, else settled.
+                            self.maybe_gc(plane, ctx);
+                            self.check_settled(plane, ctx);
+                        } else {
+                            self.issue_erase(victim, ctx);
+                        }
                     }
                 }
                 Cont::Erase => {
@@ -1101,20 +1178,22 @@ impl Ssd {
         }
     }
 
-    /// Whether NVM set `set` has no background work in flight or wanted: no GC victim in
-    /// progress, every plane at or above the GC threshold, no destage in flight.
+    /// Whether NVM set `set` may run a window without background work: no GC operation and
+    /// no destage in flight (a victim is done or paused between page moves), and every plane
+    /// with the free blocks such a window needs ([`SsdConfig::ready_free_blocks`]).
     fn settled(
         geo: &geometry::Geometry,
         ftl: &Ftl,
         gc: &[PlaneGc],
         destage_inflight: &[u32],
-        gc_start: u32,
+        ready_free: u32,
         set: u16,
     ) -> bool {
         geo.set_planes(set).iter().all(|&p| {
-            gc[p as usize].victim.is_none()
+            let g = gc[p as usize];
+            (g.victim.is_none() || g.paused && g.moves_left == 0)
                 && destage_inflight[p as usize] == 0
-                && ftl.free_blocks(p) >= gc_start
+                && ftl.free_blocks(p) >= ready_free
         })
     }
 
@@ -1131,7 +1210,7 @@ impl Ssd {
                 &self.ftl,
                 &self.gc,
                 &self.destage_inflight,
-                self.cfg.gc_start_free_blocks,
+                self.cfg.ready_free_blocks(),
             );
             let settled = |set: u16| Self::settled(geo, ftl, gc, inflight, start, set);
             let mut io = GateIo {
@@ -1171,7 +1250,7 @@ impl Ssd {
                 &self.ftl,
                 &self.gc,
                 &self.destage_inflight,
-                self.cfg.gc_start_free_blocks,
+                self.cfg.ready_free_blocks(),
                 set,
             )
         {
@@ -1357,6 +1436,13 @@ impl Stage for Ssd {
             return;
         }
         self.gate_hook(ctx, |g, io| g.control(msg, io));
+        if self.gate_caps.contains(GateCaps::CLOSES) {
+            for set in 0..self.cfg.geo.sets() as u16 {
+                if self.gate.awaits_settle(set) {
+                    self.pause_gc(set, ctx);
+                }
+            }
+        }
         self.drain_flash(ctx);
     }
 

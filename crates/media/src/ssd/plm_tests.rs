@@ -389,3 +389,112 @@ fn no_gc_program_or_erase_runs_on_a_set_in_its_dtwin() {
     assert!(entries > 20, "{entries} DTWins");
     assert!(counter(&h, "set1_dtwin_entries") + counter(&h, "set2_dtwin_entries") > 20.0);
 }
+
+#[test]
+fn a_set_in_gc_steady_state_enters_dtwin_once_its_victims_in_progress_end() {
+    // GC starts below 16 free blocks a plane and is forced below 2. Random overwrites leave
+    // a plane at the floor (3 free blocks, frontiers counted), far under the GC threshold:
+    // asked into DTWin, the set must not first collect its way back up to the threshold.
+    let mut h = plm_drive(&[
+        ("gc.threshold", "0.25"),
+        ("ftl.overprovisioning", "0.35"),
+        ("precondition.fill", "1"),
+        ("gc.plm.dtwin_writes_typical", "10000"),
+    ]);
+    let per_set = u64::from(h.stage.config().geo.set_logical_pages());
+    let gc_start = h.stage.config().gc_start_free_blocks;
+    let planes = h.stage.config().geo.set_planes(0).to_vec();
+    enable(&mut h, 1);
+    let mut rng = qoslab_engine::RngStream::new(5, "offsets");
+    // 20 ms of writes in NDWin: destaging takes blocks and GC starts.
+    for k in 0..100 {
+        let at = k * 200_000;
+        h.submit_at(at, write_ns(1, rng.below(per_set) * 4096, at));
+    }
+    // Ask while a victim is being collected, with moves still to come.
+    while !planes
+        .iter()
+        .any(|&p| h.stage.gc[p as usize].moves_left > 4)
+    {
+        assert!(h.now_ns() < 100 * MS, "GC ran before the ask");
+        let step = h.now_ns() + 50_000;
+        h.run_until(step);
+    }
+    assert_eq!(ask_dtwin(&mut h, 1), ControlStatus::Success);
+    let asked = h.now_ns();
+    let mut entered = None;
+    while h.now_ns() < asked + 200 * MS {
+        let step = h.now_ns() + MS;
+        h.run_until(step);
+        if window(&mut h, 1) == 1 {
+            entered = Some(h.now_ns());
+            break;
+        }
+    }
+    let at = entered.expect("the set entered DTWin within 200 ms");
+    let free: Vec<u32> = planes
+        .iter()
+        .map(|&p| h.stage.ftl().free_blocks(p))
+        .collect();
+    assert!(
+        free.iter().all(|&f| f >= 2) && free.iter().any(|&f| f < gc_start),
+        "entered with free blocks {free:?}, GC threshold {gc_start}"
+    );
+    // The GC it still owes waits for the next NDWin (the DTWin began at most 1 ms before
+    // `at` and lasts 10 ms).
+    let erases = set_erases(&h, 0);
+    h.run_until(at + 8 * MS);
+    assert_eq!(window(&mut h, 1), 1);
+    assert_eq!(set_erases(&h, 0), erases);
+    assert_eq!(counter(&h, "gc_ops_while_closed"), 0.0);
+    // Victims were stopped between page moves, their valid pages left for the next NDWin.
+    let paused: Vec<(u32, u32, u32)> = planes
+        .iter()
+        .filter(|&&p| h.stage.gc[p as usize].paused)
+        .map(|&p| {
+            let b = h.stage.gc[p as usize].victim.expect("a paused victim");
+            (p, b, h.stage.ftl().erase_count(b))
+        })
+        .collect();
+    assert!(!paused.is_empty(), "no victim was paused");
+    assert!(
+        paused
+            .iter()
+            .any(|&(_, b, _)| h.stage.ftl().valid_pages(b) > 0)
+    );
+    // In the NDWin that follows, each paused victim is collected to the end and erased.
+    assert_eq!(set_feature(&mut h, 0x14, 1, 0b010), ControlStatus::Success);
+    h.run_until(at + 300 * MS);
+    for (p, b, erases) in paused {
+        assert_eq!(h.stage.ftl().erase_count(b), erases + 1, "plane {p}");
+    }
+    h.stage.ftl().check();
+}
+
+#[test]
+fn a_read_hit_waits_out_the_dram_backlog_of_a_write_burst_beyond_its_bandwidth() {
+    // The write cache's DRAM serves one access at a time: 4 KiB takes tRCD + tCL + 2048
+    // double-rate transfers at 100 MT/s = 26 + 20,480 ns. Writes arriving every 10 us ask
+    // for rho = 2.05 of it; over T = 10 ms the backlog grows to (rho - 1) T, and a read that
+    // hits the cache at the end waits it out before its own access.
+    let mut h = plm_drive(&[("cache.bytes", "64m")]);
+    let access: Ns = 26 + 20_480;
+    let n: u64 = 1_000;
+    for k in 0..n {
+        let at = k * 10_000;
+        h.submit_at(at, write_ns(1, k * 4096, at));
+    }
+    let t = n * 10_000;
+    let read = h.submit_at(t, read_ns(1, 0, t));
+    h.run_until(t + 20 * MS);
+    let done = h
+        .completed
+        .iter()
+        .find(|&&(id, _)| id == read)
+        .expect("the read completed")
+        .1;
+    let backlog = n * access - t;
+    let overhead = h.stage.config().read_overhead_ns;
+    assert_eq!(counter(&h, "cache_read_hits"), 1.0);
+    assert_eq!(done - t, backlog + access + overhead);
+}

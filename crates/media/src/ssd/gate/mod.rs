@@ -48,7 +48,8 @@ pub trait GcGate {
         false
     }
 
-    /// `set` settled: no GC victim in progress or wanted on its planes, no destage in flight.
+    /// `set` settled: no GC operation or destage in flight on its planes, each at or above
+    /// the free-block floor (GC still owed waits, paused, for the next NDWin).
     fn settled(&mut self, _set: u16, _io: &mut GateIo<'_>) {}
 
     /// The gate's own counters for the report.

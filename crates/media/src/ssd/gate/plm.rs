@@ -6,8 +6,9 @@
 //! - **Enabling**: Set Features, Predictable Latency Mode Config (13h), NVM Set Identifier in
 //!   dword 11, bit 0 of dword 12 (Predictable Latency Enable). An enabled set starts in NDWin.
 //! - **Windows**: Set Features, Predictable Latency Mode Window (14h), Window Select in bits 2:0
-//!   of dword 12: 001b DTWin, 010b NDWin. A set asked into DTWin enters it once its deferred
-//!   work is done (no GC victim in progress or wanted, no destage in flight) and it has spent
+//!   of dword 12: 001b DTWin, 010b NDWin. A set asked into DTWin enters it once the work a
+//!   DTWin cannot carry is done (no GC operation or destage in flight, every plane at or above
+//!   the free-block floor; the SSD pauses its GC victims between page moves) and it has spent
 //!   `ndwin_time_min_low_ns` in NDWin; until then it reports NDWin, GC still runs and no new
 //!   destage starts (the specification lets the controller delay the command's completion).
 //! - **Leaving DTWin on its own** (an autonomous transition), when since entry to the DTWin the

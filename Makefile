@@ -94,7 +94,7 @@ test-python: setup tools
 test: setup tools lint test-rust test-python $(TEST_TARGETS)
 
 bench: setup $(BENCH_TARGETS)
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf $(VENV) target out build

@@ -2,15 +2,24 @@
 
 Each `bench/bench_*.py` module exposes `run() -> list[Section]`; a section is a title, the
 command it timed and a Markdown table of measured figures.
+
+    python bench/run.py                     # every module (make bench)
+    python bench/run.py --only nvmelite     # these modules; the others' sections are kept
+                                            # (make bench ONLY=nvmelite)
+
+In docs/benchmarks.md each module's sections follow a line that names the commit and the time
+they were measured at, so a partial run leaves no figure without its date.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import importlib.util
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,12 +63,40 @@ def _run_one(path: Path, sections_json: Path) -> None:
     sections_json.write_text(json.dumps(module.run()))
 
 
+MARK = re.compile(r"^<!-- bench module: (?P<name>\S+) -->$", re.MULTILINE)
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def _blocks(text: str) -> dict[str, str]:
+    """The module blocks of a docs/benchmarks.md, by module name, in file order."""
+    marks = list(MARK.finditer(text))
+    return {
+        m["name"]: text[m.start() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        for i, m in enumerate(marks)
+    }
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--one":
         _run_one(Path(sys.argv[2]), Path(sys.argv[3]))
         return
-    sections = []
-    for path in sorted((ROOT / "bench").glob("bench_*.py")):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--only", nargs="+", metavar="NAME", help="modules to run (bench_NAME.py); default all"
+    )
+    args = ap.parse_args()
+    paths = sorted((ROOT / "bench").glob("bench_*.py"))
+    known = [p.stem.removeprefix("bench_") for p in paths]
+    if args.only:
+        unknown = sorted(set(args.only) - set(known))
+        if unknown:
+            sys.exit(f"bench: no module {', '.join(unknown)} (known: {', '.join(known)})")
+        paths = [p for p in paths if p.stem.removeprefix("bench_") in args.only]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    blocks = _blocks(DOC.read_text()) if args.only and DOC.exists() else {}
+    for path in paths:
+        sections = []
+        name = path.stem.removeprefix("bench_")
         print(f"== {path.name}", flush=True)
         # Each module runs in a process of its own: a child's peak RSS (ru_maxrss) starts at its
         # parent's RSS when forked, so a runner that had loaded pandas for an earlier module
@@ -70,19 +107,29 @@ def main() -> None:
             for section in json.loads(out.read_text()):
                 print(section, flush=True)
                 sections.append(section)
-    if not sections:
+        blocks[name] = "\n".join(
+            [
+                f"<!-- bench module: {name} -->",
+                f"*`bench/{path.name}`, measured on {now} at commit `{_commit()}`.*",
+                "",
+                *sections,
+            ]
+        )
+    if not blocks:
         sys.exit("bench: no benchmarks found in bench/")
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    order = {n: i for i, n in enumerate(known)}
     text = [
         "# Benchmarks",
         "",
-        f"Written by `make bench` on {now}, commit `{_commit()}`.",
+        "Written by `make bench` (`make bench ONLY=module` re-runs some modules and keeps the",
+        "others' sections); each module's sections say when and at which commit they were",
+        "measured.",
         "",
         f"Machine: {_machine()}.",
         "",
-        *sections,
+        *(blocks[n].rstrip("\n") + "\n" for n in sorted(blocks, key=lambda n: order.get(n, 99))),
     ]
-    out = write_file(ROOT / "docs" / "benchmarks.md", "\n".join(text) + "\n")
+    out = write_file(DOC, "\n".join(text))
     print(f"wrote {out}")
 
 

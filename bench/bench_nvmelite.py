@@ -164,7 +164,8 @@ def run() -> list[str]:
     timed = _command()
     command, c_matrix, start = timed["qoslab"], timed["c"], timed["start"]
     searched = _search()
-    search_rows = "\n".join(
+    # Joined at the template's indent, so that dedent below sees one margin.
+    search_rows = ("\n" + " " * 12).join(
         f"| {k} | {value} | {nodes:,} | {secs:.3f} s | {nodes / max(secs, 1e-9):,.0f} |"
         for k, value, nodes, secs in searched
     )

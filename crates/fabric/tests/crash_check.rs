@@ -1,11 +1,20 @@
 //! The crash checker against the four stacks (what the document claims, and what it must catch).
 
 use qoslab_fabric::FabricConfig;
-use qoslab_fabric::check::{CheckSpec, Summary, crash_check, replay};
+use qoslab_fabric::check::{CheckSpec, Crash, Summary, crash_check, replay};
 use qoslab_fabric::stack::{self, StackOps};
 use qoslab_fabric::workload::Shape;
 
 fn check(stack: &'static StackOps, sets: &[(&str, &str)], workloads: usize) -> Summary {
+    check_crash(stack, sets, workloads, Crash::Power)
+}
+
+fn check_crash(
+    stack: &'static StackOps,
+    sets: &[(&str, &str)],
+    workloads: usize,
+    crash: Crash,
+) -> Summary {
     let sets: Vec<(String, String)> = sets
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -21,6 +30,8 @@ fn check(stack: &'static StackOps, sets: &[(&str, &str)], workloads: usize) -> S
         },
         workloads,
         seed: 1,
+        crash,
+        target: None,
         exhaustive_limit: 100_000,
         samples: 0,
         reproducers: 2,
@@ -138,6 +149,8 @@ fn larger_workloads_are_sampled_and_the_count_is_stated() {
         },
         workloads: 4,
         seed: 9,
+        crash: Crash::Power,
+        target: None,
         exhaustive_limit: 200,
         samples: 50,
         reproducers: 1,
@@ -151,4 +164,67 @@ fn larger_workloads_are_sampled_and_the_count_is_stated() {
         "{:?}",
         s.reproducers
     );
+}
+
+// The crash of one target server (document 4.4.1, "Target recovery"): each target in turn, at
+// every event boundary.
+
+#[test]
+fn rio_linux_and_horae_keep_a_prefix_when_one_target_crashes() {
+    for stack in [&stack::RIO, &stack::LINUX, &stack::HORAE] {
+        for cfg in [FLASH, OPTANE] {
+            let s = check_crash(stack, cfg, 30, Crash::Target);
+            assert_eq!((s.crash, s.exhaustive_workloads), (Crash::Target, 30));
+            assert_eq!(s.crashed_targets, vec![0, 1]);
+            // Two targets tried at every event boundary.
+            assert_eq!(s.crash_points, 2 * (s.events + 30), "{}", stack.name);
+            // Without PLP the crashes do destroy completed writes in the cache (recovery has
+            // work to do); with PLP a completed write is on the media.
+            let losses = s.cache_losses.unwrap();
+            assert_eq!(
+                losses > 500,
+                cfg == FLASH,
+                "{} {cfg:?}: {losses}",
+                stack.name
+            );
+            assert_eq!(
+                (s.prefix_violations, s.acked_lost, s.reproducers.len()),
+                (0, 0, 0),
+                "{} {cfg:?}: {:?}",
+                stack.name,
+                s.reproducers
+            );
+        }
+    }
+}
+
+#[test]
+fn orderless_loses_a_completed_write_in_the_crashed_cache_and_breaks_the_order() {
+    let s = check_crash(&stack::ORDERLESS, FLASH, 30, Crash::Target);
+    assert!(s.prefix_violations > 0, "{s:?}");
+    let r = &s.reproducers[0];
+    assert_eq!(r.crash, Crash::Target);
+    assert!(r.crashed_target.is_some());
+    assert_eq!(replay(r).unwrap(), r.violations);
+    // With power-loss protection a completed write is on the media: nothing to lose.
+    let plp = check_crash(&stack::ORDERLESS, OPTANE, 30, Crash::Target);
+    assert_eq!((plp.prefix_violations, plp.acked_lost), (0, 0));
+}
+
+fn no_replay(
+    plan: &qoslab_fabric::plan::Plan,
+    _: &qoslab_fabric::machine::CrashImage,
+    _: usize,
+) -> Vec<bool> {
+    vec![false; plan.cmds.len()]
+}
+
+#[test]
+fn rio_needs_its_replay_on_the_failed_target() {
+    let unreplayed: &'static StackOps = Box::leak(Box::new(StackOps {
+        replay_on_target: no_replay,
+        ..stack::RIO
+    }));
+    let s = check_crash(unreplayed, FLASH, 30, Crash::Target);
+    assert!(s.prefix_violations > 0, "{s:?}");
 }

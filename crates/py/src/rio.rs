@@ -4,7 +4,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
+use qoslab_fabric::check::{
+    CheckSpec, Crash, Reproducer, crash_check as run_check, replay as run_replay,
+};
 use qoslab_fabric::recovery_time::{RECOVERY_TUNABLES, RecoveryConfig};
 use qoslab_fabric::workload::Shape;
 use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
@@ -12,7 +14,7 @@ use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 /// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
 /// a one-line message naming the field.
 #[pyfunction]
-#[pyo3(signature = (stack_name, sets, workloads, seed, streams, writes_per_stream, max_blocks, exhaustive_limit, samples, reproducers))]
+#[pyo3(signature = (stack_name, sets, workloads, seed, streams, writes_per_stream, max_blocks, exhaustive_limit, samples, reproducers, crash="power", target=None))]
 #[allow(clippy::too_many_arguments)]
 fn crash_check(
     py: Python<'_>,
@@ -26,7 +28,10 @@ fn crash_check(
     exhaustive_limit: u64,
     samples: u64,
     reproducers: usize,
+    crash: &str,
+    target: Option<usize>,
 ) -> PyResult<String> {
+    let crash = Crash::parse(crash).map_err(PyValueError::new_err)?;
     let stack = stack::lookup(stack_name).ok_or_else(|| {
         PyValueError::new_err(format!(
             "--stack: expected {}, got '{stack_name}'",
@@ -46,6 +51,8 @@ fn crash_check(
         },
         workloads,
         seed,
+        crash,
+        target,
         exhaustive_limit,
         samples,
         reproducers,

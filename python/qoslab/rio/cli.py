@@ -64,20 +64,42 @@ def crash_check(
         "one at --samples seeded points.",
     ),
     samples: int = typer.Option(500, "--samples", help="Crash points drawn from a long workload."),
+    crash: str = typer.Option(
+        "power",
+        "--crash",
+        help="What fails at each crash point: power (the whole system: every volatile cache and "
+        "every command in flight) or target (one target server crashes and restarts while the "
+        "initiator and the other targets stay up; recovery as document 4.4.1 'Target recovery').",
+    ),
+    target: int | None = typer.Option(
+        None,
+        "--target",
+        help="With --crash target: the target server that crashes (0 is the first).",
+        show_default="each target in turn at every crash point",
+    ),
     reproducers: int = typer.Option(3, "--reproducers", help="Most minimal reproducers kept."),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP, show_default="none"),
     out: Path | None = typer.Option(
         None, "--out", help="Write summary.json and reproducers.", show_default="not written"
     ),
 ) -> None:
-    """Cut power after every event (or a seeded sample) of seeded ordered workloads, recover,
-    and check that each stream survives as a prefix and no acknowledged FLUSH lost a write.
-    Exit status 1 when a violation is found."""
+    """Cut power (or crash one target server) after every event (or a seeded sample) of seeded
+    ordered workloads, recover, and check that each stream survives as a prefix and no
+    acknowledged FLUSH lost a write. Exit status 1 when a violation is found."""
     if stack not in STACK_NAMES:
         raise InputError(
             f"--stack: expected one of {', '.join(STACK_NAMES)}, got '{stack}'"
             + did_you_mean(stack, STACK_NAMES)
         )
+    if crash not in ("power", "target"):
+        raise InputError(
+            f"--crash: expected power or target, got '{crash}'"
+            + did_you_mean(crash, ["power", "target"])
+        )
+    if target is not None and crash != "target":
+        raise InputError("--target: only with --crash target")
+    if target is not None and target < 0:
+        raise InputError(f"--target: expected 0 or more, got {target}")
     for name, value in (
         ("--workloads", workloads),
         ("--streams", streams),
@@ -98,6 +120,8 @@ def crash_check(
             exhaustive_limit,
             max(samples, 0),
             max(reproducers, 0),
+            crash,
+            target,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -113,8 +137,16 @@ def crash_check(
             refusal="exists, is not empty and holds no summary.json; choose another directory",
         ) as tmp:
             write_files({tmp / name: data for name, data in files.items()})
+    crashed = ""
+    if summary["crash"] == "target":
+        ts = summary["crashed_targets"]
+        which = f"targets {', '.join(map(str, ts))} in turn" if len(ts) > 1 else f"target {ts[0]}"
+        crashed = (
+            f" (crash of {which}; {summary['cache_losses']} crashes lost a completed write "
+            "from the target's cache)"
+        )
     print(
-        f"{summary['stack']}: {summary['workloads']} workloads "
+        f"{summary['stack']}{crashed}: {summary['workloads']} workloads "
         f"({summary['exhaustive_workloads']} exhaustive, {summary['sampled_workloads']} sampled), "
         f"{summary['crash_points']} crash points, "
         f"{summary['prefix_violations']} prefix violations, {summary['acked_lost']} acknowledged "
@@ -124,9 +156,10 @@ def crash_check(
         v = r["violations"][0]
         where = f" ({out / f'reproducer-{i}.json'})" if out is not None else ""
         writes = sum(len(s) for s in r["workload"]["streams"])
+        which = f" of target {r['crashed_target']}" if r["crash"] == "target" else ""
         print(
-            f"  reproducer {i}{where}: {writes} writes, crash after {r['crash_after_events']} "
-            f"events: {v['kind']} in stream {v['stream']}: {v['detail']}"
+            f"  reproducer {i}{where}: {writes} writes, crash{which} after "
+            f"{r['crash_after_events']} events: {v['kind']} in stream {v['stream']}: {v['detail']}"
         )
     if bad:
         raise typer.Exit(1)

@@ -66,9 +66,10 @@ fn crash_check(
 /// One timed run of the document's ordered-write workload (`streams` threads of `writes`
 /// writes of `blocks` blocks, in batches of `batch` consecutive ones, a FLUSH every
 /// `persist_every`); returns what it measured as JSON, or, with `power_fail_at`, what a power
-/// cut at that time left after recovery.
+/// cut at that time left after recovery (with `crash_target` too: a crash of that target
+/// alone).
 #[pyfunction]
-#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None))]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None, crash_target=None))]
 #[allow(clippy::too_many_arguments)]
 fn timed_run(
     py: Python<'_>,
@@ -81,6 +82,7 @@ fn timed_run(
     persist_every: usize,
     seed: u64,
     power_fail_at: Option<&str>,
+    crash_target: Option<usize>,
 ) -> PyResult<String> {
     let power_fail_at_ns = power_fail_at
         .map(|t| {
@@ -102,11 +104,13 @@ fn timed_run(
     let rc = RecoveryConfig::with_overrides(&sets)
         .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
     let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
-    let text = py.detach(|| match power_fail_at_ns {
-        None => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
-        Some(at) => {
+    let text = py.detach(|| match (power_fail_at_ns, crash_target) {
+        (None, _) => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
+        (Some(at), None) => {
             timed::power_cut(&w, stack, &cfg, &t, c, &rc, at).map(|m| serde_json::to_string(&m))
         }
+        (Some(at), Some(target)) => timed::target_crash(&w, stack, &cfg, &t, c, at, target)
+            .map(|m| serde_json::to_string(&m)),
     });
     text.map_err(PyValueError::new_err)?
         .map_err(|e| PyValueError::new_err(e.to_string()))

@@ -252,6 +252,14 @@ def run_timed(
         help="Cut the power at this simulated time (e.g. 150us, 2ms), recover and check.",
         show_default="runs to the end",
     ),
+    crash_target: int | None = typer.Option(
+        None,
+        "--crash-target",
+        help="With --power-fail-at: only this target server (0 is the first) loses power; the "
+        "initiator and the other targets stay up, and the stack's target recovery runs "
+        "(document 4.4.1).",
+        show_default="every server loses power",
+    ),
     sets: list[str] = typer.Option(
         [], "--set", help="As for `qoslab rio study`.", show_default="none"
     ),
@@ -266,8 +274,16 @@ def run_timed(
     ),
 ) -> None:
     """One timed run of ordered writes: throughput, latency and CPU cycles of each server, as
-    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (exit 1 if
-    it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (with
+    --crash-target, what the crash of that target alone lost and the recovery replayed; exit 1
+    if it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    if crash_target is not None:
+        if power_fail_at is None:
+            raise InputError("--crash-target: only with --power-fail-at")
+        if jobs is not None:
+            raise InputError("--crash-target: not with --jobs")
+        if crash_target < 0:
+            raise InputError(f"--crash-target: expected 0 or more, got {crash_target}")
     if jobs is not None:
         given = [
             name
@@ -314,6 +330,7 @@ def run_timed(
             flush_every,
             seed,
             power_fail_at,
+            crash_target,
         )
     except ValueError as err:
         raise InputError(str(err)) from None

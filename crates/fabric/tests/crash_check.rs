@@ -112,12 +112,15 @@ fn the_summary_does_not_depend_on_the_thread_count() {
         .num_threads(1)
         .build()
         .unwrap();
-    let a = one.install(|| check(&stack::ORDERLESS, FLASH, 12));
-    let b = check(&stack::ORDERLESS, FLASH, 12);
-    assert_eq!(
-        serde_json::to_string(&a).unwrap(),
-        serde_json::to_string(&b).unwrap()
-    );
+    for crash in [Crash::Power, Crash::Target] {
+        let a = one.install(|| check_crash(&stack::ORDERLESS, FLASH, 12, crash));
+        let b = check_crash(&stack::ORDERLESS, FLASH, 12, crash);
+        assert!(!a.reproducers.is_empty());
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+    }
 }
 
 fn no_recovery(

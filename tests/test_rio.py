@@ -83,3 +83,73 @@ def test_a_broken_reproducer_is_named_with_its_line(qoslab, tmp_path):
     done = qoslab("rio", "replay", str(bad))
     assert done.returncode == 2
     assert done.stderr.startswith(f"qoslab: error: {bad}: line 2")
+
+
+# The crash of one target server (document 4.4.1, "Target recovery"): the initiator and the
+# other targets stay up; at every event boundary each target crashes in turn.
+
+
+@pytest.mark.parametrize("stack", ["rio", "linux"])
+def test_ordered_stacks_keep_a_prefix_when_one_target_crashes(qoslab, tmp_path, stack):
+    done, s, _ = _check(qoslab, tmp_path, "--stack", stack, "--crash", "target")
+    assert done.returncode == 0, done.stderr
+    assert (s["crash"], s["crashed_targets"], s["exhaustive_workloads"]) == ("target", [0, 1], 30)
+    # Both targets at every boundary of every workload (before the first event included).
+    assert s["crash_points"] == 2 * (s["events"] + 30)
+    # The crashes did destroy completed writes in a target's cache (flash, no PLP) ...
+    assert s["cache_losses"] > 100
+    # ... and recovery still left every stream at a prefix, every acknowledged FLUSH whole.
+    assert (s["prefix_violations"], s["acked_lost"], s["reproducers"]) == (0, 0, [])
+
+
+def test_orderless_breaks_the_order_when_one_target_crashes(qoslab, tmp_path):
+    done, s, out = _check(qoslab, tmp_path, "--stack", "orderless", "--crash", "target")
+    assert done.returncode == 1
+    assert s["prefix_violations"] > 0
+    first = json.loads((out / "reproducer-0.json").read_text())
+    assert first["crash"] == "target" and first["crashed_target"] in (0, 1)
+    replayed = qoslab("rio", "replay", str(out / "reproducer-0.json"))
+    assert replayed.returncode == 1
+    v = first["violations"][0]
+    assert f"{v['kind']} in stream {v['stream']}: {v['detail']}" in replayed.stdout
+    assert f"crash of target {first['crashed_target']} after" in done.stdout
+
+
+def test_one_named_target_crashes_at_every_boundary(qoslab, tmp_path):
+    done, s, _ = _check(qoslab, tmp_path, "--crash", "target", "--target", "1")
+    assert done.returncode == 0, done.stderr
+    assert s["crashed_targets"] == [1]
+    assert s["crash_points"] == s["events"] + 30
+    done = qoslab("rio", "crash-check", "--workloads", "30", "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    power = json.loads((tmp_path / "p" / "summary.json").read_text())
+    # Same workloads and schedules: the same events, judged against another failure.
+    assert (power["crash"], power["events"]) == ("power", s["events"])
+    assert "crashed_targets" not in power and "cache_losses" not in power
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--crash", "tar"], "--crash: expected power or target, got 'tar' (did you mean target?)"),
+        (["--target", "1"], "--target: only with --crash target"),
+        (["--crash", "target", "--target", "2"], "--target: expected 0 to 1, got 2"),
+    ],
+)
+def test_bad_crash_choice_is_one_line_and_exit_2(qoslab, tmp_path, args, message):
+    done = qoslab("rio", "crash-check", "--out", str(tmp_path / "o"), *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_rio_without_in_order_completion_recycles_what_a_target_crash_then_loses(qoslab, tmp_path):
+    # An out-of-order acknowledgement of a FLUSH moves the PMR head past attributes of earlier
+    # writes still in the cache: the crashed target's log no longer names them for replay.
+    args = ("--crash", "target", "--set", "in_order_completion=false", "--workloads", "2000")
+    out = tmp_path / "o"
+    done = qoslab("rio", "crash-check", "--out", str(out), *args)
+    s = json.loads((out / "summary.json").read_text())
+    assert done.returncode == 1
+    assert s["prefix_violations"] > 0 and s["acked_lost"] > 0

@@ -116,6 +116,37 @@ def test_a_timed_run_cut_by_a_power_failure_recovers_to_a_prefix(qoslab):
     assert cut["survived"] >= 4 * cut["acknowledged_flushes"] > 0
 
 
+@pytest.mark.parametrize(("stack", "replays"), [("rio", True), ("linux", False)])
+def test_a_timed_run_with_one_target_crashed_replays_or_loses_the_cached_writes(
+    qoslab, stack, replays
+):
+    # 2 threads of 16 4 KiB writes land in the first stripe unit: all on target 0, flash.
+    args = ["rio", "run", "--stack", stack, "--threads", "2", "--writes", "16"]
+    r = qoslab(*args, "--power-fail-at", "60us", "--crash-target", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    crash = json.loads(r.stdout)
+    assert (crash["stack"], crash["crashed_target"], crash["crash_at_ns"]) == (stack, 0, 60_000)
+    assert crash["violations"] == [] and crash["lost_from_cache"] > 0
+    # Rio replays every write the crashed cache held (its attributes are not valid in the
+    # PMR log); Linux replays none, and loses only its unacknowledged tail.
+    if replays:
+        assert crash["replayed"] == crash["lost_from_cache"] and crash["lost_for_good"] == 0
+    else:
+        assert crash["replayed"] == 0 and crash["lost_for_good"] == crash["in_flight"] == 2
+    # Target 1 held nothing of this workload: its crash loses nothing.
+    other = json.loads(qoslab(*args, "--power-fail-at", "60us", "--crash-target", "1").stdout)
+    assert (other["lost_from_cache"], other["violations"]) == (0, [])
+
+
+def test_a_timed_run_with_one_target_crashed_breaks_the_order_of_orderless(qoslab):
+    args = ["rio", "run", "--stack", "orderless", "--threads", "2", "--writes", "16"]
+    r = qoslab(*args, "--power-fail-at", "40us", "--crash-target", "0")
+    assert r.returncode == 1
+    crash = json.loads(r.stdout)
+    assert crash["lost_for_good"] > 0 and crash["replayed"] == 0
+    assert {v["kind"] for v in crash["violations"]} == {"prefix"}
+
+
 def test_recovery_after_a_cut_is_timed_from_what_the_logs_held(qoslab):
     # One thread on one flash target without FLUSH: no attribute is ever persistent, so at the
     # end of the run the PMR log holds all 20 and recovery discards all 20 commands.
@@ -234,6 +265,8 @@ def test_an_ordering_job_is_refused_clearly_where_it_cannot_run(qoslab, tmp_path
     ("args", "message"),
     [
         (["--power-fail-at", "soon"], "--power-fail-at: expected a simulated time"),
+        (["--crash-target", "0"], "--crash-target: only with --power-fail-at"),
+        (["--power-fail-at", "1us", "--crash-target", "2"], "--crash-target: expected 0 to 1"),
         (["--size-kib", "6"], "--size-kib: expected a multiple of 4"),
         (["--stack", "rioo"], "--stack: expected one of"),
         (["--set", "timed.transport=ib"], "transport: expected rdma or tcp"),

@@ -1,6 +1,7 @@
-//! The crash checker: power fails after every event of seeded ordered workloads (or a seeded
-//! sample of the events, for long ones); after the stack's recovery, what survives must be a
-//! prefix of each stream's order, and no acknowledged FLUSH may have lost anything before it.
+//! The crash checker: power fails (or one target server crashes) after every event of seeded
+//! ordered workloads (or a seeded sample of the events, for long ones); after the stack's
+//! recovery, what survives must be a prefix of each stream's order, and no acknowledged FLUSH
+//! may have lost anything before it.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -22,10 +23,52 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// Checks the state after recovery at the current event boundary.
+/// What fails at a crash point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Crash {
+    /// The whole system loses power: every volatile cache and every command in flight.
+    #[default]
+    Power,
+    /// One target server crashes and restarts; the initiator and the other targets stay up
+    /// (document 4.4.1, "Target recovery").
+    Target,
+}
+
+impl Crash {
+    pub fn parse(word: &str) -> Result<Crash, String> {
+        match word {
+            "power" => Ok(Crash::Power),
+            "target" => Ok(Crash::Target),
+            _ => Err(format!("--crash: expected power or target, got '{word}'")),
+        }
+    }
+}
+
+/// Checks the state after recovery from a power failure at the current event boundary.
 pub fn violations(plan: &Plan, stack: &StackOps, m: &Machine<'_>) -> Vec<Violation> {
     let erase = (stack.recover)(plan, &m.image);
-    let survives = |c: usize| m.image.data[c] == Data::Durable && !erase[c];
+    judge(plan, m, |c| m.image.data[c] == Data::Durable && !erase[c])
+}
+
+/// Checks the state after target `t` crashed at the current event boundary and the stack's
+/// target recovery ran: a command's data survives unless it completed into `t`'s volatile
+/// cache and the stack does not write it again; every other command the initiator sent reaches
+/// the media in the end (on a live target, or re-sent to `t`), and the rest of each stream's
+/// order is still to be sent.
+pub fn target_violations(
+    plan: &Plan,
+    stack: &StackOps,
+    m: &Machine<'_>,
+    t: usize,
+) -> Vec<Violation> {
+    let lost = m.lost_with_target(t);
+    let replay = (stack.replay_on_target)(plan, &m.image, t);
+    judge(plan, m, |c| m.sent(c) && (replay[c] || !lost[c]))
+}
+
+/// The two properties, given which commands' data survives.
+fn judge(plan: &Plan, m: &Machine<'_>, survives: impl Fn(usize) -> bool) -> Vec<Violation> {
     let mut out = Vec::new();
     for (s, order) in plan.order.iter().enumerate() {
         let reqs = &plan.requests[s];
@@ -84,8 +127,13 @@ pub struct Reproducer {
     pub stack: String,
     pub config: Vec<(String, String)>,
     pub schedule_seed: u64,
-    /// Power fails after this many events.
+    /// Power fails (or the target crashes) after this many events.
     pub crash_after_events: u64,
+    #[serde(default)]
+    pub crash: Crash,
+    /// The target that crashed (`crash: target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed_target: Option<usize>,
     pub workload: Workload,
     pub violations: Vec<Violation>,
 }
@@ -98,6 +146,10 @@ pub struct CheckSpec {
     pub shape: Shape,
     pub workloads: usize,
     pub seed: u64,
+    pub crash: Crash,
+    /// With `Crash::Target`: the target that crashes; `None`: each target in turn at every
+    /// crash point.
+    pub target: Option<usize>,
     /// Workloads with at most this many crash points are tried at every one.
     pub exhaustive_limit: u64,
     /// Crash points drawn (without replacement) from a longer workload.
@@ -114,19 +166,26 @@ struct Outcome {
     exhaustive: bool,
     prefix_violations: u64,
     acked_lost: u64,
-    first: Option<(u64, Vec<Violation>)>,
+    cache_losses: u64,
+    first: Option<(u64, Option<usize>, Vec<Violation>)>,
 }
 
 /// Totals over every workload.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub stack: String,
+    /// `power` or `target`.
+    pub crash: Crash,
+    /// The targets crashed in turn at each crash point (`crash: target`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub crashed_targets: Vec<usize>,
     pub config: Vec<(String, String)>,
     pub seed: u64,
     pub workloads: usize,
     pub streams: usize,
     pub writes_per_stream: usize,
     pub events: u64,
+    /// Event boundaries tried, times the targets crashed at each (`crash: target`).
     pub crash_points: u64,
     pub exhaustive_workloads: usize,
     pub sampled_workloads: usize,
@@ -134,7 +193,53 @@ pub struct Summary {
     pub prefix_violations: u64,
     /// Crash points after which an acknowledged FLUSH had lost a write before it.
     pub acked_lost: u64,
+    /// Target crashes that destroyed a completed write in the target's volatile cache (what
+    /// recovery had to repair; `crash: target`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_losses: Option<u64>,
     pub reproducers: Vec<Reproducer>,
+}
+
+/// The failures tried at each crash point: a power cut, or a crash of each of `targets`.
+#[derive(Clone, Debug)]
+struct Failures {
+    crash: Crash,
+    targets: Vec<usize>,
+}
+
+impl Failures {
+    fn of(spec: &CheckSpec) -> Failures {
+        let targets = match (spec.crash, spec.target) {
+            (Crash::Power, _) => Vec::new(),
+            (Crash::Target, Some(t)) => vec![t],
+            (Crash::Target, None) => (0..spec.cfg.targets as usize).collect(),
+        };
+        Failures {
+            crash: spec.crash,
+            targets,
+        }
+    }
+
+    /// Each failure at the current boundary: the target crashed, whether it lost a completed
+    /// write from its cache, and what recovery left broken.
+    fn judge(
+        &self,
+        plan: &Plan,
+        stack: &StackOps,
+        m: &Machine<'_>,
+    ) -> Vec<(Option<usize>, bool, Vec<Violation>)> {
+        match self.crash {
+            Crash::Power => vec![(None, false, violations(plan, stack, m))],
+            Crash::Target => self
+                .targets
+                .iter()
+                .map(|&t| {
+                    let lossy = m.lost_with_target(t).contains(&true);
+                    (Some(t), lossy, target_violations(plan, stack, m, t))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Runs the whole schedule, evaluating after the events in `points` (sorted; `None`: all).
@@ -143,6 +248,7 @@ fn run(
     stack: &'static StackOps,
     cfg: &FabricConfig,
     seed: u64,
+    failures: &Failures,
     points: Option<&[u64]>,
 ) -> Result<Outcome, String> {
     let mut m = Machine::new(plan, stack, cfg, seed);
@@ -161,16 +267,18 @@ fn run(
             }
         };
         if wanted {
-            out.crash_points += 1;
-            let v = violations(plan, stack, &m);
-            if v.iter().any(|v| v.kind == "prefix") {
-                out.prefix_violations += 1;
-            }
-            if v.iter().any(|v| v.kind == "acked_lost") {
-                out.acked_lost += 1;
-            }
-            if !v.is_empty() && out.first.is_none() {
-                out.first = Some((at, v));
+            for (target, lossy, v) in failures.judge(plan, stack, &m) {
+                out.crash_points += 1;
+                out.cache_losses += u64::from(lossy);
+                if v.iter().any(|v| v.kind == "prefix") {
+                    out.prefix_violations += 1;
+                }
+                if v.iter().any(|v| v.kind == "acked_lost") {
+                    out.acked_lost += 1;
+                }
+                if !v.is_empty() && out.first.is_none() {
+                    out.first = Some((at, target, v));
+                }
             }
         }
         if !m.step()? {
@@ -195,8 +303,9 @@ fn events_of(
 fn check_workload(spec: &CheckSpec, wl: &Workload, seed: u64) -> Result<Outcome, String> {
     let plan = Plan::build(wl, &spec.cfg, spec.stack.plan);
     let events = events_of(&plan, spec.stack, &spec.cfg, seed)?;
+    let failures = Failures::of(spec);
     if events < spec.exhaustive_limit {
-        let mut o = run(&plan, spec.stack, &spec.cfg, seed, None)?;
+        let mut o = run(&plan, spec.stack, &spec.cfg, seed, &failures, None)?;
         o.exhaustive = true;
         return Ok(o);
     }
@@ -212,12 +321,17 @@ fn check_workload(spec: &CheckSpec, wl: &Workload, seed: u64) -> Result<Outcome,
         }
     }
     let points: Vec<u64> = chosen.into_iter().collect();
-    run(&plan, spec.stack, &spec.cfg, seed, Some(&points))
+    run(&plan, spec.stack, &spec.cfg, seed, &failures, Some(&points))
 }
 
-fn violates(spec: &CheckSpec, wl: &Workload, seed: u64) -> Option<(u64, Vec<Violation>)> {
+type Found = (u64, Option<usize>, Vec<Violation>);
+
+fn violates(spec: &CheckSpec, wl: &Workload, seed: u64) -> Option<Found> {
     let plan = Plan::build(wl, &spec.cfg, spec.stack.plan);
-    run(&plan, spec.stack, &spec.cfg, seed, None).ok()?.first
+    let failures = Failures::of(spec);
+    run(&plan, spec.stack, &spec.cfg, seed, &failures, None)
+        .ok()?
+        .first
 }
 
 /// Removes streams and writes while the workload still breaks (greedy delta debugging).
@@ -264,8 +378,10 @@ fn shrink(spec: &CheckSpec, wl: &Workload, seed: u64) -> Reproducer {
         config: spec.cfg.pairs(),
         schedule_seed: seed,
         crash_after_events: found.0,
+        crash: spec.crash,
+        crashed_target: found.1,
         workload: best,
-        violations: found.1,
+        violations: found.2,
     }
 }
 
@@ -277,6 +393,15 @@ fn workload_seed(seed: u64, w: usize) -> u64 {
 /// Runs the checker over `spec.workloads` seeded workloads (in parallel; the result does not
 /// depend on the thread count).
 pub fn crash_check(spec: &CheckSpec) -> Result<Summary, String> {
+    if spec.crash == Crash::Target
+        && let Some(t) = spec.target
+        && t >= spec.cfg.targets as usize
+    {
+        return Err(format!(
+            "--target: expected 0 to {}, got {t}",
+            spec.cfg.targets - 1
+        ));
+    }
     let results: Vec<Result<(Outcome, Workload, u64), String>> = (0..spec.workloads)
         .into_par_iter()
         .map(|w| {
@@ -287,6 +412,8 @@ pub fn crash_check(spec: &CheckSpec) -> Result<Summary, String> {
         .collect();
     let mut sum = Summary {
         stack: spec.stack.name.into(),
+        crash: spec.crash,
+        crashed_targets: Failures::of(spec).targets,
         config: spec.cfg.pairs(),
         seed: spec.seed,
         workloads: spec.workloads,
@@ -298,6 +425,7 @@ pub fn crash_check(spec: &CheckSpec) -> Result<Summary, String> {
         sampled_workloads: 0,
         prefix_violations: 0,
         acked_lost: 0,
+        cache_losses: (spec.crash == Crash::Target).then_some(0),
         reproducers: Vec::new(),
     };
     let mut failing = Vec::new();
@@ -312,6 +440,9 @@ pub fn crash_check(spec: &CheckSpec) -> Result<Summary, String> {
         }
         sum.prefix_violations += o.prefix_violations;
         sum.acked_lost += o.acked_lost;
+        if let Some(n) = &mut sum.cache_losses {
+            *n += o.cache_losses;
+        }
         if o.first.is_some() && failing.len() < spec.reproducers {
             failing.push((wl, seed));
         }
@@ -339,5 +470,14 @@ pub fn replay(r: &Reproducer) -> Result<Vec<Violation>, String> {
             ));
         }
     }
-    Ok(violations(&plan, stack, &m))
+    match (r.crash, r.crashed_target) {
+        (Crash::Power, _) => Ok(violations(&plan, stack, &m)),
+        (Crash::Target, Some(t)) if t < cfg.targets as usize => {
+            Ok(target_violations(&plan, stack, &m, t))
+        }
+        (Crash::Target, t) => Err(format!(
+            "crashed_target: expected a target from 0 to {}, got {t:?}",
+            cfg.targets - 1
+        )),
+    }
 }

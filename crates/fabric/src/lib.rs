@@ -6,13 +6,14 @@
 //! order to the target's PMR, then asynchronous data) and `rio` (ordering attributes logged to
 //! the PMR, asynchronous data, in-order submission per target, in-order completion, recovery
 //! from the attributes). The model is an event machine whose every step is an event boundary,
-//! so the crash checker can cut power after any step and check what recovery leaves.
+//! so the crash checker can cut power (or crash one target) after any step and check what
+//! recovery leaves.
 //!
 //! - [`workload`]: seeded ordered write streams (out-of-place, as the document assumes).
 //! - [`plan`]: the sequencer (ordering attributes), merging and splitting at MDTS.
 //! - [`stack`]: the four stacks as a plug-in table.
 //! - [`machine`]: the event machine (network, targets, PMR, SSD caches, acknowledgements).
-//! - [`recovery`]: Rio's and HORAE's recovery.
+//! - [`recovery`]: Rio's and HORAE's recovery, after a power cut or the crash of one target.
 //! - [`recovery_time`]: how long that recovery takes on the timed machine's clock.
 //! - [`check`]: the crash checker and its reproducers.
 //! - [`timed`]: the same machine on a clock: throughput, latency and CPU cycles per server.

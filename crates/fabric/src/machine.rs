@@ -204,6 +204,26 @@ impl<'p> Machine<'p> {
         self.meta_next[s]
     }
 
+    /// What a crash of target `t` alone loses for good unless recovery replays it: per
+    /// command, whether it completed (the initiator holds no copy to send again) into `t`'s
+    /// volatile write cache. Commands still without a completion are re-sent by the initiator
+    /// once it reconnects (NVMe-oF error recovery requeues them), and the PMR and the media of
+    /// `t` keep what they held.
+    pub fn lost_with_target(&self, t: usize) -> Vec<bool> {
+        (0..self.plan.cmds.len())
+            .map(|c| {
+                self.plan.cmds[c].target == t
+                    && self.phase[c] == Phase::Responded
+                    && self.image.data[c] == Data::Cached
+            })
+            .collect()
+    }
+
+    /// Whether command `c` has left the initiator (the rest of its stream's order has not).
+    pub fn sent(&self, c: usize) -> bool {
+        self.phase[c] >= Phase::Sent
+    }
+
     /// Whether every command has been answered.
     pub fn finished(&self) -> bool {
         self.phase.iter().all(|&p| p == Phase::Responded)

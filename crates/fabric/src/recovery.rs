@@ -1,5 +1,6 @@
-//! Recovery after a power failure: which data to erase so that each stream is left at a
-//! prefix of its order.
+//! Recovery after a power failure (which data to erase so that each stream is left at a prefix
+//! of its order) and after the crash of one target server (which commands the initiator sends
+//! to it again).
 
 use std::collections::BTreeMap;
 
@@ -163,4 +164,48 @@ pub fn horae(plan: &Plan, image: &CrashImage) -> Vec<bool> {
         }
     }
     erase
+}
+
+/// Rio's target recovery (document 4.4.1, "Target recovery"): the initiator reconnects, rebuilds
+/// the ordering lists without dropping the attributes of the live targets, and repairs the
+/// broken list by replaying, on the failed target, every request whose attribute in that
+/// target's PMR log is not valid (not known persistent), until it completes. Replaying is
+/// idempotent (out-of-place updates), so nothing is erased.
+pub fn rio_target_replay(plan: &Plan, image: &CrashImage, target: usize) -> Vec<bool> {
+    let mut replay = vec![false; plan.cmds.len()];
+    let log = &image.logs[target];
+    for s in 0..plan.order.len() {
+        let list: Vec<usize> = log
+            .iter()
+            .copied()
+            .filter(|&c| image.attrs[c].stream as usize == s)
+            .collect();
+        let ok = validate_server_list(&list, image, image.head_seq[target][s], image.plp);
+        for (&c, valid) in list.iter().zip(ok) {
+            replay[c] = !valid;
+        }
+    }
+    replay
+}
+
+/// HORAE after the crash of one target: its ordering metadata in that target's PMR names every
+/// request not yet known durable; the initiator writes again those of its blocks on the failed
+/// target that are not on the media (the document describes no HORAE target recovery; this is
+/// the same decision its power-failure recovery makes, from the metadata and the media).
+pub fn horae_target_replay(plan: &Plan, image: &CrashImage, target: usize) -> Vec<bool> {
+    let mut replay = vec![false; plan.cmds.len()];
+    for (s, reqs) in plan.requests.iter().enumerate() {
+        for (r, req) in reqs.iter().enumerate() {
+            if !image.meta[s][r] {
+                continue;
+            }
+            for &c in &req.cmds {
+                let cmd = &plan.cmds[c];
+                if cmd.target == target && !cmd.flush_only && image.data[c] != Data::Durable {
+                    replay[c] = true;
+                }
+            }
+        }
+    }
+    replay
 }

@@ -26,6 +26,10 @@ pub struct StackOps {
     pub recover: fn(&Plan, &CrashImage) -> Vec<bool>,
     /// What recovery reads back from the targets' PMRs before it can decide.
     pub pmr_log: PmrLog,
+    /// After the crash of one target (the initiator and the other targets up): which completed
+    /// commands the initiator writes again to it (those without a completion it re-sends
+    /// anyway).
+    pub replay_on_target: fn(&Plan, &CrashImage, usize) -> Vec<bool>,
 }
 
 /// The ordering state a stack keeps in the targets' PMRs, which recovery reads back.
@@ -58,6 +62,12 @@ fn rio_in_order(cfg: &FabricConfig) -> bool {
     cfg.in_order_completion
 }
 
+/// No replay: a completed write is not sent again (the NVMe-oF host's error recovery requeues
+/// only the commands without a completion).
+fn replay_nothing(plan: &Plan, _: &CrashImage, _: usize) -> Vec<bool> {
+    vec![false; plan.cmds.len()]
+}
+
 /// No recovery: whatever reached the media stays.
 fn keep_all(plan: &Plan, _: &CrashImage) -> Vec<bool> {
     vec![false; plan.cmds.len()]
@@ -77,6 +87,7 @@ pub static ORDERLESS: StackOps = StackOps {
     in_order_ack: never,
     recover: keep_all,
     pmr_log: PmrLog::None,
+    replay_on_target: replay_nothing,
 };
 
 pub static LINUX: StackOps = StackOps {
@@ -93,6 +104,7 @@ pub static LINUX: StackOps = StackOps {
     in_order_ack: always,
     recover: keep_all,
     pmr_log: PmrLog::None,
+    replay_on_target: replay_nothing,
 };
 
 pub static HORAE: StackOps = StackOps {
@@ -109,6 +121,7 @@ pub static HORAE: StackOps = StackOps {
     in_order_ack: always,
     recover: recovery::horae,
     pmr_log: PmrLog::Metadata,
+    replay_on_target: recovery::horae_target_replay,
 };
 
 pub static RIO: StackOps = StackOps {
@@ -125,6 +138,7 @@ pub static RIO: StackOps = StackOps {
     in_order_ack: rio_in_order,
     recover: recovery::rio,
     pmr_log: PmrLog::Attributes,
+    replay_on_target: recovery::rio_target_replay,
 };
 
 /// Every stack, in the order help lists them.

@@ -1,11 +1,20 @@
 //! The crash checker against the four stacks (what the document claims, and what it must catch).
 
 use qoslab_fabric::FabricConfig;
-use qoslab_fabric::check::{CheckSpec, Summary, crash_check, replay};
+use qoslab_fabric::check::{CheckSpec, Crash, Summary, crash_check, replay};
 use qoslab_fabric::stack::{self, StackOps};
 use qoslab_fabric::workload::Shape;
 
 fn check(stack: &'static StackOps, sets: &[(&str, &str)], workloads: usize) -> Summary {
+    check_crash(stack, sets, workloads, Crash::Power)
+}
+
+fn check_crash(
+    stack: &'static StackOps,
+    sets: &[(&str, &str)],
+    workloads: usize,
+    crash: Crash,
+) -> Summary {
     let sets: Vec<(String, String)> = sets
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -21,6 +30,8 @@ fn check(stack: &'static StackOps, sets: &[(&str, &str)], workloads: usize) -> S
         },
         workloads,
         seed: 1,
+        crash,
+        target: None,
         exhaustive_limit: 100_000,
         samples: 0,
         reproducers: 2,
@@ -101,12 +112,15 @@ fn the_summary_does_not_depend_on_the_thread_count() {
         .num_threads(1)
         .build()
         .unwrap();
-    let a = one.install(|| check(&stack::ORDERLESS, FLASH, 12));
-    let b = check(&stack::ORDERLESS, FLASH, 12);
-    assert_eq!(
-        serde_json::to_string(&a).unwrap(),
-        serde_json::to_string(&b).unwrap()
-    );
+    for crash in [Crash::Power, Crash::Target] {
+        let a = one.install(|| check_crash(&stack::ORDERLESS, FLASH, 12, crash));
+        let b = check_crash(&stack::ORDERLESS, FLASH, 12, crash);
+        assert!(!a.reproducers.is_empty());
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+    }
 }
 
 fn no_recovery(
@@ -138,6 +152,8 @@ fn larger_workloads_are_sampled_and_the_count_is_stated() {
         },
         workloads: 4,
         seed: 9,
+        crash: Crash::Power,
+        target: None,
         exhaustive_limit: 200,
         samples: 50,
         reproducers: 1,
@@ -151,4 +167,132 @@ fn larger_workloads_are_sampled_and_the_count_is_stated() {
         "{:?}",
         s.reproducers
     );
+}
+
+// The crash of one target server (document 4.4.1, "Target recovery"): each target in turn, at
+// every event boundary.
+
+#[test]
+fn rio_linux_and_horae_keep_a_prefix_when_one_target_crashes() {
+    for stack in [&stack::RIO, &stack::LINUX, &stack::HORAE] {
+        for cfg in [FLASH, OPTANE] {
+            let s = check_crash(stack, cfg, 30, Crash::Target);
+            assert_eq!((s.crash, s.exhaustive_workloads), (Crash::Target, 30));
+            assert_eq!(s.crashed_targets, vec![0, 1]);
+            // Two targets tried at every event boundary.
+            assert_eq!(s.crash_points, 2 * (s.events + 30), "{}", stack.name);
+            // Without PLP the crashes do destroy completed writes in the cache (recovery has
+            // work to do); with PLP a completed write is on the media.
+            let losses = s.cache_losses.unwrap();
+            assert_eq!(
+                losses > 500,
+                cfg == FLASH,
+                "{} {cfg:?}: {losses}",
+                stack.name
+            );
+            assert_eq!(
+                (s.prefix_violations, s.acked_lost, s.reproducers.len()),
+                (0, 0, 0),
+                "{} {cfg:?}: {:?}",
+                stack.name,
+                s.reproducers
+            );
+        }
+    }
+}
+
+#[test]
+fn orderless_loses_a_completed_write_in_the_crashed_cache_and_breaks_the_order() {
+    let s = check_crash(&stack::ORDERLESS, FLASH, 30, Crash::Target);
+    assert!(s.prefix_violations > 0, "{s:?}");
+    let r = &s.reproducers[0];
+    assert_eq!(r.crash, Crash::Target);
+    assert!(r.crashed_target.is_some());
+    assert_eq!(replay(r).unwrap(), r.violations);
+    // With power-loss protection a completed write is on the media: nothing to lose.
+    let plp = check_crash(&stack::ORDERLESS, OPTANE, 30, Crash::Target);
+    assert_eq!((plp.prefix_violations, plp.acked_lost), (0, 0));
+}
+
+fn no_replay(
+    plan: &qoslab_fabric::plan::Plan,
+    _: &qoslab_fabric::machine::CrashImage,
+    _: usize,
+) -> Vec<bool> {
+    vec![false; plan.cmds.len()]
+}
+
+#[test]
+fn rio_needs_its_replay_on_the_failed_target() {
+    let unreplayed: &'static StackOps = Box::leak(Box::new(StackOps {
+        replay_on_target: no_replay,
+        ..stack::RIO
+    }));
+    let s = check_crash(unreplayed, FLASH, 30, Crash::Target);
+    assert!(s.prefix_violations > 0, "{s:?}");
+}
+
+/// Runs command `c`'s events, in order, until the target has responded.
+fn complete(m: &mut qoslab_fabric::machine::Machine<'_>, c: usize) {
+    use qoslab_fabric::machine::Action::*;
+    loop {
+        let next = m.enabled(false).iter().copied().find(|a| match *a {
+            Send(x) | Arrive(x) | Log(x) | Submit(x) | Done(x) | Respond(x) => x == c,
+            _ => false,
+        });
+        let Some(a) = next else { break };
+        m.run(a);
+        if matches!(a, Respond(_)) {
+            break;
+        }
+    }
+}
+
+#[test]
+fn rio_replays_the_write_the_crashed_target_held_in_its_cache_as_the_document_example() {
+    // Document 4.4.1 "Target recovery": target 1 fails while target 0 is alive; the write it
+    // completed into its volatile cache is not persistent in its PMR log, so the initiator
+    // re-sends it. Writes 0 and 2 go to target 0, write 1 to target 1 (32-block stripe unit);
+    // write 2 carries a FLUSH. Writes 0 and 1 complete into the caches; write 2 is sent.
+    use qoslab_fabric::check::target_violations;
+    use qoslab_fabric::machine::Machine;
+    use qoslab_fabric::plan::Plan;
+    use qoslab_fabric::recovery::rio_target_replay;
+    use qoslab_fabric::workload::{Workload, Write};
+    let w = |lba, persist| Write {
+        lba,
+        blocks: 1,
+        group_end: true,
+        persist,
+    };
+    let wl = Workload {
+        streams: vec![vec![w(0, false), w(32, false), w(64, true)]],
+    };
+    let cfg = FabricConfig::with_overrides(&[]).unwrap();
+    for (stack, broken) in [(&stack::RIO, false), (&stack::ORDERLESS, true)] {
+        let plan = Plan::build(&wl, &cfg, stack.plan);
+        let targets: Vec<usize> = plan.cmds.iter().map(|c| c.target).collect();
+        // Write 2's FLUSH reaches target 1 as a FLUSH of its own (command 3).
+        assert_eq!(targets, vec![0, 1, 0, 1]);
+        let mut m = Machine::new(&plan, stack, &cfg, 1);
+        complete(&mut m, 0);
+        complete(&mut m, 1);
+        m.run(qoslab_fabric::machine::Action::Send(2));
+        assert_eq!(m.lost_with_target(1), vec![false, true, false, false]);
+        assert_eq!(m.lost_with_target(0), vec![true, false, false, false]);
+        if stack == &stack::RIO {
+            assert_eq!(
+                rio_target_replay(&plan, &m.image, 1),
+                vec![false, true, false, false]
+            );
+        }
+        let v = target_violations(&plan, stack, &m, 1);
+        assert_eq!(!v.is_empty(), broken, "{}: {v:?}", stack.name);
+        if broken {
+            assert_eq!(
+                v[0].detail,
+                "write 2 (seq 3) survived but write 1 (seq 2) did not"
+            );
+        }
+    }
 }

@@ -4,7 +4,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use qoslab_fabric::check::{CheckSpec, Reproducer, crash_check as run_check, replay as run_replay};
+use qoslab_fabric::check::{
+    CheckSpec, Crash, Reproducer, crash_check as run_check, replay as run_replay,
+};
 use qoslab_fabric::recovery_time::{RECOVERY_TUNABLES, RecoveryConfig};
 use qoslab_fabric::workload::Shape;
 use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
@@ -12,7 +14,7 @@ use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 /// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
 /// a one-line message naming the field.
 #[pyfunction]
-#[pyo3(signature = (stack_name, sets, workloads, seed, streams, writes_per_stream, max_blocks, exhaustive_limit, samples, reproducers))]
+#[pyo3(signature = (stack_name, sets, workloads, seed, streams, writes_per_stream, max_blocks, exhaustive_limit, samples, reproducers, crash="power", target=None))]
 #[allow(clippy::too_many_arguments)]
 fn crash_check(
     py: Python<'_>,
@@ -26,7 +28,10 @@ fn crash_check(
     exhaustive_limit: u64,
     samples: u64,
     reproducers: usize,
+    crash: &str,
+    target: Option<usize>,
 ) -> PyResult<String> {
+    let crash = Crash::parse(crash).map_err(PyValueError::new_err)?;
     let stack = stack::lookup(stack_name).ok_or_else(|| {
         PyValueError::new_err(format!(
             "--stack: expected {}, got '{stack_name}'",
@@ -46,6 +51,8 @@ fn crash_check(
         },
         workloads,
         seed,
+        crash,
+        target,
         exhaustive_limit,
         samples,
         reproducers,
@@ -59,9 +66,10 @@ fn crash_check(
 /// One timed run of the document's ordered-write workload (`streams` threads of `writes`
 /// writes of `blocks` blocks, in batches of `batch` consecutive ones, a FLUSH every
 /// `persist_every`); returns what it measured as JSON, or, with `power_fail_at`, what a power
-/// cut at that time left after recovery.
+/// cut at that time left after recovery (with `crash_target` too: a crash of that target
+/// alone).
 #[pyfunction]
-#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None))]
+#[pyo3(signature = (stack_name, sets, streams, writes, blocks, batch, persist_every, seed, power_fail_at=None, crash_target=None))]
 #[allow(clippy::too_many_arguments)]
 fn timed_run(
     py: Python<'_>,
@@ -74,6 +82,7 @@ fn timed_run(
     persist_every: usize,
     seed: u64,
     power_fail_at: Option<&str>,
+    crash_target: Option<usize>,
 ) -> PyResult<String> {
     let power_fail_at_ns = power_fail_at
         .map(|t| {
@@ -95,11 +104,13 @@ fn timed_run(
     let rc = RecoveryConfig::with_overrides(&sets)
         .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
     let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
-    let text = py.detach(|| match power_fail_at_ns {
-        None => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
-        Some(at) => {
+    let text = py.detach(|| match (power_fail_at_ns, crash_target) {
+        (None, _) => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
+        (Some(at), None) => {
             timed::power_cut(&w, stack, &cfg, &t, c, &rc, at).map(|m| serde_json::to_string(&m))
         }
+        (Some(at), Some(target)) => timed::target_crash(&w, stack, &cfg, &t, c, at, target)
+            .map(|m| serde_json::to_string(&m)),
     });
     text.map_err(PyValueError::new_err)?
         .map_err(|e| PyValueError::new_err(e.to_string()))

@@ -64,20 +64,42 @@ def crash_check(
         "one at --samples seeded points.",
     ),
     samples: int = typer.Option(500, "--samples", help="Crash points drawn from a long workload."),
+    crash: str = typer.Option(
+        "power",
+        "--crash",
+        help="What fails at each crash point: power (the whole system: every volatile cache and "
+        "every command in flight) or target (one target server crashes and restarts while the "
+        "initiator and the other targets stay up; recovery as document 4.4.1 'Target recovery').",
+    ),
+    target: int | None = typer.Option(
+        None,
+        "--target",
+        help="With --crash target: the target server that crashes (0 is the first).",
+        show_default="each target in turn at every crash point",
+    ),
     reproducers: int = typer.Option(3, "--reproducers", help="Most minimal reproducers kept."),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP, show_default="none"),
     out: Path | None = typer.Option(
         None, "--out", help="Write summary.json and reproducers.", show_default="not written"
     ),
 ) -> None:
-    """Cut power after every event (or a seeded sample) of seeded ordered workloads, recover,
-    and check that each stream survives as a prefix and no acknowledged FLUSH lost a write.
-    Exit status 1 when a violation is found."""
+    """Cut power (or crash one target server) after every event (or a seeded sample) of seeded
+    ordered workloads, recover, and check that each stream survives as a prefix and no
+    acknowledged FLUSH lost a write. Exit status 1 when a violation is found."""
     if stack not in STACK_NAMES:
         raise InputError(
             f"--stack: expected one of {', '.join(STACK_NAMES)}, got '{stack}'"
             + did_you_mean(stack, STACK_NAMES)
         )
+    if crash not in ("power", "target"):
+        raise InputError(
+            f"--crash: expected power or target, got '{crash}'"
+            + did_you_mean(crash, ["power", "target"])
+        )
+    if target is not None and crash != "target":
+        raise InputError("--target: only with --crash target")
+    if target is not None and target < 0:
+        raise InputError(f"--target: expected 0 or more, got {target}")
     for name, value in (
         ("--workloads", workloads),
         ("--streams", streams),
@@ -98,6 +120,8 @@ def crash_check(
             exhaustive_limit,
             max(samples, 0),
             max(reproducers, 0),
+            crash,
+            target,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -113,8 +137,16 @@ def crash_check(
             refusal="exists, is not empty and holds no summary.json; choose another directory",
         ) as tmp:
             write_files({tmp / name: data for name, data in files.items()})
+    crashed = ""
+    if summary["crash"] == "target":
+        ts = summary["crashed_targets"]
+        which = f"targets {', '.join(map(str, ts))} in turn" if len(ts) > 1 else f"target {ts[0]}"
+        crashed = (
+            f" (crash of {which}; {summary['cache_losses']} crashes lost a completed write "
+            "from the target's cache)"
+        )
     print(
-        f"{summary['stack']}: {summary['workloads']} workloads "
+        f"{summary['stack']}{crashed}: {summary['workloads']} workloads "
         f"({summary['exhaustive_workloads']} exhaustive, {summary['sampled_workloads']} sampled), "
         f"{summary['crash_points']} crash points, "
         f"{summary['prefix_violations']} prefix violations, {summary['acked_lost']} acknowledged "
@@ -124,9 +156,10 @@ def crash_check(
         v = r["violations"][0]
         where = f" ({out / f'reproducer-{i}.json'})" if out is not None else ""
         writes = sum(len(s) for s in r["workload"]["streams"])
+        which = f" of target {r['crashed_target']}" if r["crash"] == "target" else ""
         print(
-            f"  reproducer {i}{where}: {writes} writes, crash after {r['crash_after_events']} "
-            f"events: {v['kind']} in stream {v['stream']}: {v['detail']}"
+            f"  reproducer {i}{where}: {writes} writes, crash{which} after "
+            f"{r['crash_after_events']} events: {v['kind']} in stream {v['stream']}: {v['detail']}"
         )
     if bad:
         raise typer.Exit(1)
@@ -219,6 +252,14 @@ def run_timed(
         help="Cut the power at this simulated time (e.g. 150us, 2ms), recover and check.",
         show_default="runs to the end",
     ),
+    crash_target: int | None = typer.Option(
+        None,
+        "--crash-target",
+        help="With --power-fail-at: only this target server (0 is the first) loses power; the "
+        "initiator and the other targets stay up, and the stack's target recovery runs "
+        "(document 4.4.1).",
+        show_default="every server loses power",
+    ),
     sets: list[str] = typer.Option(
         [], "--set", help="As for `qoslab rio study`.", show_default="none"
     ),
@@ -233,8 +274,16 @@ def run_timed(
     ),
 ) -> None:
     """One timed run of ordered writes: throughput, latency and CPU cycles of each server, as
-    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (exit 1 if
-    it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (with
+    --crash-target, what the crash of that target alone lost and the recovery replayed; exit 1
+    if it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
+    if crash_target is not None:
+        if power_fail_at is None:
+            raise InputError("--crash-target: only with --power-fail-at")
+        if jobs is not None:
+            raise InputError("--crash-target: not with --jobs")
+        if crash_target < 0:
+            raise InputError(f"--crash-target: expected 0 or more, got {crash_target}")
     if jobs is not None:
         given = [
             name
@@ -281,6 +330,7 @@ def run_timed(
             flush_every,
             seed,
             power_fail_at,
+            crash_target,
         )
     except ValueError as err:
         raise InputError(str(err)) from None

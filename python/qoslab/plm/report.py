@@ -109,11 +109,13 @@ def targets(results: pd.DataFrame) -> list[Target]:
         cod = improvement(results, ds, "CoD", 2, "sp")
         hod = improvement(results, ds, "HoD", 2, "sp")
         why_worse = (
-            "PLM's p99.99 is the drive's DRAM, not GC: in the run's largest burst (17x the mean "
+            "PLM's p99.99 is partly the drive's DRAM: in the run's largest burst (17x the mean "
             "in 100 ms) the copies write every write twice through the one write-cache DRAM "
             "(20.5 us per 4 KiB at MQSim's timing), which is then asked for rho = 1.09 of its "
-            "time, and reads that hit the cache wait (rho - 1) x 100 ms, about 8 ms on DS1 "
-            "(docs/plm.md gives the closed form). Outside that burst PLM does remove the GC "
+            "time, and reads that hit the cache wait (rho - 1) x 100 ms (docs/plm.md gives the "
+            "closed form). On this preconditioned drive a practically free DRAM lowers the PLM "
+            "p99.99 of DS1, Config 2 only to 3.2-3.7 ms against the shared drive's 1.8 ms; the "
+            "rest is not explained yet. Outside that burst PLM does remove the GC "
             "tail: the median window p99 is about 85 % lower than the bare drive's with "
             "400 ms windows (Configs 3, 4) and about 5 % lower with 100 ms windows, where a "
             "copy is often still finishing its GC moves when its window begins"

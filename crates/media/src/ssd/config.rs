@@ -105,6 +105,7 @@ qoslab_engine::settings! {
         power_fail_ns as "cache.power_fail_ns": Ns = ns(0, "simulated time of a power failure (0 = none): without PLP every completed write still in the cache is lost"),
         fill as "precondition.fill": f64 = ratio(0.0, "fraction of the logical pages written before the run (0 = a fresh drive)"),
         fill_pattern as "precondition.pattern": FillPattern = choice(FillPattern::Random, "how they were written: sequential leaves full blocks; random leaves the steady-state mix of valid and invalid pages of the GC policy"),
+        diag_slow_reads as "diag.slow_reads": u32 = count(0, "a diagnostic: keep this many slowest host reads, each split by what it waited for (DRAM, each kind of die work) and the window of its NVM set, and report them as the counters slowest_* (and slowest_tenth_*); 0 = off").range(0.0, 1e6),
     }
 }
 
@@ -197,6 +198,8 @@ pub struct SsdConfig {
     pub plp: bool,
     pub power_fail_ns: Ns,
 
+    /// Slowest reads the diagnostic keeps (0: off).
+    pub slow_reads: u32,
     pub fill: f64,
     pub fill_pattern: FillPattern,
 }
@@ -389,6 +392,7 @@ impl SsdConfig {
             dram_trp_ns: t.dram_trp_ns,
             plp: t.plp,
             power_fail_ns: t.power_fail_ns,
+            slow_reads: t.diag_slow_reads,
             fill: t.fill,
             fill_pattern: t.fill_pattern,
         })

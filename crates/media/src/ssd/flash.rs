@@ -54,6 +54,15 @@ pub enum OpClass {
 
 /// Operation classes (and ranks).
 pub const CLASSES: usize = 4;
+/// What a die can be doing, for [`FlashArray::die_usage`]: each (class, kind), then idle.
+pub const DIE_USES: usize = CLASSES * 3 + 1;
+/// The index of an idle die in [`FlashArray::die_usage`].
+pub const DIE_IDLE: usize = DIE_USES - 1;
+
+/// The index in [`FlashArray::die_usage`] of a die busy with `kind` for `class`.
+pub fn die_use(class: OpClass, kind: OpKind) -> usize {
+    class as usize * 3 + kind as usize
+}
 /// Most planes one multi-plane command addresses (ONFI's limit, as MQSim's command tables).
 const MAX_MULTIPLANE: usize = 4;
 /// Most planes per die: a die's (class, plane) queues fit one `u64` of non-empty bits.
@@ -137,6 +146,15 @@ struct Die<T> {
     channel: u32,
 }
 
+/// Time each die spent on each use ([`DIE_USES`]), kept only when asked
+/// ([`FlashArray::track_die_usage`]): a diagnostic of what a read waited behind.
+#[derive(Clone, Debug)]
+struct DieUsage {
+    spent_ns: Vec<[Ns; DIE_USES]>,
+    /// When each die's current use began.
+    since_ns: Vec<Ns>,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
     /// Rank, then commands before data-outs, then arrival: `rank << 62 | data_out << 61 |
@@ -201,6 +219,7 @@ pub struct FlashArray<T> {
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
     chip_busy: Vec<u32>,
+    usage: Option<DieUsage>,
 }
 
 /// The part of the configuration the array needs, copied for locality.
@@ -300,6 +319,7 @@ impl<T: Copy + Default> FlashArray<T> {
             programs_started: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
+            usage: None,
             cfg: Timing {
                 read_ns: cfg.cell.read_ns.clone(),
                 program_ns: cfg.cell.program_ns.clone(),
@@ -333,6 +353,52 @@ impl<T: Copy + Default> FlashArray<T> {
     #[inline]
     fn die_of(&self, ppa: u32) -> u32 {
         self.per_die.quot(self.per_plane.quot(ppa))
+    }
+
+    /// Starts keeping the time each die spends on each use (off by default: it costs a
+    /// little at every change of a die's work).
+    pub fn track_die_usage(&mut self) {
+        let dies = self.dies.len();
+        self.usage = Some(DieUsage {
+            spent_ns: vec![[0; DIE_USES]; dies],
+            since_ns: vec![0; dies],
+        });
+    }
+
+    /// What die `d` is doing: the class and kind of its batch, or idle.
+    fn current_use(&self, d: u32) -> usize {
+        let die = &self.dies[d as usize];
+        if die.state == DieState::Idle {
+            DIE_IDLE
+        } else {
+            let op = &die.batch.ops[0];
+            die_use(op.class, op.kind)
+        }
+    }
+
+    /// Closes die `d`'s current use at `now` (before its work changes).
+    #[inline]
+    fn account(&mut self, d: u32, now: Ns) {
+        if self.usage.is_none() {
+            return;
+        }
+        let cur = self.current_use(d);
+        let u = self.usage.as_mut().expect("checked");
+        u.spent_ns[d as usize][cur] += now - u.since_ns[d as usize];
+        u.since_ns[d as usize] = now;
+    }
+
+    /// The time the die of page `ppa` has spent on each use up to `now` (all zero unless
+    /// [`FlashArray::track_die_usage`] was called): the difference of two readings says what
+    /// the die did between them.
+    pub fn die_usage(&self, ppa: u32, now: Ns) -> [Ns; DIE_USES] {
+        let d = self.die_of(ppa);
+        let Some(u) = &self.usage else {
+            return [0; DIE_USES];
+        };
+        let mut spent = u.spent_ns[d as usize];
+        spent[self.current_use(d)] += now - u.since_ns[d as usize];
+        spent
     }
 
     #[inline]
@@ -597,6 +663,7 @@ impl<T: Copy + Default> FlashArray<T> {
 
     /// Takes the next batch off an idle die's queues (or resumes a suspended operation).
     fn start_batch(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        self.account(d, ctx.now_ns());
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
         // While an erase or program is suspended only reads may run.
@@ -803,6 +870,11 @@ impl<T: Copy + Default> FlashArray<T> {
                     generation: die.generation,
                 },
             );
+            if self.dies[d as usize].nonempty & self.read_queues != 0 {
+                // A read queued while this erase (or program) waited for the channel: it
+                // finds it running now, as a read arriving now would.
+                self.kick(d, OpClass::HostRead, ctx);
+            }
         }
     }
 
@@ -830,6 +902,8 @@ impl<T: Copy + Default> FlashArray<T> {
         }
         match die.state {
             DieState::Suspending => {
+                self.account(d, ctx.now_ns());
+                let die = &mut self.dies[d as usize];
                 die.state = DieState::Idle;
                 self.start_batch(d, ctx);
             }
@@ -841,6 +915,8 @@ impl<T: Copy + Default> FlashArray<T> {
                     let duration = self.transfer_ns(bytes);
                     self.request_channel(d, true, first.class, duration, ctx);
                 } else {
+                    self.account(d, ctx.now_ns());
+                    let die = &mut self.dies[d as usize];
                     die.state = DieState::Idle;
                     self.done.extend_from_slice(die.batch.ops());
                     self.became_idle(d, ctx);
@@ -860,6 +936,9 @@ impl<T: Copy + Default> FlashArray<T> {
     }
 
     fn data_out_done(&mut self, d: u32, generation: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.dies[d as usize].batch.out + 1 == self.dies[d as usize].batch.len {
+            self.account(d, ctx.now_ns());
+        }
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.generation, generation);
         debug_assert_eq!(die.state, DieState::DataOut);
@@ -877,5 +956,118 @@ impl<T: Copy + Default> FlashArray<T> {
         } else {
             self.became_idle(d, ctx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ssd::tests::ssd_config;
+    use qoslab_engine::{Harness, Op, ReqId, Request, Stage};
+
+    /// The array alone, one plane per die and dies sharing one channel: a read request reads
+    /// die 0, a write programs a page of die 1, a trim erases a block of die 0.
+    struct Dies {
+        flash: FlashArray<ReqId>,
+        pages_per_plane: u32,
+    }
+
+    impl Stage for Dies {
+        type Event = SsdEvent;
+        fn name(&self) -> &'static str {
+            "dies"
+        }
+        fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<SsdEvent>) {
+            let (kind, class, ppa, bytes) = match ctx.reqs()[id].op {
+                Op::Read => (OpKind::Read, OpClass::HostRead, 1, 4096),
+                Op::Write => (
+                    OpKind::Program,
+                    OpClass::HostWrite,
+                    self.pages_per_plane,
+                    8192,
+                ),
+                _ => (OpKind::Erase, OpClass::Gc, 0, 0),
+            };
+            let op = FlashOp {
+                kind,
+                class,
+                ppa,
+                bytes,
+                owner: id,
+            };
+            self.flash.submit(op, ctx);
+            self.drain(ctx);
+        }
+        fn on_event(&mut self, ev: SsdEvent, ctx: &mut impl StageCtx<SsdEvent>) {
+            match ev {
+                SsdEvent::ChannelFree(ch) => self.flash.on_channel_free(ch, ctx),
+                SsdEvent::DieReady { die, generation } => {
+                    self.flash.on_die_ready(die, generation, ctx)
+                }
+                SsdEvent::DataOut { die, generation } => {
+                    self.flash.on_data_out(die, generation, ctx)
+                }
+                _ => {}
+            }
+            self.drain(ctx);
+        }
+    }
+
+    impl Dies {
+        fn drain(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
+            self.flash.programs_started.clear();
+            for op in self.flash.done.drain(..) {
+                ctx.complete(op.owner);
+            }
+        }
+    }
+
+    fn two_dies_on_one_channel() -> Harness<Dies> {
+        let cfg = ssd_config(&[
+            ("channels", "1"),
+            ("chips_per_channel", "2"),
+            ("dies_per_chip", "1"),
+            ("planes_per_die", "1"),
+            ("blocks_per_plane", "256"),
+            ("pages_per_block", "64"),
+        ]);
+        let mut flash = FlashArray::new(&cfg);
+        flash.track_die_usage();
+        Harness::new(Dies {
+            flash,
+            pages_per_plane: cfg.geo.pages_per_plane(),
+        })
+    }
+
+    #[test]
+    fn a_read_queued_while_an_erase_waits_for_the_channel_suspends_it_once_it_runs() {
+        let mut h = two_dies_on_one_channel();
+        // Die 1's program holds the channel for its command and 8 KiB of data until
+        // 361 + 8192 x 3 = 24,937 ns; die 0's erase, queued at 1 us, waits for it to send its
+        // command (220 ns) and the read, queued at 2 us, waits behind the erase.
+        h.submit_at(0, Request::new(Op::Write, 0, 8192, 0, 0));
+        h.submit_at(1_000, Request::new(Op::Trim, 0, 8192, 0, 1_000));
+        let read = h.submit_at(2_000, Request::new(Op::Read, 0, 4096, 0, 2_000));
+        h.run_until(1_000_000);
+        let done = |id: ReqId| h.completed.iter().find(|c| c.0 == id).unwrap().1;
+        // The die runs the erase from 24,937 ns, when its command takes the channel, with 3.8 ms
+        // to go: the read suspends it (700 us), then is read (290 ns command, tR 75 us, 4096 B
+        // out at 3 ns/B): done at 812,515 ns, not after the whole erase (3.83 ms).
+        let erase_runs = 361 + 8192 * 3;
+        assert_eq!(done(read), erase_runs + 700_000 + 290 + 75_000 + 4096 * 3);
+        assert_eq!(done(read), 812_515);
+        // What the die did until 1 ms, as the slow-read diagnostic reads it: idle until the
+        // erase was queued, the erase (waiting for the channel, being suspended, then resumed
+        // once the read was out), the read.
+        let usage = h.stage.flash.die_usage(1, 1_000_000);
+        assert_eq!(
+            usage[die_use(OpClass::Gc, OpKind::Erase)],
+            erase_runs + 700_000 - 1_000 + (1_000_000 - done(read))
+        );
+        assert_eq!(
+            usage[die_use(OpClass::HostRead, OpKind::Read)],
+            290 + 75_000 + 4096 * 3
+        );
+        assert_eq!(usage[DIE_IDLE], 1_000);
     }
 }

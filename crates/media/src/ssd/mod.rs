@@ -24,6 +24,7 @@ pub mod mean_field;
 pub mod precondition;
 pub mod priority;
 pub mod scheduling;
+pub mod slow_reads;
 pub mod victim;
 
 use std::collections::VecDeque;
@@ -44,6 +45,7 @@ use flash::{FlashArray, FlashOp, OpClass, OpKind};
 use ftl::{Ftl, NONE};
 use gate::{GateAction, GateCaps, GateIo, GateSetup, GcGate};
 use precondition::{PreconditionReport, precondition};
+use slow_reads::{Copies, ReadTrace, SlowReads};
 
 /// Asks the CPU to start loading `value`'s cache line. The page maps, the mapping cache and
 /// the write cache are far larger than the CPU's caches and touched at random, so the model
@@ -262,6 +264,10 @@ pub struct Ssd {
     precondition: PreconditionReport,
     scratch_moves: Vec<(u32, Cont)>,
     scratch_durable: Vec<u32>,
+    /// The slow-read diagnostic (`diag.slow_reads`): each read in flight's trace, by host
+    /// slot, and the slowest finished.
+    traces: Vec<ReadTrace>,
+    slow_reads: Option<SlowReads>,
 }
 
 /// A bit set with a bit for each of `planes` planes, all set.
@@ -285,8 +291,12 @@ impl Ssd {
         let mut ftl = Ftl::for_config(&cfg, seed);
         let report = precondition(&mut ftl, &cfg, seed);
         let planes = cfg.geo.planes() as usize;
+        let mut flash = FlashArray::new(&cfg);
+        if cfg.slow_reads > 0 {
+            flash.track_die_usage();
+        }
         Ssd {
-            flash: FlashArray::new(&cfg),
+            flash,
             cmt: Cmt::new(cfg.cmt_entries),
             cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes()),
             host: Slab::new(),
@@ -311,6 +321,8 @@ impl Ssd {
             precondition: report,
             scratch_moves: Vec::new(),
             scratch_durable: Vec::new(),
+            traces: Vec::new(),
+            slow_reads: (cfg.slow_reads > 0).then(|| SlowReads::new(cfg.slow_reads as usize)),
             ftl,
             cfg,
         }
@@ -343,6 +355,21 @@ impl Ssd {
             overhead_ns,
             reserved: 0,
         })
+    }
+
+    /// Whether the read in host slot `slot` is traced (the slow-read diagnostic).
+    #[inline]
+    fn traced(&self, slot: u32) -> bool {
+        self.slow_reads.is_some() && self.traces[slot as usize].traced
+    }
+
+    /// Where the copies stand for a read of NVM set `set` (the slow-read diagnostic).
+    fn copies(&self, set: u16) -> Copies {
+        Copies {
+            own: self.gate.window(set),
+            other_deterministic: (0..self.cfg.geo.sets() as u16)
+                .any(|s| s != set && self.gate.window(s) == gate::WindowState::Deterministic),
+        }
     }
 
     /// Whether the drive has namespace `nsid` (one per NVM set, numbered from 1).
@@ -391,6 +418,23 @@ impl Ssd {
         let (offset, len, end) = self.extent(&ctx.reqs()[id]);
         let parts = self.pages(offset, len).count() as u32;
         let slot = self.new_slot(id, parts, self.cfg.read_overhead_ns);
+        if self.slow_reads.is_some() {
+            // Reads of one page only: the study's and fio's 4 KiB reads are.
+            let r = &ctx.reqs()[id];
+            let (queued, set) = (r.t.queued_ns, (r.nsid - 1) as u16);
+            let at = self.copies(set);
+            let now = ctx.now_ns();
+            if self.traces.len() <= slot as usize {
+                self.traces.resize(slot as usize + 1, ReadTrace::default());
+            }
+            self.traces[slot as usize] = ReadTrace {
+                queued_ns: queued,
+                media_start_ns: now,
+                traced: parts == 1,
+                at_arrival: at,
+                ..ReadTrace::default()
+            };
+        }
         for (lpa, start, bytes) in self.pages(offset, len) {
             if lpa >= end {
                 self.out_of_range(slot, ctx);
@@ -576,6 +620,13 @@ impl Ssd {
         }
         let now = ctx.now_ns();
         ctx.reqs_mut()[io.id].t.media_done_ns = now;
+        if ctx.reqs()[io.id].op == Op::Read && self.traced(slot) {
+            let set = (ctx.reqs()[io.id].nsid - 1) as u16;
+            let mut t = self.traces[slot as usize];
+            t.done_ns = now;
+            t.at_done = self.copies(set);
+            self.slow_reads.as_mut().expect("checked").record(t);
+        }
         if io.overhead_ns == 0 {
             ctx.complete(io.id);
         } else {
@@ -586,6 +637,11 @@ impl Ssd {
     // ---- DRAM --------------------------------------------------------------------------------
 
     fn dram_request(&mut self, job: DramJob, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !job.write && self.traced(job.slot) {
+            let t = &mut self.traces[job.slot as usize];
+            t.cache_hit = true;
+            t.dram_asked_ns = ctx.now_ns();
+        }
         if self.dram_busy.is_none() {
             self.dram_start(job, ctx);
         } else {
@@ -594,6 +650,13 @@ impl Ssd {
     }
 
     fn dram_start(&mut self, job: DramJob, ctx: &mut impl StageCtx<SsdEvent>) {
+        if !job.write && self.traced(job.slot) && !self.host[job.slot].dead {
+            let id = self.host[job.slot].id;
+            let service = self.copies((ctx.reqs()[id].nsid - 1) as u16);
+            let t = &mut self.traces[job.slot as usize];
+            t.dram_start_ns = ctx.now_ns();
+            t.at_service = service;
+        }
         self.dram_busy = Some(job);
         let at = ctx.now_ns() + self.cfg.dram_access_ns(job.bytes);
         ctx.schedule(at, SsdEvent::DramDone);
@@ -601,6 +664,9 @@ impl Ssd {
 
     fn on_dram_done(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
         let job = self.dram_busy.take().expect("a DRAM access was running");
+        if !job.write && self.traced(job.slot) {
+            self.traces[job.slot as usize].dram_done_ns = ctx.now_ns();
+        }
         if let Some(next) = self.dram_queue.pop_front() {
             self.dram_start(next, ctx);
         }
@@ -780,6 +846,11 @@ impl Ssd {
             // The page's map entry is read when the translation page arrives.
             self.ftl.prefetch_lookup(work.lpa);
             let tpage = work.lpa / self.cfg.translation_entries_per_page;
+            if work.kind == WorkKind::Read && self.traced(work.owner) {
+                let ppa = self.translation_ppa(tpage, self.cfg.geo.set_of_lpa(work.lpa));
+                let usage = self.flash.die_usage(ppa, ctx.now_ns());
+                self.traces[work.owner as usize].mapping_die_ns = usage;
+            }
             let node = self.wait_nodes.insert(WaitNode { work, next: NONE });
             match self.mapping_waits.get_mut(&tpage) {
                 Some((_, last)) => {
@@ -839,6 +910,14 @@ impl Ssd {
         };
         while node != NONE {
             let WaitNode { mut work, next } = self.wait_nodes.remove(node);
+            if work.kind == WorkKind::Read && self.traced(work.owner) {
+                let ppa = self.translation_ppa(tpage, self.cfg.geo.set_of_lpa(work.lpa));
+                let usage = self.flash.die_usage(ppa, ctx.now_ns());
+                let t = &mut self.traces[work.owner as usize];
+                for (spent, total) in t.mapping_die_ns.iter_mut().zip(usage) {
+                    *spent = total - *spent;
+                }
+            }
             let (evicted, slot) = self.cmt.insert_at(work.lpa, false);
             work.cmt_slot = slot;
             if let Some(evicted) = evicted {
@@ -861,6 +940,15 @@ impl Ssd {
                     }
                     // Never written: read where the page would be, as MQSim does.
                     ppa = self.home_ppa(work.lpa);
+                }
+                if self.traced(work.owner) && !self.host[work.owner].dead {
+                    let id = self.host[work.owner].id;
+                    let service = self.copies((ctx.reqs()[id].nsid - 1) as u16);
+                    let now = ctx.now_ns();
+                    let t = &mut self.traces[work.owner as usize];
+                    t.flash_queued_ns = now;
+                    t.die_ns = self.flash.die_usage(ppa, now);
+                    t.at_service = service;
                 }
                 let op = FlashOp {
                     kind: OpKind::Read,
@@ -1112,6 +1200,15 @@ impl Ssd {
             match op.owner {
                 Cont::Read(work) => {
                     let work = self.works.remove(work);
+                    if self.traced(work.owner) {
+                        let now = ctx.now_ns();
+                        let usage = self.flash.die_usage(op.ppa, now);
+                        let t = &mut self.traces[work.owner as usize];
+                        t.flash_done_ns = now;
+                        for (spent, total) in t.die_ns.iter_mut().zip(usage) {
+                            *spent = total - *spent;
+                        }
+                    }
                     self.part_done(work.owner, ctx);
                 }
                 Cont::Mapping(tpage) => self.mapping_read_done(tpage, ctx),
@@ -1497,6 +1594,9 @@ impl Stage for Ssd {
             ));
             out.push(("destages_forced".into(), self.stats.destages_forced as f64));
             out.extend(self.gate.counters());
+        }
+        if let Some(slow) = &self.slow_reads {
+            out.extend(slow.counters());
         }
         if self.stats.invalid_namespace > 0 {
             out.push((

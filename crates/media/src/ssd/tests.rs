@@ -636,3 +636,34 @@ fn gc_reads_queued_at_once_run_exactly_as_if_queued_one_by_one() {
     assert!(one_by_one.len() > 20);
     assert_eq!(flash_script(true), one_by_one);
 }
+
+// ---- the slow-read diagnostic ------------------------------------------------------------------
+
+#[test]
+fn the_slow_read_diagnostic_splits_a_qd1_read_into_its_die_time_exactly() {
+    let dev = ssd(&[("ftl.mapping", "dram"), ("diag.slow_reads", "10")], 1);
+    let mut h = Harness::new(dev);
+    let cap = h.stage.capacity_bytes();
+    let mut rng = RngStream::new(1, "offsets");
+    h.run(1, 100, |now| read(rng.below(cap / 4096) * 4096, 4096, now));
+    let c: std::collections::HashMap<String, f64> = h.stage.counters().into_iter().collect();
+    let us = QD1_READ_NS as f64 / 1e3;
+    assert_eq!(c["slowest_reads_seen"], 100.0);
+    assert_eq!(c["slowest_reads"], 10.0);
+    assert_eq!(c["slowest_tenth_reads"], 1.0);
+    // Every read is alone on its die: its whole time is its own read (command, tR, data out).
+    assert!((c["slowest_latency_mean_us"] - us).abs() < 1e-9);
+    assert!((c["slowest_die_host_read_read_us"] - us).abs() < 1e-9);
+    for k in [
+        "before_media_us",
+        "mapping_us",
+        "dram_wait_us",
+        "die_gc_erase_us",
+        "die_idle_us",
+    ] {
+        assert_eq!(c[&format!("slowest_{k}")], 0.0, "{k}");
+    }
+    // No windows on a drive without the PLM gate.
+    assert_eq!(c["slowest_arrival_own_no_window"], 10.0);
+    assert_eq!(c["slowest_cache_hits"], 0.0);
+}

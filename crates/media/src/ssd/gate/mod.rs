@@ -52,10 +52,26 @@ pub trait GcGate {
     /// the free-block floor (GC still owed waits, paused, for the next NDWin).
     fn settled(&mut self, _set: u16, _io: &mut GateIo<'_>) {}
 
+    /// The window `set` is in now, for diagnostics (a gate without windows: `Off`).
+    fn window(&self, _set: u16) -> WindowState {
+        WindowState::Off
+    }
+
     /// The gate's own counters for the report.
     fn counters(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+}
+
+/// An NVM set's Predictable Latency Mode window, as a diagnostic sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowState {
+    /// No windows (the mode is off, or the gate has none).
+    Off,
+    Deterministic,
+    NonDeterministic,
+    /// Asked into DTWin, still finishing the work a DTWin cannot carry (reported as NDWin).
+    Entering,
 }
 
 /// What the gate asks of the SSD.

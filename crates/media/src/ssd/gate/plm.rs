@@ -28,7 +28,7 @@
 
 use qoslab_engine::{Command, Control, ControlStatus, Notice, Ns, Op};
 
-use super::{API, GateCaps, GateIo, GateOps, GateSetup, GcGate};
+use super::{API, GateCaps, GateIo, GateOps, GateSetup, GcGate, WindowState};
 
 qoslab_engine::settings! {
     /// `[media.gc.plm]`: what the Predictable Latency Per NVM Set log page reports, and the
@@ -428,6 +428,15 @@ impl GcGate for Plm {
     fn settled(&mut self, set: u16, io: &mut GateIo<'_>) {
         if self.sets[set as usize].window == Window::Entering {
             self.try_enter(set, io);
+        }
+    }
+
+    fn window(&self, set: u16) -> WindowState {
+        match self.sets[set as usize].window {
+            Window::Disabled => WindowState::Off,
+            Window::Deterministic => WindowState::Deterministic,
+            Window::NonDeterministic => WindowState::NonDeterministic,
+            Window::Entering => WindowState::Entering,
         }
     }
 

@@ -28,7 +28,7 @@ def reduced(tmp_path_factory):
     done = CliRunner().invoke(
         app,
         ["plm", "study", "--out", str(out), "--datasets", "DS1,DS4", "--configs", "2",
-         "--duration", "2s"],
+         "--duration", "2s", "--slow-reads", "20"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
@@ -61,6 +61,22 @@ def test_the_study_writes_the_report_and_its_tables(reduced):
     html = (reduced / "report.html").read_text()
     assert "Document vs qoslab" in html and "<svg" in html
     assert json.loads((reduced / "meta.json").read_text())["configs"] == [2]
+
+
+def test_the_slow_read_split_accounts_for_the_whole_time_of_the_slowest_reads(reduced):
+    slow = pd.read_csv(reduced / "slow_reads.csv")
+    assert len(slow) == 2 * (1 + 3 + 4)
+    for group, n in (("slowest", 20), ("slowest_tenth", 2)):
+        assert (slow[f"{group}_reads"] == n).all()
+        die = [c for c in slow.columns if c.startswith(f"{group}_die_")]
+        parts = slow[[f"{group}_{k}" for k in ("before_media_us", "mapping_us", "dram_wait_us",
+                                                "dram_us")] + die].sum(axis=1)  # fmt: skip
+        # Each read's parts add up to its time to the media's end (means of 3-decimal values).
+        assert np.allclose(parts, slow[f"{group}_latency_mean_us"], atol=0.05)
+    # Without PLM no read has a window; with it every read is in one.
+    bare = slow["run"].str.contains("shared|isolated")
+    assert (slow.loc[bare, "slowest_arrival_own_no_window"] == 20).all()
+    assert (slow.loc[~bare, "slowest_arrival_own_no_window"] == 0).all()
 
 
 def test_host_directed_utilization_is_one_in_every_window(reduced):

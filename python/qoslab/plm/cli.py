@@ -76,6 +76,19 @@ def study_cmd(
         show_default="the generator",
     ),
     workers: int = typer.Option(0, "--workers", help="Simulations at once (0: up to 2)."),
+    set_: list[str] | None = typer.Option(
+        None,
+        "--set",
+        help="KEY=VALUE of the device or path, added to every run (e.g. "
+        "media.cache.dram_rate_mts=2400); give it once per key.",
+        show_default=False,
+    ),
+    slow_reads: int = typer.Option(
+        0,
+        "--slow-reads",
+        help="Split each run's N slowest reads by what they waited for and where "
+        "(media.diag.slow_reads) into slow_reads.csv.",
+    ),
 ) -> None:
     """The document's evaluation: baselines, HoD and CoD, sp and fr, on each dataset and config."""
     from qoslab.plm.run_study import main
@@ -89,4 +102,6 @@ def study_cmd(
         seed=seed,
         traces=trace or None,
         workers=workers,
+        sets=set_ or None,
+        slow_reads=slow_reads,
     )

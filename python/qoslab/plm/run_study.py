@@ -42,6 +42,8 @@ def main(
     seed: int,
     traces: list[Path] | None,
     workers: int,
+    sets: list[str] | None = None,
+    slow_reads: int = 0,
 ) -> None:
     ds = _words(datasets, study.DATASETS, "--datasets")
     cs = _words(configs, study.CONFIGS, "--configs")
@@ -63,6 +65,14 @@ def main(
             if not Path(t).is_file():
                 raise InputError("--trace: no such file", path=t)
     workers = workers or study.default_workers()
+    sets = list(sets or [])
+    for kv in sets:
+        if "=" not in kv or not kv.split("=", 1)[0].strip():
+            raise InputError(f"--set: expected KEY=VALUE, got '{kv}'")
+    if slow_reads < 0:
+        raise InputError(f"--slow-reads: expected a non-negative integer, got {slow_reads}")
+    if slow_reads:
+        sets.append(f"media.diag.slow_reads={slow_reads}")
     with (
         staged_dir(
             out,
@@ -71,7 +81,7 @@ def main(
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
     ):
-        results, series = study.run_study(
+        results, series, slow = study.run_study(
             datasets=ds,
             configs=cs,
             policies=ps,
@@ -80,7 +90,10 @@ def main(
             traces=traces,
             workers=workers,
             scratch=Path(scratch),
+            sets=sets,
         )
+        if len(slow):
+            slow.to_csv(folder / "slow_reads.csv", index=False, float_format="%.3f")
         results.to_parquet(folder / "results.parquet", index=False)
         series.to_parquet(folder / "series.parquet", index=False)
         report.fig6_table(results).to_csv(folder / "fig6.csv", index=False, float_format="%.6f")
@@ -93,6 +106,7 @@ def main(
             seed=seed,
             traces=[str(t) for t in traces] if traces else None,
             device=study.DEVICE,
+            sets=sets,
         )
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         facts = {

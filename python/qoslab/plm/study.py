@@ -231,7 +231,7 @@ def _simulate(job: tuple) -> dict:
     """Runs one simulation in a scratch folder; returns what the study keeps of it."""
     from qoslab.sim import api
 
-    run, traces, window_ms, capacity, seed = job
+    run, traces, window_ms, capacity, seed, extra = job
     with tempfile.TemporaryDirectory(prefix="qoslab-plm-") as d:
         folder = Path(d)
         sets = list(BARE)
@@ -256,6 +256,7 @@ def _simulate(job: tuple) -> dict:
                 windows = span // (window_ms * 1_000_000) + 2
                 _write_demands(demands, window_demand(hosts, window_ms, windows))
                 sets.append(f"host.plm.demands={demands}")
+        sets += extra
         series = folder / "series.csv"
         result = api.run(
             trace=[str(p) for p in paths],
@@ -328,10 +329,18 @@ def _summarise(run: Run, report: dict, frame, window_ms: int, capacity: int) -> 
         p99 = busy.loc[busy["cls"] == row["cls"], "lat_p99_ns"]
         row["window_p99_median_us"] = float(p99.median()) / 1e3 if len(p99) else math.nan
     series["run"] = run.name
+    # The slow-read diagnostic (media.diag.slow_reads), when a run asked for it.
+    slow = {k: v for k, v in stage_counters(report, "ssd").items() if k.startswith("slowest")}
+    if slow:
+        slow = dict(run=run.name, **slow)
+        for key in ("plm_reads_to_dtwin", "plm_reads_to_ndwin", "plm_late_windows"):
+            if key in counters:
+                slow[key] = counters[key]
     return dict(
         rows=rows,
         series=series.drop(columns=["job_index"]).to_dict("list"),
         host=counters,
+        slow=slow,
     )
 
 
@@ -345,8 +354,11 @@ def run_study(
     traces: list[Path] | None,
     workers: int,
     scratch: Path,
+    sets: list[str] = (),
 ):
-    """Runs every simulation of the plan; returns (results, series) DataFrames."""
+    """Runs every simulation of the plan with the device keys `sets` added to each; returns
+    (results, series, slow reads) DataFrames (the last empty unless `sets` turned on the
+    slow-read diagnostic, media.diag.slow_reads)."""
     import pandas as pd
 
     if traces:
@@ -378,7 +390,7 @@ def run_study(
             windows = max(1, span // (window_ms * 1_000_000))
             m_dc = window_demand(hosts, window_ms, windows).sum(axis=1).mean()
             capacity = max(1, round(factor * m_dc))
-        jobs.append((run, trace_paths[run.dataset], window_ms, capacity, seed))
+        jobs.append((run, trace_paths[run.dataset], window_ms, capacity, seed, list(sets)))
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
             done = list(pool.map(_simulate, jobs))
@@ -386,7 +398,8 @@ def run_study(
         done = [_simulate(j) for j in jobs]
     results = pd.DataFrame([r for d in done for r in d["rows"]])
     series = pd.concat([pd.DataFrame(d["series"]) for d in done], ignore_index=True)
-    return results, series
+    slow = pd.DataFrame([d["slow"] for d in done if d["slow"]])
+    return results, series, slow
 
 
 def default_workers() -> int:

@@ -3,6 +3,8 @@
 //! specification (1.4, figure 200: Predictable Latency Per NVM Set log page), not from the
 //! model's constants.
 
+use super::flash::die_use;
+use super::gate::WindowState;
 use super::tests::{ssd, write};
 use super::*;
 use crate::Device;
@@ -334,13 +336,15 @@ fn namespaces_live_in_their_sets_each_with_its_own_free_pool_and_gc() {
 
 /// Both sets preconditioned full and written at random while the test alternates their
 /// windows every 10 ms; returns the harness, the ms checked in DTWin and the DTWins entered.
-fn alternating_run(total_ms: Ns) -> (Harness<Ssd>, u64, u64) {
-    let mut h = plm_drive(&[
+fn alternating_run(total_ms: Ns, extra: &[(&str, &str)]) -> (Harness<Ssd>, u64, u64) {
+    let mut o = vec![
         ("precondition.fill", "1"),
         ("gc.plm.dtwin_writes_typical", "10000"),
         ("gc.plm.dtwin_reads_typical", "100000"),
         ("gc.plm.dtwin_time_max_ns", "100ms"),
-    ]);
+    ];
+    o.extend_from_slice(extra);
+    let mut h = plm_drive(&o);
     let per_set = u64::from(h.stage.config().geo.set_logical_pages());
     enable(&mut h, 1);
     enable(&mut h, 2);
@@ -380,7 +384,7 @@ fn alternating_run(total_ms: Ns) -> (Harness<Ssd>, u64, u64) {
 
 #[test]
 fn no_gc_program_or_erase_runs_on_a_set_in_its_dtwin() {
-    let (h, checks, entries) = alternating_run(400);
+    let (h, checks, entries) = alternating_run(400, &[]);
     assert_eq!(counter(&h, "gc_ops_while_closed"), 0.0);
     assert_eq!(counter(&h, "gc_forced_victims"), 0.0);
     // The run did what it should test: GC ran, and the sets spent time in DTWin.
@@ -388,6 +392,31 @@ fn no_gc_program_or_erase_runs_on_a_set_in_its_dtwin() {
     assert!(checks > 100, "{checks} checked ms");
     assert!(entries > 20, "{entries} DTWins");
     assert!(counter(&h, "set1_dtwin_entries") + counter(&h, "set2_dtwin_entries") > 20.0);
+}
+
+#[test]
+fn a_read_whose_set_stays_in_dtwin_never_waits_behind_gc() {
+    // Every read kept by the slow-read diagnostic, which splits each one's die time by what
+    // the die did while the read waited.
+    let (h, _, _) = alternating_run(400, &[("diag.slow_reads", "100000")]);
+    let gc = [OpKind::Read, OpKind::Program, OpKind::Erase].map(|k| die_use(OpClass::Gc, k));
+    let behind_gc = |t: &ReadTrace| gc.iter().map(|&u| t.die_ns[u]).sum::<Ns>();
+    let traces: Vec<ReadTrace> = h.stage.slow_reads.as_ref().unwrap().reads().collect();
+    assert_eq!(traces.len(), 400);
+    let in_dtwin = |c: Copies| c.own == WindowState::Deterministic;
+    let (mut deterministic, mut waited_outside) = (0, 0);
+    for t in traces.iter().filter(|t| !t.cache_hit) {
+        if in_dtwin(t.at_service) && in_dtwin(t.at_done) {
+            deterministic += 1;
+            assert_eq!(behind_gc(t), 0, "{t:?}");
+        } else if behind_gc(t) > 0 {
+            waited_outside += 1;
+        }
+    }
+    // The run tests something: many reads were served in a DTWin, and outside one reads did
+    // wait behind GC.
+    assert!(deterministic > 100, "{deterministic} reads in DTWin");
+    assert!(waited_outside > 0);
 }
 
 #[test]

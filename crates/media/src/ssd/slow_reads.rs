@@ -108,6 +108,11 @@ impl SlowReads {
         }
     }
 
+    /// The reads kept (at least the `keep` slowest), in no particular order.
+    pub fn reads(&self) -> impl Iterator<Item = ReadTrace> + '_ {
+        self.kept.iter().map(|k| k.2)
+    }
+
     fn trim(&mut self) {
         // Slowest first; of equal latency, the earlier read.
         self.kept

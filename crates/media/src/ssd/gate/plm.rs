@@ -124,6 +124,10 @@ struct SetWindow {
     dtwin_ns: Ns,
     exits: [u64; 5],
     forced: u64,
+    /// When the set was last asked into DTWin, and the time asked sets waited to enter.
+    asked_ns: Ns,
+    entry_wait_ns: Ns,
+    entry_wait_max_ns: Ns,
 }
 
 pub struct Plm {
@@ -159,6 +163,9 @@ impl Plm {
                     dtwin_ns: 0,
                     exits: [0; 5],
                     forced: 0,
+                    asked_ns: 0,
+                    entry_wait_ns: 0,
+                    entry_wait_max_ns: 0,
                 })
                 .collect(),
         }
@@ -171,6 +178,9 @@ impl Plm {
 
     fn enter_dtwin(&mut self, set: u16, io: &mut GateIo<'_>) {
         let w = &mut self.sets[set as usize];
+        let waited = io.now_ns - w.asked_ns;
+        w.entry_wait_ns += waited;
+        w.entry_wait_max_ns = w.entry_wait_max_ns.max(waited);
         w.window = Window::Deterministic;
         w.since_ns = io.now_ns;
         w.reads = 0;
@@ -229,6 +239,7 @@ impl Plm {
             (WINDOW_DTWIN, Window::Deterministic | Window::Entering) => ControlStatus::Success,
             (WINDOW_DTWIN, Window::NonDeterministic) => {
                 w.window = Window::Entering;
+                w.asked_ns = io.now_ns;
                 self.try_enter(set, io);
                 ControlStatus::Success
             }
@@ -459,6 +470,15 @@ impl GcGate for Plm {
                 ));
             }
             out.push((format!("set{id}_forced_background"), w.forced as f64));
+            // How long the set, asked into DTWin, took to finish the work a DTWin cannot carry.
+            out.push((
+                format!("set{id}_dtwin_entry_wait_ms"),
+                w.entry_wait_ns as f64 / 1e6,
+            ));
+            out.push((
+                format!("set{id}_dtwin_entry_wait_max_ms"),
+                w.entry_wait_max_ns as f64 / 1e6,
+            ));
         }
         out
     }

@@ -6,12 +6,12 @@
 //! A read's time, from the job's submission to the media's end:
 //! - `before_media`: host, transport and the controller's queueing;
 //! - `mapping`: a flash read waits for its map entry (a mapping-cache miss reads a translation
-//!   page first);
+//!   page first; `mapping_die_*` split that wait as `die_*` below split the data's);
 //! - `dram_wait`, `dram`: a read served by the write cache queues for the drive's one DRAM, then
 //!   is served;
 //! - `die_*`: a flash read, from the moment it is queued on its die until its data is out, split
 //!   by what the die was doing meanwhile (its own read and other host reads, host programs,
-//!   GC reads, programs and erases, an erase being suspended, idle while the channel was busy).
+//!   GC reads, programs and erases, an erase being suspended counted as the erase, or idle).
 //!
 //! And where its copy stood: the window of the NVM set that served it, and whether another set
 //! was in its deterministic window (a copy the host could have read instead), at its arrival,
@@ -163,7 +163,9 @@ fn summarise(group: &str, reads: &[&ReadTrace], out: &mut Vec<(String, f64)>) {
             if t.cache_hit {
                 0
             } else {
-                t.flash_queued_ns - t.media_start_ns
+                // A read that never went to flash (a page never written, when such
+                // reads complete at once) waited for no map entry.
+                t.flash_queued_ns.saturating_sub(t.media_start_ns)
             }
         }),
     );
@@ -171,7 +173,7 @@ fn summarise(group: &str, reads: &[&ReadTrace], out: &mut Vec<(String, f64)>) {
         "dram_wait_us",
         mean_us(&|t| {
             if t.cache_hit {
-                t.dram_start_ns - t.dram_asked_ns
+                t.dram_start_ns.saturating_sub(t.dram_asked_ns)
             } else {
                 0
             }
@@ -181,7 +183,7 @@ fn summarise(group: &str, reads: &[&ReadTrace], out: &mut Vec<(String, f64)>) {
         "dram_us",
         mean_us(&|t| {
             if t.cache_hit {
-                t.dram_done_ns - t.dram_start_ns
+                t.dram_done_ns.saturating_sub(t.dram_start_ns)
             } else {
                 0
             }

@@ -153,6 +153,15 @@ def test_bad_options_are_one_line_and_write_nothing(qoslab, tmp_path):
         == "qoslab: error: --configs: expected a comma list of 1, 2, 3, 4, got '5'"
     )
     assert not (tmp_path / "o").exists()
+    for args, message in (
+        (["--set", "media.cache.dram_rate_mts"], "--set: expected KEY=VALUE, got "
+         "'media.cache.dram_rate_mts'"),
+        (["--slow-reads", "-1"], "--slow-reads: expected a non-negative integer, got -1"),
+    ):  # fmt: skip
+        done = qoslab("plm", "study", "--out", tmp_path / "o", *args)
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"qoslab: error: {message}"
+        assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")

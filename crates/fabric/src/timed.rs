@@ -838,34 +838,55 @@ mod tests {
         assert!(two < 1.05 * one, "linux: {one} then {two}");
     }
 
+    /// One stream of 12 writes, 8 blocks apart, of `blocks(i)` blocks each, the last
+    /// persisted.
+    fn twelve_writes(blocks: impl Fn(u64) -> u32) -> Workload {
+        let stream = (0..12u64)
+            .map(|i| Write {
+                lba: i * 8,
+                blocks: blocks(i),
+                group_end: true,
+                persist: i == 11,
+            })
+            .collect();
+        Workload {
+            streams: vec![stream],
+        }
+    }
+
+    /// Runs `w` under `s` cut every 250 ns from its start to its end, handing each cut run to
+    /// `f`.
+    fn each_cut(
+        w: &Workload,
+        s: &'static StackOps,
+        cfg: &FabricConfig,
+        t: &TimedConfig,
+        c: FabricCosts,
+        mut f: impl FnMut(&TimedRun),
+    ) {
+        let plan = Plan::build(w, cfg, s.plan);
+        let end = TimedRun::new(&plan, s, cfg, t, c)
+            .finish()
+            .unwrap()
+            .elapsed_ns;
+        for cut in (0..=end).step_by(250) {
+            let mut run = TimedRun::new(&plan, s, cfg, t, c);
+            run.run_until(cut).unwrap();
+            f(&run);
+        }
+    }
+
     #[test]
     fn a_timed_run_cut_at_any_time_recovers_to_a_prefix_under_rio_not_orderless() {
         // Large and small writes alternate on an SSD with PLP: a small write overtakes the
         // large one before it, so an orderless crash leaves a hole; Rio's recovery does not.
         let (cfg, t, c) = setup(&[("plp", "true"), ("targets", "2"), ("mdts_bytes", "32768")]);
-        let streams = vec![
-            (0..12u64)
-                .map(|i| Write {
-                    lba: i * 8,
-                    blocks: if i % 2 == 0 { 8 } else { 1 },
-                    group_end: true,
-                    persist: i == 11,
-                })
-                .collect(),
-        ];
-        let w = Workload { streams };
+        let w = twelve_writes(|i| if i % 2 == 0 { 8 } else { 1 });
         let broken = |s: &'static StackOps| {
-            let plan = Plan::build(&w, &cfg, s.plan);
-            let end = TimedRun::new(&plan, s, &cfg, &t, c)
-                .finish()
-                .unwrap()
-                .elapsed_ns;
             let mut bad = 0;
-            for cut in (0..=end).step_by(250) {
-                let mut run = TimedRun::new(&plan, s, &cfg, &t, c);
-                run.run_until(cut).unwrap();
+            each_cut(&w, s, &cfg, &t, c, |run| {
                 bad += usize::from(!run.crash().is_empty());
-            }
+            });
             bad
         };
         assert_eq!(broken(&stack::RIO), 0);
@@ -879,34 +900,17 @@ mod tests {
         // target's cache while later ones go to the other target. A crash of that target
         // loses it; Rio replays it from its PMR log (document 4.4.1), orderless cannot.
         let (cfg, t, c) = setup(&[("plp", "false"), ("targets", "2"), ("mdts_bytes", "32768")]);
-        let streams = vec![
-            (0..12u64)
-                .map(|i| Write {
-                    lba: i * 8,
-                    blocks: 1 + (i % 3) as u32,
-                    group_end: true,
-                    persist: i == 11,
-                })
-                .collect(),
-        ];
-        let w = Workload { streams };
+        let w = twelve_writes(|i| 1 + (i % 3) as u32);
         let tally = |s: &'static StackOps| {
-            let plan = Plan::build(&w, &cfg, s.plan);
-            let end = TimedRun::new(&plan, s, &cfg, &t, c)
-                .finish()
-                .unwrap()
-                .elapsed_ns;
             let (mut bad, mut replayed, mut lost) = (0, 0, 0);
-            for cut in (0..=end).step_by(250) {
-                let mut run = TimedRun::new(&plan, s, &cfg, &t, c);
-                run.run_until(cut).unwrap();
+            each_cut(&w, s, &cfg, &t, c, |run| {
                 for target in 0..2 {
                     let crash = run.target_crash(target);
                     bad += usize::from(!crash.violations.is_empty());
                     replayed += crash.replayed;
                     lost += crash.lost_from_cache;
                 }
-            }
+            });
             (bad, replayed, lost)
         };
         let (bad, replayed, lost) = tally(&stack::RIO);

@@ -39,6 +39,16 @@ fn check_crash(
     crash_check(&spec).unwrap()
 }
 
+/// No crash point broke the order or lost an acknowledged write.
+fn assert_intact(s: &Summary) {
+    assert_eq!(
+        (s.prefix_violations, s.acked_lost),
+        (0, 0),
+        "{:?}",
+        s.reproducers
+    );
+}
+
 const FLASH: &[(&str, &str)] = &[("plp", "false"), ("mdts_bytes", "65536")];
 const OPTANE: &[(&str, &str)] = &[("plp", "true"), ("mdts_bytes", "65536")];
 
@@ -48,38 +58,21 @@ fn rio_keeps_a_prefix_at_every_crash_point_with_and_without_plp() {
         let s = check(&stack::RIO, cfg, 40);
         assert_eq!(s.exhaustive_workloads, 40);
         assert!(s.crash_points > 2_000, "{}", s.crash_points);
-        assert_eq!(
-            (s.prefix_violations, s.acked_lost),
-            (0, 0),
-            "{:?}",
-            s.reproducers
-        );
+        assert_intact(&s);
     }
 }
 
 #[test]
 fn linux_flush_ordering_keeps_a_prefix_at_every_crash_point() {
     for cfg in [FLASH, OPTANE] {
-        let s = check(&stack::LINUX, cfg, 40);
-        assert_eq!(
-            (s.prefix_violations, s.acked_lost),
-            (0, 0),
-            "{:?}",
-            s.reproducers
-        );
+        assert_intact(&check(&stack::LINUX, cfg, 40));
     }
 }
 
 #[test]
 fn horae_keeps_a_prefix_at_every_crash_point() {
     for cfg in [FLASH, OPTANE] {
-        let s = check(&stack::HORAE, cfg, 40);
-        assert_eq!(
-            (s.prefix_violations, s.acked_lost),
-            (0, 0),
-            "{:?}",
-            s.reproducers
-        );
+        assert_intact(&check(&stack::HORAE, cfg, 40));
     }
 }
 
@@ -161,12 +154,7 @@ fn larger_workloads_are_sampled_and_the_count_is_stated() {
     let s = crash_check(&spec).unwrap();
     assert_eq!((s.exhaustive_workloads, s.sampled_workloads), (0, 4));
     assert_eq!(s.crash_points, 200);
-    assert_eq!(
-        (s.prefix_violations, s.acked_lost),
-        (0, 0),
-        "{:?}",
-        s.reproducers
-    );
+    assert_intact(&s);
 }
 
 // The crash of one target server (document 4.4.1, "Target recovery"): each target in turn, at

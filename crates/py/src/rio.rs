@@ -11,6 +11,33 @@ use qoslab_fabric::recovery_time::{RECOVERY_TUNABLES, RecoveryConfig};
 use qoslab_fabric::workload::Shape;
 use qoslab_fabric::{FABRIC_TUNABLES, FabricConfig, stack, timed};
 
+/// The stack called `name`, or a ValueError naming `--stack` and the stacks there are.
+fn lookup_stack(name: &str) -> PyResult<&'static stack::StackOps> {
+    stack::lookup(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "--stack: expected {}, got '{name}'",
+            stack::names()
+        ))
+    })
+}
+
+/// `--power-fail-at`'s simulated time, when given.
+fn power_fail_time(text: Option<&str>) -> PyResult<Option<u64>> {
+    text.map(|t| {
+        qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// A bad `--set`: the one line says which option.
+fn set_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("--set: {e}"))
+}
+
 /// Runs the crash checker; returns the summary as JSON. Bad input raises ValueError with
 /// a one-line message naming the field.
 #[pyfunction]
@@ -32,14 +59,8 @@ fn crash_check(
     target: Option<usize>,
 ) -> PyResult<String> {
     let crash = Crash::parse(crash).map_err(PyValueError::new_err)?;
-    let stack = stack::lookup(stack_name).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "--stack: expected {}, got '{stack_name}'",
-            stack::names()
-        ))
-    })?;
-    let cfg = FabricConfig::with_overrides(&sets)
-        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let stack = lookup_stack(stack_name)?;
+    let cfg = FabricConfig::with_overrides(&sets).map_err(set_error)?;
     let spec = CheckSpec {
         stack,
         cfg,
@@ -84,25 +105,10 @@ fn timed_run(
     power_fail_at: Option<&str>,
     crash_target: Option<usize>,
 ) -> PyResult<String> {
-    let power_fail_at_ns = power_fail_at
-        .map(|t| {
-            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
-                ))
-            })
-        })
-        .transpose()?;
-    let stack = stack::lookup(stack_name).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "--stack: expected {}, got '{stack_name}'",
-            stack::names()
-        ))
-    })?;
-    let (cfg, t, c) =
-        timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
-    let rc = RecoveryConfig::with_overrides(&sets)
-        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let power_fail_at_ns = power_fail_time(power_fail_at)?;
+    let stack = lookup_stack(stack_name)?;
+    let (cfg, t, c) = timed::configs(&sets).map_err(set_error)?;
+    let rc = RecoveryConfig::with_overrides(&sets).map_err(set_error)?;
     let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
     let text = py.detach(|| match (power_fail_at_ns, crash_target) {
         (None, _) => timed::measure(&w, stack, &cfg, &t, c).map(|m| serde_json::to_string(&m)),
@@ -133,16 +139,9 @@ fn timed_cuts(
     seed: u64,
     cuts_ns: Vec<u64>,
 ) -> PyResult<String> {
-    let stack = stack::lookup(stack_name).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "--stack: expected {}, got '{stack_name}'",
-            stack::names()
-        ))
-    })?;
-    let (cfg, t, c) =
-        timed::configs(&sets).map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
-    let rc = RecoveryConfig::with_overrides(&sets)
-        .map_err(|e| PyValueError::new_err(format!("--set: {e}")))?;
+    let stack = lookup_stack(stack_name)?;
+    let (cfg, t, c) = timed::configs(&sets).map_err(set_error)?;
+    let rc = RecoveryConfig::with_overrides(&sets).map_err(set_error)?;
     let w = timed::ordered_writes(streams, writes, blocks, batch, persist_every, seed);
     let cuts = py
         .detach(|| timed::power_cuts(&w, stack, &cfg, &t, c, &rc, &cuts_ns))
@@ -161,15 +160,7 @@ fn timed_jobs(
     seed: u64,
     power_fail_at: Option<&str>,
 ) -> PyResult<String> {
-    let at = power_fail_at
-        .map(|t| {
-            qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "--power-fail-at: expected a simulated time like 150us or 2ms, got '{t}'"
-                ))
-            })
-        })
-        .transpose()?;
+    let at = power_fail_time(power_fail_at)?;
     let file = qoslab_workload::fio::parse_job_file(&jobfile, |n| std::env::var(n).ok())
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let results = py

@@ -281,6 +281,7 @@ impl BlockLayer {
         self.held
     }
 
+    #[inline]
     fn grow(&mut self, id: ReqId) {
         let i = id.index();
         if i >= self.rq.len() {
@@ -289,11 +290,13 @@ impl BlockLayer {
         }
     }
 
+    #[inline]
     fn hold(&mut self) {
         self.held += 1;
         self.stats.queued_max = self.stats.queued_max.max(self.held as u64);
     }
 
+    #[inline]
     fn hctx_of(&mut self, host: u16, core: u16) -> usize {
         let key = (host, if self.setup.queue_per_core { core } else { 0 });
         if let Some(&(_, i)) = self.index.iter().find(|(k, _)| *k == key) {
@@ -307,6 +310,7 @@ impl BlockLayer {
         self.hctxs.len() - 1
     }
 
+    #[inline]
     fn room(&self, h: usize) -> bool {
         self.setup
             .queue_depth
@@ -364,6 +368,7 @@ impl BlockLayer {
     }
 
     /// A bio of a plugged batch, or one on its own.
+    #[inline]
     fn take_bio(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
         if !self.setup.splits(&ctx.reqs()[id]) {
             self.take_request(id, plugged, ctx);
@@ -649,6 +654,7 @@ impl BlockLayer {
 
     /// [`queue`](Self::queue) without running the scheduler's dispatch; says whether it
     /// should run.
+    #[inline]
     fn queue_quietly(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
         let (host, op) = (ctx.reqs()[id].host, ctx.reqs()[id].op);
         let now = ctx.now_ns();
@@ -834,6 +840,7 @@ impl BlockLayer {
 
     /// `id` starts a new life here; if the driver still held it under this id it freed the id
     /// (keeping a copy), so its record is kept until the copy completes.
+    #[inline]
     fn forget(&mut self, id: ReqId) {
         if self.rq[id.index()].place == Place::Driver {
             self.lost
@@ -843,6 +850,7 @@ impl BlockLayer {
     }
 
     /// A bio is done: a piece counts down its split bio, anything else goes up.
+    #[inline]
     fn finish_bio(&mut self, b: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         let parent = self.rq[b.index()].split_parent;
         self.rq[b.index()] = RqState::default();

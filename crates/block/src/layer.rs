@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use qoslab_engine::{Admission, LatencyHist, Ns, Op, ReqFlags, ReqId, Request, Stage, StageCtx};
+use qoslab_engine::{Admission, LatencyHist, Ns, Op, ReqFlags, ReqId, Stage, StageCtx};
 
 use crate::WriteCache;
 use crate::config::QueueSetup;
@@ -178,12 +178,33 @@ pub struct BlockStats {
     pub queued_max: u64,
     /// Flushes completed here because the device has no volatile write cache.
     pub flushes_not_sent: u64,
-    /// Time from entering the scheduler (or dispatch list) to the driver, reads and writes.
-    pub sched_wait: [LatencyHist; 2],
-    pub sched_wait_sum_ns: [u128; 2],
+    /// Time from entering the scheduler (or dispatch list) to the driver, reads and writes:
+    /// the waits of no time (a request issued directly, every request without a scheduler)
+    /// counted in `sched_zero_waits`, the others in `sched_wait_nonzero` (see [`Self::sched_wait`]).
+    // Speed: a zero recorded into the histogram costs as much as any value, once per request.
+    sched_wait_nonzero: [LatencyHist; 2],
+    sched_zero_waits: [u64; 2],
     /// Time at the device (driver to completion), reads and writes.
     pub device: [LatencyHist; 2],
-    pub device_sum_ns: [u128; 2],
+}
+
+impl BlockStats {
+    /// The time requests of op `k` (read 0, write 1) waited from entering the scheduler (or
+    /// dispatch list) to the driver.
+    pub fn sched_wait(&self, k: usize) -> LatencyHist {
+        let mut h = self.sched_wait_nonzero[k].clone();
+        h.record_n(0, self.sched_zero_waits[k]);
+        h
+    }
+
+    #[inline]
+    fn record_sched_wait(&mut self, k: usize, waited_ns: Ns) {
+        if waited_ns == 0 {
+            self.sched_zero_waits[k] += 1;
+        } else {
+            self.sched_wait_nonzero[k].record(waited_ns);
+        }
+    }
 }
 
 /// The block layer of every host on the path.
@@ -260,6 +281,7 @@ impl BlockLayer {
         self.held
     }
 
+    #[inline]
     fn grow(&mut self, id: ReqId) {
         let i = id.index();
         if i >= self.rq.len() {
@@ -268,31 +290,27 @@ impl BlockLayer {
         }
     }
 
+    #[inline]
     fn hold(&mut self) {
         self.held += 1;
         self.stats.queued_max = self.stats.queued_max.max(self.held as u64);
     }
 
-    fn hctx_of(&mut self, req: &Request) -> usize {
-        let key = (
-            req.host,
-            if self.setup.queue_per_core {
-                req.core
-            } else {
-                0
-            },
-        );
+    #[inline]
+    fn hctx_of(&mut self, host: u16, core: u16) -> usize {
+        let key = (host, if self.setup.queue_per_core { core } else { 0 });
         if let Some(&(_, i)) = self.index.iter().find(|(k, _)| *k == key) {
             return i;
         }
         self.hctxs.push(Hctx {
-            host: req.host,
+            host,
             ..Hctx::default()
         });
         self.index.push((key, self.hctxs.len() - 1));
         self.hctxs.len() - 1
     }
 
+    #[inline]
     fn room(&self, h: usize) -> bool {
         self.setup
             .queue_depth
@@ -350,12 +368,13 @@ impl BlockLayer {
     }
 
     /// A bio of a plugged batch, or one on its own.
+    #[inline]
     fn take_bio(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
-        let req = ctx.reqs()[id];
-        if !self.setup.splits(&req) {
+        if !self.setup.splits(&ctx.reqs()[id]) {
             self.take_request(id, plugged, ctx);
             return;
         }
+        let req = ctx.reqs()[id];
         let piece = self.setup.piece_bytes();
         let n = req.len_bytes.div_ceil(piece);
         self.stats.bio_splits += 1;
@@ -385,9 +404,9 @@ impl BlockLayer {
 
     /// Merges, a tag, then the plug or the queue (steps 3 to 6 above).
     fn take_request(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
-        let req = ctx.reqs()[id];
-        let host = req.host;
-        let data = matches!(req.op, Op::Read | Op::Write);
+        let req = &ctx.reqs()[id];
+        let (host, core, op, job) = (req.host, req.core, req.op, req.job as usize);
+        let data = matches!(op, Op::Read | Op::Write);
         if plugged && data && self.setup.nomerges < 2 && self.plug_merge(id, ctx) {
             return;
         }
@@ -398,18 +417,18 @@ impl BlockLayer {
                 .flatten();
             if let Some((rq, kind)) = pick {
                 self.merge_bio(rq, id, kind, true, ctx);
-                self.stats.merges[req.op.index()] += 1;
+                self.stats.merges[op.index()] += 1;
                 self.try_merge_neighbour(rq, kind, ctx);
                 return;
             }
         }
-        let h = self.hctx_of(&req);
+        let h = self.hctx_of(host, core);
         self.rq[id.index()].hctx = h as u32;
         if self.hosts[host as usize].elevator.is_some() {
             let depth = self.hosts[host as usize]
                 .elevator
                 .as_deref()
-                .map_or(u32::MAX, |e| e.limit_depth(&req))
+                .map_or(u32::MAX, |e| e.limit_depth(&ctx.reqs()[id]))
                 .min(self.setup.nr_requests);
             let hc = &self.hctxs[h];
             // First come, first served among requests allowed as deep or deeper; a request
@@ -417,7 +436,7 @@ impl BlockLayer {
             // kernel's shallow sbitmap waits do.
             if hc.sched_tags >= depth || hc.tag_wait.iter().any(|&(_, d)| d >= depth) {
                 if plugged {
-                    self.flush_plug(req.job as usize, ctx);
+                    self.flush_plug(job, ctx);
                 }
                 self.stats.tag_waits += 1;
                 self.rq[id.index()].place = Place::TagWait;
@@ -429,7 +448,7 @@ impl BlockLayer {
             self.rq[id.index()].has_tag = true;
         }
         if plugged {
-            self.add_to_plug(req.job as usize, id, ctx);
+            self.add_to_plug(job, id, ctx);
         } else {
             self.queue(id, ctx);
         }
@@ -635,12 +654,13 @@ impl BlockLayer {
 
     /// [`queue`](Self::queue) without running the scheduler's dispatch; says whether it
     /// should run.
+    #[inline]
     fn queue_quietly(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) -> bool {
-        let req = ctx.reqs()[id];
+        let (host, op) = (ctx.reqs()[id].host, ctx.reqs()[id].op);
         let now = ctx.now_ns();
         let h = self.rq[id.index()].hctx as usize;
         self.rq[id.index()].insert_ns = now;
-        if self.hosts[req.host as usize].elevator.is_none() || req.op == Op::Flush {
+        if self.hosts[host as usize].elevator.is_none() || op == Op::Flush {
             // blk_mq_try_issue_directly, behind whatever already waits on the queue.
             if self.hctxs[h].dispatch.is_empty() && self.room(h) && self.issue(id, ctx) {
                 return false;
@@ -653,20 +673,20 @@ impl BlockLayer {
         }
         if self.setup.nomerges == 0
             && self.sched.merges_requests
-            && matches!(req.op, Op::Read | Op::Write)
+            && matches!(op, Op::Read | Op::Write)
         {
             // Insert merge (elv_attempt_insert_merge): the new request may continue a queued one.
-            let hq = &self.hosts[req.host as usize];
+            let hq = &self.hosts[host as usize];
             if let Some(rq) = hq
                 .merges
                 .back_candidate(ctx.reqs(), &self.meta, id, &self.setup)
             {
                 let allowed = self
-                    .with_sched(req.host, now, ctx.reqs(), |e, cx| e.allow_merge(rq, id, cx))
+                    .with_sched(host, now, ctx.reqs(), |e, cx| e.allow_merge(rq, id, cx))
                     .unwrap_or(true);
                 if allowed {
                     self.merge_bio(rq, id, MergeKind::Back, true, ctx);
-                    self.stats.merges[req.op.index()] += 1;
+                    self.stats.merges[op.index()] += 1;
                     return false;
                 }
             }
@@ -674,8 +694,8 @@ impl BlockLayer {
         self.rq[id.index()].place = Place::Sched;
         self.stats.waited += 1;
         self.hold();
-        self.hosts[req.host as usize].merges.add(&req, id);
-        self.with_sched(req.host, now, ctx.reqs(), |e, cx| e.insert(id, false, cx));
+        self.hosts[host as usize].merges.add(&ctx.reqs()[id], id);
+        self.with_sched(host, now, ctx.reqs(), |e, cx| e.insert(id, false, cx));
         true
     }
 
@@ -691,7 +711,7 @@ impl BlockLayer {
             ctx.reqs_mut()[id].t.dispatched_ns = before;
             return false;
         }
-        let r = ctx.reqs()[id];
+        let r = &ctx.reqs()[id];
         let st = &mut self.rq[id.index()];
         let waited = now - st.insert_ns;
         st.place = Place::Driver;
@@ -699,10 +719,9 @@ impl BlockLayer {
         let h = st.hctx as usize;
         self.hctxs[h].in_driver += 1;
         self.meta[id.index()].io_start_ns = now;
-        let op = ctx.reqs()[id].op;
+        let op = r.op;
         if op == Op::Read || op == Op::Write {
-            self.stats.sched_wait[op.index()].record(waited);
-            self.stats.sched_wait_sum_ns[op.index()] += u128::from(waited);
+            self.stats.record_sched_wait(op.index(), waited);
         }
         let s = &mut self.stats;
         if s.in_flight == 0 {
@@ -821,6 +840,7 @@ impl BlockLayer {
 
     /// `id` starts a new life here; if the driver still held it under this id it freed the id
     /// (keeping a copy), so its record is kept until the copy completes.
+    #[inline]
     fn forget(&mut self, id: ReqId) {
         if self.rq[id.index()].place == Place::Driver {
             self.lost
@@ -830,6 +850,7 @@ impl BlockLayer {
     }
 
     /// A bio is done: a piece counts down its split bio, anything else goes up.
+    #[inline]
     fn finish_bio(&mut self, b: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         let parent = self.rq[b.index()].split_parent;
         self.rq[b.index()] = RqState::default();
@@ -872,7 +893,6 @@ impl Stage for BlockLayer {
         let now = ctx.now_ns();
         let req = &mut ctx.reqs_mut()[id];
         req.prio = ioprio::effective(req.prio);
-        let req = *req;
         self.stats.bios[req.op.index()] += 1;
         if !self.write_cache.prepare(&mut ctx.reqs_mut()[id]) {
             self.stats.flushes_not_sent += 1;
@@ -882,18 +902,18 @@ impl Stage for BlockLayer {
             ctx.complete(id);
             return;
         }
-        let req = ctx.reqs()[id];
+        let req = &ctx.reqs()[id];
+        let (len_bytes, job, flags) = (req.len_bytes, req.job as usize, req.flags);
         self.forget(id);
         self.meta[id.index()] = RqMeta {
             start_ns: now,
             io_start_ns: 0,
-            segments: self.setup.segments(req.len_bytes),
+            segments: self.setup.segments(len_bytes),
         };
-        let job = req.job as usize;
         if job >= self.plugs.len() {
             self.plugs.resize_with(job + 1, JobPlug::default);
         }
-        if req.flags.contains(ReqFlags::BATCH_MORE) {
+        if flags.contains(ReqFlags::BATCH_MORE) {
             self.rq[id.index()].place = Place::Batch;
             self.plugs[job].batch.push(id);
             if !self.unplug_armed {
@@ -932,7 +952,7 @@ impl Stage for BlockLayer {
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         let now = ctx.now_ns();
         self.grow(id);
-        let r = ctx.reqs()[id];
+        let r = &ctx.reqs()[id];
         let mine = self.rq[id.index()].place == Place::Driver
             && self.rq[id.index()].issued == (r.job, r.t.queued_ns, r.offset_bytes);
         let sched_id = if mine { id } else { self.adopt(id, ctx) };
@@ -940,7 +960,7 @@ impl Stage for BlockLayer {
         let h = st.hctx as usize;
         let host = self.hctxs[h].host;
         self.hctxs[h].in_driver -= 1;
-        let req = ctx.reqs()[id];
+        let req = &ctx.reqs()[id];
         let k = req.op.index();
         let s = &mut self.stats;
         s.ios[k] += 1;
@@ -949,7 +969,6 @@ impl Stage for BlockLayer {
         if k < 2 {
             let at_device = now - self.meta[id.index()].io_start_ns;
             s.device[k].record(at_device);
-            s.device_sum_ns[k] += u128::from(at_device);
         }
         s.in_flight -= 1;
         if s.in_flight == 0 {
@@ -957,7 +976,7 @@ impl Stage for BlockLayer {
         }
         self.with_sched(host, now, ctx.reqs(), |e, cx| e.completed(sched_id, cx));
         // The request's bios complete with its times, each with its own extent.
-        let done = ctx.reqs()[id];
+        let (done_t, done_status) = (ctx.reqs()[id].t, ctx.reqs()[id].status);
         if st.grown {
             let r = &mut ctx.reqs_mut()[id];
             r.offset_bytes = st.orig_offset;
@@ -970,10 +989,10 @@ impl Stage for BlockLayer {
             let next = self.rq[bio.index()].next_bio;
             let r = &mut ctx.reqs_mut()[bio];
             let queued = r.t.queued_ns;
-            r.t = done.t;
+            r.t = done_t;
             r.t.queued_ns = queued;
             r.t.completed_ns = now;
-            r.status = done.status;
+            r.status = done_status;
             self.finish_bio(bio, ctx);
             bio = next;
         }
@@ -1032,18 +1051,12 @@ impl Stage for BlockLayer {
         put("flushes_not_sent", s.flushes_not_sent as f64);
         put("in_flight_max", s.in_flight_max as f64);
         for (k, name) in [(0, "read"), (1, "write")] {
-            let w = &s.sched_wait[k];
+            let w = &s.sched_wait(k);
             let d = &s.device[k];
-            put(
-                &format!("{name}_sched_wait_mean_ns"),
-                mean(s.sched_wait_sum_ns[k], w),
-            );
+            put(&format!("{name}_sched_wait_mean_ns"), mean(w));
             put(&format!("{name}_sched_wait_p99_ns"), pct(w, 99.0));
             put(&format!("{name}_sched_wait_max_ns"), pct(w, 100.0));
-            put(
-                &format!("{name}_device_mean_ns"),
-                mean(s.device_sum_ns[k], d),
-            );
+            put(&format!("{name}_device_mean_ns"), mean(d));
             put(&format!("{name}_device_p99_ns"), pct(d, 99.0));
             put(&format!("{name}_device_max_ns"), pct(d, 100.0));
         }
@@ -1070,8 +1083,8 @@ impl Stage for BlockLayer {
     }
 }
 
-fn mean(sum_ns: u128, h: &LatencyHist) -> f64 {
-    sum_ns as f64 / h.count().max(1) as f64
+fn mean(h: &LatencyHist) -> f64 {
+    h.moments.sum() as f64 / h.count().max(1) as f64
 }
 
 fn pct(h: &LatencyHist, p: f64) -> f64 {

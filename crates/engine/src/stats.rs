@@ -33,6 +33,22 @@ impl Moments {
         self.sum_sq += u128::from(v) * u128::from(v);
     }
 
+    /// Records `v` `count` times: the same moments as `count` calls of [`record`](Self::record).
+    pub fn record_n(&mut self, v: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.n == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.n += count;
+        self.sum += u128::from(v) * u128::from(count);
+        self.sum_sq += u128::from(v) * u128::from(v) * u128::from(count);
+    }
+
     pub fn merge(&mut self, other: &Moments) {
         if other.n == 0 {
             return;
@@ -107,6 +123,14 @@ impl LatencyHist {
         self.moments.record(ns);
         self.hist
             .record(ns)
+            .expect("an auto-resizing histogram takes any value");
+    }
+
+    /// Records `ns` `count` times, as `count` calls of [`record`](Self::record) would.
+    pub fn record_n(&mut self, ns: u64, count: u64) {
+        self.moments.record_n(ns, count);
+        self.hist
+            .record_n(ns, count)
             .expect("an auto-resizing histogram takes any value");
     }
 
@@ -231,6 +255,22 @@ mod tests {
         assert_eq!(a.moments, all.moments);
         for p in [1.0, 50.0, 99.0, 99.99] {
             assert_eq!(a.percentile(p), all.percentile(p));
+        }
+    }
+
+    #[test]
+    fn recording_a_value_n_times_at_once_equals_recording_it_n_times() {
+        let (mut once, mut each) = (LatencyHist::new(), LatencyHist::new());
+        for (v, n) in [(0u64, 5u64), (1_000, 3), (0, 0), (77_777, 2), (0, 1)] {
+            once.record_n(v, n);
+            for _ in 0..n {
+                each.record(v);
+            }
+        }
+        assert_eq!(once.moments, each.moments);
+        assert_eq!(once.fio_bins(), each.fio_bins());
+        for p in [1.0, 50.0, 90.0, 99.0, 100.0] {
+            assert_eq!(once.percentile(p), each.percentile(p));
         }
     }
 

@@ -274,6 +274,7 @@ impl NvmeController {
         self.cmds.resize(i + 1, Cmd::default());
     }
 
+    #[inline]
     fn transfer(
         &self,
         sqi: usize,
@@ -296,6 +297,7 @@ impl NvmeController {
     /// Whether the fetch of a command just sent to SQ `sqi` can be booked now: a single SQ on a
     /// foldable transport, no doorbell on its way and nothing waiting in it, room in the
     /// controller.
+    #[inline]
     fn can_fold_doorbell(&self, sqi: usize) -> bool {
         let sq = &self.sqs[sqi];
         self.fold_fetch
@@ -395,6 +397,7 @@ impl NvmeController {
 
     /// Command `id` was fetched (its entry arrives at `at`): it goes to the media after the
     /// controller's processing and, for a write, the data transfer.
+    #[inline]
     fn fetched(&mut self, id: ReqId, at: Ns, ctx: &mut impl StageCtx<ControllerEvent>) {
         let now = ctx.now_ns();
         let c = self.cmd(id);
@@ -423,6 +426,7 @@ impl NvmeController {
         }
     }
 
+    #[inline]
     fn hand_to_media(&mut self, id: ReqId, ctx: &mut impl StageCtx<ControllerEvent>) {
         let c = self.cmd(id);
         if c.abort_requested {
@@ -472,6 +476,7 @@ impl NvmeController {
     }
 
     /// When a CQ entry of SQ `sqi` whose write starts at `start` lands.
+    #[inline]
     fn post_time(&self, sqi: usize, start: Ns, ctx: &mut impl StageCtx<ControllerEvent>) -> Ns {
         let at = start + self.cfg.cq_post_ns;
         ctx.dma(self.transfer(sqi, Dma::ToHost, Payload::QueueEntries, at, CQE_BYTES))

@@ -219,11 +219,13 @@ impl NvmeHost {
         self.cmds.resize(i + 1, Cmd::default());
     }
 
+    #[inline]
     fn sq_of(&self, req: &qoslab_engine::Request) -> usize {
         self.layout.sq_of(req.host, req.core, req.prio) as usize
     }
 
     /// The NVMe commands a request becomes: split at MDTS, and a write once per copy.
+    #[inline]
     fn parts(&self, req: &qoslab_engine::Request) -> u64 {
         let copies = if req.op == Op::Write {
             u64::from(self.copies)
@@ -234,6 +236,7 @@ impl NvmeHost {
     }
 
     /// The pieces of a request split at MDTS.
+    #[inline]
     fn chunks(&self, req: &qoslab_engine::Request) -> u64 {
         let mdts = self.mdts_bytes;
         if mdts == 0 || req.len_bytes <= mdts || !matches!(req.op, Op::Read | Op::Write) {
@@ -250,6 +253,7 @@ impl NvmeHost {
     }
 
     /// Room opened (a command id freed, a reset ended): the stage above may offer again.
+    #[inline]
     fn room(&mut self, ctx: &mut impl StageCtx<HostEvent>) {
         if self.refused {
             self.refused = false;
@@ -298,6 +302,7 @@ impl NvmeHost {
 
     /// The driver writes the SQ entry (after its CPU time) and rings the doorbell: the command
     /// goes to the transport.
+    #[inline]
     fn place(&mut self, id: ReqId, sqi: usize, cid: u16, ctx: &mut impl StageCtx<HostEvent>) {
         let now = ctx.now_ns();
         *self.cmd(id) = Cmd {
@@ -323,6 +328,7 @@ impl NvmeHost {
     }
 
     /// A command id of SQ `sqi` is free again: admitted work waiting for one gets it first.
+    #[inline]
     fn cid_freed(&mut self, sqi: usize, ctx: &mut impl StageCtx<HostEvent>) {
         if let Some(w) = self.sqs[sqi].waiting.pop_front() {
             let cid = self.sqs[sqi]
@@ -415,6 +421,7 @@ impl NvmeHost {
     }
 
     /// Reports a command complete: the I/O itself, or one part of a split I/O.
+    #[inline]
     fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         let req = ctx.reqs()[id];
         if req.parent.is_none() {

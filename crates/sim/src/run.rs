@@ -255,7 +255,7 @@ impl<P: Stage> Sim<'_, P> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn handle(&mut self, ev: Ev<P::Event>, now: Ns) -> Result<(), SimError> {
         match ev {
             Ev::Path(e) => {
@@ -352,13 +352,18 @@ impl<P: Stage> Sim<'_, P> {
         })
     }
 
-    #[inline]
-    fn drain_urgent(&mut self) -> Result<(), SimError> {
-        while let Some(ev) = self.queue.pop_urgent() {
-            let now = self.queue.now_ns();
+    /// Handles `ev`, then every urgent event waiting (all at `now`), first in first out.
+    // One function for the lot: an urgent hand-off (six per I/O on the NVMe path) then costs a
+    // turn of this loop, not a call of a large function with its prologue and epilogue.
+    #[inline(never)]
+    fn run_at(&mut self, mut ev: Ev<P::Event>, now: Ns) -> Result<(), SimError> {
+        loop {
             self.handle(ev, now)?;
+            match self.queue.pop_urgent() {
+                Some(next) => ev = next,
+                None => return Ok(()),
+            }
         }
-        Ok(())
     }
 }
 
@@ -399,7 +404,9 @@ pub fn simulate<P: Stage>(
     } else {
         sim.start_group(0, 0)?;
     }
-    sim.drain_urgent()?;
+    if let Some(ev) = sim.queue.pop_urgent() {
+        sim.run_at(ev, sim.now())?;
+    }
 
     let wall = Instant::now();
     let mut bar: Option<indicatif::ProgressBar> = None;
@@ -413,8 +420,7 @@ pub fn simulate<P: Stage>(
             )));
         };
         events += 1;
-        sim.handle(ev, now)?;
-        sim.drain_urgent()?;
+        sim.run_at(ev, now)?;
         if opts.progress && events & 0xffff == 0 {
             update_progress(&mut bar, wall, &sim.jobs, now);
         }

@@ -357,7 +357,7 @@ def test_ctrl_c_leaves_no_output(tmp_path):
     # Wait until the temporary directory exists (the run is under way), then interrupt.
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not any(
-        p.name.startswith(".out.tmp-") for p in tmp_path.iterdir()
+        p.name.startswith(".out.partial-") for p in tmp_path.iterdir()
     ):
         time.sleep(0.05)
     time.sleep(0.3)

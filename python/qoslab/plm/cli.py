@@ -81,7 +81,7 @@ def study_cmd(
         "--set",
         help="KEY=VALUE of the device or path, added to every run (e.g. "
         "media.cache.dram_rate_mts=2400); give it once per key.",
-        show_default=False,
+        show_default="the study's device",
     ),
     slow_reads: int = typer.Option(
         0,

@@ -353,6 +353,9 @@ def test_ctrl_c_leaves_no_output(tmp_path):
         [QOSLAB, "nvmelite", "matrix", config, "--out", tmp_path / "out", "--no-logs"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # As from a shell: Ctrl-C not ignored, whatever this test process inherited (an
+        # ignored SIGINT stays ignored across exec, and Python then never raises it).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait until the temporary directory exists (the run is under way), then interrupt.
     deadline = time.monotonic() + 20

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QOSLAB
+from conftest import QOSLAB, default_sigint
 from lab_helpers import (
     foreign_loop,
     lab_env,
@@ -93,6 +93,7 @@ def test_ctrl_c_while_writing_the_backing_file_leaves_nothing(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 30

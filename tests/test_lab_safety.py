@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QOSLAB
+from conftest import QOSLAB, default_sigint
 from lab_helpers import (
     foreign_loop,
     lab_env,
@@ -188,6 +188,7 @@ def test_ctrl_c_during_a_study_stops_fio_and_removes_the_scratch_file(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 30

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import QOSLAB
+from conftest import QOSLAB, default_sigint
 from lab_helpers import lab_env, needs_root, qoslab_device
 
 pytestmark = [pytest.mark.root, needs_root]
@@ -129,6 +129,7 @@ def test_ctrl_c_stops_fio_and_restores_the_scheduler(tmp_path, device_with_tuned
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 30

@@ -15,7 +15,7 @@ from xml.etree import ElementTree
 import pytest
 from PIL import Image
 
-from conftest import QOSLAB, ROOT
+from conftest import QOSLAB, ROOT, default_sigint
 
 DATA = ROOT / "tests" / "data" / "nvmelite"
 EXPECTED = DATA / "expected"
@@ -353,9 +353,7 @@ def test_ctrl_c_leaves_no_output(tmp_path):
         [QOSLAB, "nvmelite", "matrix", config, "--out", tmp_path / "out", "--no-logs"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        # As from a shell: Ctrl-C not ignored, whatever this test process inherited (an
-        # ignored SIGINT stays ignored across exec, and Python then never raises it).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
     # Wait until the temporary directory exists (the run is under way), then interrupt.
     deadline = time.monotonic() + 20

@@ -111,6 +111,9 @@ impl AnalyticDevice {
 impl Stage for AnalyticDevice {
     type Event = ServerDone;
 
+    /// A command only starts a server or queues: it may run inside the controller's hook.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         <Self as crate::DeviceModel>::NAME
     }

@@ -223,6 +223,9 @@ impl EmpiricalDevice {
 impl Stage for EmpiricalDevice {
     type Event = Done;
 
+    /// A command only reaches a server or the queue: it may run inside the controller's hook.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         <Self as crate::DeviceModel>::NAME
     }

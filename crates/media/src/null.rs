@@ -32,6 +32,9 @@ impl NullDevice {
 impl Stage for NullDevice {
     type Event = ReqId;
 
+    /// A command only reaches its own completion event: it may run inside the controller's hook.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         <Self as DeviceModel>::NAME
     }

@@ -575,6 +575,10 @@ impl NvmeHost {
 impl Stage for NvmeHost {
     type Event = HostEvent;
 
+    /// A request reaches the host inside the block layer's dispatch, as `nvme_queue_rq` runs
+    /// inside `blk_mq_dispatch_rq_list`: nothing the host does on it calls the block layer.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         "nvme-host"
     }

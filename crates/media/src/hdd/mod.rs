@@ -653,6 +653,9 @@ impl DeviceModel for Hdd {
 impl Stage for Hdd {
     type Event = HddEvent;
 
+    /// A command only reaches the disk queue: it may run inside the controller's hook.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         <Self as crate::DeviceModel>::NAME
     }

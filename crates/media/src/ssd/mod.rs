@@ -1475,6 +1475,9 @@ impl DeviceModel for Ssd {
 impl Stage for Ssd {
     type Event = SsdEvent;
 
+    /// A command only reaches the firmware: cache, mapping and flash queues: it may run inside the controller's hook.
+    const SUBMITS_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         <Self as crate::DeviceModel>::NAME
     }

@@ -5,9 +5,10 @@ use qoslab_engine::{
     Admission, Chain, Control, LostWrite, Notice, Ns, ReqId, Requests, Stage, StageCtx,
     StageReport, Transfer,
 };
-use qoslab_media::AnalyticDevice;
 use qoslab_media::service::Service;
+use qoslab_media::{AnalyticDevice, Hdd, NullDevice, Ssd};
 use qoslab_nvme::Pcie;
+use qoslab_sim::SimOptions;
 use qoslab_sim::path::PathParts;
 
 use crate::common::*;
@@ -69,20 +70,25 @@ const MIX: &str = "[global]\nsize=8g\nnumber_ios=20000\n[a]\nrw=randrw\nbs=4k\ni
                    [b]\nrw=read\nbs=256k\niodepth=4\nnumber_ios=2000\n[c]\nrw=randwrite\nbs=4k\n\
                    iodepth=64\nfsync=32\n";
 
-fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
-    let preset = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+/// The run of `MIX` on media `dev()` over the builder's chain and over the same stages with
+/// every speed constant off, as fio JSON.
+fn fast_and_slow<D: Stage + qoslab_media::Device>(
+    preset: &str,
+    sets: &[&str],
+    dev: impl Fn(&qoslab_sim::SimOptions) -> D,
+) -> (serde_json::Value, serde_json::Value) {
+    let preset = qoslab_sim::device::preset_text(preset).unwrap();
     let opts = options(MIX, preset, sets, 3);
-    let dev = || {
-        let read = Service::lognormal(80_000.0, 0.3).unwrap();
-        AnalyticDevice::new(16, read, Service::Fixed(20_000), 3)
-    };
-    let fast = qoslab_sim::run_parts::<Pcie, _, _>(&opts, dev(), PathParts::chain).unwrap();
-    let slow = qoslab_sim::run_parts::<Pcie, _, _>(&opts, dev(), |p| {
+    let fast = qoslab_sim::run_parts::<Pcie, _, _>(&opts, dev(&opts), PathParts::chain).unwrap();
+    let slow = qoslab_sim::run_parts::<Pcie, _, _>(&opts, dev(&opts), |p| {
         Chain::new(
             Plain(p.block),
             Chain::new(
-                p.host,
-                Chain::new(Plain(p.transport), Chain::new(Plain(p.controller), p.media)),
+                Plain(p.host),
+                Chain::new(
+                    Plain(p.transport),
+                    Chain::new(Plain(p.controller), Plain(p.media)),
+                ),
             ),
         )
     })
@@ -91,10 +97,17 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
     (json(&fast.text), json(&slow.text))
 }
 
-/// Skipping the transport on the way down, taking commands into the controller inside the
-/// host's hook and passing completions through the block layer and the transport change no
-/// number of the run, on the default path and with several SQs, a shallow SQ, coalescing and a
-/// completion order.
+fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    fast_and_slow("nvme-analytic", sets, |_| {
+        let read = Service::lognormal(80_000.0, 0.3).unwrap();
+        AnalyticDevice::new(16, read, Service::Fixed(20_000), 3)
+    })
+}
+
+/// Skipping the transport on the way down, taking requests into the host inside the block
+/// layer's hook, commands into the controller inside the host's and into the media inside the
+/// controller's, and passing completions through the transport change no number of the run,
+/// on the default path and with several SQs, a shallow SQ, coalescing and a completion order.
 #[test]
 fn the_path_shortcuts_change_nothing() {
     for sets in [
@@ -113,6 +126,25 @@ fn the_path_shortcuts_change_nothing() {
         assert_eq!(fast["jobs"], slow["jobs"], "{sets:?}");
         assert!(fast["jobs"][2]["sync"]["total_ios"].as_u64().unwrap() > 0);
     }
+}
+
+/// Each media model takes its commands inside the controller's hook with the same results as
+/// through the urgent lane: an SSD with a volatile write cache (the job's flushes reach it), one
+/// with power-loss protection, a disk and the null device.
+#[test]
+fn every_media_model_takes_commands_at_once_with_the_same_results() {
+    fn check<D: Stage + qoslab_media::Device>(preset: &str, dev: impl Fn(&SimOptions) -> D) {
+        let (fast, slow) = fast_and_slow(preset, &[], dev);
+        assert_eq!(fast["jobs"], slow["jobs"], "{preset}");
+        assert!(fast["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 0);
+    }
+    fn media<D: qoslab_media::DeviceModel>(o: &SimOptions) -> D {
+        o.device.build_media(o.seed).unwrap()
+    }
+    check("consumer-tlc", media::<Ssd>);
+    check("enterprise-tlc-plp", media::<Ssd>);
+    check("hdd-7200", media::<Hdd>);
+    check("nvme-analytic", |_| NullDevice::new(30_000, 1 << 40));
 }
 
 /// Without interrupt coalescing or reordering the controller hands a completion up as soon as

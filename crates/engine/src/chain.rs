@@ -6,7 +6,8 @@
 //! - the upper stage's `dispatch` asks the lower stage's `admit` at once and, when accepted,
 //!   puts the lower stage's `submit` on the urgent lane;
 //! - the lower stage's `complete`, `room_above` and `notify_above` reach the upper stage's
-//!   `complete`, `pull` and `notice` through the urgent lane;
+//!   `complete`, `pull` and `notice` through the urgent lane (`complete` at once when the upper
+//!   stage says it may: `COMPLETES_AT_ONCE`);
 //! - the upper stage's `abort_below`, `reset_below` and `control_below` call the lower stage's
 //!   hooks at once; the lower stage's `dma` asks the upper stage first;
 //! - everything else leaves the chain through the chain's own context, so a chain inside a
@@ -175,6 +176,14 @@ where
     fn complete(&mut self, id: ReqId) {
         if U::FORWARDS_UP {
             self.outer.complete(id);
+        } else if U::COMPLETES_AT_ONCE
+            && let Some(up) = self.upper.as_deref_mut()
+        {
+            let mut ctx = CompletingCtx::<C, U, LE> {
+                outer: self.outer,
+                types: std::marker::PhantomData,
+            };
+            up.complete(id, &mut ctx);
         } else {
             self.outer.schedule_now(Link::Complete(id));
         }
@@ -207,6 +216,78 @@ where
         {
             return done;
         }
+        self.outer.dma(t)
+    }
+}
+
+/// The context of the upper stage `U` while its `complete` runs inside a hook of the lower
+/// stage (`COMPLETES_AT_ONCE`): the lower stage is busy, so nothing reaches it.
+struct CompletingCtx<'a, C, U, LE> {
+    outer: &'a mut C,
+    types: std::marker::PhantomData<fn(U, LE)>,
+}
+
+impl<U, LE, C> CompletingCtx<'_, C, U, LE> {
+    #[cold]
+    fn below(&self, what: &str) -> ! {
+        panic!(
+            "a stage whose completions run at once (COMPLETES_AT_ONCE) called {what} while completing"
+        )
+    }
+}
+
+impl<U, LE, C> StageCtx<U::Event> for CompletingCtx<'_, C, U, LE>
+where
+    U: Stage,
+    LE: Copy,
+    C: StageCtx<Link<U::Event, LE>>,
+{
+    #[inline(always)]
+    fn now_ns(&self) -> Ns {
+        self.outer.now_ns()
+    }
+    #[inline(always)]
+    fn reqs(&self) -> &Requests {
+        self.outer.reqs()
+    }
+    #[inline(always)]
+    fn reqs_mut(&mut self) -> &mut Requests {
+        self.outer.reqs_mut()
+    }
+    #[inline(always)]
+    fn schedule(&mut self, at_ns: Ns, ev: U::Event) {
+        self.outer.schedule(at_ns, Link::Upper(ev));
+    }
+    #[inline(always)]
+    fn schedule_now(&mut self, ev: U::Event) {
+        self.outer.schedule_now(Link::Upper(ev));
+    }
+    fn dispatch(&mut self, _id: ReqId) -> Admission {
+        self.below("dispatch")
+    }
+    #[inline(always)]
+    fn complete(&mut self, id: ReqId) {
+        self.outer.complete(id);
+    }
+    #[inline(always)]
+    fn room_above(&mut self) {
+        self.outer.room_above();
+    }
+    #[inline(always)]
+    fn notify_above(&mut self, notice: Notice) {
+        self.outer.notify_above(notice);
+    }
+    fn abort_below(&mut self, _id: ReqId) -> bool {
+        self.below("abort_below")
+    }
+    fn reset_below(&mut self) {
+        self.below("reset_below")
+    }
+    fn control_below(&mut self, _msg: &mut Control) {
+        self.below("control_below")
+    }
+    #[inline(always)]
+    fn dma(&mut self, t: Transfer) -> Ns {
         self.outer.dma(t)
     }
 }
@@ -250,6 +331,8 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
         U::SUBMITS_AT_ONCE
     };
     const PASSES_DOWN: bool = U::PASSES_DOWN && L::PASSES_DOWN;
+    /// A completion from below enters through the lower stage.
+    const COMPLETES_AT_ONCE: bool = L::COMPLETES_AT_ONCE;
 
     fn name(&self) -> &'static str {
         self.upper.name()

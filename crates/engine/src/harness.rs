@@ -442,4 +442,30 @@ mod tests {
         let names: Vec<_> = reports.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["pass-down", "null"]);
     }
+
+    /// A stage that breaks its word: it says its completions may run at once, then dispatches
+    /// from `complete`, which would reach the stage below while that stage's hook runs.
+    struct Refill;
+    impl Stage for Refill {
+        type Event = ();
+        const COMPLETES_AT_ONCE: bool = true;
+        fn name(&self) -> &'static str {
+            "refill"
+        }
+        fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+            assert_eq!(ctx.dispatch(id), Admission::Accepted);
+        }
+        fn on_event(&mut self, _: (), _: &mut impl StageCtx<()>) {}
+        fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+            let _ = ctx.dispatch(id);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "COMPLETES_AT_ONCE) called dispatch while completing")]
+    fn a_stage_completing_at_once_may_not_call_down() {
+        let mut h = Harness::new(Chain::new(Refill, Null::new(10)));
+        h.submit_at(0, Request::new(Op::Read, 0, 4096, 0, 0));
+        h.run_all();
+    }
 }

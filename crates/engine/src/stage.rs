@@ -115,6 +115,11 @@ pub trait Stage {
     /// saving an urgent event per request.
     const SUBMITS_AT_ONCE: bool = false;
 
+    /// Speed: `complete` may run at once inside the hook of the stage below that completed the
+    /// request (it never calls down at once: no `dispatch`, `abort_below`, `reset_below` or
+    /// `control_below`), saving an urgent event per request.
+    const COMPLETES_AT_ONCE: bool = false;
+
     /// Speed: `submit` only dispatches the request on, unchanged (whatever the stage does to a
     /// request going down, it does in `admit`), so a chain hands it straight to the stage
     /// below and this stage's hook is never called.

@@ -579,6 +579,11 @@ impl Stage for NvmeHost {
     /// inside `blk_mq_dispatch_rq_list`: nothing the host does on it calls the block layer.
     const SUBMITS_AT_ONCE: bool = true;
 
+    /// A CQ entry lands inside the controller's hook: the host only stamps it or rings it up,
+    /// and what a completion frees (a command id for a waiting request) is handed out from
+    /// `HostDone`, never at once.
+    const COMPLETES_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         "nvme-host"
     }
@@ -677,7 +682,8 @@ impl Stage for NvmeHost {
             ctx.reqs_mut()[id].t.interrupt_ns = interrupt;
             self.cmd(id).state = CmdState::Done;
             if done_at == ctx.now_ns() {
-                self.host_done(id, ctx);
+                // Not `host_done` at once: it may place a waiting command (COMPLETES_AT_ONCE).
+                ctx.schedule_now(HostEvent::HostDone { id });
             } else {
                 ctx.schedule(done_at, HostEvent::HostDone { id });
             }

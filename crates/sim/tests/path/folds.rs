@@ -106,8 +106,9 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
 
 /// Skipping the transport on the way down, taking requests into the host inside the block
 /// layer's hook, commands into the controller inside the host's and into the media inside the
-/// controller's, and passing completions through the transport change no number of the run,
-/// on the default path and with several SQs, a shallow SQ, coalescing and a completion order.
+/// controller's, passing completions through the transport and into the host inside the
+/// controller's hook change no number of the run, on the default path and with several SQs, a
+/// shallow SQ, coalescing, a completion order and a host that handles completions in no time.
 #[test]
 fn the_path_shortcuts_change_nothing() {
     for sets in [
@@ -121,6 +122,7 @@ fn the_path_shortcuts_change_nothing() {
             "controller.completion_order=random",
             "controller.reorder_bound=2",
         ][..],
+        &["host.irq_ns=0", "host.complete_ns=0"][..],
     ] {
         let (fast, slow) = both(sets);
         assert_eq!(fast["jobs"], slow["jobs"], "{sets:?}");

@@ -34,6 +34,9 @@ pub enum ControllerEvent {
     Doorbell { sq: u16, epoch: u32 },
     /// The fetch engine is free again and entries are waiting for it.
     FetchDone { epoch: u32 },
+    /// A command finished inside the media's hook while entries wait: fetch once that hook
+    /// is over (urgent), as the media cannot take a command while its own hook runs.
+    Fetch { epoch: u32 },
     /// Controller processing (and write data transfer) is done: the command goes to the media.
     MediaSubmit { id: ReqId, epoch: u32 },
     /// Read data is in host memory: the command enters its SQ's completion order.
@@ -443,9 +446,16 @@ impl NvmeController {
 
     // ---- completion ------------------------------------------------------------------------
 
-    /// The media (or an abort) finished command `id`: release its controller resources, move
-    /// read data, and post the CQ entry now or when the completion order allows.
+    /// An abort finished command `id` before the media saw it: as [`Self::finish`], then the
+    /// room it leaves is used at once.
     fn controller_done(&mut self, id: ReqId, ctx: &mut impl StageCtx<ControllerEvent>) {
+        self.finish(id, ctx);
+        self.try_fetch(ctx);
+    }
+
+    /// Command `id` is finished: release its controller resources, move read data, and post
+    /// the CQ entry now or when the completion order allows.
+    fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<ControllerEvent>) {
         let now = ctx.now_ns();
         let sqi = self.cmd(id).sq as usize;
         self.outstanding -= 1;
@@ -472,7 +482,6 @@ impl NvmeController {
                 ctx.schedule(data_at, ControllerEvent::CqReady { id, epoch });
             }
         }
-        self.try_fetch(ctx);
     }
 
     /// When a CQ entry of SQ `sqi` whose write starts at `start` lands.
@@ -577,6 +586,10 @@ impl Stage for NvmeController {
     /// nothing the controller does on it calls the host at once.
     const SUBMITS_AT_ONCE: bool = true;
 
+    /// The media's completion lands inside the media's hook: the controller posts it there,
+    /// and fetches into the room it leaves from an urgent `Fetch` after that hook.
+    const COMPLETES_AT_ONCE: bool = true;
+
     fn name(&self) -> &'static str {
         "nvme-controller"
     }
@@ -645,6 +658,7 @@ impl Stage for NvmeController {
             }
             ControllerEvent::Doorbell { epoch, .. }
             | ControllerEvent::FetchDone { epoch }
+            | ControllerEvent::Fetch { epoch }
             | ControllerEvent::MediaSubmit { epoch, .. }
             | ControllerEvent::CqReady { epoch, .. }
             | ControllerEvent::CqPost { epoch, .. }
@@ -654,6 +668,7 @@ impl Stage for NvmeController {
                 self.fetch_wake_scheduled = false;
                 self.try_fetch(ctx);
             }
+            ControllerEvent::Fetch { .. } => self.try_fetch(ctx),
             ControllerEvent::MediaSubmit { id, .. } => self.hand_to_media(id, ctx),
             ControllerEvent::CqReady { id, .. } => self.cq_ready(id, ctx),
             ControllerEvent::CqPost { id, .. } => self.cq_post(id, ctx),
@@ -666,7 +681,10 @@ impl Stage for NvmeController {
             ctx.reqs_mut().free(id);
             return;
         }
-        self.controller_done(id, ctx);
+        self.finish(id, ctx);
+        if self.sqs.iter().any(|sq| !sq.fetchable.is_empty()) {
+            ctx.schedule_now(ControllerEvent::Fetch { epoch: self.epoch });
+        }
     }
 
     /// An Abort command for `id`: a command not yet at the media is completed aborted when it

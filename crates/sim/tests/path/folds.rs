@@ -106,9 +106,11 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
 
 /// Skipping the transport on the way down, taking requests into the host inside the block
 /// layer's hook, commands into the controller inside the host's and into the media inside the
-/// controller's, passing completions through the transport and into the host inside the
-/// controller's hook change no number of the run, on the default path and with several SQs, a
-/// shallow SQ, coalescing, a completion order and a host that handles completions in no time.
+/// controller's, passing completions into the controller inside the media's hook and through
+/// the transport into the host inside the controller's change no number of the run, on the
+/// default path and with several SQs, a shallow SQ, coalescing, a completion order, a host that
+/// handles completions in no time and a controller that holds few commands (so completions
+/// leave entries to fetch).
 #[test]
 fn the_path_shortcuts_change_nothing() {
     for sets in [
@@ -123,6 +125,10 @@ fn the_path_shortcuts_change_nothing() {
             "controller.reorder_bound=2",
         ][..],
         &["host.irq_ns=0", "host.complete_ns=0"][..],
+        &[
+            "controller.max_outstanding=12",
+            "controller.fetch_limit_per_sq=3",
+        ][..],
     ] {
         let (fast, slow) = both(sets);
         assert_eq!(fast["jobs"], slow["jobs"], "{sets:?}");

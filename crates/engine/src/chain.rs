@@ -46,11 +46,36 @@ pub enum Link<UE, LE> {
     Notice(Notice),
 }
 
-/// The context of the upper stage `U` inside a chain.
+/// The context of the upper stage `U` inside a chain. `lower` is absent while a hook of the
+/// lower stage runs (a completion taken at once, `COMPLETES_AT_ONCE`): nothing reaches it then.
 struct UpperCtx<'a, C, U, L> {
     outer: &'a mut C,
-    lower: &'a mut L,
+    lower: Option<&'a mut L>,
     upper: std::marker::PhantomData<fn(U)>,
+}
+
+impl<C, U, L> UpperCtx<'_, C, U, L> {
+    /// The lower stage, and its context for a call from the upper stage (`call`, for the
+    /// panic when the lower stage is busy).
+    #[inline(always)]
+    fn below(&mut self, call: &str) -> (&mut L, LowerCtx<'_, C, U, L>) {
+        let Some(lower) = self.lower.as_deref_mut() else {
+            lower_busy(call)
+        };
+        let ctx = LowerCtx {
+            outer: &mut *self.outer,
+            upper: None,
+            lower: std::marker::PhantomData,
+        };
+        (lower, ctx)
+    }
+}
+
+#[cold]
+fn lower_busy(call: &str) -> ! {
+    panic!(
+        "a stage whose completions run at once (COMPLETES_AT_ONCE) called {call} while completing"
+    )
 }
 
 impl<U, L, C> StageCtx<U::Event> for UpperCtx<'_, C, U, L>
@@ -81,20 +106,18 @@ where
     }
     #[inline(always)]
     fn dispatch(&mut self, id: ReqId) -> Admission {
-        let a = self.lower.admit(id, self.outer.reqs_mut());
+        let (lower, mut ctx) = self.below("dispatch");
+        let a = lower.admit(id, ctx.outer.reqs_mut());
         if a == Admission::Accepted {
             if L::SUBMITS_AT_ONCE {
-                let mut ctx = LowerCtx::<C, U> {
-                    outer: self.outer,
-                    upper: None,
-                };
-                self.lower.submit(id, &mut ctx);
+                lower.submit(id, &mut ctx);
             } else {
-                self.outer.schedule_now(Link::Submit(id));
+                ctx.outer.schedule_now(Link::Submit(id));
             }
         }
         a
     }
+
     #[inline(always)]
     fn complete(&mut self, id: ReqId) {
         self.outer.complete(id);
@@ -108,25 +131,16 @@ where
         self.outer.notify_above(notice);
     }
     fn abort_below(&mut self, id: ReqId) -> bool {
-        let mut ctx = LowerCtx::<C, U> {
-            outer: self.outer,
-            upper: None,
-        };
-        self.lower.abort(id, &mut ctx)
+        let (lower, mut ctx) = self.below("abort_below");
+        lower.abort(id, &mut ctx)
     }
     fn reset_below(&mut self) {
-        let mut ctx = LowerCtx::<C, U> {
-            outer: self.outer,
-            upper: None,
-        };
-        self.lower.reset(&mut ctx);
+        let (lower, mut ctx) = self.below("reset_below");
+        lower.reset(&mut ctx);
     }
     fn control_below(&mut self, msg: &mut Control) {
-        let mut ctx = LowerCtx::<C, U> {
-            outer: self.outer,
-            upper: None,
-        };
-        self.lower.control(msg, &mut ctx);
+        let (lower, mut ctx) = self.below("control_below");
+        lower.control(msg, &mut ctx);
     }
     #[inline(always)]
     fn dma(&mut self, t: Transfer) -> Ns {
@@ -137,16 +151,17 @@ where
 /// The context of the lower stage inside a chain whose upper stage is `U`. `upper` is absent
 /// while the upper stage itself is running (a synchronous call down from it); a `dma` then
 /// goes past it.
-struct LowerCtx<'a, C, U> {
+struct LowerCtx<'a, C, U, L> {
     outer: &'a mut C,
     upper: Option<&'a mut U>,
+    lower: std::marker::PhantomData<fn(L)>,
 }
 
-impl<U, LE, C> StageCtx<LE> for LowerCtx<'_, C, U>
+impl<U, L, C> StageCtx<L::Event> for LowerCtx<'_, C, U, L>
 where
     U: Stage,
-    LE: Copy,
-    C: StageCtx<Link<U::Event, LE>>,
+    L: Stage,
+    C: StageCtx<Link<U::Event, L::Event>>,
 {
     #[inline(always)]
     fn now_ns(&self) -> Ns {
@@ -161,11 +176,11 @@ where
         self.outer.reqs_mut()
     }
     #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: LE) {
+    fn schedule(&mut self, at_ns: Ns, ev: L::Event) {
         self.outer.schedule(at_ns, Link::Lower(ev));
     }
     #[inline(always)]
-    fn schedule_now(&mut self, ev: LE) {
+    fn schedule_now(&mut self, ev: L::Event) {
         self.outer.schedule_now(Link::Lower(ev));
     }
     #[inline(always)]
@@ -179,9 +194,10 @@ where
         } else if U::COMPLETES_AT_ONCE
             && let Some(up) = self.upper.as_deref_mut()
         {
-            let mut ctx = CompletingCtx::<C, U, LE> {
-                outer: self.outer,
-                types: std::marker::PhantomData,
+            let mut ctx = UpperCtx::<C, U, L> {
+                outer: &mut *self.outer,
+                lower: None,
+                upper: std::marker::PhantomData,
             };
             up.complete(id, &mut ctx);
         } else {
@@ -220,78 +236,6 @@ where
     }
 }
 
-/// The context of the upper stage `U` while its `complete` runs inside a hook of the lower
-/// stage (`COMPLETES_AT_ONCE`): the lower stage is busy, so nothing reaches it.
-struct CompletingCtx<'a, C, U, LE> {
-    outer: &'a mut C,
-    types: std::marker::PhantomData<fn(U, LE)>,
-}
-
-impl<U, LE, C> CompletingCtx<'_, C, U, LE> {
-    #[cold]
-    fn below(&self, what: &str) -> ! {
-        panic!(
-            "a stage whose completions run at once (COMPLETES_AT_ONCE) called {what} while completing"
-        )
-    }
-}
-
-impl<U, LE, C> StageCtx<U::Event> for CompletingCtx<'_, C, U, LE>
-where
-    U: Stage,
-    LE: Copy,
-    C: StageCtx<Link<U::Event, LE>>,
-{
-    #[inline(always)]
-    fn now_ns(&self) -> Ns {
-        self.outer.now_ns()
-    }
-    #[inline(always)]
-    fn reqs(&self) -> &Requests {
-        self.outer.reqs()
-    }
-    #[inline(always)]
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.outer.reqs_mut()
-    }
-    #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: U::Event) {
-        self.outer.schedule(at_ns, Link::Upper(ev));
-    }
-    #[inline(always)]
-    fn schedule_now(&mut self, ev: U::Event) {
-        self.outer.schedule_now(Link::Upper(ev));
-    }
-    fn dispatch(&mut self, _id: ReqId) -> Admission {
-        self.below("dispatch")
-    }
-    #[inline(always)]
-    fn complete(&mut self, id: ReqId) {
-        self.outer.complete(id);
-    }
-    #[inline(always)]
-    fn room_above(&mut self) {
-        self.outer.room_above();
-    }
-    #[inline(always)]
-    fn notify_above(&mut self, notice: Notice) {
-        self.outer.notify_above(notice);
-    }
-    fn abort_below(&mut self, _id: ReqId) -> bool {
-        self.below("abort_below")
-    }
-    fn reset_below(&mut self) {
-        self.below("reset_below")
-    }
-    fn control_below(&mut self, _msg: &mut Control) {
-        self.below("control_below")
-    }
-    #[inline(always)]
-    fn dma(&mut self, t: Transfer) -> Ns {
-        self.outer.dma(t)
-    }
-}
-
 impl<U: Stage, L: Stage> Chain<U, L> {
     #[inline(always)]
     fn with_upper<C: StageCtx<Link<U::Event, L::Event>>>(
@@ -301,7 +245,7 @@ impl<U: Stage, L: Stage> Chain<U, L> {
     ) {
         let mut ctx = UpperCtx {
             outer,
-            lower: &mut self.lower,
+            lower: Some(&mut self.lower),
             upper: std::marker::PhantomData,
         };
         f(&mut self.upper, &mut ctx);
@@ -311,11 +255,12 @@ impl<U: Stage, L: Stage> Chain<U, L> {
     fn with_lower<C: StageCtx<Link<U::Event, L::Event>>>(
         &mut self,
         outer: &mut C,
-        f: impl FnOnce(&mut L, &mut LowerCtx<'_, C, U>),
+        f: impl FnOnce(&mut L, &mut LowerCtx<'_, C, U, L>),
     ) {
         let mut ctx = LowerCtx {
             outer,
             upper: Some(&mut self.upper),
+            lower: std::marker::PhantomData,
         };
         f(&mut self.lower, &mut ctx);
     }

@@ -618,13 +618,14 @@ impl Stage for NvmeHost {
             r.nsid = nsid;
             r.nvm_set = nsid as u16;
         }
-        let req = ctx.reqs()[id];
         let promised = std::mem::take(&mut self.cmd(id).promised);
-        let parts = self.parts(&req);
+        let parts = self.parts(&ctx.reqs()[id]);
         if parts == 1 {
             self.issue(id, true, ctx);
             return;
         }
+        // Copied only when split: each part starts as a copy of the request.
+        let req = ctx.reqs()[id];
         let mdts = self.mdts_bytes;
         let chunks = self.chunks(&req);
         let copied = parts > chunks;

@@ -579,8 +579,8 @@ impl Stage for NvmeHost {
     /// inside `blk_mq_dispatch_rq_list`: nothing the host does on it calls the block layer.
     const SUBMITS_AT_ONCE: bool = true;
 
-    /// A CQ entry lands inside the controller's hook: the host only stamps it or rings it up,
-    /// and what a completion frees (a command id for a waiting request) is handed out from
+    /// A CQ entry lands inside the controller's hook: the host only stamps it or posts it to
+    /// its CQ, and what a completion frees (a command id for a waiting request) is handed out from
     /// `HostDone`, never at once.
     const COMPLETES_AT_ONCE: bool = true;
 

@@ -1475,7 +1475,8 @@ impl DeviceModel for Ssd {
 impl Stage for Ssd {
     type Event = SsdEvent;
 
-    /// A command only reaches the firmware: cache, mapping and flash queues: it may run inside the controller's hook.
+    /// A command only reaches the firmware's queues (cache, mapping, flash): it may run inside
+    /// the controller's hook.
     const SUBMITS_AT_ONCE: bool = true;
 
     fn name(&self) -> &'static str {

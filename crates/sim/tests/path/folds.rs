@@ -1,12 +1,15 @@
 //! The speed tricks of the path against the path without them: each must leave every number of
 //! the run as it is (fast path equals slow path).
 
+use std::path::Path;
+
 use qoslab_engine::{
     Admission, Chain, Control, LostWrite, Notice, Ns, ReqId, Requests, Stage, StageCtx,
     StageReport, Transfer,
 };
+use qoslab_media::empirical::Profile;
 use qoslab_media::service::Service;
-use qoslab_media::{AnalyticDevice, Hdd, NullDevice, Ssd};
+use qoslab_media::{AnalyticDevice, EmpiricalDevice, Hdd, NullDevice, Ssd};
 use qoslab_nvme::Pcie;
 use qoslab_sim::SimOptions;
 use qoslab_sim::path::PathParts;
@@ -75,7 +78,7 @@ const MIX: &str = "[global]\nsize=8g\nnumber_ios=20000\n[a]\nrw=randrw\nbs=4k\ni
 fn fast_and_slow<D: Stage + qoslab_media::Device>(
     preset: &str,
     sets: &[&str],
-    dev: impl Fn(&qoslab_sim::SimOptions) -> D,
+    dev: impl Fn(&SimOptions) -> D,
 ) -> (serde_json::Value, serde_json::Value) {
     let preset = qoslab_sim::device::preset_text(preset).unwrap();
     let opts = options(MIX, preset, sets, 3);
@@ -104,13 +107,11 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
     })
 }
 
-/// Skipping the transport on the way down, taking requests into the host inside the block
-/// layer's hook, commands into the controller inside the host's and into the media inside the
-/// controller's, passing completions into the controller inside the media's hook and through
-/// the transport into the host inside the controller's change no number of the run, on the
-/// default path and with several SQs, a shallow SQ, coalescing, a completion order, a host that
-/// handles completions in no time and a controller that holds few commands (so completions
-/// leave entries to fetch).
+/// The path's shortcuts (the transport skipped on the way down and passed through on the way
+/// up; each stage taking a request or a completion inside its neighbour's hook) change no
+/// number of the run: on the default path, with several SQs and a shallow one, coalescing, a
+/// completion order, a host that handles completions in no time, and a controller that holds
+/// few commands (so completions leave entries to fetch).
 #[test]
 fn the_path_shortcuts_change_nothing() {
     for sets in [
@@ -136,9 +137,10 @@ fn the_path_shortcuts_change_nothing() {
     }
 }
 
-/// Each media model takes its commands inside the controller's hook with the same results as
-/// through the urgent lane: an SSD with a volatile write cache (the job's flushes reach it), one
-/// with power-loss protection, a disk and the null device.
+/// Each media model takes its commands inside the controller's hook, and hands its completions
+/// to the controller inside its own, with the same results as through the urgent lane: an SSD
+/// with a volatile write cache (the job's flushes reach it), one with power-loss protection, a
+/// disk, a measured profile and the null device.
 #[test]
 fn every_media_model_takes_commands_at_once_with_the_same_results() {
     fn check<D: Stage + qoslab_media::Device>(preset: &str, dev: impl Fn(&SimOptions) -> D) {
@@ -153,6 +155,20 @@ fn every_media_model_takes_commands_at_once_with_the_same_results() {
     check("enterprise-tlc-plp", media::<Ssd>);
     check("hdd-7200", media::<Hdd>);
     check("nvme-analytic", |_| NullDevice::new(30_000, 1 << 40));
+    let profile = Profile::parse(
+        Path::new("profile.toml"),
+        "format = \"qoslab-empirical-1\"\nsource = \"test\"\n\
+         [[point]]\nop = \"read\"\niodepth = 1\nbs_bytes = 4096\n\
+         percentiles = [1.0, 50.0, 99.0]\nclat_ns = [9000, 12000, 30000]\n\
+         [[point]]\nop = \"read\"\niodepth = 8\nbs_bytes = 4096\n\
+         percentiles = [1.0, 50.0, 99.0]\nclat_ns = [20000, 40000, 120000]\n\
+         [[point]]\nop = \"write\"\niodepth = 1\nbs_bytes = 4096\n\
+         percentiles = [1.0, 50.0, 99.0]\nclat_ns = [15000, 20000, 60000]\n",
+    )
+    .unwrap();
+    check("nvme-analytic", |o| {
+        EmpiricalDevice::new(profile.clone(), 1 << 40, o.seed)
+    });
 }
 
 /// Without interrupt coalescing or reordering the controller hands a completion up as soon as

@@ -8,9 +8,9 @@ preset and on variants of the NVMe path, and compares the fio JSON `jobs` sectio
 The jobs are `configs/jobs/*.fio` (with NUMBER_IOS set) and `tests/data/sim-jobs/*.fio`; the
 devices are every preset `qoslab sim --list-devices` names, then `nvme-analytic` with each of
 VARIANTS (coalescing, completion orders, WRR, timeouts with aborts and resets, a shallow SQ, a
-single core, controller limits, SQ/CQ entries off the link, each service-time distribution), and
-the device files in bench/golden/ (an empirical device). A run that fails records its
-error message instead, which must match too.
+single core, controller limits, SQ/CQ entries off the link, each service-time distribution, each
+block scheduler, split bios, a shallow block queue), and the device files in bench/golden/ (an
+empirical device). A run that fails records its error message instead, which must match too.
 """
 
 from __future__ import annotations
@@ -64,6 +64,15 @@ VARIANTS: dict[str, list[str]] = {
         "media.write_mean_ns=30us",
         "media.transfer_rate=2",
     ],
+    # The block layer: each scheduler, bios split to the queue's limits, a queue that holds
+    # requests back with no scheduler.
+    "mq-deadline": ["block.scheduler=mq-deadline"],
+    "kyber": ["block.scheduler=kyber"],
+    "bfq": ["block.scheduler=bfq"],
+    "prio": ["block.scheduler=prio"],
+    "prio-advanced": ["block.scheduler=prio-advanced"],
+    "split": ["block.max_sectors_kb=8"],
+    "shallow-queue": ["block.queue_depth=4"],
 }
 
 # Device files beside the presets: models no preset uses.

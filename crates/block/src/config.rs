@@ -124,7 +124,11 @@ impl QueueSetup {
 
     /// Data segments of `len` bytes of a bio.
     pub fn segments(&self, len: u64) -> u32 {
-        len.div_ceil(self.segment_bytes).max(1) as u32
+        if len <= self.segment_bytes {
+            1
+        } else {
+            len.div_ceil(self.segment_bytes) as u32
+        }
     }
 
     /// The largest piece a bio may be: max_sectors_kb, and max_segments full segments.

@@ -112,7 +112,42 @@ pub struct JobStats {
     /// Simulated time the job ran after its ramp (ns).
     pub runtime_ns: Ns,
     /// Per op, the end-to-end latency split into its [`LatencyPart`]s.
-    pub split: [[Moments; 4]; 4],
+    pub split: [SplitSums; 4],
+}
+
+/// One op's latencies split into their [`LatencyPart`]s and added up: the report gives each
+/// part's mean, so counts and sums are all it keeps (a [`Moments`] per part would cost four
+/// minima, maxima and squares per I/O nobody reads).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitSums {
+    pub n: u64,
+    sum_ns: [u128; 4],
+}
+
+impl SplitSums {
+    #[inline]
+    fn record(&mut self, parts: [Ns; 4]) {
+        self.n += 1;
+        for (sum, part) in self.sum_ns.iter_mut().zip(parts) {
+            *sum += u128::from(part);
+        }
+    }
+
+    fn merge(&mut self, o: &SplitSums) {
+        self.n += o.n;
+        for (sum, part) in self.sum_ns.iter_mut().zip(o.sum_ns) {
+            *sum += part;
+        }
+    }
+
+    /// The mean of `part`, in ns (0 with nothing recorded).
+    pub fn mean_ns(&self, part: LatencyPart) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum_ns[part as usize] as f64 / self.n as f64
+        }
+    }
 }
 
 /// Where the time of a request went, from its stamps (the four parts sum to its latency).
@@ -160,9 +195,7 @@ impl LatencyPart {
 impl JobStats {
     pub fn merge(&mut self, o: &JobStats) {
         for (a, b) in self.split.iter_mut().zip(&o.split) {
-            for (x, y) in a.iter_mut().zip(b) {
-                x.merge(y);
-            }
+            a.merge(b);
         }
         for (a, b) in self.ops.iter_mut().zip(&o.ops) {
             a.merge(b);
@@ -190,7 +223,16 @@ struct Sampler {
 pub const BW_WINDOW_NS: Ns = 500_000_000;
 
 impl Sampler {
+    /// Closes the windows that end by `t` (one every half second: most calls close none).
+    #[inline(always)]
     fn close_until(&mut self, t: Ns, stats: &mut JobStats) {
+        if t >= self.start_ns + self.window_ns {
+            self.close_windows(t, stats);
+        }
+    }
+
+    #[inline(never)]
+    fn close_windows(&mut self, t: Ns, stats: &mut JobStats) {
         while t >= self.start_ns + self.window_ns {
             for k in 0..4 {
                 if self.active[k] {
@@ -427,6 +469,13 @@ impl JobRun {
         self.start_ns + self.ramp_ns
     }
 
+    /// Whether the `submitted`th I/O of a pump starts an io_submit batch (every one does
+    /// without iodepth_batch_submit: no division then, as this runs for every I/O).
+    #[inline]
+    fn batch_starts(&self, submitted: u32) -> bool {
+        self.batch == 1 || submitted.is_multiple_of(self.batch)
+    }
+
     /// Issues what the job may issue now, through `submit`; says when to wake it next.
     pub fn pump(
         &mut self,
@@ -489,7 +538,7 @@ impl JobRun {
             }
             // iodepth_batch_submit: a batch starts only when it fits whole.
             let free = self.iodepth - self.inflight;
-            if free == 0 || (submitted.is_multiple_of(self.batch) && free < self.batch) {
+            if free == 0 || (self.batch_starts(submitted) && free < self.batch) {
                 break Pump::Wait;
             }
             self.pending = None;
@@ -497,12 +546,12 @@ impl JobRun {
             self.inflight += 1;
             self.issued += 1;
             submitted += 1;
-            if submitted.is_multiple_of(self.batch) {
+            if self.batch_starts(submitted) {
                 // As fio does, a committed batch counts at the depth it leaves the queue at.
                 self.stats.iodepth_level[depth_level_bucket(self.inflight)] += self.batch as u64;
             }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
-            if !submitted.is_multiple_of(self.batch) {
+            if !self.batch_starts(submitted) {
                 // The rest of this io_submit call follows at once.
                 req.flags |= qoslab_engine::ReqFlags::BATCH_MORE;
             }
@@ -517,7 +566,11 @@ impl JobRun {
             req.core = self.core;
             submit(req);
         };
-        let partial = submitted % self.batch;
+        let partial = if self.batch == 1 {
+            0
+        } else {
+            submitted % self.batch
+        };
         if partial > 0 {
             self.stats.iodepth_level[depth_level_bucket(self.inflight)] += partial as u64;
         }
@@ -572,9 +625,7 @@ impl JobRun {
             op.slat.record(t.dispatched_ns - t.queued_ns);
             op.clat.record(clat);
             op.lat.record(lat);
-            for (m, part) in self.stats.split[k].iter_mut().zip(LatencyPart::split(t)) {
-                m.record(part);
-            }
+            self.stats.split[k].record(LatencyPart::split(t));
             if req.status != qoslab_engine::IoStatus::Ok {
                 self.stats.errors += 1;
             }

@@ -765,15 +765,12 @@ fn latency_split_json(entries: &[Entry]) -> Value {
             m.insert("jobname".into(), json!(e.name));
             for op in [Op::Read, Op::Write] {
                 let parts = &e.stats.split[op.index()];
-                if parts[0].n == 0 {
+                if parts.n == 0 {
                     continue;
                 }
                 let mut p = Map::new();
                 for part in crate::job::LatencyPart::ALL {
-                    p.insert(
-                        format!("{}_ns", part.name()),
-                        json!(parts[part as usize].mean()),
-                    );
+                    p.insert(format!("{}_ns", part.name()), json!(parts.mean_ns(part)));
                 }
                 m.insert(op.fio_name().into(), Value::Object(p));
             }

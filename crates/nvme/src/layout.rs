@@ -80,7 +80,11 @@ impl QueueLayout {
     /// The SQ (numbered across hosts) an I/O of `host` on `core` with `prio` goes to.
     pub fn sq_of(&self, host: u16, core: u16, prio: IoPrio) -> u16 {
         let h = &self.hosts[host as usize];
-        let core = core as u32 % h.cores;
+        let core = if u32::from(core) < h.cores {
+            u32::from(core)
+        } else {
+            u32::from(core) % h.cores
+        };
         let slot = if self.sqs_per_core == 1 {
             0
         } else {

@@ -147,6 +147,33 @@ pub struct Cq {
     /// Entries the host has consumed.
     pub head: u64,
     pub interrupts: u64,
+    /// Where `tail` and `head` fall in the ring, kept as they advance: a division per entry
+    /// (a u64 `div`, tens of cycles) would otherwise cost more than the rest of a post.
+    tail_at: RingPos,
+    head_at: RingPos,
+}
+
+/// A position's slot in a ring of `depth` entries and its pass's phase tag
+/// (`phase_of(position, depth)`).
+#[derive(Clone, Copy, Debug)]
+struct RingPos {
+    slot: u32,
+    phase: bool,
+}
+
+impl RingPos {
+    const START: RingPos = RingPos {
+        slot: 0,
+        phase: true,
+    };
+
+    fn advance(&mut self, depth: u32) {
+        self.slot += 1;
+        if self.slot == depth {
+            self.slot = 0;
+            self.phase = !self.phase;
+        }
+    }
 }
 
 impl Cq {
@@ -157,6 +184,8 @@ impl Cq {
             tail: 0,
             head: 0,
             interrupts: 0,
+            tail_at: RingPos::START,
+            head_at: RingPos::START,
         }
     }
 
@@ -171,9 +200,11 @@ impl Cq {
             self.ring = vec![Cqe::default(); self.depth as usize];
         }
         debug_assert!(!self.is_full(), "CQ overflow");
-        cqe.phase = phase_of(self.tail, self.depth);
-        self.ring[(self.tail % self.depth as u64) as usize] = cqe;
+        debug_assert_eq!(self.tail_at.phase, phase_of(self.tail, self.depth));
+        cqe.phase = self.tail_at.phase;
+        self.ring[self.tail_at.slot as usize] = cqe;
         self.tail += 1;
+        self.tail_at.advance(self.depth);
     }
 
     /// The host consumes the entry at the head if its phase tag says it is new.
@@ -181,11 +212,12 @@ impl Cq {
         if self.ring.is_empty() {
             return None;
         }
-        let e = self.ring[(self.head % self.depth as u64) as usize];
-        if e.phase != phase_of(self.head, self.depth) {
+        let e = self.ring[self.head_at.slot as usize];
+        if e.phase != self.head_at.phase {
             return None;
         }
         self.head += 1;
+        self.head_at.advance(self.depth);
         Some(e)
     }
 
@@ -194,6 +226,8 @@ impl Cq {
         self.ring.clear();
         self.tail = 0;
         self.head = 0;
+        self.tail_at = RingPos::START;
+        self.head_at = RingPos::START;
     }
 }
 
@@ -219,6 +253,14 @@ mod tests {
             // The slot after the last entry still holds a stale entry of the old phase.
             assert_eq!(cq.reap(), None);
         }
+        // A reset starts over at slot 0 in the first pass's phase.
+        cq.reset();
+        assert_eq!(cq.reap(), None);
+        cq.post(Cqe {
+            id: ReqId(99),
+            ..Cqe::default()
+        });
+        assert_eq!(cq.reap().map(|e| e.id), Some(ReqId(99)));
     }
 
     #[test]

@@ -113,7 +113,11 @@ impl Stage for Pcie {
             return Some(t.start_ns);
         }
         let n = self.links.len();
-        let link = &mut self.links[t.host as usize % n];
+        let link = if n == 1 {
+            &mut self.links[0]
+        } else {
+            &mut self.links[t.host as usize % n]
+        };
         Some(link.transfer(t.dir, t.start_ns, t.bytes))
     }
 

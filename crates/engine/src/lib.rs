@@ -6,6 +6,7 @@
 
 pub mod chain;
 pub mod control;
+pub mod divisor;
 pub mod error;
 pub mod harness;
 pub mod queue;
@@ -20,6 +21,7 @@ pub mod units;
 
 pub use chain::{Chain, Link};
 pub use control::{Command, Control, ControlStatus, Dma, LostWrite, Notice, Payload, Transfer};
+pub use divisor::Divisor;
 pub use error::InputError;
 pub use harness::{Done, Harness, Null, OverNull};
 pub use queue::EventQueue;

@@ -29,9 +29,9 @@ use qoslab_engine::{Ns, StageCtx};
 
 use super::SsdEvent;
 use super::config::SsdConfig;
-use super::geometry::Divisor;
 use super::prefetch;
 use super::scheduling::Rules;
+use qoslab_engine::Divisor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {

@@ -5,6 +5,8 @@
 //! (`((plane * blocks_per_plane) + block) * pages_per_block + page`), so a page's plane, die
 //! and channel follow from integer division and the mapping table stays four bytes an entry.
 
+use qoslab_engine::Divisor;
+
 /// One level of the array's hierarchy, as named in an allocation order such as `CWDP`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
@@ -46,47 +48,6 @@ fn parse_order(order: &str) -> [Level; 4] {
 }
 
 /// The shape of the flash array.
-/// Division by one of the geometry's sizes: a shift when the size is a power of two, as it
-/// nearly always is, else a divide. The model splits page numbers on every flash operation.
-#[derive(Clone, Copy, Debug)]
-pub struct Divisor {
-    n: u32,
-    /// log2(n), or `u32::MAX` when n is not a power of two.
-    shift: u32,
-}
-
-impl Divisor {
-    pub fn new(n: u32) -> Self {
-        assert!(n > 0, "division by zero");
-        Divisor {
-            n,
-            shift: if n.is_power_of_two() {
-                n.trailing_zeros()
-            } else {
-                u32::MAX
-            },
-        }
-    }
-
-    #[inline]
-    pub fn quot(self, x: u32) -> u32 {
-        if self.shift != u32::MAX {
-            x >> self.shift
-        } else {
-            x / self.n
-        }
-    }
-
-    #[inline]
-    pub fn modulo(self, x: u32) -> u32 {
-        if self.shift != u32::MAX {
-            x & (self.n - 1)
-        } else {
-            x % self.n
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Geometry {
     pub channels: u32,
@@ -96,6 +57,8 @@ pub struct Geometry {
     pub blocks_per_plane: u32,
     pub pages_per_block: u32,
     pub page_bytes: u32,
+    /// Byte offsets into logical pages.
+    pub page_bytes_div: Divisor,
     order: [Level; 4],
     /// The plane of each position in one round of the striping order (`lpa % planes`), so
     /// `stripe` costs one division (or shift) instead of two per level.
@@ -154,6 +117,7 @@ impl Geometry {
             blocks_per_plane,
             pages_per_block,
             page_bytes,
+            page_bytes_div: Divisor::new(page_bytes),
             order: parse_order("cwdp"),
             plane_of_slot: Vec::new(),
             per_block: Divisor::new(pages_per_block),
@@ -469,16 +433,6 @@ mod tests {
         let pdwc = Geometry::new(8, 4, 2, 2, 2048, 256, 8192).with_order("pdwc");
         assert_eq!(pdwc.stripe(1).0, pdwc.plane_index(0, 0, 0, 1));
         assert_eq!(pdwc.stripe(2).0, pdwc.plane_index(0, 0, 1, 0));
-    }
-
-    #[test]
-    fn divisors_agree_with_division_for_powers_of_two_and_others() {
-        for n in [1, 2, 3, 4, 7, 256, 2304, 1 << 19, 504 * 2304] {
-            let d = Divisor::new(n);
-            for x in [0, 1, n - 1, n, n + 1, 12_345_678, u32::MAX - 1, u32::MAX] {
-                assert_eq!((d.quot(x), d.modulo(x)), (x / n, x % n), "{x} by {n}");
-            }
-        }
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use qoslab_engine::{
-    ConfigError, IoStatus, Ns, Op, ReqFlags, ReqId, Settings, Stage, StageCtx, Tunable,
+    ConfigError, Divisor, IoStatus, Ns, Op, ReqFlags, ReqId, Settings, Stage, StageCtx, Tunable,
 };
 
 pub use crate::LostWrite;
@@ -395,9 +395,10 @@ impl Ssd {
         len: u64,
     ) -> impl Iterator<Item = (u64, u32, u32)> + Clone + use<> {
         let page = u64::from(self.cfg.geo.page_bytes);
+        let div = self.cfg.geo.page_bytes_div;
         let end = offset + len.max(1);
-        let first = offset / page;
-        let last = (end - 1) / page;
+        let first = div.quot_u64(offset);
+        let last = div.quot_u64(end - 1);
         (first..=last).map(move |lpa| {
             let start = offset.max(lpa * page);
             let stop = end.min((lpa + 1) * page);
@@ -406,9 +407,9 @@ impl Ssd {
     }
 
     fn sector_mask(&self, start: u32, bytes: u32) -> u64 {
-        let s = self.cfg.sector_bytes();
-        let first = start / s;
-        let last = (start + bytes.max(1) - 1) / s;
+        let s = Divisor::new(self.cfg.sector_bytes());
+        let first = s.quot(start);
+        let last = s.quot(start + bytes.max(1) - 1);
         let n = last - first + 1;
         let ones = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
         ones << first
@@ -880,15 +881,15 @@ impl Ssd {
     /// outside the blocks GC manages.
     fn translation_ppa(&self, tpage: u32, set: u16) -> u32 {
         let (plane, local) = self.cfg.geo.stripe_in_set(set, tpage);
-        let per_plane = self.cfg.geo.pages_per_plane();
-        plane * per_plane + local % per_plane
+        let geo = &self.cfg.geo;
+        plane * geo.pages_per_plane() + geo.per_plane.modulo(local)
     }
 
     /// Where a never-written logical page would be.
     fn home_ppa(&self, lpa: u32) -> u32 {
         let (plane, local) = self.cfg.geo.stripe(lpa);
-        let per_plane = self.cfg.geo.pages_per_plane();
-        plane * per_plane + local % per_plane
+        let geo = &self.cfg.geo;
+        plane * geo.pages_per_plane() + geo.per_plane.modulo(local)
     }
 
     fn mapping_write(&mut self, lpa: u32, ctx: &mut impl StageCtx<SsdEvent>) {

@@ -6,6 +6,7 @@
 //! Transfers are booked arithmetically (start = max(requested start, link free)), so the link
 //! adds no events; bookings are served in the order the simulator makes them.
 
+use qoslab_engine::Divisor;
 use qoslab_engine::time::ns_from_f64;
 use qoslab_engine::{Dma, Ns};
 
@@ -14,7 +15,7 @@ pub struct PcieLink {
     /// lanes x lane rate, bytes per ns; 0 = transfers take no time.
     bytes_per_ns: f64,
     ns_per_byte: f64,
-    tlp_payload_bytes: u64,
+    tlp_payload_bytes: Divisor,
     tlp_overhead_bytes: u64,
     free_at_ns: [Ns; 2],
     pub busy_ns: [Ns; 2],
@@ -35,7 +36,7 @@ impl PcieLink {
             } else {
                 0.0
             },
-            tlp_payload_bytes: tlp_payload_bytes.max(1) as u64,
+            tlp_payload_bytes: Divisor::new(tlp_payload_bytes.max(1)),
             tlp_overhead_bytes: tlp_overhead_bytes as u64,
             free_at_ns: [0; 2],
             busy_ns: [0; 2],
@@ -48,15 +49,7 @@ impl PcieLink {
 
     /// Bytes on the wire for a payload of `bytes`.
     pub fn wire_bytes(&self, bytes: u64) -> u64 {
-        let payload = self.tlp_payload_bytes;
-        // PCIe payload sizes are powers of two: a shift then, not a u64 division (tens of
-        // cycles, several transfers per I/O).
-        let tlps = if payload.is_power_of_two() {
-            (bytes >> payload.trailing_zeros()) + u64::from(bytes & (payload - 1) != 0)
-        } else {
-            bytes.div_ceil(payload)
-        };
-        bytes + tlps * self.tlp_overhead_bytes
+        bytes + self.tlp_payload_bytes.div_ceil(bytes) * self.tlp_overhead_bytes
     }
 
     /// How long `bytes` of payload occupy one direction.
@@ -111,7 +104,6 @@ mod tests {
 
     #[test]
     fn every_started_tlp_carries_its_overhead_whatever_the_payload_size() {
-        // The shift for power-of-two payloads (fast path) against the division (slow path).
         for payload in [1, 100, 128, 256, 4096] {
             let link = PcieLink::new(1.0, 4, payload, 28);
             for bytes in (0..20_000).chain([u64::MAX / 64]) {

@@ -414,7 +414,8 @@ impl JobGen {
         let block = self.blocks[d].draw(&mut self.rng_offset, || {
             let p = perm.as_ref().expect("permuted sampling has a permutation");
             let b = p.at(*pos);
-            *pos = (*pos + 1) % nblocks;
+            // pos < nblocks: a wrap, not a division, as this runs for every I/O.
+            *pos = if *pos + 1 == nblocks { 0 } else { *pos + 1 };
             b
         });
         let off = start + block * self.align_bytes;

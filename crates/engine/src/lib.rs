@@ -19,7 +19,7 @@ pub mod time;
 pub mod tunable;
 pub mod units;
 
-pub use chain::{Chain, Link};
+pub use chain::{Chain, Handoff, Link};
 pub use control::{Command, Control, ControlStatus, Dma, LostWrite, Notice, Payload, Transfer};
 pub use divisor::Divisor;
 pub use error::InputError;

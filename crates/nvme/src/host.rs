@@ -423,11 +423,13 @@ impl NvmeHost {
     /// Reports a command complete: the I/O itself, or one part of a split I/O.
     #[inline]
     fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
-        let req = ctx.reqs()[id];
-        if req.parent.is_none() {
+        // Speed: the parent alone first; most I/Os are whole, and a copy of the request is
+        // two cache lines.
+        if ctx.reqs()[id].parent.is_none() {
             ctx.complete(id);
             return;
         }
+        let req = ctx.reqs()[id];
         let p = &mut ctx.reqs_mut()[req.parent];
         p.pending_parts -= 1;
         if req.status != IoStatus::Ok {

@@ -661,6 +661,7 @@ impl BlockLayer {
 
     /// A tagged request goes to the scheduler (and the host's dispatch runs), or, without
     /// one, to the driver.
+    #[inline(always)]
     fn queue(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         let host = ctx.reqs()[id].host;
         if self.queue_quietly(id, ctx) {

@@ -220,6 +220,8 @@ pub struct BlockLayer {
     plugs: Vec<JobPlug>,
     unplug_armed: bool,
     held: usize,
+    /// Some host has a scheduler.
+    scheduled: bool,
     wakes_scratch: Vec<Ns>,
     /// Records of requests at the driver whose ids the driver freed and gave out again (see
     /// [`adopt`](Self::adopt)).
@@ -247,8 +249,9 @@ impl BlockLayer {
                 wakes: BTreeSet::new(),
                 ops: OpCount::default(),
             })
-            .collect();
+            .collect::<Vec<_>>();
         BlockLayer {
+            scheduled: hosts.iter().any(|h| h.elevator.is_some()),
             setup,
             sched,
             hosts,
@@ -942,6 +945,12 @@ impl Stage for BlockLayer {
 
     fn name(&self) -> &'static str {
         "block"
+    }
+
+    /// Without a scheduler and with no request held, `complete` dispatches nothing: it may run
+    /// inside the driver's hook, saving a hand-off per I/O.
+    fn completes_at_once_now(&self) -> bool {
+        !self.scheduled && self.held == 0
     }
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {

@@ -201,8 +201,8 @@ where
     fn complete(&mut self, id: ReqId) {
         if U::FORWARDS_UP {
             self.outer.complete(id);
-        } else if U::COMPLETES_AT_ONCE
-            && let Some(up) = self.upper.as_deref_mut()
+        } else if let Some(up) = self.upper.as_deref_mut()
+            && (U::COMPLETES_AT_ONCE || up.completes_at_once_now())
         {
             let mut ctx = UpperCtx::<C, U, L> {
                 outer: &mut *self.outer,
@@ -300,6 +300,10 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
     const PASSES_DOWN: bool = U::PASSES_DOWN && L::PASSES_DOWN;
     /// A completion from below enters through the lower stage.
     const COMPLETES_AT_ONCE: bool = L::COMPLETES_AT_ONCE;
+
+    fn completes_at_once_now(&self) -> bool {
+        self.lower.completes_at_once_now()
+    }
 
     fn name(&self) -> &'static str {
         self.upper.name()

@@ -125,6 +125,14 @@ pub trait Stage {
     /// below and this stage's hook is never called.
     const PASSES_DOWN: bool = false;
 
+    /// Speed: [`COMPLETES_AT_ONCE`](Self::COMPLETES_AT_ONCE) decided per completion, for a
+    /// stage whose `complete` calls down only in some states: true when `complete` would not
+    /// call down now (and nothing waiting in the urgent lane could make it). Checked by the
+    /// same tests as the constants.
+    fn completes_at_once_now(&self) -> bool {
+        false
+    }
+
     /// The stage's name in reports.
     fn name(&self) -> &'static str;
 

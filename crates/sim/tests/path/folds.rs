@@ -108,8 +108,9 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
 }
 
 /// The path's shortcuts (the transport skipped on the way down and passed through on the way
-/// up; each stage taking a request or a completion inside its neighbour's hook) change no
-/// number of the run: on the default path, with several SQs and a shallow one, coalescing, a
+/// up; each stage taking a request or a completion inside its neighbour's hook, the block layer
+/// only while it holds nothing) change no number of the run: on the default path, with several
+/// SQs and a shallow one (the block layer then holds requests the driver refused), coalescing, a
 /// completion order, a host that handles completions in no time, and a controller that holds
 /// few commands (so completions leave entries to fetch).
 #[test]

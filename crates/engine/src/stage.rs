@@ -127,8 +127,9 @@ pub trait Stage {
 
     /// Speed: [`COMPLETES_AT_ONCE`](Self::COMPLETES_AT_ONCE) decided per completion, for a
     /// stage whose `complete` calls down only in some states: true when `complete` would not
-    /// call down now (and nothing waiting in the urgent lane could make it). Checked by the
-    /// same tests as the constants.
+    /// call down now, and running it ahead of the hand-offs already waiting in the urgent lane
+    /// changes nothing (the block layer holding no request: a `pull` waiting there would find
+    /// nothing to dispatch). Checked by the same tests as the constants.
     fn completes_at_once_now(&self) -> bool {
         false
     }

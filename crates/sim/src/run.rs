@@ -361,7 +361,7 @@ impl<P: Stage> Sim<'_, P> {
 
     /// Handles events until every group is done; returns how many timed events it took.
     // One function for the whole loop, with every hook of the path inlined into it: an event
-    // (three timed and two urgent per I/O on the NVMe path) then costs a turn of the loop, not
+    // (three timed and one urgent per I/O on the NVMe path) then costs a turn of the loop, not
     // a call of a large function with its prologue and epilogue.
     #[inline(never)]
     fn run(&mut self, progress: bool) -> Result<u64, SimError> {

@@ -131,6 +131,8 @@ fn build_jobs(
             }
             .cores(&opts.device);
             let mut on_host = vec![0u32; jobs_per_host.len()];
+            // For all jobs or none: group_reporting merges the jobs of a group.
+            let lat_percentiles = file.jobs.iter().any(|j| j.lat_percentiles);
             for job in &file.jobs {
                 let interval = job
                     .log_avg_msec
@@ -164,6 +166,7 @@ fn build_jobs(
                     );
                     run.host = job.sim_host;
                     run.sync_writes = job.direct;
+                    run.lat_percentiles = lat_percentiles;
                     run.durability = job::Durability::new(
                         job.fsync_every,
                         job.end_fsync,

@@ -19,6 +19,12 @@ pub struct PcieLink {
     tlp_overhead_bytes: u64,
     free_at_ns: [Ns; 2],
     pub busy_ns: [Ns; 2],
+    /// Per direction, the last (size, duration) of a transfer of at most a queue entry (64
+    /// bytes) and of a larger one.
+    // Speed: a path moves the same few sizes over and over (64-byte commands, 16-byte
+    // completions, the job's block size), and a lookup costs less than `duration_ns`'s
+    // division and floating point: about 100 instructions per I/O less on the default path.
+    memo: [[(u64, Ns); 2]; 2],
 }
 
 impl PcieLink {
@@ -40,6 +46,8 @@ impl PcieLink {
             tlp_overhead_bytes: tlp_overhead_bytes as u64,
             free_at_ns: [0; 2],
             busy_ns: [0; 2],
+            // (0, 0) is right: no payload takes no time.
+            memo: [[(0, 0); 2]; 2],
         }
     }
 
@@ -63,7 +71,7 @@ impl PcieLink {
     /// Books a transfer of `bytes` that may start at `start_ns`; returns when it ends.
     #[inline]
     pub fn transfer(&mut self, dir: Dma, start_ns: Ns, bytes: u64) -> Ns {
-        let d = self.duration_ns(bytes);
+        let d = self.memoized_duration_ns(dir, bytes);
         if d == 0 {
             return start_ns;
         }
@@ -72,6 +80,16 @@ impl PcieLink {
         *slot = start + d;
         self.busy_ns[dir as usize] += d;
         *slot
+    }
+
+    /// [`duration_ns`](Self::duration_ns), remembered.
+    #[inline]
+    fn memoized_duration_ns(&mut self, dir: Dma, bytes: u64) -> Ns {
+        let (d, k) = (dir as usize, usize::from(bytes > 64));
+        if self.memo[d][k].0 != bytes {
+            self.memo[d][k] = (bytes, self.duration_ns(bytes));
+        }
+        self.memo[d][k].1
     }
 
     /// Forgets bookings (controller reset).
@@ -114,6 +132,24 @@ mod tests {
                     "{bytes} B in {payload} B TLPs"
                 );
             }
+        }
+    }
+
+    /// Fast path equals slow path: whatever the order of sizes, a transfer takes what
+    /// `duration_ns` says (and one of no time is not booked).
+    #[test]
+    fn remembered_durations_equal_computed_ones() {
+        let mut link = PcieLink::new(1.0, 4, 128, 28);
+        let sizes = [64, 16, 4096, 64, 4096, 16, 8192, 128, 0, 65, 4096, 1, 64];
+        let mut at = 0;
+        for (i, &bytes) in sizes.iter().cycle().take(200).enumerate() {
+            let dir = [Dma::ToDevice, Dma::ToHost, Dma::ToHost][i % 3];
+            let free = link.free_at_ns[dir as usize].max(at);
+            let d = link.duration_ns(bytes);
+            let done = link.transfer(dir, at, bytes);
+            let expected = if d == 0 { at } else { free + d };
+            assert_eq!(done, expected, "{bytes} B, transfer {i}");
+            at += 300;
         }
     }
 

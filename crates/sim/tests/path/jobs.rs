@@ -90,3 +90,30 @@ fn a_linear_rate_spaces_submissions_evenly() {
     // The last of 1000 I/Os leaves at 999 ms and completes 1 us later.
     assert_eq!(r["qoslab"]["simulated_ns"], 999_001_000u64);
 }
+
+/// lat_percentiles=1 on one job of a reporting group gives percentiles of the total latency
+/// over every I/O of the group: the json+ bins count each one, and no sample's total latency
+/// is below its completion latency, so neither is any percentile.
+#[test]
+fn lat_percentiles_cover_every_io_of_a_merged_group() {
+    let job = "[global]\ngroup_reporting=1\nrw=randread\nbs=4k\nsize=1g\nnumber_ios=3000\n\
+               iodepth=4\n[a]\nlat_percentiles=1\n[b]\n";
+    let media = "servers = 2\nservice = \"exponential\"\nservice_mean_ns = 20000";
+    let mut opts = options(job, &analytic(media), &[], 1);
+    opts.format = qoslab_sim::OutputFormat::JsonPlus;
+    let r = run_json(&opts);
+    let read = &r["jobs"][0]["read"];
+    assert_eq!(read["total_ios"], 6000);
+    let lat = &read["lat_ns"];
+    assert_eq!(lat["N"], 6000);
+    let binned: u64 = lat["bins"]
+        .as_object()
+        .expect("json+ bins of lat_ns")
+        .values()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(binned, 6000);
+    for (p, v) in read["clat_ns"]["percentile"].as_object().unwrap() {
+        assert!(f(&lat["percentile"][p]) >= f(v), "p{p}");
+    }
+}

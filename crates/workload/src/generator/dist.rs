@@ -209,6 +209,7 @@ impl BlockSampler {
     }
 
     /// A block index in `[0, n)`; `perm_next` supplies the next permuted index.
+    #[inline]
     pub fn draw(&self, rng: &mut RngStream, perm_next: impl FnOnce() -> u64) -> u64 {
         match self {
             BlockSampler::Uniform { n } => rng.below(*n),
@@ -355,6 +356,7 @@ impl LenSampler {
         }
     }
 
+    #[inline]
     pub fn draw(&self, rng: &mut RngStream) -> u64 {
         match self {
             LenSampler::Fixed(l) => *l,

@@ -400,7 +400,7 @@ impl NvmeController {
 
     /// Command `id` was fetched (its entry arrives at `at`): it goes to the media after the
     /// controller's processing and, for a write, the data transfer.
-    #[inline]
+    #[inline(always)]
     fn fetched(&mut self, id: ReqId, at: Ns, ctx: &mut impl StageCtx<ControllerEvent>) {
         let now = ctx.now_ns();
         let c = self.cmd(id);
@@ -429,7 +429,7 @@ impl NvmeController {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn hand_to_media(&mut self, id: ReqId, ctx: &mut impl StageCtx<ControllerEvent>) {
         let c = self.cmd(id);
         if c.abort_requested {
@@ -455,6 +455,7 @@ impl NvmeController {
 
     /// Command `id` is finished: release its controller resources, move read data, and post
     /// the CQ entry now or when the completion order allows.
+    #[inline(always)]
     fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<ControllerEvent>) {
         let now = ctx.now_ns();
         let sqi = self.cmd(id).sq as usize;

@@ -302,7 +302,7 @@ impl NvmeHost {
 
     /// The driver writes the SQ entry (after its CPU time) and rings the doorbell: the command
     /// goes to the transport.
-    #[inline]
+    #[inline(always)]
     fn place(&mut self, id: ReqId, sqi: usize, cid: u16, ctx: &mut impl StageCtx<HostEvent>) {
         let now = ctx.now_ns();
         *self.cmd(id) = Cmd {
@@ -421,7 +421,7 @@ impl NvmeHost {
     }
 
     /// Reports a command complete: the I/O itself, or one part of a split I/O.
-    #[inline]
+    #[inline(always)]
     fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         // Speed: the parent alone first; most I/Os are whole, and a copy of the request is
         // two cache lines.

@@ -86,10 +86,13 @@ def test_latency_log_agrees_with_the_summary(fio_run):
     assert len(series) >= 5
     assert set(series.op) == {"read"}
     assert series.time_ms.is_monotonic_increasing
+    # A unit slip (µs for ns) would put every window 1000x below the run's fastest I/O.
     assert series.value.between(out.min_ns, out.max_ns).all()
-    # Window means scatter around the run's mean (a busy machine adds outliers), but a unit
-    # slip (µs for ns) would be off by 1000x.
-    assert out.mean_ns / 2 < series.value.median() < out.mean_ns * 2
+    # Every I/O lands in one window (fio flushes the last, partial one at exit), so the run's
+    # mean is a weighted mean of the window means and lies between the smallest and the largest
+    # of them. Window means are whole nanoseconds, hence the 1 ns of slack. (Their median is no
+    # test: on a busy machine a few slow windows of few I/Os pull it far from the run's mean.)
+    assert series.value.min() - 1 <= out.mean_ns <= series.value.max() + 1
 
 
 @pytest.mark.parametrize(

@@ -574,6 +574,55 @@ impl NvmeHost {
     }
 }
 
+impl NvmeHost {
+    /// A read of a replicated namespace goes to the replica the policy picks.
+    #[inline(never)]
+    fn route_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let (host, len) = (ctx.reqs()[id].host, ctx.reqs()[id].len_bytes);
+        let nsid = self.replica_hook(ctx, |r, io| r.route_read(host, len, io));
+        let r = &mut ctx.reqs_mut()[id];
+        r.nsid = nsid;
+        r.nvm_set = nsid as u16;
+    }
+
+    /// A request beyond MDTS, or a write to every replica, goes out as `parts` commands.
+    #[inline(never)]
+    fn submit_split(
+        &mut self,
+        id: ReqId,
+        parts: u64,
+        promised: u32,
+        ctx: &mut impl StageCtx<HostEvent>,
+    ) {
+        // Copied only when split: each part starts as a copy of the request.
+        let req = ctx.reqs()[id];
+        let mdts = self.mdts_bytes;
+        let chunks = self.chunks(&req);
+        let copied = parts > chunks;
+        self.stats.split_ios += 1;
+        let p = &mut ctx.reqs_mut()[id];
+        p.pending_parts = parts as u32;
+        p.t.dispatched_ns = Ns::MAX;
+        for k in 0..parts {
+            let mut part = req;
+            if chunks > 1 {
+                let c = k % chunks;
+                part.offset_bytes = req.offset_bytes + c * mdts;
+                part.len_bytes = mdts.min(req.len_bytes - c * mdts);
+                part.flags |= ReqFlags::SPLIT;
+            }
+            if copied {
+                // One copy of the write per namespace 1..=copies.
+                part.nsid = (k / chunks) as u32 + 1;
+                part.nvm_set = part.nsid as u16;
+            }
+            part.parent = id;
+            let pid = ctx.reqs_mut().alloc(part);
+            self.issue(pid, k < promised as u64, ctx);
+        }
+    }
+}
+
 impl Stage for NvmeHost {
     type Event = HostEvent;
 
@@ -611,46 +660,20 @@ impl Stage for NvmeHost {
         Admission::Accepted
     }
 
+    // Always inlined into the block layer's dispatch, which calls it for every request; what
+    // few requests need (a replica route, a split) stays out of line.
+    #[inline(always)]
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         self.stats.ios += 1;
         if self.replicas.is_some() && ctx.reqs()[id].op == Op::Read {
-            let (host, len) = (ctx.reqs()[id].host, ctx.reqs()[id].len_bytes);
-            let nsid = self.replica_hook(ctx, |r, io| r.route_read(host, len, io));
-            let r = &mut ctx.reqs_mut()[id];
-            r.nsid = nsid;
-            r.nvm_set = nsid as u16;
+            self.route_read(id, ctx);
         }
         let promised = std::mem::take(&mut self.cmd(id).promised);
         let parts = self.parts(&ctx.reqs()[id]);
         if parts == 1 {
             self.issue(id, true, ctx);
-            return;
-        }
-        // Copied only when split: each part starts as a copy of the request.
-        let req = ctx.reqs()[id];
-        let mdts = self.mdts_bytes;
-        let chunks = self.chunks(&req);
-        let copied = parts > chunks;
-        self.stats.split_ios += 1;
-        let p = &mut ctx.reqs_mut()[id];
-        p.pending_parts = parts as u32;
-        p.t.dispatched_ns = Ns::MAX;
-        for k in 0..parts {
-            let mut part = req;
-            if chunks > 1 {
-                let c = k % chunks;
-                part.offset_bytes = req.offset_bytes + c * mdts;
-                part.len_bytes = mdts.min(req.len_bytes - c * mdts);
-                part.flags |= ReqFlags::SPLIT;
-            }
-            if copied {
-                // One copy of the write per namespace 1..=copies.
-                part.nsid = (k / chunks) as u32 + 1;
-                part.nvm_set = part.nsid as u16;
-            }
-            part.parent = id;
-            let pid = ctx.reqs_mut().alloc(part);
-            self.issue(pid, k < promised as u64, ctx);
+        } else {
+            self.submit_split(id, parts, promised, ctx);
         }
     }
 

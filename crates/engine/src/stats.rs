@@ -102,7 +102,7 @@ impl Moments {
 // would use, in that histogram's own layout ([`hdr`]), and the `hdrhistogram` histogram is
 // built from those counts when first read. Its own `record` also checks the range, grows,
 // tracks min and max and a total (all of which `Moments` keeps exactly): about 68 instructions
-// against 10, and two or three samples per simulated I/O. The built histogram is the one
+// against 13, and two or three samples per simulated I/O. The built histogram is the one
 // recording each sample would give, so every reading is unchanged (the test
 // `built_histogram_equals_recording_each_sample`).
 #[derive(Clone, Debug, Default)]

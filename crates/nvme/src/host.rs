@@ -572,9 +572,7 @@ impl NvmeHost {
         }
         self.room(ctx);
     }
-}
 
-impl NvmeHost {
     /// A read of a replicated namespace goes to the replica the policy picks.
     #[inline(never)]
     fn route_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {

@@ -11,12 +11,17 @@ VARIANTS (coalescing, completion orders, WRR, timeouts with aborts and resets, a
 single core, controller limits, SQ/CQ entries off the link, each service-time distribution, each
 block scheduler, split bios, a shallow block queue), and the device files in bench/golden/ (an
 empirical device). A run that fails records its error message instead, which must match too.
+
+An older revision is run with the names its tunables had then (OLDER_NAMES), and a case it
+cannot run at all, because the section it sets did not exist yet (the block layer before it was
+a stage), is recorded as not applicable and left out of the comparison, with a count.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +80,18 @@ VARIANTS: dict[str, list[str]] = {
     "shallow-queue": ["block.queue_depth=4"],
 }
 
+# Tunables renamed since the simulator before the chain of stages (176044f): the name a
+# revision refuses, and the name it knew.
+OLDER_NAMES = {
+    "controller.wrr.high_weight": "controller.wrr_high_weight",
+    "controller.wrr.medium_weight": "controller.wrr_medium_weight",
+    "controller.wrr.low_weight": "controller.wrr_low_weight",
+    "link.doorbell_ns": "host.doorbell_ns",
+}
+UNKNOWN_KEY = re.compile(r"unknown key '([^']+)'")
+UNKNOWN_SECTION = re.compile(r"unknown section '(\w+)'")
+NOT_APPLICABLE = "not-applicable"
+
 # Device files beside the presets: models no preset uses.
 DEVICE_FILES = sorted((Path(__file__).resolve().parent / "golden").glob("*.toml"))
 
@@ -108,6 +125,15 @@ def _cases(env: dict[str, str]) -> list[tuple[str, Path, str, list[str]]]:
     return cases
 
 
+def _older_name(setting: str, error: str) -> str | None:
+    """`setting` (`key=value`) under the name the revision knew, if `error` refused its key."""
+    key, _, value = setting.partition("=")
+    refused = UNKNOWN_KEY.search(error)
+    if refused and refused[1] == key and key in OLDER_NAMES:
+        return f"{OLDER_NAMES[key]}={value}"
+    return None
+
+
 def _run(env: dict[str, str], job: Path, device: str, sets: list[str]) -> str:
     cmd = [sys.executable, "-m", "qoslab", "sim", str(job), "--device", device]
     cmd += ["--output-format", "json"]
@@ -117,8 +143,19 @@ def _run(env: dict[str, str], job: Path, device: str, sets: list[str]) -> str:
         cmd, env={**env, "NUMBER_IOS": NUMBER_IOS}, capture_output=True, text=True, cwd=ROOT
     )
     if proc.returncode != 0:
-        return json.dumps({"error": proc.stderr.strip()}) + "\n"
+        error = proc.stderr.strip()
+        renamed = [_older_name(s, error) or s for s in sets]
+        if renamed != sets:
+            return _run(env, job, device, renamed)
+        missing = UNKNOWN_SECTION.search(error)
+        if missing and any(s.startswith(f"{missing[1]}.") for s in sets):
+            return json.dumps({NOT_APPLICABLE: error}) + "\n"
+        return json.dumps({"error": error}) + "\n"
     return json.dumps(json.loads(proc.stdout)["jobs"], indent=1, sort_keys=True) + "\n"
+
+
+def _applicable(path: Path) -> bool:
+    return not path.read_text().startswith(f'{{"{NOT_APPLICABLE}"')
 
 
 def record(out_dir: Path, rev: str | None) -> None:
@@ -139,13 +176,18 @@ def record(out_dir: Path, rev: str | None) -> None:
 def compare(a: Path, b: Path) -> int:
     names_a = {p.name for p in a.glob("*.json")}
     names_b = {p.name for p in b.glob("*.json")}
-    differ = sorted(n for n in names_a & names_b if (a / n).read_bytes() != (b / n).read_bytes())
+    both = names_a & names_b
+    skipped = {n for n in both if not (_applicable(a / n) and _applicable(b / n))}
+    paired = both - skipped
+    differ = sorted(n for n in paired if (a / n).read_bytes() != (b / n).read_bytes())
     for n in sorted(names_a ^ names_b):
         print(f"only in {'A' if n in names_a else 'B'}: {n}")
     for n in differ:
         print(f"differs: {n}")
-    same = len(names_a & names_b) - len(differ)
-    print(f"{same} identical, {len(differ)} different, {len(names_a ^ names_b)} unpaired")
+    print(
+        f"{len(paired) - len(differ)} identical, {len(differ)} different, "
+        f"{len(names_a ^ names_b)} unpaired, {len(skipped)} not applicable to one revision"
+    )
     return 1 if differ or names_a ^ names_b else 0
 
 

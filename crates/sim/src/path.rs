@@ -202,7 +202,10 @@ pub fn parts<T: TransportModel, D: Device>(
     if let Some(ops) =
         qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
     {
-        if ops.name == "plm" && !(device.model == "ssd" && device.media.str("gc.gate") == "plm") {
+        let plm_drive = device.model == "ssd"
+            && qoslab_media::ssd::config::SsdSettings::from_settings(&device.media).gc_gate
+                == "plm";
+        if ops.name == "plm" && !plm_drive {
             return Err(SimError::new(format!(
                 "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
                 device.source

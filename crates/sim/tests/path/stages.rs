@@ -84,3 +84,30 @@ fn the_null_device_leaves_the_path_alone_to_measure() {
     assert_eq!(clat["max"], clat["min"]);
     assert_eq!(stage(&r, "null")["ios"], 500.0);
 }
+
+/// The PLM host library reads from the copy whose NVM set is in its deterministic window: it
+/// needs a drive that has such windows (the SSD with the plm GC gate), and says so for any other.
+#[test]
+fn plm_replicas_are_refused_without_a_drive_in_predictable_latency_mode() {
+    let job = "[r]\nrw=randread\nsize=1m\nnumber_ios=10\n";
+    let ssd = qoslab_sim::device::preset_text("enterprise-tlc-plp").unwrap();
+    let sets = |gate: &'static str| {
+        vec![
+            "media.nvm_sets=2",
+            "media.precondition.fill=0",
+            "host.replicas=plm",
+            gate,
+        ]
+    };
+    let refused = |device: &str, sets: &[&str]| {
+        let err = qoslab_sim::run(&options(job, device, sets, 1))
+            .err()
+            .unwrap();
+        err.to_string()
+            .contains("host.replicas = 'plm' needs a device in Predictable Latency Mode")
+    };
+    assert!(refused(&analytic(""), &["host.replicas=plm"]));
+    assert!(refused(ssd, &sets("media.gc.gate=always")));
+    let r = run_json(&options(job, ssd, &sets("media.gc.gate=plm"), 1));
+    assert_eq!(r["jobs"][0]["read"]["total_ios"], 10);
+}

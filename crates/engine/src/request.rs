@@ -179,12 +179,6 @@ pub struct Request {
     /// The hardware queue of its host the request went through (blk-mq's hctx; for NVMe the
     /// host's submission queue), set by the host driver.
     pub hwq: u16,
-    /// The request this one is a part of (MDTS split, requeue), or [`ReqId::NONE`].
-    pub parent: ReqId,
-    /// Parts of this request still outstanding (for a split parent), else 0.
-    pub pending_parts: u32,
-    /// Times this I/O was requeued after a timeout or reset.
-    pub retries: u16,
     pub t: Stamps,
 }
 
@@ -204,9 +198,6 @@ impl Request {
             nsid: 1,
             nvm_set: 0,
             hwq: 0,
-            parent: ReqId::NONE,
-            pending_parts: 0,
-            retries: 0,
             t: Stamps {
                 queued_ns: now,
                 ..Stamps::default()

@@ -97,6 +97,19 @@ pub struct HostStats {
     pub failed: u64,
 }
 
+/// What the driver keeps of an I/O besides its command, indexed by request id: the shared
+/// `Request` carries nothing of NVMe's own.
+#[derive(Clone, Copy, Debug, Default)]
+struct IoState {
+    /// The I/O this command is a part of (an MDTS split, a write to each replica), or
+    /// [`ReqId::NONE`].
+    parent: ReqId,
+    /// Parts of this I/O still outstanding (a split one), else 0.
+    pending_parts: u32,
+    /// Times this command was requeued after a timeout or reset.
+    retries: u16,
+}
+
 /// The NVMe host drivers of every host.
 pub struct NvmeHost {
     cfg: HostConfig,
@@ -107,6 +120,7 @@ pub struct NvmeHost {
     sqs: Vec<Sq>,
     cqs: Vec<Cq>,
     cmds: Vec<Cmd>,
+    ios: Vec<IoState>,
     epoch: u32,
     resetting: bool,
     /// A request was refused since room last opened: tell the stage above when it does.
@@ -149,6 +163,7 @@ impl NvmeHost {
             sqs,
             cqs,
             cmds: Vec::new(),
+            ios: Vec::new(),
             epoch: 0,
             resetting: false,
             refused: false,
@@ -217,6 +232,21 @@ impl NvmeHost {
     #[inline(never)]
     fn grow_cmds(&mut self, i: usize) {
         self.cmds.resize(i + 1, Cmd::default());
+    }
+
+    #[inline(always)]
+    fn io(&mut self, id: ReqId) -> &mut IoState {
+        let i = id.index();
+        if i >= self.ios.len() {
+            self.grow_ios(i);
+        }
+        &mut self.ios[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_ios(&mut self, i: usize) {
+        self.ios.resize(i + 1, IoState::default());
     }
 
     #[inline]
@@ -313,9 +343,8 @@ impl NvmeHost {
         };
         self.stats.commands += 1;
         let written = now + self.cfg.submit_ns;
-        let req = &mut ctx.reqs_mut()[id];
-        req.t.dispatched_ns = written;
-        let parent = req.parent;
+        ctx.reqs_mut()[id].t.dispatched_ns = written;
+        let parent = self.io(id).parent;
         if !parent.is_none() {
             let p = &mut ctx.reqs_mut()[parent];
             p.t.dispatched_ns = p.t.dispatched_ns.min(written);
@@ -404,8 +433,8 @@ impl NvmeHost {
     /// Issues `id` again after an abort or reset, or fails it after `max_retries`.
     fn requeue(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         let now = ctx.now_ns();
-        let req = &mut ctx.reqs_mut()[id];
-        if u32::from(req.retries) >= self.cfg.max_retries {
+        if u32::from(self.io(id).retries) >= self.cfg.max_retries {
+            let req = &mut ctx.reqs_mut()[id];
             // It fails now (also when the reset that cancelled it ends).
             req.t.completed_ns = now;
             req.status = IoStatus::Aborted;
@@ -413,7 +442,8 @@ impl NvmeHost {
             self.finish(id, ctx);
             return;
         }
-        req.retries += 1;
+        self.io(id).retries += 1;
+        let req = &mut ctx.reqs_mut()[id];
         req.flags |= ReqFlags::REQUEUED;
         req.status = IoStatus::Ok;
         self.stats.requeues += 1;
@@ -425,28 +455,29 @@ impl NvmeHost {
     fn finish(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         // Speed: the parent alone first; most I/Os are whole, and a copy of the request is
         // two cache lines.
-        if ctx.reqs()[id].parent.is_none() {
+        let parent = self.io(id).parent;
+        if parent.is_none() {
             ctx.complete(id);
             return;
         }
+        let left = &mut self.io(parent).pending_parts;
+        *left -= 1;
+        let done = *left == 0;
         let req = ctx.reqs()[id];
-        let p = &mut ctx.reqs_mut()[req.parent];
-        p.pending_parts -= 1;
+        let p = &mut ctx.reqs_mut()[parent];
         if req.status != IoStatus::Ok {
             p.status = req.status;
         }
-        p.retries = p.retries.max(req.retries);
-        if p.pending_parts == 0 {
+        if done {
             // The last part to finish carries the I/O's later stamps.
             let (queued, dispatched) = (p.t.queued_ns, p.t.dispatched_ns);
             p.t = req.t;
             p.t.queued_ns = queued;
             p.t.dispatched_ns = dispatched;
         }
-        let done = p.pending_parts == 0;
         ctx.reqs_mut().free(id);
         if done {
-            ctx.complete(req.parent);
+            ctx.complete(parent);
         }
     }
 
@@ -529,6 +560,8 @@ impl NvmeHost {
                         let mut copy = ctx.reqs()[id];
                         copy.flags.remove(ReqFlags::ORPHAN);
                         let new = ctx.reqs_mut().alloc(copy);
+                        let io = *self.io(id);
+                        *self.io(new) = io;
                         *self.cmd(id) = Cmd::default();
                         cancelled.push(new);
                     }
@@ -598,9 +631,8 @@ impl NvmeHost {
         let chunks = self.chunks(&req);
         let copied = parts > chunks;
         self.stats.split_ios += 1;
-        let p = &mut ctx.reqs_mut()[id];
-        p.pending_parts = parts as u32;
-        p.t.dispatched_ns = Ns::MAX;
+        self.io(id).pending_parts = parts as u32;
+        ctx.reqs_mut()[id].t.dispatched_ns = Ns::MAX;
         for k in 0..parts {
             let mut part = req;
             if chunks > 1 {
@@ -614,8 +646,11 @@ impl NvmeHost {
                 part.nsid = (k / chunks) as u32 + 1;
                 part.nvm_set = part.nsid as u16;
             }
-            part.parent = id;
             let pid = ctx.reqs_mut().alloc(part);
+            *self.io(pid) = IoState {
+                parent: id,
+                ..IoState::default()
+            };
             self.issue(pid, k < promised as u64, ctx);
         }
     }
@@ -663,6 +698,7 @@ impl Stage for NvmeHost {
     #[inline(always)]
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         self.stats.ios += 1;
+        *self.io(id) = IoState::default();
         if self.replicas.is_some() && ctx.reqs()[id].op == Op::Read {
             self.route_read(id, ctx);
         }

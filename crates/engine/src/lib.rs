@@ -25,7 +25,9 @@ pub use divisor::Divisor;
 pub use error::InputError;
 pub use harness::{Done, Harness, Null, OverNull};
 pub use queue::EventQueue;
-pub use request::{IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, Request, Requests, Stamps};
+pub use request::{
+    IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, ReqTable, Request, Requests, Stamps,
+};
 pub use rng::RngStream;
 pub use series::{IntervalRow, IntervalSeries};
 pub use stage::{

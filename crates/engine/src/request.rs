@@ -301,9 +301,69 @@ impl std::ops::IndexMut<ReqId> for Requests {
     }
 }
 
+/// What a stage keeps of each request for itself, by request id, beside the shared
+/// [`Request`]: an entry reads as `T::default()` until the stage writes it, and the table
+/// grows to the highest id it is asked for, so like the arena it follows the requests
+/// outstanding at once, not the run's length.
+#[derive(Clone, Debug, Default)]
+pub struct ReqTable<T> {
+    rows: Vec<T>,
+}
+
+impl<T: Clone + Default> ReqTable<T> {
+    pub fn new() -> Self {
+        ReqTable { rows: Vec::new() }
+    }
+
+    /// The entry of `id`, created (as the default) if the table is not that long yet.
+    #[inline(always)]
+    pub fn entry(&mut self, id: ReqId) -> &mut T {
+        let i = id.index();
+        if i >= self.rows.len() {
+            self.grow(i);
+        }
+        &mut self.rows[i]
+    }
+
+    // Out of line: a table grows only until the outstanding requests peak.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.rows.resize(i + 1, T::default());
+    }
+
+    /// Every entry with its id, in id order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (ReqId, &mut T)> {
+        self.rows
+            .iter_mut()
+            .enumerate()
+            .map(|(i, row)| (ReqId(i as u32), row))
+    }
+}
+
+impl<T: Clone + Default> std::ops::Index<ReqId> for ReqTable<T> {
+    type Output = T;
+    /// An entry the stage has written (reading one it never wrote is a bug: it panics).
+    #[inline]
+    fn index(&self, id: ReqId) -> &T {
+        &self.rows[id.index()]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_side_table_reads_the_default_until_written_and_grows_to_the_ids_asked_for() {
+        let mut t: ReqTable<(u32, bool)> = ReqTable::new();
+        assert_eq!(*t.entry(ReqId(3)), (0, false));
+        t.entry(ReqId(1)).0 = 7;
+        assert_eq!(t[ReqId(1)], (7, false));
+        assert_eq!(t[ReqId(3)], (0, false));
+        let ids: Vec<u32> = t.iter_mut().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, [0, 1, 2, 3]);
+    }
 
     #[test]
     fn freed_slots_are_reused_so_the_arena_tracks_outstanding_requests() {

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use qoslab_engine::{
     Admission, Command, Control, ControlStatus, Dma, IoStatus, Notice, Ns, Payload, ReqFlags,
-    ReqId, RngStream, Settings, Stage, StageCtx, Transfer,
+    ReqId, ReqTable, RngStream, Settings, Stage, StageCtx, Transfer,
 };
 
 use crate::arbiter::{Arbiter, ArbiterSetup, SqView};
@@ -160,7 +160,7 @@ pub struct NvmeController {
     last_folded_doorbell_ns: Option<Ns>,
     /// Commands fetched and not yet finished by the media.
     outstanding: u32,
-    cmds: Vec<Cmd>,
+    cmds: ReqTable<Cmd>,
     epoch: u32,
     fold_fetch: bool,
     early_completions: bool,
@@ -231,7 +231,7 @@ impl NvmeController {
             fetch_wake_scheduled: false,
             last_folded_doorbell_ns: None,
             outstanding: 0,
-            cmds: Vec::new(),
+            cmds: ReqTable::new(),
             epoch: 0,
             rng: RngStream::new(setup.seed, "nvme/completion_order"),
             cfg,
@@ -264,17 +264,7 @@ impl NvmeController {
 
     #[inline(always)]
     fn cmd(&mut self, id: ReqId) -> &mut Cmd {
-        let i = id.index();
-        if i >= self.cmds.len() {
-            self.grow_cmds(i);
-        }
-        &mut self.cmds[i]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_cmds(&mut self, i: usize) {
-        self.cmds.resize(i + 1, Cmd::default());
+        self.cmds.entry(id)
     }
 
     #[inline]
@@ -712,9 +702,9 @@ impl Stage for NvmeController {
     fn reset(&mut self, ctx: &mut impl StageCtx<ControllerEvent>) {
         self.epoch = self.epoch.wrapping_add(1);
         let now = ctx.now_ns();
-        for (i, c) in self.cmds.iter_mut().enumerate() {
+        for (id, c) in self.cmds.iter_mut() {
             if c.state == CmdState::AtMedia {
-                ctx.reqs_mut()[ReqId(i as u32)].flags |= ReqFlags::ORPHAN;
+                ctx.reqs_mut()[id].flags |= ReqFlags::ORPHAN;
             }
             *c = Cmd::default();
         }

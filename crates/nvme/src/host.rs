@@ -19,8 +19,8 @@
 //! interrupt arrives and completes the I/O with one event instead of three.
 
 use qoslab_engine::{
-    Admission, Command, Control, IoStatus, Notice, Ns, Op, ReqFlags, ReqId, Requests, Stage,
-    StageCtx,
+    Admission, Command, Control, IoStatus, Notice, Ns, Op, ReqFlags, ReqId, ReqTable, Requests,
+    Stage, StageCtx,
 };
 
 use crate::config::HostConfig;
@@ -119,8 +119,8 @@ pub struct NvmeHost {
     early_completions: bool,
     sqs: Vec<Sq>,
     cqs: Vec<Cq>,
-    cmds: Vec<Cmd>,
-    ios: Vec<IoState>,
+    cmds: ReqTable<Cmd>,
+    ios: ReqTable<IoState>,
     epoch: u32,
     resetting: bool,
     /// A request was refused since room last opened: tell the stage above when it does.
@@ -162,8 +162,8 @@ impl NvmeHost {
             early_completions,
             sqs,
             cqs,
-            cmds: Vec::new(),
-            ios: Vec::new(),
+            cmds: ReqTable::new(),
+            ios: ReqTable::new(),
             epoch: 0,
             resetting: false,
             refused: false,
@@ -221,32 +221,12 @@ impl NvmeHost {
 
     #[inline(always)]
     fn cmd(&mut self, id: ReqId) -> &mut Cmd {
-        let i = id.index();
-        if i >= self.cmds.len() {
-            self.grow_cmds(i);
-        }
-        &mut self.cmds[i]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_cmds(&mut self, i: usize) {
-        self.cmds.resize(i + 1, Cmd::default());
+        self.cmds.entry(id)
     }
 
     #[inline(always)]
     fn io(&mut self, id: ReqId) -> &mut IoState {
-        let i = id.index();
-        if i >= self.ios.len() {
-            self.grow_ios(i);
-        }
-        &mut self.ios[i]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_ios(&mut self, i: usize) {
-        self.ios.resize(i + 1, IoState::default());
+        self.ios.entry(id)
     }
 
     #[inline]
@@ -497,7 +477,7 @@ impl NvmeHost {
         let mut expired = Vec::new();
         for sq in &self.sqs {
             for (_, id) in sq.outstanding() {
-                let c = self.cmds[id.index()];
+                let c = self.cmds[id];
                 if c.timed_out || !matches!(c.state, CmdState::InFlight | CmdState::Posted) {
                     continue;
                 }
@@ -553,7 +533,7 @@ impl NvmeHost {
         for sqi in 0..self.sqs.len() {
             let outstanding: Vec<(u16, ReqId)> = self.sqs[sqi].outstanding().collect();
             for (cid, id) in outstanding {
-                match self.cmds[id.index()].state {
+                match self.cmds[id].state {
                     // Completion already on its way to the host: let it finish.
                     CmdState::Reaped | CmdState::Done => continue,
                     _ if ctx.reqs()[id].flags.contains(ReqFlags::ORPHAN) => {

@@ -343,7 +343,7 @@ impl<T: Clone + Default> ReqTable<T> {
 
 impl<T: Clone + Default> std::ops::Index<ReqId> for ReqTable<T> {
     type Output = T;
-    /// An entry the stage has written (reading one it never wrote is a bug: it panics).
+    /// The entry of `id`, for an id the table has grown to (`entry` grows it); beyond, it panics.
     #[inline]
     fn index(&self, id: ReqId) -> &T {
         &self.rows[id.index()]

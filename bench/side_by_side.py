@@ -5,11 +5,13 @@ benchmark modules of `make bench` alternately on each, and prints every figure s
                                  [--out FILE]
 
 Each round runs every chosen module once on BASE, then once on HEAD, so that the load of a
-shared machine falls on both alike; a figure is the median over the rounds. A module runs as
-`make bench` runs it (bench/run.py --one), from the revision's own worktree, so each revision
-is timed by its own benchmark code on its own build. Only modules both revisions have are
-compared, and only the figures both report; a figure is a table row of a section
-(`| figure | value |`) whose value starts with a number. The ratio is HEAD / BASE.
+shared machine falls on both alike; a figure is the median over the rounds, and the ratio is
+the median of each round's HEAD / BASE (the two runs of a round follow each other, so a
+machine whose speed drifts over minutes moves both), with the range of those ratios beside
+it. A module runs as `make bench` runs it (bench/run.py --one), from the revision's own
+worktree, so each revision is timed by its own benchmark code on its own build. Only modules
+both revisions have are compared, and only the figures both report; a figure is a table row of
+a section (`| figure | value |`) whose value starts with a number.
 """
 
 from __future__ import annotations
@@ -111,12 +113,24 @@ def main() -> None:
         ]
         return statistics.median(vals) if vals else None
 
+    def round_ratios(module: str, key: tuple[str, str]) -> list[float]:
+        # runs["base"][i] and runs["head"][i] are the same module in the same round.
+        return [
+            h["figures"][key][0] / b["figures"][key][0]
+            for b, h in zip(runs["base"], runs["head"], strict=True)
+            if b["module"] == module
+            and key in b["figures"]
+            and key in h["figures"]
+            and b["figures"][key][0]
+        ]
+
     lines = [
         f"Side by side: base `{names['base'][:12]}`, head `{names['head'][:12]}`, "
-        f"{args.rounds} alternating round(s), medians.",
+        f"{args.rounds} alternating round(s), medians; head / base is the median of the "
+        "rounds' ratios, with their range.",
         "",
-        "| module | section | figure | base | head | head / base |",
-        "|---|---|---|---|---|---|",
+        "| module | section | figure | base | head | head / base | range |",
+        "|---|---|---|---|---|---|---|",
     ]
     for module in chosen:
         units = {
@@ -129,9 +143,12 @@ def main() -> None:
             b, h = median("base", module, key), median("head", module, key)
             if b is None or h is None:
                 continue
-            ratio = f"{h / b:.3f}" if b else "-"
+            ratios = round_ratios(module, key)
+            ratio = f"{statistics.median(ratios):.3f}" if ratios else "-"
+            spread = f"{min(ratios):.3f} to {max(ratios):.3f}" if ratios else "-"
             lines.append(
-                f"| {module} | {key[0]} | {key[1]} | {b:,.6g} | {h:,.6g} {unit} | {ratio} |"
+                f"| {module} | {key[0]} | {key[1]} | {b:,.6g} | {h:,.6g} {unit} | {ratio} "
+                f"| {spread} |"
             )
     table = "\n".join(lines) + "\n"
     print(table)

@@ -1105,7 +1105,8 @@ impl Stage for BlockLayer {
             // path below comes to the same; see `submit_direct`).
             self.hctxs[st.hctx as usize].in_driver -= 1;
             self.account_completion(id, now, ctx.reqs());
-            self.rq[id.index()] = RqState::default();
+            // Its id's next life starts with `forget`, which clears the rest.
+            self.rq[id.index()].place = Place::Nowhere;
             ctx.reqs_mut()[id].t.completed_ns = now;
             ctx.complete(id);
             return;

@@ -107,13 +107,13 @@ fn both(sets: &[&str]) -> (serde_json::Value, serde_json::Value) {
     })
 }
 
-/// The path's shortcuts (the transport skipped on the way down and passed through on the way
-/// up; each stage taking a request or a completion inside its neighbour's hook, the block layer
-/// only while it holds nothing, and sends a request straight to the driver when nothing waits)
-/// change no number of the run, the block layer's counters included: on the default path, with several
-/// SQs and a shallow one (the block layer then holds requests the driver refused), coalescing, a
-/// completion order, a host that handles completions in no time, and a controller that holds
-/// few commands (so completions leave entries to fetch).
+/// The path's shortcuts change no number of the run, the block layer's counters included: the
+/// transport skipped on the way down and passed through on the way up; each stage taking a
+/// request or a completion inside its neighbour's hook (the block layer only while it holds
+/// nothing); the block layer sending a request straight to the driver when nothing waits. On
+/// the default path, with several SQs and a shallow one (the block layer then holds requests
+/// the driver refused), coalescing, a completion order, a host that handles completions in no
+/// time, and a controller that holds few commands (so completions leave entries to fetch).
 #[test]
 fn the_path_shortcuts_change_nothing() {
     for sets in [

@@ -27,7 +27,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import revs
-from qoslab.outputs import write_file
 
 JOB = revs.ROOT / "bench" / "jobs" / "randread-qd32.fio"
 REFS = re.compile(r"I\s+refs:\s+([0-9,]+)")
@@ -77,14 +76,12 @@ def shown(path: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("base", help="the revision to compare against (e.g. a commit id)")
-    ap.add_argument("head", nargs="?", default="HEAD", help="the revision measured (HEAD)")
+    revs.comparison_args(ap)
     ap.add_argument("--ios", type=int, default=200_000, help="N (default 200,000)")
     ap.add_argument("--device", default="nvme-analytic", help="device preset (nvme-analytic)")
     ap.add_argument(
         "--job", type=Path, default=JOB, help="the job file (bench/jobs/randread-qd32.fio)"
     )
-    ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     args = ap.parse_args()
     job = args.job.resolve()
     if not job.is_file():
@@ -127,10 +124,7 @@ def main() -> None:
             f"| {counts[(side, 2 * args.ios)]:,} | {per_io[side]:,.0f} |"
         )
     lines += ["", f"head / base: {per_io['head'] / per_io['base']:.3f}"]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.out:
-        write_file(args.out, table)
+    revs.report(lines, args.out)
 
 
 if __name__ == "__main__":

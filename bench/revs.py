@@ -10,10 +10,13 @@ dependencies are the same).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from qoslab.outputs import write_file
 
 ROOT = Path(__file__).resolve().parent.parent
 REVS = ROOT / "out" / "revs"
@@ -69,3 +72,18 @@ def env_for(python_dir: Path | None) -> dict[str, str]:
     if python_dir is not None:
         env["PYTHONPATH"] = str(python_dir)
     return env
+
+
+def comparison_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments every two-build comparison takes: BASE [HEAD] and --out FILE."""
+    ap.add_argument("base", help="the revision to compare against (e.g. a commit id)")
+    ap.add_argument("head", nargs="?", default="HEAD", help="the revision measured (HEAD)")
+    ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
+
+
+def report(lines: list[str], out: Path | None) -> None:
+    """Prints a comparison's Markdown lines, and writes them to `out` when given."""
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if out:
+        write_file(out, table)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import revs
-from qoslab.outputs import write_file
 
 ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<value>[^|]+?)\s*\|$")
 NUMBER = re.compile(r"^(?P<num>[0-9][0-9,]*(?:\.[0-9]+)?)\s*(?P<unit>.*)$")
@@ -75,15 +74,13 @@ def modules_of(worktree: Path) -> set[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("base", help="the revision to compare against (e.g. a commit id)")
-    ap.add_argument("head", nargs="?", default="HEAD", help="the revision measured (HEAD)")
+    revs.comparison_args(ap)
     ap.add_argument(
         "--module",
         action="append",
         help="a bench module by its name without bench_ (repeatable; default: all both have)",
     )
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds (default 1)")
-    ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit("side_by_side: --rounds: expected a whole number of at least 1")
@@ -150,10 +147,7 @@ def main() -> None:
                 f"| {module} | {key[0]} | {key[1]} | {b:,.6g} | {h:,.6g} {unit} | {ratio} "
                 f"| {spread} |"
             )
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.out:
-        write_file(args.out, table)
+    revs.report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,10 @@ where
     fn dma(&mut self, t: Transfer) -> Ns {
         self.outer.dma(t)
     }
+    #[inline(always)]
+    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
+        self.outer.cpu(host, core, start_ns, ns)
+    }
 }
 
 /// The context of the lower stage inside a chain whose upper stage is `U`. `upper` is absent
@@ -245,6 +249,10 @@ where
             return done;
         }
         self.outer.dma(t)
+    }
+    #[inline(always)]
+    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
+        self.outer.cpu(host, core, start_ns, ns)
     }
 }
 

@@ -98,6 +98,8 @@ pub enum Command {
     /// Get Log Page `lid` for NVM set `set` (the log-specific identifier): the stage that owns
     /// it fills `data` with the page's bytes as the specification lays them out.
     GetLogPage { lid: u8, set: u16, data: Vec<u8> },
+    /// An ordered write's message to one target server (see [`crate::order`]).
+    Ordering(crate::order::OrderMsg),
 }
 
 /// How an admin command ended.

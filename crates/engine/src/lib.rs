@@ -8,7 +8,9 @@ pub mod chain;
 pub mod control;
 pub mod divisor;
 pub mod error;
+pub mod fanout;
 pub mod harness;
+pub mod order;
 pub mod queue;
 pub mod request;
 pub mod rng;
@@ -23,7 +25,9 @@ pub use chain::{Chain, Handoff, Link};
 pub use control::{Command, Control, ControlStatus, Dma, LostWrite, Notice, Payload, Transfer};
 pub use divisor::Divisor;
 pub use error::InputError;
+pub use fanout::{Fanout, FanoutEvent, Stripe};
 pub use harness::{Done, Harness, Null, OverNull};
+pub use order::{OrderAttr, OrderMsg, OrderOp};
 pub use queue::EventQueue;
 pub use request::{
     IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, ReqTable, Request, Requests, Stamps,

@@ -77,7 +77,8 @@ bitflags::bitflags! {
         const PREFLUSH = 1 << 1;
         /// Synchronous I/O (the submitter waits for it; Linux REQ_SYNC).
         const SYNC = 1 << 2;
-        /// An ordering point: later requests of the same stream must not overtake it.
+        /// A write (or FLUSH) of an ordered stream, the submitting job's: the block layer's
+        /// ordering plug-in keeps its storage order (see `crate::order`).
         const ORDERED = 1 << 3;
         /// Issued again after a timeout, abort or controller reset.
         const REQUEUED = 1 << 4;
@@ -90,6 +91,10 @@ bitflags::bitflags! {
         /// iodepth_batch_submit: one io_submit for the batch); the block layer plugs a batch of
         /// more than two, as Linux does.
         const BATCH_MORE = 1 << 7;
+        /// The next ordered write of the same stream belongs to this one's group (Rio 4.2:
+        /// the writes of a group may be reordered among themselves); a group ends at an ordered
+        /// write without this flag.
+        const GROUP_MORE = 1 << 8;
     }
 }
 

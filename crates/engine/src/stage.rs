@@ -87,6 +87,12 @@ pub trait StageCtx<E> {
     fn dma(&mut self, t: Transfer) -> Ns {
         t.start_ns
     }
+    /// Runs `ns` of CPU work on core `core` of host `host`, starting at `start_ns` or when the
+    /// core is next free; returns when it ends. Free of contention when the run does not hold
+    /// the host's cores as a resource (the default: `start_ns + ns`).
+    fn cpu(&mut self, _host: u16, _core: u16, start_ns: Ns, ns: Ns) -> Ns {
+        start_ns + ns
+    }
 }
 
 /// One stage's counters for the report (`qoslab.stages[]` in the JSON).

@@ -60,3 +60,369 @@ pub enum OrderOp {
     /// (`bytes` of it) to the target's PMR and answer; the data follows only after the answer.
     Meta { stream: u32, seq: u64, bytes: u64 },
 }
+
+/// One ordered write request as the application submits it (a block range of its stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderedWrite {
+    /// First logical block.
+    pub lba: u64,
+    pub blocks: u32,
+    /// Last request of its group: the next request starts a new sequence number.
+    pub group_end: bool,
+    /// Carries a FLUSH: once acknowledged, it and everything before it in the stream is
+    /// durable (`rio_submit` with a FLUSH then `rio_wait`, Rio 4.6).
+    pub persist: bool,
+}
+
+/// What a stack does to ordered requests before they reach the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanRules {
+    /// Consecutive whole groups in one stripe unit become one command (Rio 4.5).
+    pub merge: bool,
+    /// A FLUSH after every request (Linux), not only after those that ask for one.
+    pub flush_every_request: bool,
+    /// FLUSHes are commands of their own, sent after the writes complete (Linux, HORAE),
+    /// rather than a flag on the request's last command.
+    pub separate_flush: bool,
+}
+
+/// Where blocks go: `targets` target servers, stripe units of `chunk_blocks` dealt round robin
+/// (the transfer size too, Rio 4.5), and the most requests one merged command may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub targets: u32,
+    pub chunk_blocks: u64,
+    pub merge_batch: u32,
+}
+
+impl Layout {
+    /// The target holding block `lba`.
+    #[inline]
+    pub fn target_of(&self, lba: u64) -> usize {
+        ((lba / self.chunk_blocks) % u64::from(self.targets)) as usize
+    }
+}
+
+/// One command the sequencer made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedCmd {
+    pub target: usize,
+    pub attr: OrderAttr,
+    /// Indices (in the planned batch) of the writes whose data it carries.
+    pub writes: Vec<usize>,
+    /// A FLUSH with no data.
+    pub flush_only: bool,
+}
+
+/// One request of a planned batch and the commands (indices in the batch's `cmds`) whose
+/// completion it waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedReq {
+    pub seq: u64,
+    pub persist: bool,
+    pub cmds: Vec<usize>,
+}
+
+/// A batch of one stream's requests as commands, in submission order (the ORDER queue).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Planned {
+    pub cmds: Vec<PlannedCmd>,
+    pub requests: Vec<PlannedReq>,
+}
+
+/// Rio's sequencer for one stream, with the block layer's merging and splitting (Rio 4.2, 4.5):
+/// submission order is the storage order, a group shares one sequence number, the final
+/// request of a group carries the group's size, and each command's `prev` names the stream's
+/// previous sequence number on the same target. It plans one batch at a time (what one plug
+/// holds); the numbering, the per-target links and which targets a FLUSH must reach carry
+/// over from batch to batch.
+#[derive(Clone, Debug)]
+pub struct Sequencer {
+    stream: u32,
+    /// The sequence number of the current (open) group, and its requests so far.
+    seq: u64,
+    group_len: u32,
+    /// Targets written since the stream's last FLUSH reached them.
+    dirty: Vec<bool>,
+    /// Per target, the last sequence number sent there and the one before it.
+    last: Vec<u64>,
+    before_last: Vec<u64>,
+}
+
+impl Sequencer {
+    pub fn new(stream: u32, targets: u32) -> Self {
+        let n = targets.max(1) as usize;
+        Sequencer {
+            stream,
+            seq: 1,
+            group_len: 0,
+            dirty: vec![false; n],
+            last: vec![0; n],
+            before_last: vec![0; n],
+        }
+    }
+
+    /// The sequence number the next request gets.
+    pub fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Plans `writes`, the next requests of the stream.
+    pub fn plan(&mut self, writes: &[OrderedWrite], layout: &Layout, rules: PlanRules) -> Planned {
+        let n = writes.len();
+        let mut seq = vec![0u64; n];
+        let mut num = vec![0u32; n];
+        for (i, wr) in writes.iter().enumerate() {
+            seq[i] = self.seq;
+            self.group_len += 1;
+            if wr.group_end {
+                num[i] = self.group_len;
+                self.seq += 1;
+                self.group_len = 0;
+            }
+        }
+        let mut out = Planned {
+            cmds: Vec::new(),
+            requests: (0..n)
+                .map(|i| PlannedReq {
+                    seq: seq[i],
+                    persist: writes[i].persist,
+                    cmds: Vec::new(),
+                })
+                .collect(),
+        };
+        let chunk = layout.chunk_blocks;
+        let s = self.stream;
+        let mut i = 0;
+        while i < n {
+            // A merged command spans whole groups of consecutive, unsplit writes in one stripe
+            // unit: it is never split, and a split request is never merged (Rio 4.5).
+            let mut end = i;
+            let group_start = i == 0 || writes[i - 1].group_end;
+            if rules.merge && layout.merge_batch > 1 && group_start {
+                let base = writes[i].lba / chunk;
+                let mut j = i;
+                let mut next_lba = writes[i].lba;
+                while j < n && j - i < layout.merge_batch as usize {
+                    let wr = &writes[j];
+                    let fits = wr.lba == next_lba
+                        && (wr.lba + u64::from(wr.blocks) - 1) / chunk == base
+                        && (!rules.flush_every_request || j == i);
+                    if !fits {
+                        break;
+                    }
+                    next_lba = wr.lba + u64::from(wr.blocks);
+                    j += 1;
+                    if wr.group_end {
+                        end = j;
+                        if wr.persist {
+                            break;
+                        }
+                    }
+                }
+            }
+            if end > i + 1 {
+                let blocks: u64 = writes[i..end].iter().map(|w| u64::from(w.blocks)).sum();
+                let target = layout.target_of(writes[i].lba);
+                let id = out.cmds.len();
+                out.cmds.push(PlannedCmd {
+                    target,
+                    attr: OrderAttr {
+                        stream: s,
+                        seq_start: seq[i],
+                        seq_end: seq[end - 1],
+                        prev: 0,
+                        num: (end - i) as u32,
+                        merged: true,
+                        split: false,
+                        pieces: 1,
+                        orig_lba: writes[i].lba,
+                        lba: writes[i].lba,
+                        blocks: blocks as u32,
+                        flush: false,
+                        persist: false,
+                    },
+                    writes: (i..end).collect(),
+                    flush_only: false,
+                });
+                self.dirty[target] = true;
+                for r in &mut out.requests[i..end] {
+                    r.cmds.push(id);
+                }
+                let last = end - 1;
+                if writes[last].persist || rules.flush_every_request {
+                    self.add_flushes(&mut out, last, seq[last], &[id], rules);
+                }
+                i = end;
+                continue;
+            }
+            let wr = &writes[i];
+            let parts = pieces(wr.lba, wr.blocks, layout);
+            let mut own = Vec::new();
+            for &(lba, blocks, target) in &parts {
+                let id = out.cmds.len();
+                out.cmds.push(PlannedCmd {
+                    target,
+                    attr: OrderAttr {
+                        stream: s,
+                        seq_start: seq[i],
+                        seq_end: seq[i],
+                        prev: 0,
+                        num: num[i],
+                        merged: false,
+                        split: parts.len() > 1,
+                        pieces: parts.len() as u32,
+                        orig_lba: wr.lba,
+                        lba,
+                        blocks,
+                        flush: false,
+                        persist: false,
+                    },
+                    writes: vec![i],
+                    flush_only: false,
+                });
+                self.dirty[target] = true;
+                own.push(id);
+            }
+            out.requests[i].cmds.extend(&own);
+            if wr.persist || rules.flush_every_request {
+                self.add_flushes(&mut out, i, seq[i], &own, rules);
+            }
+            i += 1;
+        }
+        self.link_prev(&mut out);
+        out
+    }
+
+    /// A FLUSH to every target written since the stream's last one, so that an acknowledged
+    /// FLUSH covers the whole stream prefix, on every server.
+    fn add_flushes(
+        &mut self,
+        out: &mut Planned,
+        request: usize,
+        seq: u64,
+        own: &[usize],
+        rules: PlanRules,
+    ) {
+        for t in 0..self.dirty.len() {
+            if !std::mem::take(&mut self.dirty[t]) {
+                continue;
+            }
+            let carrier = own.iter().rev().find(|&&c| out.cmds[c].target == t);
+            match carrier {
+                Some(&c) if !rules.separate_flush => out.cmds[c].attr.flush = true,
+                _ => {
+                    let id = out.cmds.len();
+                    out.cmds.push(PlannedCmd {
+                        target: t,
+                        attr: OrderAttr {
+                            stream: self.stream,
+                            seq_start: seq,
+                            seq_end: seq,
+                            flush: true,
+                            ..OrderAttr::default()
+                        },
+                        writes: Vec::new(),
+                        flush_only: true,
+                    });
+                    out.requests[request].cmds.push(id);
+                }
+            }
+        }
+    }
+
+    /// Fills `prev`: the sequencer keeps each target's most recent sequence number.
+    fn link_prev(&mut self, out: &mut Planned) {
+        for cmd in &mut out.cmds {
+            let t = cmd.target;
+            if cmd.attr.seq_start > self.last[t] {
+                self.before_last[t] = self.last[t];
+                cmd.attr.prev = self.last[t];
+                self.last[t] = cmd.attr.seq_end;
+            } else {
+                cmd.attr.prev = self.before_last[t];
+            }
+        }
+    }
+}
+
+/// The pieces of a write cut at stripe units: (lba, blocks, target).
+fn pieces(lba: u64, blocks: u32, layout: &Layout) -> Vec<(u64, u32, usize)> {
+    let chunk = layout.chunk_blocks;
+    let mut out = Vec::new();
+    let (mut at, end) = (lba, lba + u64::from(blocks));
+    while at < end {
+        let stop = (((at / chunk) + 1) * chunk).min(end);
+        out.push((at, (stop - at) as u32, layout.target_of(at)));
+        at = stop;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(lba: u64, blocks: u32, group_end: bool, persist: bool) -> OrderedWrite {
+        OrderedWrite {
+            lba,
+            blocks,
+            group_end,
+            persist,
+        }
+    }
+
+    const LAYOUT: Layout = Layout {
+        targets: 2,
+        chunk_blocks: 8,
+        merge_batch: 8,
+    };
+    const NO_MERGE: PlanRules = PlanRules {
+        merge: false,
+        flush_every_request: false,
+        separate_flush: false,
+    };
+
+    #[test]
+    fn batches_continue_the_numbering_the_links_and_the_flush_targets_of_the_stream() {
+        // Without merging, a stream planned in two plugs gets the attributes it gets in one.
+        let writes = [
+            w(0, 1, true, false),  // seq 1, target 0
+            w(8, 1, false, false), // seq 2, target 1 (a group of two)
+            w(9, 1, true, false),  // seq 2, target 1
+            w(16, 1, true, false), // seq 3, target 0
+            w(24, 2, true, true),  // seq 4, target 1, and a FLUSH to target 0
+        ];
+        let whole = Sequencer::new(0, 2).plan(&writes, &LAYOUT, NO_MERGE);
+        let mut s = Sequencer::new(0, 2);
+        let mut a = s.plan(&writes[..2], &LAYOUT, NO_MERGE);
+        let b = s.plan(&writes[2..], &LAYOUT, NO_MERGE);
+        let attrs = |p: &Planned| {
+            p.cmds
+                .iter()
+                .map(|c| (c.target, c.attr))
+                .collect::<Vec<_>>()
+        };
+        let mut both = attrs(&a);
+        both.extend(attrs(&b));
+        assert_eq!(both, attrs(&whole));
+        assert_eq!(
+            whole.cmds[2].attr.num, 2,
+            "the group's final request gives its size"
+        );
+        assert_eq!(
+            whole.cmds[3].attr.prev, 1,
+            "seq 3 follows seq 1 on target 0"
+        );
+        a.requests.extend(b.requests);
+        assert_eq!(
+            a.requests.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [1, 2, 2, 3, 4]
+        );
+        // The FLUSH rides on the request's own command on target 1 and is a command of its own
+        // on target 0.
+        let last = &whole.cmds[whole.cmds.len() - 2..];
+        assert!(last[0].attr.flush && !last[0].flush_only && last[0].target == 1);
+        assert!(last[1].flush_only && last[1].target == 0);
+    }
+}

@@ -49,6 +49,15 @@ impl FabricConfig {
         (self.mdts_bytes / self.block_bytes).max(1)
     }
 
+    /// The striping and merging the sequencer plans with.
+    pub fn layout(&self) -> qoslab_engine::order::Layout {
+        qoslab_engine::order::Layout {
+            targets: self.targets,
+            chunk_blocks: self.chunk_blocks(),
+            merge_batch: self.merge_batch,
+        }
+    }
+
     /// Attribute slots in one target's PMR log.
     pub fn pmr_slots(&self) -> usize {
         (self.pmr_bytes / self.attr_bytes).max(1) as usize

@@ -4,32 +4,8 @@
 use crate::FabricConfig;
 use crate::workload::Workload;
 
-/// The ordering attribute carried by a command and logged in the target's PMR (document
-/// Figure 5 and Table 1). Sequence numbers start at 1; 0 means "none".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub stream: u32,
-    /// The group's sequence number; a merged command spans `seq_start..=seq_end`.
-    pub seq_start: u64,
-    pub seq_end: u64,
-    /// `seq_end` of this stream's previous attribute on the same target (per-server order).
-    pub prev: u64,
-    /// On the final request of a group: the group's number of requests; on a merged command:
-    /// the number of requests compacted into it; 0 otherwise.
-    pub num: u32,
-    pub merged: bool,
-    /// Part of a request divided at the transfer size; `pieces` parts share `orig_lba`.
-    pub split: bool,
-    pub pieces: u32,
-    /// First block of the application's request (identifies the parts of a split request).
-    pub orig_lba: u64,
-    pub lba: u64,
-    pub blocks: u32,
-    /// The command carries a FLUSH (or is one).
-    pub flush: bool,
-    /// Set by the target once the data is durable (document 4.3.2).
-    pub persist: bool,
-}
+pub use qoslab_engine::order::{Layout, OrderAttr as Attr, PlanRules};
+use qoslab_engine::order::{OrderedWrite, Sequencer};
 
 /// One NVMe-oF command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,17 +27,6 @@ pub struct Request {
     pub cmds: Vec<usize>,
 }
 
-/// What the stack does to the requests before they reach the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PlanRules {
-    pub merge: bool,
-    /// A FLUSH after every request (Linux), not only after those that ask for one.
-    pub flush_every_request: bool,
-    /// FLUSHes are commands of their own, sent after the writes complete (Linux, HORAE),
-    /// rather than a flag on the request's last command.
-    pub separate_flush: bool,
-}
-
 /// Every command of a workload, in each stream's submission order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -72,236 +37,54 @@ pub struct Plan {
     pub order: Vec<Vec<usize>>,
 }
 
-/// A piece of a write: (lba, blocks, target).
-type Piece = (u64, u32, usize);
-
-fn pieces(lba: u64, blocks: u32, cfg: &FabricConfig) -> Vec<Piece> {
-    let chunk = cfg.chunk_blocks();
-    let mut out = Vec::new();
-    let (mut at, end) = (lba, lba + u64::from(blocks));
-    while at < end {
-        let stop = ((at / chunk) + 1) * chunk;
-        let stop = stop.min(end);
-        out.push((at, (stop - at) as u32, target_of(at, cfg)));
-        at = stop;
-    }
-    out
-}
-
 /// Striping: stripe unit `mdts_bytes`, round robin over the targets.
 pub fn target_of(lba: u64, cfg: &FabricConfig) -> usize {
-    ((lba / cfg.chunk_blocks()) % u64::from(cfg.targets)) as usize
+    cfg.layout().target_of(lba)
 }
 
 impl Plan {
+    /// Each stream planned whole by the sequencer the block layer's ordering plug-ins use
+    /// (`qoslab_engine::order::Sequencer`), as if the stream were submitted in one plug.
     pub fn build(w: &Workload, cfg: &FabricConfig, rules: PlanRules) -> Plan {
         let mut plan = Plan {
             cmds: Vec::new(),
             requests: Vec::new(),
             order: Vec::new(),
         };
+        let layout = cfg.layout();
         for (s, stream) in w.streams.iter().enumerate() {
-            plan.build_stream(s, stream, cfg, rules);
+            let writes: Vec<OrderedWrite> = stream
+                .iter()
+                .map(|w| OrderedWrite {
+                    lba: w.lba,
+                    blocks: w.blocks,
+                    group_end: w.group_end,
+                    persist: w.persist,
+                })
+                .collect();
+            let planned = Sequencer::new(s as u32, cfg.targets).plan(&writes, &layout, rules);
+            let first = plan.cmds.len();
+            plan.cmds.extend(planned.cmds.into_iter().map(|c| Cmd {
+                stream: s,
+                target: c.target,
+                attr: c.attr,
+                writes: c.writes,
+                flush_only: c.flush_only,
+            }));
+            plan.order.push((first..plan.cmds.len()).collect());
+            plan.requests.push(
+                planned
+                    .requests
+                    .into_iter()
+                    .map(|r| Request {
+                        seq: r.seq,
+                        persist: r.persist,
+                        cmds: r.cmds.into_iter().map(|c| c + first).collect(),
+                    })
+                    .collect(),
+            );
         }
         plan
-    }
-
-    fn build_stream(
-        &mut self,
-        s: usize,
-        stream: &[crate::workload::Write],
-        cfg: &FabricConfig,
-        rules: PlanRules,
-    ) {
-        let n = stream.len();
-        // The sequencer: submission order is the storage order; a group shares one number.
-        let mut seq = vec![0u64; n];
-        let mut cur = 1;
-        for (i, wr) in stream.iter().enumerate() {
-            seq[i] = cur;
-            if wr.group_end {
-                cur += 1;
-            }
-        }
-        let group_size = |g: u64| seq.iter().filter(|&&x| x == g).count() as u32;
-        let mut requests: Vec<Request> = (0..n)
-            .map(|i| Request {
-                seq: seq[i],
-                persist: stream[i].persist,
-                cmds: Vec::new(),
-            })
-            .collect();
-        let first = self.cmds.len();
-        let mut dirty = vec![false; cfg.targets as usize];
-        let chunk = cfg.chunk_blocks();
-        let mut i = 0;
-        while i < n {
-            // A merged command spans whole groups of consecutive, unsplit writes in one stripe
-            // unit: it is never split, and a split request is never merged (document 4.5).
-            let mut end = i;
-            let group_start = i == 0 || stream[i - 1].group_end;
-            if rules.merge && cfg.merge_batch > 1 && group_start {
-                let base = stream[i].lba / chunk;
-                let mut j = i;
-                let mut next_lba = stream[i].lba;
-                while j < n && j - i < cfg.merge_batch as usize {
-                    let wr = &stream[j];
-                    let fits = wr.lba == next_lba
-                        && (wr.lba + u64::from(wr.blocks) - 1) / chunk == base
-                        && (!rules.flush_every_request || j == i);
-                    if !fits {
-                        break;
-                    }
-                    next_lba = wr.lba + u64::from(wr.blocks);
-                    j += 1;
-                    if wr.group_end {
-                        end = j;
-                        if wr.persist {
-                            break;
-                        }
-                    }
-                }
-            }
-            if end > i + 1 {
-                let blocks: u64 = stream[i..end].iter().map(|w| u64::from(w.blocks)).sum();
-                let target = target_of(stream[i].lba, cfg);
-                let id = self.cmds.len();
-                self.cmds.push(Cmd {
-                    stream: s,
-                    target,
-                    attr: Attr {
-                        stream: s as u32,
-                        seq_start: seq[i],
-                        seq_end: seq[end - 1],
-                        prev: 0,
-                        num: (end - i) as u32,
-                        merged: true,
-                        split: false,
-                        pieces: 1,
-                        orig_lba: stream[i].lba,
-                        lba: stream[i].lba,
-                        blocks: blocks as u32,
-                        flush: false,
-                        persist: false,
-                    },
-                    writes: (i..end).collect(),
-                    flush_only: false,
-                });
-                dirty[target] = true;
-                for r in &mut requests[i..end] {
-                    r.cmds.push(id);
-                }
-                let last = end - 1;
-                if stream[last].persist || rules.flush_every_request {
-                    self.add_flushes(s, seq[last], &[id], &mut dirty, &mut requests[last], rules);
-                }
-                i = end;
-                continue;
-            }
-            let wr = &stream[i];
-            let parts = pieces(wr.lba, wr.blocks, cfg);
-            let num = if wr.group_end { group_size(seq[i]) } else { 0 };
-            let mut own = Vec::new();
-            for &(lba, blocks, target) in &parts {
-                let id = self.cmds.len();
-                self.cmds.push(Cmd {
-                    stream: s,
-                    target,
-                    attr: Attr {
-                        stream: s as u32,
-                        seq_start: seq[i],
-                        seq_end: seq[i],
-                        prev: 0,
-                        num,
-                        merged: false,
-                        split: parts.len() > 1,
-                        pieces: parts.len() as u32,
-                        orig_lba: wr.lba,
-                        lba,
-                        blocks,
-                        flush: false,
-                        persist: false,
-                    },
-                    writes: vec![i],
-                    flush_only: false,
-                });
-                dirty[target] = true;
-                own.push(id);
-            }
-            requests[i].cmds.extend(&own);
-            if wr.persist || rules.flush_every_request {
-                self.add_flushes(s, seq[i], &own, &mut dirty, &mut requests[i], rules);
-            }
-            i += 1;
-        }
-        self.order.push((first..self.cmds.len()).collect());
-        self.link_prev(s, cfg);
-        self.requests.push(requests);
-    }
-
-    /// A FLUSH to every target written since the stream's last one, so that an acknowledged
-    /// FLUSH covers the whole stream prefix, on every server.
-    fn add_flushes(
-        &mut self,
-        s: usize,
-        seq: u64,
-        own: &[usize],
-        dirty: &mut [bool],
-        request: &mut Request,
-        rules: PlanRules,
-    ) {
-        for (t, d) in dirty.iter_mut().enumerate() {
-            if !*d {
-                continue;
-            }
-            *d = false;
-            let carrier = own.iter().rev().find(|&&c| self.cmds[c].target == t);
-            match carrier {
-                Some(&c) if !rules.separate_flush => self.cmds[c].attr.flush = true,
-                _ => {
-                    let id = self.cmds.len();
-                    self.cmds.push(Cmd {
-                        stream: s,
-                        target: t,
-                        attr: Attr {
-                            stream: s as u32,
-                            seq_start: seq,
-                            seq_end: seq,
-                            prev: 0,
-                            num: 0,
-                            merged: false,
-                            split: false,
-                            pieces: 0,
-                            orig_lba: 0,
-                            lba: 0,
-                            blocks: 0,
-                            flush: true,
-                            persist: false,
-                        },
-                        writes: Vec::new(),
-                        flush_only: true,
-                    });
-                    request.cmds.push(id);
-                }
-            }
-        }
-    }
-
-    /// Fills `prev`: the sequencer keeps each target's most recent sequence number.
-    fn link_prev(&mut self, s: usize, cfg: &FabricConfig) {
-        let mut last = vec![0u64; cfg.targets as usize];
-        let mut before_last = vec![0u64; cfg.targets as usize];
-        for &c in &self.order[s] {
-            let cmd = &mut self.cmds[c];
-            let t = cmd.target;
-            if cmd.attr.seq_start > last[t] {
-                before_last[t] = last[t];
-                cmd.attr.prev = last[t];
-                last[t] = cmd.attr.seq_end;
-            } else {
-                cmd.attr.prev = before_last[t];
-            }
-        }
     }
 }
 

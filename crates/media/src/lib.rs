@@ -11,6 +11,7 @@
 //! tunable table, constructor) and is listed once in [`registry`].
 
 pub mod analytic;
+pub mod cached;
 pub mod empirical;
 pub mod hdd;
 pub mod null;
@@ -21,6 +22,7 @@ pub mod ssd;
 use std::path::Path;
 
 pub use analytic::AnalyticDevice;
+pub use cached::CachedDrive;
 pub use empirical::EmpiricalDevice;
 pub use hdd::Hdd;
 pub use null::NullDevice;

@@ -37,6 +37,7 @@ models!(
     crate::Ssd,
     crate::Hdd,
     crate::NullDevice,
+    crate::CachedDrive,
 );
 
 /// Refuses model `D` if it was written for another version of the stage contract.

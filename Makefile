@@ -50,13 +50,23 @@ $(VENV)/.core: $(VENV)/.deps $(RUST_SOURCES) pyproject.toml
 setup: $(VENV)/.core $(SETUP_TARGETS)
 
 # System tools from Debian's packages, installed only when missing. Without chromium only the
-# test that opens the HTML report in a browser is skipped (it says why).
+# test that opens the HTML report in a browser is skipped (it says why); without qemu, the
+# guest kernel's (docs/vm.md). The guest kernel's own packages go to a cache, not the system
+# (`qoslab vm fetch`).
 tools:
 	@if ! command -v fio >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; \
 	  else \
 	    echo "qoslab: error: fio is not installed and installing it needs root: sudo apt-get install fio" >&2; exit 2; \
+	  fi; \
+	fi
+	@if ! command -v qemu-system-x86_64 >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null \
+	      || echo "qoslab: warning: could not install qemu-system-x86; the guest kernel's tests will be skipped" >&2; \
+	  else \
+	    echo "qoslab: warning: qemu-system-x86 is not installed (sudo apt-get install qemu-system-x86); the guest kernel's tests will be skipped" >&2; \
 	  fi; \
 	fi
 	@if ! command -v chromium >/dev/null; then \

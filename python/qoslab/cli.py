@@ -87,6 +87,7 @@ STUDIES = (
     (("rio",), _group("qoslab.rio.cli")),
     (("plm",), _group("qoslab.plm.cli")),
     (("sched",), _group("qoslab.sched.cli")),
+    (("vm",), _group("qoslab.vm.cli")),
 )
 
 

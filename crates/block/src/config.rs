@@ -93,7 +93,13 @@ impl QueueSetup {
         } else {
             2 * tag_set_depth.min(BLKDEV_DEFAULT_RQ)
         };
-        let split_bytes = u64::from(cfg.max_sectors_kb) * 1024;
+        // Linux keeps max_sectors_kb at most max_hw_sectors_kb. A driver that admits requests
+        // itself (the NVMe host) splits above its limit on its own; below any other the block
+        // layer splits (null_blk's default 127 KiB cuts a 128 KiB read in two).
+        let split_bytes = match limits.max_hw_bytes {
+            hw if hw > 0 && !limits.driver_admits => (u64::from(cfg.max_sectors_kb) * 1024).min(hw),
+            _ => u64::from(cfg.max_sectors_kb) * 1024,
+        };
         let merge_bytes = match limits.max_hw_bytes {
             0 => split_bytes,
             hw => split_bytes.min(hw),
@@ -184,6 +190,27 @@ mod tests {
         );
         assert_eq!(q.queue_depth, Some(1));
         assert_eq!(q.nr_requests, 64);
+    }
+
+    #[test]
+    fn requests_are_split_at_a_simple_drivers_limit_but_an_nvme_host_splits_its_own() {
+        // null_blk's default max_hw_sectors is 255 sectors (127 KiB): Linux caps max_sectors_kb
+        // there, so a 128 KiB read becomes two requests.
+        let null_blk = DriverLimits {
+            queue_per_core: false,
+            hw_queue_depth: 2,
+            driver_admits: false,
+            max_hw_bytes: 127 * 1024,
+            rotational: false,
+        };
+        let q = setup(&[], null_blk);
+        assert_eq!((q.split_bytes, q.merge_bytes), (127 * 1024, 127 * 1024));
+        let nvme = DriverLimits {
+            driver_admits: true,
+            ..null_blk
+        };
+        let q = setup(&[], nvme);
+        assert_eq!((q.split_bytes, q.merge_bytes), (4096 * 1024, 127 * 1024));
     }
 
     #[test]

@@ -50,7 +50,7 @@ use qoslab_nvme::{ARBITERS, CONTROLLER_TUNABLES, ControllerConfig, HOST_TUNABLES
 
 qoslab_engine::choice! {
     /// The driver below the block layer.
-    pub enum Driver { Nvme = "nvme", Ata = "ata" }
+    pub enum Driver { Nvme = "nvme", Ata = "ata", Simple = "simple" }
 }
 
 qoslab_engine::settings! {
@@ -59,7 +59,9 @@ qoslab_engine::settings! {
     pub struct PathConfig in PATH_TUNABLES {
         hosts: u16 = count(1, "NVMe hosts sharing the controller, each with its own block layer queues, driver, queue pairs and link; a job picks its host with sim_host").range(1.0, 64.0),
         transport: String = text("pcie", "how commands, completions and data cross between the hosts and the controller: a transport's name; its tunables are its own section"),
-        driver: Driver = choice(Driver::Nvme, "what is below the block layer: nvme (NVMe host, transport, controller, then the media) or ata (a SATA disk: the media right below the block layer, one hardware queue of NCQ depth 32; [host], [controller] and the transport are not used)"),
+        driver: Driver = choice(Driver::Nvme, "what is below the block layer: nvme (NVMe host, transport, controller, then the media), ata (a SATA disk: the media right below the block layer, one hardware queue of NCQ depth 32) or simple (a driver like null_blk or scsi_debug: the media right below the block layer, one hardware queue of path.hw_queue_depth tags); with ata and simple, [host], [controller] and the transport are not used"),
+        hw_queue_depth: u32 = count(64, "driver simple: tags of its one hardware queue, all of which may be out at the media at once (null_blk hw_queue_depth, default 64; scsi_debug max_queue)").range(1.0, 65536.0),
+        max_hw_sectors_kb: u32 = count(0, "driver simple: the largest request it takes, KiB (queue/max_hw_sectors_kb; null_blk's default is 127); 0 = no limit").range(0.0, 4194304.0),
     }
 }
 

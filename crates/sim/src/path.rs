@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! jobs -> block layer -> NVMe host(s) -> transport -> NVMe controller -> media   (driver nvme)
-//! jobs -> block layer -> media                                                   (driver ata)
+//! jobs -> block layer -> media                                        (driver ata or simple)
 //! ```
 //!
 //! each stage a plug-in found in its registry: the scheduler by `[block] scheduler`, the
@@ -23,7 +23,7 @@ use crate::device::{DeviceConfig, Driver};
 /// The default path over transport `T` and media `D`.
 pub type NvmePath<T, D> = Chain<BlockLayer, Chain<NvmeHost, Chain<T, Chain<NvmeController, D>>>>;
 
-/// A SATA disk's path: the media right below the block layer.
+/// A SATA disk's path, and a simple driver's: the media right below the block layer.
 pub type AtaPath<D> = Chain<BlockLayer, D>;
 
 /// What libata tells the block layer of a SATA disk: one hardware queue as deep as NCQ
@@ -95,15 +95,24 @@ pub fn build<D: Device, V: PathVisitor>(
     visitor: V,
 ) -> Result<V::Output, SimError> {
     let path = device.path_config();
-    if path.driver == Driver::Ata {
+    if path.driver != Driver::Nvme {
         if plan.jobs_per_host.len() > 1 || path.hosts > 1 {
-            return Err(SimError::new(
-                "field 'path.driver': an ata disk has one host; a job runs on sim_host > 0 or [path] hosts > 1",
-            ));
+            return Err(SimError::new(format!(
+                "field 'path.driver': an {} device has one host; a job runs on sim_host > 0 or [path] hosts > 1",
+                path.driver.name()
+            )));
         }
-        let block = block_layer(device, ATA_LIMITS, dev.caps(), 1)?;
-        let ata: AtaPath<D> = Chain::new(block, dev);
-        return Ok(visitor.visit(ata));
+        let limits = match path.driver {
+            Driver::Ata => ATA_LIMITS,
+            _ => DriverLimits {
+                hw_queue_depth: path.hw_queue_depth,
+                max_hw_bytes: u64::from(path.max_hw_sectors_kb) * 1024,
+                ..ATA_LIMITS
+            },
+        };
+        let block = block_layer(device, limits, dev.caps(), 1)?;
+        let direct: AtaPath<D> = Chain::new(block, dev);
+        return Ok(visitor.visit(direct));
     }
     let name = path.transport;
     visit_transport(

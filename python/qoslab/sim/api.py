@@ -261,7 +261,12 @@ def device_file(device: str, workload=None) -> tuple[str | None, str | None]:
     """(device file text, warning) for `--device`: for MQSim's ssdconfig.xml (a name ending
     in .xml) the SSD model's device file made from it and the warning naming what it leaves
     out (`workload`: `qoslab.sim.mqsim.Workload` of the flows, for preconditioning); for a
-    preset or a TOML file (None, None)."""
+    preset or a TOML file (None, None). A guest device SPEC (`null_blk:...`, `scsi_debug:...`,
+    docs/vm.md) gives its simulator twin's device file."""
+    from qoslab.vm.devices import is_spec, parse_spec, twin_toml
+
+    if is_spec(device):
+        return twin_toml(parse_spec(device)), None
     if not device.endswith(".xml"):
         return None, None
     from qoslab.sim.mqsim import device_from_ssdconfig

@@ -89,7 +89,8 @@ def sim(
     device: str = typer.Option(
         api.DEFAULT_DEVICE,
         "--device",
-        help="Device preset name, device TOML file, or MQSim's ssdconfig.xml.",
+        help="Device preset name, device TOML file, MQSim's ssdconfig.xml, or a guest device "
+        "SPEC (null_blk:k=v,..., scsi_debug:k=v,...) whose simulator twin runs.",
     ),
     sets: list[str] = typer.Option(
         [],

@@ -1,0 +1,1 @@
+"""Study 5 in a guest kernel: packages, initramfs, QEMU, devices and their simulator twins."""

@@ -1,0 +1,221 @@
+"""The guest's initramfs: busybox, the host's fio with its shared libraries, and kernel modules.
+
+Built with busybox's own `cpio -H newc` (the host needs no cpio) and left uncompressed: under
+TCG the guest would spend seconds on decompression that unpacking a plain archive saves. The
+image is cached by what went into it (kernel, fio binary, module list), so a second boot reuses
+it. What changes per run (the job, the plan, modules of the user's) reaches the guest over the
+shared folder, not through the image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from qoslab.errors import InputError
+from qoslab.vm.packages import Kernel, cache_root
+
+# What a guest loads: the test devices, the schedulers built as modules (mq-deadline is built
+# in), the shared folder (9p over virtio), and the virtual disks of the document's setup.
+MODULES = (
+    "null_blk",
+    "scsi_debug",
+    "sd_mod",
+    "bfq",
+    "kyber-iosched",
+    "virtio_pci",
+    "virtio_blk",
+    "9pnet_virtio",
+    "9p",
+    "ahci",
+)
+
+APPLETS = (
+    "sh",
+    "mount",
+    "umount",
+    "mkdir",
+    "cat",
+    "echo",
+    "ls",
+    "modprobe",
+    "insmod",
+    "rmmod",
+    "lsmod",
+    "poweroff",
+    "sleep",
+    "dmesg",
+    "grep",
+    "sed",
+    "sync",
+    "head",
+    "tail",
+    "tr",
+    "cut",
+    "basename",
+    "readlink",
+    "wc",
+    "seq",
+    "test",
+    "[",
+    "printf",
+    "date",
+    "uname",
+    "awk",
+    "find",
+    "timeout",
+    "cp",
+    "rm",
+    "sort",
+    "expr",
+    "true",
+    "false",
+    "kill",
+    "ps",
+    "dd",
+    "blockdev",
+    "ionice",
+    "nproc",
+    "env",
+    "xargs",
+    "stat",
+    "mknod",
+    "chmod",
+    "ln",
+)
+
+INIT = r"""#!/bin/sh
+# qoslab's guest init: mount, join the shared folder, run the plan, power off.
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+echo "qoslab-guest: up $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)"
+modprobe virtio_pci && modprobe 9pnet_virtio && modprobe 9p
+if mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 qoslab /share; then
+  sh /share/in/plan.sh > /share/out/plan.log 2>&1
+  status=$?
+  echo $status > /share/out/plan.status
+  [ $status = 0 ] || tail -n 5 /share/out/plan.log
+  dmesg > /share/out/dmesg.txt
+  sync
+  umount /share
+else
+  echo "qoslab-guest: error: the shared folder did not mount"
+fi
+echo "qoslab-guest: done"
+poweroff -f
+"""
+
+
+def _fio() -> Path:
+    found = shutil.which("fio")
+    if found is None:
+        raise InputError("fio not found: the guest runs the host's fio (apt-get install fio)")
+    return Path(found).resolve()
+
+
+def _libraries(binary: Path) -> list[Path]:
+    done = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise InputError(f"ldd {binary}: {done.stderr.strip() or 'failed'}")
+    libs = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if "=>" in parts and len(parts) >= 3 and parts[2].startswith("/"):
+            libs.append(Path(parts[2]))
+        elif parts and parts[0].startswith("/"):
+            libs.append(Path(parts[0]))  # the dynamic loader
+    return libs
+
+
+def _module_closure(kernel: Kernel, names: tuple[str, ...]) -> list[str]:
+    """Paths (relative to the modules directory) of `names` and everything they depend on."""
+    deps: dict[str, list[str]] = {}
+    for line in (kernel.modules / "modules.dep").read_text().splitlines():
+        target, _, rest = line.partition(":")
+        deps[target] = rest.split()
+    by_name = {Path(p).name.removesuffix(".ko").replace("-", "_"): p for p in deps}
+    wanted: list[str] = []
+    for name in names:
+        path = by_name.get(name.replace("-", "_"))
+        if path is None:
+            raise InputError(f"the guest kernel {kernel.release} has no module {name}")
+        for p in [path, *deps[path]]:
+            if p not in wanted:
+                wanted.append(p)
+    return wanted
+
+
+def _copy(src: Path, root: Path, rel: str) -> None:
+    dst = root / rel.lstrip("/")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst, follow_symlinks=True)
+
+
+def build_image(kernel: Kernel) -> Path:
+    """The initramfs for `kernel`, built once per kernel, fio binary and module list."""
+    fio = _fio()
+    libs = _libraries(fio)
+    key = hashlib.sha256(
+        "\n".join(
+            [
+                kernel.release,
+                kernel.version,
+                str(fio),
+                str(fio.stat().st_mtime_ns),
+                INIT,
+                *MODULES,
+                *APPLETS,
+                *map(str, libs),
+            ]
+        ).encode()
+    ).hexdigest()[:16]
+    image = cache_root() / "images" / f"initramfs-{kernel.release}-{key}.cpio"
+    if image.exists():
+        return image
+    work = image.with_suffix(".d")
+    shutil.rmtree(work, ignore_errors=True)
+    for d in ("bin", "proc", "sys", "dev", "tmp", "share", "mnt", "sys/kernel/debug"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(kernel.busybox, work / "bin" / "busybox")
+    for applet in APPLETS:
+        (work / "bin" / applet).symlink_to("busybox")
+    _copy(fio, work, "/bin/fio")
+    for lib in libs:
+        _copy(lib, work, str(lib))
+    rel_modules = f"lib/modules/{kernel.release}"
+    for rel in _module_closure(kernel, MODULES):
+        _copy(kernel.modules / rel, work, f"{rel_modules}/{rel}")
+    for f in ("modules.builtin", "modules.builtin.modinfo", "modules.order"):
+        if (kernel.modules / f).exists():
+            _copy(kernel.modules / f, work, f"{rel_modules}/{f}")
+    busybox = str(work / "bin" / "busybox")
+    done = subprocess.run(
+        [busybox, "depmod", "-b", str(work), kernel.release], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise InputError(f"busybox depmod for the initramfs: {done.stderr.strip()}")
+    (work / "init").write_text(INIT)
+    (work / "init").chmod(0o755)
+    tmp = image.with_suffix(".partial")
+    names = subprocess.run(
+        ["sh", "-c", "find . | sort"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout
+    with open(tmp, "wb") as out:
+        done = subprocess.run(
+            [busybox, "cpio", "-o", "-H", "newc"],
+            cwd=work,
+            input=names.encode(),
+            stdout=out,
+            stderr=subprocess.PIPE,
+        )
+    if done.returncode != 0:
+        raise InputError(f"busybox cpio: {done.stderr.decode().strip() or 'failed'}")
+    os.replace(tmp, image)
+    shutil.rmtree(work, ignore_errors=True)
+    return image

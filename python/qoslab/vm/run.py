@@ -1,0 +1,168 @@
+"""`qoslab vm fio`: a fio job file in the guest on one device under one scheduler, N times.
+
+Every repetition's fio JSON comes back as `rep-N.json`; beside it the scheduler's sysfs
+counters after it (`rep-N.iosched`), the device's `/proc/diskstats` line before and after
+(`rep-N.diskstats-before|after`), `/sys/block/DEV/stat` (`rep-N.stat`), the queue's settings
+(`queue.txt`), the console, `dmesg.txt` and `meta.json` (kernel, accelerator, device, scheduler,
+tunables, timings).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from qoslab.errors import InputError
+from qoslab.vm import guest
+from qoslab.vm.devices import DeviceSpec
+from qoslab.vm.packages import Kernel
+
+SCHEDULER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,15}$")
+SETTING = re.compile(r"^(iosched|queue)\.([a-z0-9_]+)=([A-Za-z0-9_.:-]+)$")
+BOOT_BUDGET_S = 90.0
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A sysfs write on the guest's device: queue/NAME or queue/iosched/NAME."""
+
+    where: str
+    name: str
+    value: str
+
+    @property
+    def path(self) -> str:
+        return f"queue/iosched/{self.name}" if self.where == "iosched" else f"queue/{self.name}"
+
+
+def parse_settings(items: list[str]) -> list[Setting]:
+    out = []
+    for item in items:
+        m = SETTING.match(item.strip())
+        if m is None:
+            raise InputError(
+                f"--set: expected iosched.NAME=VALUE or queue.NAME=VALUE "
+                f"(e.g. iosched.aging_expire=100), got {item!r}"
+            )
+        out.append(Setting(*m.groups()))
+    return out
+
+
+def check_scheduler(name: str) -> str:
+    if not SCHEDULER_NAME.match(name):
+        raise InputError(f"--scheduler: not a scheduler name: {name!r}")
+    return name
+
+
+def check_job(job: Path) -> str:
+    """The job file's text; a job that names its own file is refused (the guest gives it)."""
+    try:
+        text = job.read_text()
+    except OSError as err:
+        raise InputError(f"cannot read the job file: {err.strerror}", path=job) from None
+    for number, line in enumerate(text.splitlines(), 1):
+        key = line.split("=", 1)[0].strip().lower()
+        if key in ("filename", "directory", "filename_format"):
+            raise InputError(
+                f"{key}= names a file; qoslab vm runs the job on the guest's device (leave it out)",
+                path=job,
+                line=number,
+            )
+    return text
+
+
+_DURATION = re.compile(r"^\s*(runtime|ramp_time)\s*=\s*([0-9.]+)\s*(ms|s|m|h)?\s*$", re.I)
+
+
+def job_seconds(text: str) -> float:
+    """How long one repetition may take: the longest runtime plus ramp in the file, or 5
+    minutes when it does not say (a size-based job)."""
+    longest = {"runtime": 0.0, "ramp_time": 0.0}
+    for line in text.splitlines():
+        m = _DURATION.match(line)
+        if m:
+            unit = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[(m.group(3) or "s").lower()]
+            longest[m.group(1).lower()] = max(longest[m.group(1).lower()], float(m.group(2)) * unit)
+    if longest["runtime"] == 0:
+        return 300.0
+    return longest["runtime"] + longest["ramp_time"]
+
+
+def fio_steps(
+    scheduler: str, settings: list[Setting], reps: int, job_name: str, prefix: str = ""
+) -> list[str]:
+    steps = [f"say 'scheduler {scheduler}'", f"scheduler {scheduler}"]
+    for s in settings:
+        steps.append(f"setting {s.path} {s.value}")
+    steps.append(f"snapshot /sys/block/$DEV/queue $OUT/{prefix}queue.txt")
+    for rep in range(1, reps + 1):
+        steps.append(f"say 'fio repetition {rep} of {reps} ({scheduler})'")
+        steps.append(f"fio_rep $OUT/{prefix}rep-{rep} $IN/{job_name}")
+    return steps
+
+
+def run_fio(
+    kernel: Kernel,
+    job: Path,
+    spec: DeviceSpec,
+    scheduler: str,
+    reps: int,
+    out: Path,
+    *,
+    settings: list[Setting],
+    modules: list[Path],
+    accel: str,
+    timeout_s: float | None,
+    say: Callable[[str], None],
+) -> dict:
+    """Runs it and fills `out` (an empty staged directory); returns the meta record."""
+    text = check_job(job)
+    if reps < 1:
+        raise InputError(f"--reps: expected at least 1, got {reps}")
+    if timeout_s is None:
+        timeout_s = BOOT_BUDGET_S + reps * (job_seconds(text) * 1.5 + 20)
+    session = guest.Session(
+        kernel,
+        spec,
+        steps=fio_steps(scheduler, settings, reps, "job.fio"),
+        inputs={"job.fio": job},
+        modules=modules,
+    )
+
+    def on_line(line: str) -> None:
+        if line.startswith("qoslab-step: "):
+            say(line.removeprefix("qoslab-step: "))
+
+    started = time.time()
+    result = guest.run_session(session, accel=accel, timeout_s=timeout_s, say=say, on_line=on_line)
+    try:
+        for f in sorted(result.out.iterdir()):
+            if f.name in ("plan.status", "modprobe.err", "insmod.err"):
+                continue
+            shutil.move(str(f), out / f.name)
+        missing = [r for r in range(1, reps + 1) if not (out / f"rep-{r}.json").exists()]
+        if missing:
+            raise InputError(f"the guest wrote no fio output for repetition {missing[0]}")
+    finally:
+        shutil.rmtree(result.out, ignore_errors=True)
+    meta = {
+        "command": "qoslab vm fio",
+        "kernel": {"release": kernel.release, "debian_version": kernel.version},
+        "accel": result.boot.accel,
+        "accel_why": result.accel_why,
+        "device": spec.text,
+        "scheduler": scheduler,
+        "settings": [f"{s.where}.{s.name}={s.value}" for s in settings],
+        "modules": [m.name for m in modules],
+        "reps": reps,
+        "job": job.name,
+        "started_unix": round(started, 3),
+        "wall_seconds": round(result.boot.seconds, 3),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return meta

@@ -1,0 +1,131 @@
+"""`qoslab vm` without a guest: device SPECs, their simulator twins, and the one-line errors.
+
+The guest itself boots in tests/test_vm_guest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tomllib
+
+import pytest
+
+from qoslab.errors import InputError
+from qoslab.vm import devices
+from qoslab.vm.run import check_job, job_seconds, parse_settings
+
+NULL_BLK = "null_blk:completion_nsec=4000000,hw_queue_depth=2,irqmode=2"
+SCSI_DEBUG = "scsi_debug:ndelay=1000000,max_queue=16"
+
+
+def test_a_spec_is_the_module_and_its_parameters():
+    spec = devices.parse_spec(NULL_BLK)
+    assert spec.module == "null_blk"
+    assert spec.modprobe_args == ["completion_nsec=4000000", "hw_queue_depth=2", "irqmode=2"]
+    assert spec.value("submit_queues") == 1  # the kernel's default where the SPEC is silent
+    spec = devices.parse_spec("scsi_debug:delay=1,max_queue=16,rotational=1")
+    assert spec.modprobe_args == ["delay=1", "max_queue=16"]
+    assert spec.rotational == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nul_blk:irqmode=2", "did you mean null_blk"),
+        ("null_blk:irqmode=5", "irqmode=5: expected 0 to 2"),
+        ("null_blk:completion_nsec=abc", "expected an integer"),
+        ("null_blk:hw_queue_depht=2", "did you mean hw_queue_depth"),
+        ("null_blk:irqmode", "needs a value"),
+        ("null_blk:irqmode=2,irqmode=1", "given twice"),
+        ("null_blk:cache_size=64", "needs memory_backed=1"),
+        ("null_blk:mbps=100", "no simulator twin"),
+        ("scsi_debug:max_queue=0", "expected 1 to 4096"),
+    ],
+)
+def test_a_bad_spec_names_what_is_wrong(text, message):
+    with pytest.raises(InputError, match=message):
+        devices.parse_spec(text)
+
+
+def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
+    twin = tomllib.loads(devices.twin_toml(devices.parse_spec(NULL_BLK)))
+    assert twin["path"] == {"driver": "simple", "hw_queue_depth": 2, "max_hw_sectors_kb": 127}
+    assert twin["block"] == {"max_sectors_kb": 127, "rotational": 0}
+    media = twin["media"]
+    assert (media["servers"], media["service"], media["service_mean_ns"]) == (2, "fixed", 4_000_000)
+    assert media["capacity_bytes"] == 250 << 30
+    # irqmode 1 (softirq) completes at once: the twin's device takes no time.
+    soft = tomllib.loads(devices.twin_toml(devices.parse_spec("null_blk:irqmode=1")))
+    assert soft["media"]["service_mean_ns"] == 0
+
+
+def test_scsi_debug_delay_is_in_jiffies_of_the_guest_kernel():
+    # HZ=250 in Debian's 6.1 kernel: delay=1 is 4 ms; ndelay wins when given.
+    assert devices.completion_ns(devices.parse_spec("scsi_debug:delay=1")) == 4_000_000
+    assert devices.completion_ns(devices.parse_spec(SCSI_DEBUG)) == 1_000_000
+    assert devices.tags(devices.parse_spec(SCSI_DEBUG)) == 16
+
+
+def test_sim_runs_the_twin_of_a_spec(qoslab, tmp_path):
+    job = tmp_path / "qd2.fio"
+    job.write_text(
+        "[r]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\niodepth=2\ntime_based=1\nruntime=1s\n"
+    )
+    done = qoslab("sim", job, "--device", NULL_BLK, "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    read = json.loads(done.stdout)["jobs"][0]["read"]
+    # Two tags, every request 4 ms: 500 IOPS, each request exactly 4 ms.
+    assert read["iops"] == pytest.approx(500, rel=0.01)
+    assert read["clat_ns"]["mean"] == pytest.approx(4_000_000)
+    bad = qoslab("sim", job, "--device", "null_blk:irqmode=7")
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "irqmode=7" in bad.stderr
+
+
+def test_a_job_naming_its_own_file_is_refused(tmp_path):
+    job = tmp_path / "j.fio"
+    job.write_text("[a]\nrw=read\nfilename=/dev/sda\n")
+    with pytest.raises(InputError, match=r"j.fio:3: filename= names a file"):
+        check_job(job)
+
+
+def test_a_repetition_lasts_the_longest_runtime_and_ramp():
+    assert job_seconds("[g]\nruntime=3s\nramp_time=500ms\n[a]\nruntime=10\n") == 10.5
+    assert job_seconds("[a]\nsize=1g\n") == 300.0
+
+
+def test_settings_are_iosched_or_queue_files():
+    (s,) = parse_settings(["iosched.aging_expire=100"])
+    assert s.path == "queue/iosched/aging_expire"
+    with pytest.raises(InputError, match=r"expected iosched\.NAME=VALUE"):
+        parse_settings(["aging_expire=100"])
+
+
+def test_vm_fio_without_qemu_is_one_line(qoslab, tmp_path):
+    # Every tool but QEMU on the PATH.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("fio", "ldd", "sh", "find", "sort", "apt-get", "apt-cache", "dpkg-deb"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    job = tmp_path / "j.fio"
+    job.write_text("[a]\nrw=read\nruntime=1s\ntime_based=1\n")
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = qoslab(
+        "vm", "fio", job, "--device", NULL_BLK, "--out", tmp_path / "o", "--quiet", env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("qoslab: error: ") and done.stderr.count("\n") == 1
+    assert "qemu-system-x86_64 not found" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_vm_fio_with_a_bad_device_stops_before_any_work(qoslab, tmp_path):
+    job = tmp_path / "j.fio"
+    job.write_text("[a]\nrw=read\n")
+    done = qoslab("vm", "fio", job, "--device", "loop:x=1", "--out", tmp_path / "o")
+    assert done.returncode == 2
+    assert "expected null_blk:... or scsi_debug:..." in done.stderr

@@ -153,7 +153,7 @@ def test_store_query_answers_sql_and_store_open_gives_dataframes(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "n,total\n1,3.5\n2,7.0\n"
     with qoslab.store.open(store) as s:
-        assert s.views() == ["points", "selftest"]
+        assert s.views() == ["failures", "points", "selftest"]
         frame = s.query("SELECT count(*) AS n FROM points WHERE study = 'selftest'")
         assert isinstance(frame, pd.DataFrame) and frame["n"].item() == 12
         assert s.con.execute("SELECT count(DISTINCT key) FROM selftest").fetchone()[0] == 12

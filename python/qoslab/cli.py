@@ -114,17 +114,25 @@ def __getattr__(name: str):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: every user error is one line on stderr and exit status 2.
+    """Entry point: every user error is one line on stderr and exit status 2; every bug is one
+    line and exit status 1.
 
-    That covers usage errors (unknown option, missing argument, bad value) as well as
-    `InputError` from validating files and fields. Any other exception is a bug and keeps its
-    traceback.
+    User errors are usage errors (unknown option, missing argument, bad or out-of-range value)
+    and `InputError` from validating files and fields. Anything else, a Python exception or a
+    panic of the Rust core, is a bug: one line says "internal error, please report" with the
+    command that reproduces it, and its traceback goes to a file the line names.
     """
     args = sys.argv[1:] if argv is None else argv
-    first = next((a for a in args if not a.startswith("-")), None)
-    _register_studies(first)
     try:
-        status = _app(args=args, standalone_mode=False)
+        first = next((a for a in args if not a.startswith("-")), None)
+        _register_studies(first)
+        import typer.main
+
+        from qoslab.limits import bound_options
+
+        command = typer.main.get_command(_app)
+        bound_options(command)
+        status = command.main(args=args, standalone_mode=False)
     except InputError as err:
         _fail(str(err))
     except typer.Abort:
@@ -132,6 +140,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.TyperException as err:  # click's usage errors
         _fail(err.format_message())
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as err:
+        from qoslab.errors import EXIT_INTERNAL, internal_error
+
+        print(internal_error(err, args), file=sys.stderr)
+        sys.exit(EXIT_INTERNAL)
     sys.exit(status if isinstance(status, int) else 0)
 
 

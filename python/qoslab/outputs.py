@@ -2,7 +2,11 @@
 
 Files and directories are written under a hidden temporary name beside their target and
 renamed into place only when complete, so an error or Ctrl-C never leaves a half-written
-result and an earlier result survives a failed run. `tempfile` creates its files 0600 and its
+result and an earlier result survives a failed run. The temporary names carry the writer's
+pid (`.NAME.tmp-PID-XXXX.tmp`, `.NAME.partial-PID-XXXX`, `.NAME.old-PID-XXXX`, and the Rust
+core's `.NAME.tmp-PID-XXXX.tmp` for a time series): what a `kill -9` left behind, which no
+clean-up removed, is reclaimed by the next write into the same folder once its writer is gone
+(`reclaim`). `tempfile` creates its files 0600 and its
 directories 0700; outputs get the permissions an ordinary `open`/`mkdir` would give (0666/0777
 less the umask), so a report written by root or by a CI job stays readable by others.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -36,6 +41,53 @@ def _folder(path: Path) -> Path:
     return path.parent if str(path.parent) else Path(".")
 
 
+# A hidden temporary of qoslab's beside NAME, with its writer's pid (nested ones, such as the
+# core's scratch file beside a temporary, start with more dots).
+_TEMPORARY = re.compile(r"^\.+.+\.(?:tmp|partial|old)-(\d+)-[^/]*$")
+_reclaimed: set[Path] = set()
+
+
+def _prefix(name: str, kind: str) -> str:
+    return f".{name}.{kind}-{os.getpid()}-"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def reclaim(folder: Path | str) -> list[Path]:
+    """Removes the hidden temporaries in `folder` whose writer is gone (killed before it could
+    clean up): partial output folders, half-written files, earlier outputs moved aside. Once
+    per folder and process. Returns what it removed."""
+    folder = Path(os.path.abspath(folder))
+    if folder in _reclaimed:
+        return []
+    _reclaimed.add(folder)
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        m = _TEMPORARY.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or not _gone(int(m.group(1))):
+            continue
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        removed.append(path)
+    return removed
+
+
 def write_files(files: dict[Path, bytes | str]) -> None:
     """Writes every file under a temporary name beside it, then renames them all; on any
     error none of them is left behind (earlier files of the same names stay as they were)."""
@@ -46,9 +98,10 @@ def write_files(files: dict[Path, bytes | str]) -> None:
             if in_place:
                 _write_in_place(target, data)
                 continue
+            reclaim(_folder(target))
             try:
                 fd, tmp = tempfile.mkstemp(
-                    prefix=f".{target.name}.", suffix=".tmp", dir=_folder(target)
+                    prefix=_prefix(target.name, "tmp"), suffix=".tmp", dir=_folder(target)
                 )
             except OSError as err:
                 raise InputError(f"cannot write here: {err.strerror}", path=target) from None
@@ -101,9 +154,11 @@ def staged_file(path: Path | str) -> Iterator[Path]:
     """Yields a temporary path for a library to write (`DataFrame.to_parquet`, ...); when the
     block ends without an error its content becomes `path`."""
     path, in_place = _destination(Path(path))
+    if not in_place:
+        reclaim(_folder(path))
     try:
         fd, name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=None if in_place else _folder(path)
+            prefix=_prefix(path.name, "tmp"), suffix=".tmp", dir=None if in_place else _folder(path)
         )
     except OSError as err:
         raise InputError(f"cannot write here: {err.strerror}", path=path) from None
@@ -160,8 +215,9 @@ def staged_dir(
     if out.is_dir() and any(out.iterdir()) and not is_earlier_output(out):
         raise InputError(f"--out: {refusal}", path=out)
     created = _make_parents(out)
+    reclaim(out.parent)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(out.name, "partial"), dir=out.parent))
         tmp.chmod(DIR_MODE)
     except OSError as err:
         _remove_dirs(created)
@@ -179,7 +235,7 @@ def _publish(tmp: Path, out: Path) -> None:
     """Renames the finished `tmp` to `out`, moving an earlier `out` aside until it succeeds."""
     old = None
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        old = Path(tempfile.mkdtemp(prefix=_prefix(out.name, "old"), dir=out.parent))
         out.rename(old / out.name)
     try:
         tmp.rename(out)

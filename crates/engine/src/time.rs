@@ -7,6 +7,15 @@ pub const NS_PER_US: Ns = 1_000;
 pub const NS_PER_MS: Ns = 1_000_000;
 pub const NS_PER_SEC: Ns = 1_000_000_000;
 
+/// The largest time an input may give (a latency, a period, a run time, a trace's span), and
+/// the furthest the clock of a run may go: 2^62 ns, about 146 years. Every reader of a time
+/// refuses more with an error naming the field, and a run whose clock passes it stops with an
+/// error, so that a sum of a few such times never wraps the u64 clock into a wrong result.
+pub const MAX_TIME_NS: Ns = 1 << 62;
+
+/// `MAX_TIME_NS` in words, for error messages.
+pub const MAX_TIME_TEXT: &str = "4611686018427387904 ns (2^62 ns, 146 years)";
+
 /// Rounds a non-negative real number of ns to the nearest whole ns (halves up; negative and
 /// NaN give 0, anything past `i64::MAX` ns, 292 years, gives that). Inlined, unlike
 /// `f64::round`, which matters on the hot path.

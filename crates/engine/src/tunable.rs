@@ -10,8 +10,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::time::Ns;
-use crate::units::{KbBase, parse_duration_ns, parse_rate_bytes_per_ns, parse_size};
+use crate::time::{MAX_TIME_NS, MAX_TIME_TEXT, Ns};
+use crate::units::{
+    KbBase, duration_ns_unbounded, parse_duration_ns, parse_rate_bytes_per_ns, parse_size,
+};
 
 /// What a tunable measures, which decides how its value is written and checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -182,6 +184,10 @@ impl Tunable {
     }
 
     /// Reads `raw` as this tunable's value (sizes with `kb_base`), or says what was expected.
+    ///
+    /// One rule for every number: finite, within the tunable's range and within what its unit
+    /// can hold (a time at most [`MAX_TIME_NS`], a size or count at most `i64::MAX`), checked
+    /// here; a value past it is refused, never saturated.
     pub fn parse(&self, raw: &RawValue, kb_base: KbBase) -> Result<Value, String> {
         let bad = || {
             format!(
@@ -190,10 +196,27 @@ impl Tunable {
                 self.range_text()
             )
         };
+        let too_large = |limit: &str| {
+            format!(
+                "expected {} of at most {limit}, got {raw}",
+                self.unit.expected()
+            )
+        };
         let value = match (&self.unit, raw) {
             (Unit::Ns, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
-            (Unit::Ns, RawValue::Real(v)) if *v >= 0.0 => Value::Int(v.round() as u64),
-            (Unit::Ns, RawValue::Text(s)) => Value::Int(parse_duration_ns(s).ok_or_else(bad)?),
+            (Unit::Ns, RawValue::Real(v)) if *v >= 0.0 && *v <= MAX_TIME_NS as f64 => {
+                Value::Int(v.round() as u64)
+            }
+            (Unit::Ns, RawValue::Real(v)) if *v > MAX_TIME_NS as f64 => {
+                return Err(too_large(MAX_TIME_TEXT));
+            }
+            (Unit::Ns, RawValue::Text(s)) => match parse_duration_ns(s) {
+                Some(ns) => Value::Int(ns),
+                None if duration_ns_unbounded(s).is_some_and(|ns| ns > MAX_TIME_NS as f64) => {
+                    return Err(too_large(MAX_TIME_TEXT));
+                }
+                None => return Err(bad()),
+            },
             (Unit::Ms, RawValue::Int(v)) if *v >= 0 => Value::Int(*v as u64),
             (Unit::Ms, RawValue::Text(s)) => match parse_duration_ns(s) {
                 Some(ns) if ns % 1_000_000 == 0 => Value::Int(ns / 1_000_000),
@@ -229,7 +252,7 @@ impl Tunable {
                 for item in items {
                     match item {
                         RawValue::Int(v) => out.push(*v as f64),
-                        RawValue::Real(v) => out.push(*v),
+                        RawValue::Real(v) if v.is_finite() => out.push(*v),
                         _ => return Err(bad()),
                     }
                 }
@@ -237,13 +260,27 @@ impl Tunable {
             }
             _ => return Err(bad()),
         };
+        // What the unit can hold: times up to the clock's range (sums of a few stay in u64),
+        // sizes as an i64 (what a file's integers can say).
+        match (&self.unit, &value) {
+            (Unit::Ns, Value::Int(ns)) if *ns > MAX_TIME_NS => {
+                return Err(too_large(MAX_TIME_TEXT));
+            }
+            (Unit::Ms, Value::Int(ms)) if *ms > MAX_TIME_NS / 1_000_000 => {
+                return Err(too_large(MAX_TIME_TEXT));
+            }
+            (Unit::Bytes, Value::Int(b)) if *b > i64::MAX as u64 => {
+                return Err(too_large("9223372036854775807 bytes (2^63 - 1)"));
+            }
+            _ => {}
+        }
         let number = match &value {
             Value::Int(v) => Some(*v as f64),
             Value::Real(v) => Some(*v),
             _ => None,
         };
         if let Some(x) = number
-            && (x.is_nan() || x < self.min || x > self.max)
+            && (!x.is_finite() || x < self.min || x > self.max)
         {
             return Err(bad());
         }
@@ -914,6 +951,49 @@ mod tests {
 
     fn doc(text: &str) -> ConfigDoc {
         ConfigDoc::parse(Path::new("dev.toml"), text).unwrap()
+    }
+
+    #[test]
+    fn a_number_past_its_units_range_is_refused_not_saturated() {
+        // A time beyond the clock's range once became u64::MAX and wrapped the clock into a
+        // report with total latency below completion latency; infinity is no number either.
+        let mut s = Settings::defaults("c", TABLE);
+        for value in [
+            "inf",
+            "-inf",
+            "nan",
+            "1e30",
+            "1e400",
+            "4611686018427390000.0",
+            "\"1e30s\"",
+        ] {
+            let raw = RawValue::from_cli(value);
+            let err = s.set("fetch_ns", &raw).unwrap_err();
+            assert!(
+                err.starts_with("field 'c.fetch_ns': expected a time"),
+                "{value}: {err}"
+            );
+        }
+        let err = s.set("fetch_ns", &RawValue::from_cli("1e30")).unwrap_err();
+        assert!(err.contains("of at most 4611686018427387904 ns"), "{err}");
+        s.set("fetch_ns", &RawValue::from_cli("4611686018427387904"))
+            .unwrap();
+        assert_eq!(s.u64("fetch_ns"), MAX_TIME_NS);
+        for (key, value) in [
+            ("lane_rate", "inf"),
+            ("lane_rate", "1e400"),
+            ("op_ratio", "nan"),
+            ("weights", "[1.0, inf]"),
+            ("mdts_bytes", "\"16e\""),
+            ("mdts_bytes", "\"9223372036854775808\""),
+        ] {
+            assert!(
+                s.set(key, &RawValue::from_cli(value)).is_err(),
+                "{key}={value}"
+            );
+        }
+        s.set("mdts_bytes", &RawValue::from_cli("\"8191p\""))
+            .unwrap();
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! write them. Where fio 3.33 silently reads something else than its manual says (`1.5g`
 //! becomes 1 byte) qoslab refuses the value instead of guessing.
 
-use crate::time::Ns;
+use crate::time::{MAX_TIME_NS, Ns};
 
 /// Splits `"1.5us"` into (`1.5`, `"us"`), trimming blanks between number and unit.
 fn split_number(s: &str) -> Option<(f64, &str)> {
@@ -102,8 +102,18 @@ pub fn parse_size(text: &str, kb_base: KbBase) -> Result<u64, String> {
     n.checked_mul(mult).ok_or_else(|| "value too large".into())
 }
 
-/// A duration in ns from `"250"` (ns), `"250ns"`, `"1.5us"`, `"1.5µs"`, `"2ms"`, `"3s"`.
+/// A duration in ns from `"250"` (ns), `"250ns"`, `"1.5us"`, `"1.5µs"`, `"2ms"`, `"3s"`; `None`
+/// for anything else, and for a time past [`MAX_TIME_NS`].
 pub fn parse_duration_ns(s: &str) -> Option<Ns> {
+    let ns = duration_ns_unbounded(s)?;
+    (0.0..=MAX_TIME_NS as f64)
+        .contains(&ns)
+        .then(|| ns.round() as Ns)
+}
+
+/// What `s` says in ns as a real number, in or out of any range (for messages that tell a
+/// time too large from one that is no time).
+pub fn duration_ns_unbounded(s: &str) -> Option<f64> {
     let (value, unit) = split_number(s)?;
     let mult = match unit {
         "" | "ns" => 1.0,
@@ -114,11 +124,7 @@ pub fn parse_duration_ns(s: &str) -> Option<Ns> {
         "h" => 3600e9,
         _ => return None,
     };
-    let ns = value * mult;
-    if !(0.0..1.8e19).contains(&ns) {
-        return None;
-    }
-    Some(ns.round() as Ns)
+    Some(value * mult)
 }
 
 /// A data rate in bytes per ns (= GB/s) from `"4GB/s"`, `"500MB/s"`, `"1.5GiB/s"`, `"1"` (GB/s).
@@ -215,6 +221,15 @@ mod tests {
         assert_eq!(parse_duration_ns("1e3"), Some(1000));
         assert_eq!(parse_duration_ns("4KiB"), None);
         assert_eq!(parse_duration_ns("fast"), None);
+    }
+
+    #[test]
+    fn durations_past_the_clocks_range_are_refused_not_saturated() {
+        assert_eq!(parse_duration_ns("4611686018427387904"), Some(MAX_TIME_NS));
+        for text in ["4611686018427390000", "1e30", "1e400", "inf", "nan", "-1"] {
+            assert_eq!(parse_duration_ns(text), None, "{text}");
+        }
+        assert_eq!(parse_duration_ns("146000000000s"), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod nvmelite;
+mod panics;
 mod plm;
 mod rio;
 mod sim;
@@ -15,6 +16,7 @@ mod units;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    panics::register(m)?;
     nvmelite::register(m)?;
     rio::register(m)?;
     sim::register(m)?;

@@ -535,6 +535,13 @@ impl Matrix {
         usize::try_from(self.0.len()).unwrap_or(usize::MAX)
     }
 
+    /// Number of runs, exactly (a range of schedule seeds may hold up to 2^64 of them, which
+    /// `len()` cannot say).
+    #[getter]
+    fn runs(&self) -> u128 {
+        self.0.len()
+    }
+
     /// Iterates over every run in runs.csv order, computed `chunk` runs at a time in parallel.
     #[pyo3(signature = (log=true, schedule=true, reference_schedule=false, chunk=4096, jobs=None))]
     fn iter_runs(

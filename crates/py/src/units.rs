@@ -22,5 +22,7 @@ fn parse_size(text: &str, kb_base: u32) -> PyResult<u64> {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    // The one limit on times (qoslab.limits reads it from here).
+    m.add("MAX_TIME_NS", qoslab_engine::time::MAX_TIME_NS)?;
     Ok(())
 }

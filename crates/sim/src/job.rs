@@ -4,6 +4,7 @@
 
 use std::io::BufRead;
 
+use qoslab_engine::time::MAX_TIME_TEXT;
 use qoslab_engine::{IntervalSeries, IoStatus, LatencyHist, Moments, Ns, Op, ReqFlags, Request};
 use qoslab_workload::WorkloadError;
 use qoslab_workload::generator::{GenIo, JobGen};
@@ -33,12 +34,23 @@ impl Source {
                 };
                 let len = rec.len_bytes.min(t.capacity_bytes);
                 let span = t.capacity_bytes - len + 1;
+                let not_before_ns = t.speed.scale(rec.timestamp_ns).ok_or_else(|| {
+                    WorkloadError::at(
+                        t.reader.path(),
+                        rec.line,
+                        format!(
+                            "--speed {:?} replays this record {} s after the first, past the simulated clock's {MAX_TIME_TEXT}",
+                            t.speed.get(),
+                            rec.timestamp_ns as f64 / 1e9 / t.speed.get()
+                        ),
+                    )
+                })?;
                 Ok(Some(GenIo {
                     op: rec.op,
                     offset_bytes: rec.offset_bytes % span,
                     len_bytes: len,
                     prio: Default::default(),
-                    not_before_ns: t.speed.scale(rec.timestamp_ns),
+                    not_before_ns,
                     think_before_ns: 0,
                     drain_before: false,
                 }))
@@ -235,20 +247,32 @@ impl Sampler {
 
     #[inline(never)]
     fn close_windows(&mut self, t: Ns, stats: &mut JobStats) {
-        while t >= self.start_ns + self.window_ns {
+        // The open window, with what completed in it.
+        let secs = self.window_ns as f64 / 1e9;
+        for k in 0..4 {
+            if self.active[k] {
+                let op = &mut stats.ops[k];
+                op.bw_samples
+                    .record((self.bytes[k] as f64 / 1024.0 / secs).round() as u64);
+                op.iops_samples
+                    .record((self.ios[k] as f64 / secs).round() as u64);
+            }
+            self.ios[k] = 0;
+            self.bytes[k] = 0;
+        }
+        self.start_ns += self.window_ns;
+        // The idle windows between it and `t` each sample 0, all at once: an idle stretch of
+        // simulated time costs nothing (the moments are exact integers, so this equals a
+        // sample per window).
+        let idle = t.saturating_sub(self.start_ns) / self.window_ns;
+        if idle > 0 {
             for k in 0..4 {
                 if self.active[k] {
-                    let secs = self.window_ns as f64 / 1e9;
-                    let op = &mut stats.ops[k];
-                    op.bw_samples
-                        .record((self.bytes[k] as f64 / 1024.0 / secs).round() as u64);
-                    op.iops_samples
-                        .record((self.ios[k] as f64 / secs).round() as u64);
+                    stats.ops[k].bw_samples.record_n(0, idle);
+                    stats.ops[k].iops_samples.record_n(0, idle);
                 }
-                self.ios[k] = 0;
-                self.bytes[k] = 0;
             }
-            self.start_ns += self.window_ns;
+            self.start_ns += idle * self.window_ns;
         }
     }
 }
@@ -750,5 +774,66 @@ mod tests {
         assert_eq!(batch_bucket(4), 1);
         assert_eq!(batch_bucket(5), 2);
         assert_eq!(batch_bucket(100), 6);
+    }
+
+    #[test]
+    fn idle_bandwidth_windows_skipped_at_once_equal_one_sample_each() {
+        // The slow path: fio's one sample per window, zero for an idle one.
+        fn walk(s: &mut Sampler, t: Ns, stats: &mut JobStats) {
+            while t >= s.start_ns + s.window_ns {
+                for k in 0..4 {
+                    if s.active[k] {
+                        let secs = s.window_ns as f64 / 1e9;
+                        let op = &mut stats.ops[k];
+                        op.bw_samples
+                            .record((s.bytes[k] as f64 / 1024.0 / secs).round() as u64);
+                        op.iops_samples
+                            .record((s.ios[k] as f64 / secs).round() as u64);
+                    }
+                    s.ios[k] = 0;
+                    s.bytes[k] = 0;
+                }
+                s.start_ns += s.window_ns;
+            }
+        }
+        let fresh = || Sampler {
+            window_ns: BW_WINDOW_NS,
+            start_ns: 7,
+            ios: [0; 4],
+            bytes: [0; 4],
+            active: [true, true, false, false],
+        };
+        let (mut fast, mut slow) = (fresh(), fresh());
+        let (mut fast_stats, mut slow_stats) = (JobStats::default(), JobStats::default());
+        let mut t = 7;
+        for (i, gap) in [
+            3u64,
+            499_999_999,
+            500_000_000,
+            1,
+            7_300_000_001,
+            12,
+            40_000_000_000,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            t += gap;
+            fast.close_until(t, &mut fast_stats);
+            walk(&mut slow, t, &mut slow_stats);
+            for s in [&mut fast, &mut slow] {
+                s.ios[i % 2] += 1;
+                s.bytes[i % 2] += 4096 * (i as u64 + 1);
+            }
+            assert_eq!(fast.start_ns, slow.start_ns);
+        }
+        for k in 0..4 {
+            assert_eq!(fast_stats.ops[k].bw_samples, slow_stats.ops[k].bw_samples);
+            assert_eq!(
+                fast_stats.ops[k].iops_samples,
+                slow_stats.ops[k].iops_samples
+            );
+        }
+        assert!(slow_stats.ops[0].bw_samples.n > 90);
     }
 }

@@ -25,6 +25,13 @@ use rayon::prelude::*;
 pub use device::DeviceConfig;
 use job::{JobRun, Source, TraceSource};
 use path::{PathPlan, PathVisitor};
+
+/// Most job clones (`numjobs` summed over the job file) one run takes: fio's own limit
+/// (`REAL_MAX_JOBS`, 4096; fio 3.33 stops with "maximum number of jobs reached", on this
+/// project's machine from 4,089 clones on). Each clone keeps its own latency histograms, about
+/// 0.5 MB, so this also bounds a run's memory near 2 GB.
+pub const MAX_JOB_CLONES: u64 = 4096;
+
 pub use qoslab_workload::trace::TraceFormat;
 pub use report::OutputFormat;
 use run::{LoopOptions, Outcome};
@@ -118,7 +125,19 @@ fn build_jobs(
                 ));
             }
             let mut out = Vec::new();
+            let mut clones: u64 = 0;
             for job in &file.jobs {
+                clones += u64::from(job.numjobs);
+                if clones > MAX_JOB_CLONES {
+                    return Err(SimError::at(
+                        &job.location.path,
+                        job.location.line,
+                        format!(
+                            "job '{}': numjobs={} brings the job clones to {clones}, more than fio's limit of {MAX_JOB_CLONES} (each clone keeps its own latency histograms, about 0.5 MB)",
+                            job.name, job.numjobs
+                        ),
+                    ));
+                }
                 let h = job.sim_host as usize;
                 if h >= jobs_per_host.len() {
                     jobs_per_host.resize(h + 1, 0);

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use qoslab_engine::time::{MAX_TIME_NS, MAX_TIME_TEXT};
 use qoslab_engine::{
     Admission, Command, Control, EventQueue, LostWrite, Notice, Ns, ReqId, Requests, Stage,
     StageCtx, StageReport,
@@ -382,6 +383,9 @@ impl<P: Stage> Sim<'_, P> {
             let Some((at, ev)) = self.queue.pop() else {
                 return Err(self.stalled());
             };
+            if at > MAX_TIME_NS {
+                return Err(past_the_clock(at));
+            }
             now = at;
             events += 1;
             self.handle(ev, now)?;
@@ -400,6 +404,15 @@ impl<P: Stage> Sim<'_, P> {
             self.now()
         ))
     }
+}
+
+/// A run whose clock passes [`MAX_TIME_NS`]: its times add up past what the clock holds (a
+/// few of them near the limit each), and going on would wrap it.
+#[cold]
+fn past_the_clock(at: Ns) -> SimError {
+    SimError::new(format!(
+        "simulated time reached {at} ns, past the clock's {MAX_TIME_TEXT}: the times of the job or device add up to more than the simulator can hold"
+    ))
 }
 
 /// Runs `jobs` on `path` until every group is done.

@@ -45,8 +45,10 @@ fn temp_next_to(dest: &Path) -> Result<NamedTempFile, SimError> {
             message: "the folder does not exist".into(),
         });
     }
+    // Named as qoslab.outputs names its temporaries (with the writer's pid), so that a run
+    // into the same folder reclaims what a `kill -9` left.
     tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&format!(".{name}.tmp-{}-", std::process::id()))
         .suffix(".tmp")
         .tempfile_in(folder)
         // The OS's own words, without the name of a temporary file the user never asked for.

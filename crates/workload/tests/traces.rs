@@ -334,9 +334,12 @@ fn bad_traces_get_one_line_errors_with_the_line_number() {
 #[test]
 fn replay_speed_scales_timestamps() {
     let s = ReplaySpeed::new(2.0).unwrap();
-    assert_eq!(s.scale(1_000_001), 500_001);
-    assert_eq!(ReplaySpeed::new(1.0).unwrap().scale(u64::MAX), u64::MAX);
-    assert_eq!(ReplaySpeed::new(0.5).unwrap().scale(3), 6);
+    assert_eq!(s.scale(1_000_001), Some(500_001));
+    assert_eq!(ReplaySpeed::new(0.5).unwrap().scale(3), Some(6));
+    // A slow replay past the clock's range is no time at all, not a saturated one.
+    let slow = ReplaySpeed::new(1e-12).unwrap();
+    assert!(slow.scale(4_611_686).is_some());
+    assert_eq!(slow.scale(4_611_687), None);
     assert!(ReplaySpeed::new(0.0).is_err() && ReplaySpeed::new(f64::NAN).is_err());
 }
 

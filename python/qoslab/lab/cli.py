@@ -31,6 +31,24 @@ app.add_typer(device_app, name="device")
 STUDY_NAMES = ("baseline", "bs-sweep", "mix-sweep", "qd-sweep", "tails", "all")
 
 
+@app.callback()
+def _undo_what_a_killed_command_left(ctx: typer.Context) -> None:
+    # Every lab command first undoes what a lab command killed with `kill -9` left behind:
+    # a switched scheduler, fio still running, a half-made file or device, a partial output
+    # (qoslab.lab.journal). `lab restore` does only that, and says so.
+    if ctx.invoked_subcommand == "restore" or ctx.resilient_parsing:
+        return
+    from qoslab.lab.journal import Journal
+
+    try:
+        done = Journal().recover()
+    except InputError as err:
+        typer.echo(f"qoslab: warning: cannot read the lab's journal: {err}", err=True)
+        return
+    for line in done:
+        typer.echo(f"qoslab: warning: undone after a killed qoslab lab command: {line}", err=True)
+
+
 @contextlib.contextmanager
 def _terminable():
     """SIGTERM behaves like Ctrl-C, so clean-up (fio, loop devices, schedulers) still runs."""
@@ -359,3 +377,23 @@ def calibrate(
             f"{r.p99_error:>+6.1%}"
         )
     typer.echo(f"wrote {out}, {out.stem}.profile.toml, {out.stem}.calibration.csv/.html")
+
+
+@app.command("restore")
+def restore() -> None:
+    """Put the machine back as it was before lab commands that were killed (kill -9, a crash):
+    end the fio they left running, restore the I/O schedulers they switched, remove the files
+    and loop devices they were making and their partial outputs. Every lab command does this
+    first; changes of lab commands still running are left alone."""
+    from qoslab.lab.journal import Journal
+
+    journal = Journal()
+    with _terminable():
+        done = journal.recover()
+    for line in done:
+        typer.echo(line)
+    running = journal.entries()
+    for e in running:
+        typer.echo(f"left alone: a {e['kind']} change of qoslab lab (pid {e['pid']}, running)")
+    if not done and not running:
+        typer.echo("nothing to restore")

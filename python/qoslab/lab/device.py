@@ -142,9 +142,18 @@ def create_loop_device(
     size: int, backing: Path | None, registry: Registry, progress=None
 ) -> Created:
     """A loop device with direct I/O over a new, fully written backing file."""
+    from qoslab.lab.journal import Journal
+
     if backing is None:
         DEFAULT_BACKING_DIR.mkdir(parents=True, exist_ok=True)
         backing = DEFAULT_BACKING_DIR / f"loop-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.img"
+    # Until the device is attached, a kill leaves a half-written file (and perhaps a device)
+    # that the next lab command removes.
+    with Journal().change("creating", file=os.path.abspath(backing)):
+        return _create_loop_device(size, Path(backing), registry, progress)
+
+
+def _create_loop_device(size: int, backing: Path, registry: Registry, progress) -> Created:
     entry = create_filled_file(backing, size, "loop-backing", registry, progress)
     try:
         device = run_tool(

@@ -21,9 +21,16 @@ def _is_earlier_output(out: Path) -> bool:
 
 @contextlib.contextmanager
 def staged(out: Path) -> Iterator[Path]:
-    with staged_dir(
-        out,
-        is_earlier_output=_is_earlier_output,
-        refusal="exists and is not an earlier qoslab lab output; choose another --out",
-    ) as tmp:
+    """The partial folder is in the lab's journal while it exists: `qoslab lab restore`
+    removes it after a `kill -9` (as does the next run into the same folder)."""
+    from qoslab.lab.journal import Journal
+
+    with (
+        staged_dir(
+            out,
+            is_earlier_output=_is_earlier_output,
+            refusal="exists and is not an earlier qoslab lab output; choose another --out",
+        ) as tmp,
+        Journal().change("partial", path=str(tmp)),
+    ):
         yield tmp

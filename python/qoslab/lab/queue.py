@@ -143,17 +143,27 @@ def select_scheduler(disk: str, name: str) -> None:
 @contextlib.contextmanager
 def scheduler_restored(disk: str) -> Iterator[str]:
     """Inside the block the scheduler may be switched at will; after it, however the block
-    ends (error, Ctrl-C), the scheduler active before and its tunables are put back."""
+    ends (error, Ctrl-C), the scheduler active before and its tunables are put back. They are
+    written into the lab's journal before the block, so that after a `kill -9` the next lab
+    command puts them back (`qoslab.lab.journal`)."""
+    from qoslab.lab.journal import Journal
+
     _names, previous = schedulers(disk)
     saved = scheduler_tunables(disk)
-    try:
-        yield previous
-    finally:
-        if schedulers(disk)[1] != previous:
-            select_scheduler(disk, previous)
-        iosched = queue_dir(disk) / "iosched"
-        for name, value in saved.items():
-            attr = iosched / name
-            if _read(attr) != value:
-                with contextlib.suppress(OSError):  # read-only attributes cannot differ
-                    attr.write_text(value)
+    with Journal().change("scheduler", disk=disk, scheduler=previous, tunables=saved):
+        try:
+            yield previous
+        finally:
+            restore_scheduler(disk, previous, saved)
+
+
+def restore_scheduler(disk: str, name: str, tunables: dict[str, str]) -> None:
+    """Makes `name` the disk's scheduler again, with its `tunables` as saved."""
+    if schedulers(disk)[1] != name:
+        select_scheduler(disk, name)
+    iosched = queue_dir(disk) / "iosched"
+    for attr_name, value in tunables.items():
+        attr = iosched / attr_name
+        if _read(attr) != value:
+            with contextlib.suppress(OSError):  # read-only attributes cannot differ
+                attr.write_text(value)

@@ -21,6 +21,7 @@ from pathlib import Path
 from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.fio import FioOutput, read_fio_json
+from qoslab.lab.journal import Journal
 from qoslab.lab.queue import device_metadata
 
 _POLL_S = 0.2
@@ -121,7 +122,12 @@ class Runner:
             self.progress.update(self.task, description=run_id)
         started = time.monotonic()
         deadline = started + 3 * expected_s + 60  # a hung device must not hang the study
-        with open(cwd / ".fio-stderr", "w+") as err:
+        # fio runs in a session of its own and would outlive a `kill -9` of qoslab: its job
+        # file goes into the lab's journal first, for the next lab command to end it.
+        with (
+            open(cwd / ".fio-stderr", "w+") as err,
+            Journal().change("fio", job_file=os.path.abspath(cmd[-1])),
+        ):
             proc = subprocess.Popen(
                 cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
             )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.lab import device as dev
+from qoslab.lab.journal import Journal
 from qoslab.lab.queue import disk_name, disk_of_file
 from qoslab.lab.registry import Created, Registry
 from qoslab.lab.safety import check_block_device
@@ -31,6 +32,7 @@ class Target:
     owned: Created | None  # the registry entry when qoslab created it
     scratch: Created | None = None  # created for this command, removed at its end
     preconditioned: bool = False
+    journal_id: str | None = None  # the scratch file's entry in the lab's journal
 
     def describe(self) -> dict:
         return {
@@ -106,7 +108,14 @@ def _prepare_block(path, size, registry, destructive_ok, precondition, progress)
 
 def _prepare_file(path: Path, st, size, registry, destructive_ok, progress) -> Target:
     if st is None:
-        entry = dev.create_filled_file(path, size, "file-target", registry, progress)
+        # In the lab's journal until released: after a kill the next lab command removes it.
+        journal = Journal()
+        journal_id = journal.record("scratch", file=str(path))
+        try:
+            entry = dev.create_filled_file(path, size, "file-target", registry, progress)
+        except BaseException:
+            journal.drop(journal_id)
+            raise
         return Target(
             path=str(path),
             kind="file",
@@ -114,6 +123,7 @@ def _prepare_file(path: Path, st, size, registry, destructive_ok, progress) -> T
             disk=disk_of_file(path),
             owned=entry,
             scratch=entry,
+            journal_id=journal_id,
         )
     owned = registry.find_file(path)
     allowed = destructive_ok is not None and os.path.realpath(destructive_ok) == str(path.resolve())
@@ -146,8 +156,10 @@ def _prepare_file(path: Path, st, size, registry, destructive_ok, progress) -> T
 
 def release_target(target: Target, registry: Registry, keep: bool) -> list[str]:
     """Removes a scratch target at the end of a command (unless kept)."""
-    if target.scratch is None or keep:
-        return []
-    with contextlib.suppress(FileNotFoundError):
-        return dev.remove(target.scratch, registry)
-    return []
+    done: list[str] = []
+    if target.scratch is not None and not keep:
+        with contextlib.suppress(FileNotFoundError):
+            done = dev.remove(target.scratch, registry)
+    if target.journal_id is not None:
+        Journal().drop(target.journal_id)
+    return done

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
+from qoslab.limits import MAX_INT
 
 REQUIRED_KEYS = ("seeds", "policies", "bounds", "faults", "schedule_seeds", "scheduler_version")
 LIST_KEYS = ("seeds", "policies", "bounds", "faults")
@@ -125,7 +126,15 @@ def _workload_paths(path: Path, values) -> list[tuple[Path, int]]:
     found = []
     for entry in values["seeds"]:
         wpath = path.parent / entry.text
-        if not wpath.is_file():
+        try:
+            found_file = wpath.is_file()
+        except OSError as err:  # a name too long for the file system, ...
+            raise InputError(
+                f"seeds: cannot read workload file '{entry.text}' ({err.strerror})",
+                path=path,
+                line=entry.line,
+            ) from None
+        if not found_file:
             raise InputError(
                 f"seeds: workload file '{entry.text}' not found (looked for {wpath})",
                 path=path,
@@ -155,7 +164,7 @@ def load_matrix(config: str | Path, submit_window: str = "inf") -> _core.Matrix:
     if commit == "auto":
         commit = project_commit()
     try:
-        return _core.Matrix(
+        matrix = _core.Matrix(
             workloads,
             [s.text for s in values["policies"]],
             [s.text for s in values["bounds"]],
@@ -174,3 +183,11 @@ def load_matrix(config: str | Path, submit_window: str = "inf") -> _core.Matrix:
             node = node[index]
             field = f"{field}[{index}]"
         raise InputError(f"{field}: {message}", path=path, line=node.line) from None
+    if matrix.runs > MAX_INT:
+        raise InputError(
+            f"schedule_seeds: the matrix would hold {matrix.runs} runs (workloads x policies x "
+            f"bounds x faults x seeds), more than {MAX_INT}",
+            path=path,
+            line=values["schedule_seeds"].line,
+        )
+    return matrix

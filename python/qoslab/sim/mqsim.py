@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qoslab import limits
 from qoslab.errors import InputError
 
 SECTOR_BYTES = 512
@@ -96,25 +97,20 @@ class _Params:
         self.used.add(name)
         return self.values[name]
 
-    def number(self, name: str) -> float:
-        value = self.text(name)
-        try:
-            number = float(value)
-        except ValueError:
-            raise InputError(
-                f"<{name}>: expected a number, got '{value}'", path=self.path
-            ) from None
-        if not math.isfinite(number) or number < 0:
-            raise InputError(f"<{name}>: expected a number >= 0, got '{value}'", path=self.path)
-        return number
+    def number(self, name: str, *, lo: float = 0, hi: float | None = None) -> float:
+        """A finite number in [lo, hi] (qoslab.limits' one rule)."""
+        return float(limits.number(self.text(name), f"<{name}>", lo=lo, hi=hi, path=self.path))
 
-    def integer(self, name: str) -> int:
-        number = self.number(name)
-        if number != int(number):
-            raise InputError(
-                f"<{name}>: expected an integer, got '{self.values[name]}'", path=self.path
-            )
-        return int(number)
+    def integer(self, name: str, *, lo: int = 0, hi: int | None = None) -> int:
+        """An integer in [lo, hi] (at most 2^63 - 1 when `hi` is not given)."""
+        value = limits.number(
+            self.text(name), f"<{name}>", lo=lo, hi=hi, integer=True, path=self.path
+        )
+        return int(value)
+
+    def time_ns(self, name: str) -> int:
+        """A time in whole ns, at most the simulated clock's range."""
+        return self.integer(name, hi=limits.MAX_TIME_NS)
 
     def flag(self, name: str) -> bool:
         value = self.text(name).lower()
@@ -208,16 +204,24 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
     ]
     sizes = {}
     for key, params, name in geometry:
-        sizes[key] = params.integer(name)
+        # A drive has at least one of each; a page holds at least one sector.
+        sizes[key] = params.integer(name, lo=SECTOR_BYTES if key == "page_bytes" else 1)
         put(f"media.{key}", sizes[key], name)
     # MQSim times a channel transfer in whole ns: (int)(1000 / rate) per transfer of `width`
-    # bytes (ssd/ONFI_Channel_NVDDR2), so 333 MT/s x 1 B is 3 ns per byte.
-    width = device.integer("Flash_Channel_Width")
-    ns_per_transfer = int(1000 / device.number("Channel_Transfer_Rate"))
+    # bytes (ssd/ONFI_Channel_NVDDR2), so 333 MT/s x 1 B is 3 ns per byte. Past 1,000 MT/s
+    # that whole number is 0, a free channel in MQSim; NAND interfaces run at 1,200 to
+    # 2,400 MT/s, so there the channel takes its exact rate (1,000 MT/s and 1,001 MT/s then
+    # give 1,000 and 1,001 MB/s per byte of width: the rate never falls as the clock rises).
+    width = device.integer("Flash_Channel_Width", lo=1)
+    mts = device.number("Channel_Transfer_Rate")
+    if mts <= 0:
+        raise InputError(f"<Channel_Transfer_Rate>: expected MT/s above 0, got {mts:g}", path=path)
+    ns_per_transfer = int(1000 / mts)
+    mb_per_s = width * 1000 / ns_per_transfer if ns_per_transfer >= 1 else width * mts
     put(
         "media.channel_rate",
-        f"{width * 1000 / ns_per_transfer:.6f}MB/s",
-        "Channel_Transfer_Rate x Flash_Channel_Width, whole ns per transfer",
+        f"{mb_per_s:.6f}MB/s",
+        "Channel_Transfer_Rate x Flash_Channel_Width, whole ns per transfer up to 1,000 MT/s",
     )
     put(
         "media.allocation_order",
@@ -234,10 +238,10 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
         for bits in ("LSB", "CSB", "MSB"):
             put(
                 f"media.nand.{kind}_{bits.lower()}_ns",
-                flash.integer(f"{name}_{bits}"),
+                flash.time_ns(f"{name}_{bits}"),
                 f"{name}_{bits}",
             )
-    put("media.nand.erase_ns", flash.integer("Block_Erase_Latency"), "Block_Erase_Latency")
+    put("media.nand.erase_ns", flash.time_ns("Block_Erase_Latency"), "Block_Erase_Latency")
     suspension = flash.choice(
         "CMD_Suspension_Support",
         {
@@ -249,17 +253,17 @@ def device_from_ssdconfig(path: str | Path, workload: Workload | None = None) ->
     )
     put("media.nand.erase_suspend", suspension[0], "CMD_Suspension_Support")
     put("media.nand.program_suspend", suspension[1], "CMD_Suspension_Support")
-    put("media.nand.suspend_erase_ns", flash.integer("Suspend_Erase_Time"), "Suspend_Erase_Time")
+    put("media.nand.suspend_erase_ns", flash.time_ns("Suspend_Erase_Time"), "Suspend_Erase_Time")
     put(
         "media.nand.suspend_program_ns",
-        flash.integer("Suspend_Program_Time"),
+        flash.time_ns("Suspend_Program_Time"),
         "Suspend_Program_Time",
     )
     # MQSim's parser looks for "Prefered_..." (one r), so the shipped file's spelling is not
     # read and MQSim's default (700 us, the same) applies; either spelling is read here.
     for name in ("Preferred_suspend_erase_time_for_read", "Prefered_suspend_erase_time_for_read"):
         if device.has(name):
-            put("media.nand.suspend_min_remaining_ns", device.integer(name), name)
+            put("media.nand.suspend_min_remaining_ns", device.time_ns(name), name)
     if device.choice("Flash_Comm_Protocol", {"NVDDR2": True}):
         for key, value in NVDDR2_COMMANDS.items():
             put(key, value, "Flash_Comm_Protocol = NVDDR2 (ONFI NV-DDR2 timing)")
@@ -507,7 +511,7 @@ def _synthetic_flow(p: _Params, info: Workload) -> list[str]:
         rate = p.number("Bandwidth") / SECTOR_BYTES / sectors
         lines += [f"rate_iops={max(1, round(rate))}", "rate_process=poisson", "iodepth=65535"]
         p.text("Average_No_of_Reqs_in_Queue")
-    stop_ns = p.integer("Stop_Time")
+    stop_ns = p.time_ns("Stop_Time")
     total = p.integer("Total_Requests_To_Generate")
     # host/IO_Flow_Synthetic.cpp: a non-zero Stop_Time wins over the request count.
     if stop_ns > 0:

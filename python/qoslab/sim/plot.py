@@ -46,8 +46,10 @@ def timeseries_figure(series: Path, out: Path, title: str | None = None) -> None
         fig.suptitle(title)
     buf = io.BytesIO()
     fmt = Path(out).suffix.lstrip(".") or "png"
-    # A fixed creation date and no software tag keep the file the same from run to run.
-    meta = {"Software": None} if fmt == "png" else {"Date": None} if fmt == "svg" else {}
-    fig.savefig(buf, format=fmt, dpi=110, metadata=meta)
+    # No creation date, no software tag and SVG ids hashed from a fixed salt (not random)
+    # keep the file the same from run to run.
+    meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+    with plt.rc_context({"svg.hashsalt": "qoslab"}):
+        fig.savefig(buf, format=fmt, dpi=110, metadata=meta.get(fmt, {}))
     plt.close(fig)
     write_file(out, buf.getvalue())

@@ -5,13 +5,15 @@
         df = store.query("SELECT policy, avg(p95_latency_step) FROM nvmelite_run GROUP BY 1")
         con = store.con  # the DuckDB connection, for anything else
 
-Views (each exists once the store holds such rows):
+Views (`failures` always, the others once the store holds such rows):
     points                every study's summary rows (columns of all studies, by name)
     failures              points that failed and have not succeeded since, with `error`
     <study>               one study's rows, e.g. `nvmelite_run`, `sim`
     <study>__<detail>     a study's detail table, e.g. `sim__fio_json`; `key` joins it
 
-The directory layout is in `qoslab.store.layout`; appending is `qoslab.store.writer`.
+A store is read as it was when it was opened (`layout.Snapshot`): a sweep merging parts
+meanwhile changes nothing for the reader. The directory layout is in `qoslab.store.layout`;
+appending is `qoslab.store.writer`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.store import layout
+
+# The columns of every failure row (docs/sweep.md, "Columns of every row").
+FAILURE_COLUMNS = (
+    ("key", "VARCHAR"),
+    ("sweep", "VARCHAR"),
+    ("study", "VARCHAR"),
+    ("seed", "UBIGINT"),
+    ("params", "VARCHAR"),
+    ("error", "VARCHAR"),
+    ("qoslab_version", "VARCHAR"),
+    ("qoslab_commit", "VARCHAR"),
+)
 
 
 def _quote(path: Path | str) -> str:
@@ -43,6 +57,7 @@ class Store:
         import duckdb
 
         self.path = layout.check_store(Path(path).resolve())
+        self.snapshot = layout.Snapshot(self.path)
         self.con = duckdb.connect()
         self.studies: list[str] = []
         self.details: dict[str, list[str]] = {}
@@ -50,8 +65,7 @@ class Store:
 
     def _create_views(self) -> None:
         points, failures = [], []
-        for d in layout.study_dirs(self.path):
-            table, parts = d.name, layout.live_parts(d)
+        for table, parts in self.snapshot.parts.items():
             mine = layout.files(parts, layout.POINTS)
             failed = layout.files(parts, layout.FAILURES)
             if not (mine or failed):
@@ -75,6 +89,10 @@ class Store:
                 f"CREATE VIEW failures AS SELECT DISTINCT ON (key) * FROM {_scan(failures)} "
                 f"WHERE key NOT IN ({succeeded}) ORDER BY key, error"
             )
+        else:
+            # No failure yet: the view is there, empty, with the columns every row has.
+            columns = ", ".join(f"NULL::{t} AS {c}" for c, t in FAILURE_COLUMNS)
+            self.con.execute(f"CREATE VIEW failures AS SELECT {columns} WHERE false")
 
     def _view(self, name: str, files: list[Path]) -> None:
         self.con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM {_scan(files)}")
@@ -100,6 +118,7 @@ class Store:
 
     def close(self) -> None:
         self.con.close()
+        self.snapshot.close()
 
     def __enter__(self) -> Store:
         return self

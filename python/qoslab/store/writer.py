@@ -68,13 +68,20 @@ class StoreWriter:
     def __init__(self, path: str | Path):
         self.path = Path(os.path.abspath(path))
         self._naming = threading.Lock()
-        self._create_or_check()
+        # The lock first, then the marker: of two sweeps creating one new store, the second
+        # finds the lock held (not a directory without its marker yet).
+        self._open_dir()
         self._lock = open(self.path / "lock", "a")  # noqa: SIM115 (held until close)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
             raise InputError("in use by another sweep (its lock is held)", path=self.path) from None
+        try:
+            self._create_or_check()
+        except BaseException:
+            self._lock.close()
+            raise
         # Parts a killed sweep left half-written: never renamed, so never seen; removed here,
         # with parts a merge replaced that a kill kept from being removed.
         tmp = self.path / "tmp"
@@ -83,15 +90,33 @@ class StoreWriter:
         for study_dir in layout.study_dirs(self.path):
             _remove_replaced(study_dir)
 
-    def _create_or_check(self) -> None:
+    def _open_dir(self) -> None:
+        """Makes the store's directory if there is none; refuses a file, or a directory that
+        is neither empty nor a store (nor one being made: its lock is there), before putting
+        a lock file into it."""
         p = self.path
         if p.exists() and not p.is_dir():
             raise InputError("--store: exists and is not a directory", path=p)
-        if p.is_dir() and any(p.iterdir()):
+        try:
+            p.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        except OSError as err:
+            raise InputError(f"--store: cannot create the store: {err.strerror}", path=p) from None
+        names = {q.name for q in p.iterdir()}
+        if names and not names & {layout.MARKER, "lock"}:
+            layout.check_store(p)
+
+    def _create_or_check(self) -> None:
+        """Under the lock: checks the store, or makes one in a directory that has nothing but
+        what a killed creation left (its lock, parts/, sweeps/)."""
+        p = self.path
+        if (p / layout.MARKER).exists() or {q.name for q in p.iterdir()} - {
+            "lock",
+            "parts",
+            "sweeps",
+        }:
             layout.check_store(p)
             return
         try:
-            p.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
             for sub in ("parts", "sweeps"):
                 (p / sub).mkdir(exist_ok=True, mode=DIR_MODE)
         except OSError as err:

@@ -9,6 +9,7 @@
 //! qoslab refuses the value instead of guessing.
 
 use qoslab_engine::Ns;
+use qoslab_engine::time::{MAX_TIME_NS, MAX_TIME_TEXT};
 use qoslab_engine::units::split_whole_number as split_number;
 pub use qoslab_engine::units::{KbBase, parse_size};
 
@@ -62,7 +63,8 @@ pub fn parse_time(text: &str, default_unit: TimeUnit) -> Result<Ns, String> {
         _ => return Err(format!("unknown time unit '{suffix}'")),
     };
     n.checked_mul(unit_ns)
-        .ok_or_else(|| "value too large".into())
+        .filter(|&ns| ns <= MAX_TIME_NS)
+        .ok_or_else(|| format!("value too large (at most {MAX_TIME_TEXT})"))
 }
 
 /// `0` or `1`; an empty value (the option given alone, `time_based`) means 1.
@@ -180,6 +182,18 @@ mod tests {
         assert_eq!(parse_time("5 s", s), Ok(5_000_000_000));
         for bad in ["5sec", "5min", "1.5", "x", "-3", "3 parsecs"] {
             assert!(parse_time(bad, s).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_time_past_the_clocks_range_is_refused() {
+        assert_eq!(
+            parse_time("4611686018", TimeUnit::S),
+            Ok(4_611_686_018_000_000_000)
+        );
+        for bad in ["4611686019", "53376d", "18446744073709551615"] {
+            let err = parse_time(bad, TimeUnit::S).unwrap_err();
+            assert!(err.starts_with("value too large"), "{bad}: {err}");
         }
     }
 

@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use qoslab_engine::time::{MAX_TIME_NS, MAX_TIME_TEXT};
 use qoslab_engine::{Ns, Op};
 
 use crate::WorkloadError;
@@ -280,6 +281,11 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// The name of stream `id` of a record.
+    /// The trace file, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn stream_name(&self, id: u32) -> &str {
         &self.streams[id as usize]
     }
@@ -390,7 +396,16 @@ impl<R: BufRead> TraceReader<R> {
             self.last_raw_line = line;
             let timestamp_ns = (raw_time - first)
                 .checked_mul(unit)
-                .ok_or_else(|| WorkloadError::at(&self.path, line, "timestamp too large"))?;
+                .filter(|&ns| ns <= MAX_TIME_NS)
+                .ok_or_else(|| {
+                    WorkloadError::at(
+                        &self.path,
+                        line,
+                        format!(
+                            "timestamp too large: more than {MAX_TIME_TEXT} after the first record"
+                        ),
+                    )
+                })?;
             return Ok(Some(TraceRecord {
                 timestamp_ns,
                 op,
@@ -632,12 +647,17 @@ impl ReplaySpeed {
         }
     }
 
-    /// The submission time of a record stamped `timestamp_ns`, rounded to the nearest ns.
-    pub fn scale(self, timestamp_ns: Ns) -> Ns {
+    /// The submission time of a record stamped `timestamp_ns`, rounded to the nearest ns;
+    /// `None` past [`MAX_TIME_NS`] (a slow replay of a long trace), never a saturated time.
+    pub fn scale(self, timestamp_ns: Ns) -> Option<Ns> {
         if self.0 == 1.0 {
-            timestamp_ns
-        } else {
-            (timestamp_ns as f64 / self.0).round() as Ns
+            return Some(timestamp_ns);
         }
+        let ns = (timestamp_ns as f64 / self.0).round();
+        (ns <= MAX_TIME_NS as f64).then_some(ns as Ns)
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
     }
 }

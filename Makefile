@@ -30,6 +30,7 @@ help:
 	@echo "make demo   - install into .venv, build the Rust core, run the NVMe-lite study"
 	@echo "make test   - install, lint, run all tests (cargo test, pytest, C tests)"
 	@echo "make bench  - time the hot paths, write docs/benchmarks.md"
+	@echo "make fuzz   - fuzz every parser at length (FUZZ_CASES per target), print the counts"
 	@echo "make clean  - remove .venv, target/ and out/"
 
 # ---- set-up -------------------------------------------------------------------------------

@@ -303,6 +303,40 @@ def test_a_job_file_asking_for_more_clones_than_fio_allows_is_refused(qoslab):
     one_line_error(done, "<stdin>:6:", "job 'k'", "4097", "4096")
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--repeat", "4294967296"), "--repeat"),
+        (("--qd-cap", "4294967296"), "--qd-cap"),
+        (("--repeat", "16385"), "more than 16384"),
+    ],
+)
+def test_a_repeat_or_cap_beyond_what_a_run_can_hold_is_refused(qoslab, args, needle):
+    one_line_error(qoslab(*SIM_X, "--number_ios=10", *args), needle)
+
+
+def test_repeats_times_clones_are_bounded_by_the_results_a_report_holds(qoslab):
+    job = "[j]\nrw=randread\nbs=4k\nnumber_ios=10\nnumjobs=8\n"
+    done = run_qoslab("sim", "-", "--repeat", "2049", input=job)
+    one_line_error(done, "--repeat 2049 with 8 job clones", "16392")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("sweep", "configs/sweeps/sim-qd.yaml", "--dry-run", "--jobs"),
+        ("nvmelite", "matrix", "configs/nvmelite/main.yaml", "--out", "{tmp}/m", "--jobs"),
+        ("sched", "study", "--out", "{tmp}/s", "--jobs"),
+        ("plm", "study", "--out", "{tmp}/p", "--workers"),
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_more_workers_than_a_machine_runs_is_a_usage_error(qoslab, tmp_path, command):
+    # nvmelite matrix --jobs 2147483648 asked for that many threads (and hung).
+    args = [a.format(tmp=tmp_path) for a in command]
+    one_line_error(qoslab(*args, "1025", cwd=ROOT), args[-1], "1024")
+
+
 def test_idle_simulated_time_is_skipped_not_walked(qoslab):
     # One I/O submitted 5e17 ns (16 years) in: 16.7 s of sampling empty windows before.
     start = time.monotonic()
@@ -415,3 +449,61 @@ def test_a_sweep_creating_a_new_store_another_one_holds_says_in_use(tmp_path):
     # The first one killed right there: the next sweep makes the store.
     StoreWriter(store).close()
     assert (store / "qoslab-store.json").is_file()
+
+
+# ---- 4. what a kill -9 left is reclaimed by the next run into the same folder ---------------
+
+
+def _kill_when(proc: subprocess.Popen, folder: Path, prefix: str) -> list[str]:
+    """Kills `proc` (-9) once a hidden temporary starting with `prefix` is in `folder`;
+    returns the hidden names left."""
+    deadline = time.monotonic() + 60
+    try:
+        while not any(p.name.startswith(prefix) for p in folder.iterdir()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_a_killed_matrix_leaves_a_partial_folder_that_the_next_run_reclaims(qoslab, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f'seeds:\n  - "{ROOT}/configs/nvmelite/seeds/seed_001_long32.json"\n'
+        'policies: [FIFO, RANDOM]\nbounds: ["0", "3"]\nfaults: [NONE]\n'
+        'schedule_seeds: "0-2000000"\nscheduler_version: "v1.0"\n'
+    )
+    out = tmp_path / "out"
+    proc = subprocess.Popen([QOSLAB, "nvmelite", "matrix", config, "--out", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    left = _kill_when(proc, tmp_path, ".out.partial-")
+    assert left and all(name.startswith(f".out.partial-{proc.pid}-") for name in left)
+    config.write_text(config.read_text().replace("0-2000000", "0-3"))
+    qoslab("nvmelite", "matrix", config, "--out", out, check=True)
+    assert (out / "runs.csv").is_file()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_killed_series_leaves_temporaries_that_the_next_run_reclaims(qoslab, tmp_path):
+    series = tmp_path / "ts.parquet"
+    proc = subprocess.Popen(
+        [QOSLAB, *SIM_X, "--number_ios=200000000", "--repeat", "2", "--timeseries", series,
+         "--output-format", "terse"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    left = _kill_when(proc, tmp_path, ".ts.parquet.tmp-")
+    assert len(left) >= 2, left  # the staged file and the core's scratch files beside it
+    qoslab(*SIM_X, "--number_ios=100", "--timeseries", series, check=True)
+    assert series.is_file()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_live_writers_temporaries_are_left_alone(qoslab, tmp_path):
+    mine = tmp_path / f".ts.csv.tmp-{os.getpid()}-abc.tmp"
+    mine.write_text("being written")
+    qoslab(*SIM_X, "--number_ios=100", "--timeseries", tmp_path / "ts.csv", check=True)
+    assert mine.read_text() == "being written"

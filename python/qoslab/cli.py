@@ -97,7 +97,12 @@ def _register_studies(command: str | None = None) -> None:
     command's start-up short (a study's CLI imports its machinery: the simulator, Dask, ...)."""
     owners = [add for names, add in STUDIES if command in names]
     for add in owners or [add for _, add in STUDIES]:
-        add()
+        if add not in _registered:  # once per process (main() may run many times in one)
+            _registered.append(add)
+            add()
+
+
+_registered: list = []
 
 
 _whole_tree: list[typer.Typer] = []

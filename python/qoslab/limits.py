@@ -9,6 +9,7 @@ one-line `InputError` naming the field (exit status 2), never a saturated or wra
   files, traces and `--set` itself;
 - a count or a size in bytes is at most `MAX_INT` (2^63 - 1, what a file's integer can say);
 - a seed is at most `MAX_SEED` (2^64 - 1: the core's seeds are u64);
+- a number of workers (`--jobs`, `--workers`) is at most `MAX_WORKERS` (1024);
 - a real number is finite: no NaN, no infinity.
 
 The command line's integer and real options get these ranges from `bound_options`, which the
@@ -27,6 +28,10 @@ from qoslab.errors import InputError
 MAX_TIME_S = MAX_TIME_NS / 1e9
 MAX_INT = 2**63 - 1
 MAX_SEED = 2**64 - 1
+MAX_U32 = 2**32 - 1
+# Processes or threads at once (`--jobs`, `--workers`): more than this is never what a machine
+# can run, and each one costs memory before it does anything.
+MAX_WORKERS = 1024
 TIME_LIMIT_TEXT = "4611686018 s (2^62 ns, 146 years)"
 
 
@@ -122,7 +127,14 @@ def bound_options(command) -> None:
         if getattr(kind, "qoslab_bounded", False):
             continue
         if kind.name in ("int", "int range", "integer", "integer range"):
-            hi = MAX_SEED if (param.name or "").endswith("seed") else MAX_INT
+            name = param.name or ""
+            hi = (
+                MAX_SEED
+                if name.endswith("seed")
+                else MAX_WORKERS
+                if name in ("jobs", "workers")
+                else MAX_INT
+            )
             param.type = _bounded(kind, 0, hi)
         elif kind.name in ("float", "float range"):
             param.type = _bounded(kind, None, None)

@@ -26,6 +26,10 @@ pub use device::DeviceConfig;
 use job::{JobRun, Source, TraceSource};
 use path::{PathPlan, PathVisitor};
 
+/// Most results of job clones a `--repeat` run holds for its report (clones x seeds): about
+/// 0.15 to 0.5 MB each, so at most some 8 GB.
+pub const MAX_HELD_CLONE_RUNS: u64 = 16_384;
+
 /// Most job clones (`numjobs` summed over the job file) one run takes: fio's own limit
 /// (`REAL_MAX_JOBS`, 4096; fio 3.33 stops with "maximum number of jobs reached", on this
 /// project's machine from 4,089 clones on). Each clone keeps its own latency histograms, about
@@ -62,6 +66,14 @@ impl WorkloadSpec {
     pub fn job_file(path: &Path) -> Result<Self, SimError> {
         let file = qoslab_workload::fio::parse_job_file(path, |n| std::env::var(n).ok())?;
         Ok(WorkloadSpec::Jobs(file))
+    }
+
+    /// The job clones one run has: `numjobs` summed over the jobs, or one per trace.
+    pub fn clones(&self) -> u64 {
+        match self {
+            WorkloadSpec::Jobs(file) => file.jobs.iter().map(|j| u64::from(j.numjobs)).sum(),
+            WorkloadSpec::Trace { paths, .. } => paths.len() as u64,
+        }
     }
 }
 
@@ -364,6 +376,14 @@ where
 /// report.
 pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
     let repeat = opts.repeat.max(1);
+    // Every seed's outcome is kept until the report is rendered (its means and intervals).
+    let held = opts.workload.clones() * u64::from(repeat);
+    if repeat > 1 && held > MAX_HELD_CLONE_RUNS {
+        return Err(SimError::new(format!(
+            "--repeat {repeat} with {} job clones keeps {held} runs' results for the report, more than {MAX_HELD_CLONE_RUNS} (about 0.5 MB each); fewer seeds or clones",
+            opts.workload.clones()
+        )));
+    }
     let seeds: Vec<u64> = (0..repeat as u64)
         .map(|i| opts.seed.wrapping_add(i))
         .collect();

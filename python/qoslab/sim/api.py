@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from qoslab import _core
+from qoslab import _core, limits
 from qoslab.errors import InputError
 from qoslab.outputs import staged_file, write_files
 from qoslab.sim.fio_cli import COMMAND_LINE, CommandLineJobs
@@ -114,6 +114,10 @@ def run(
         raise InputError(f"--seed: expected a non-negative integer, got {seed}")
     if qd_cap < 0:
         raise InputError(f"--qd-cap: expected a non-negative integer, got {qd_cap}")
+    # What the core holds them in (u32, u64); the core says what a run can afford.
+    limits.number(repeat, "--repeat", lo=1, hi=limits.MAX_U32, integer=True)
+    limits.number(qd_cap, "--qd-cap", hi=limits.MAX_U32, integer=True)
+    limits.number(seed, "--seed", hi=limits.MAX_SEED, integer=True)
     if not (speed > 0 and math.isfinite(speed)):
         raise InputError(f"--speed: expected a number above 0, got {speed:g}")
     if timeseries is not None:

@@ -214,6 +214,26 @@ def test_an_integer_option_beyond_any_integer_is_a_usage_error(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("nvmelite", "diff", "configs/nvmelite/main.yaml", "--dut", "builtin:c",
+          "--timeout-s", "1e10", "--out", "{tmp}/d"), "--timeout-s"),
+        (("lab", "study", "qd-sweep", "--target", "{tmp}/x.img", "--runtime", "99999999999999h",
+          "--out", "{tmp}/o"), "--runtime: at most 4611686018 s"),
+        (("sched", "study", "--runtime", "1e30", "--out", "{tmp}/s"), "--runtime"),
+        (("sim", "--name=x", "--number_ios=5", "--speed", "inf"), "--speed"),
+    ],
+    ids=["dut-timeout", "lab-runtime", "sched-runtime", "speed-inf"],
+)  # fmt: skip
+def test_a_time_option_past_its_range_is_a_one_line_error(qoslab, tmp_path, args, needle):
+    # A DUT timeout of 1e10 s reached the kernel's poll (OverflowError: timeout is too large).
+    done = qoslab(*[a.format(tmp=tmp_path) for a in args], cwd=ROOT,
+                  env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path / "state")})  # fmt: skip
+    one_line_error(done, needle)
+    assert not (tmp_path / "x.img").exists()
+
+
 def test_a_matrix_of_more_runs_than_an_integer_holds_is_refused(qoslab, tmp_path):
     config = tmp_path / "m.yaml"
     config.write_text(

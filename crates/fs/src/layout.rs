@@ -158,6 +158,48 @@ impl Geometry {
     }
 }
 
+/// What a metadata block of the geometry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaBlock {
+    BlockBitmap(u64),
+    InodeBitmap(u64),
+    /// An inode-table block holding inodes `first..first + INODES_PER_BLOCK`.
+    InodeTable(u32),
+    /// The superblock or a group-descriptor block.
+    Descriptors,
+}
+
+impl Geometry {
+    /// What block `b` is, if mkfs placed metadata there.
+    pub fn classify(&self, b: u64) -> Option<MetaBlock> {
+        if b <= Self::gdt_blocks(self.groups) {
+            return Some(MetaBlock::Descriptors);
+        }
+        let g0 = b / BLOCKS_PER_GROUP / FLEX * FLEX;
+        let s = Self::flex_meta(g0, self.groups);
+        let off = b.checked_sub(s)?;
+        if off < FLEX {
+            Some(MetaBlock::BlockBitmap(g0 + off))
+        } else if off < 2 * FLEX {
+            Some(MetaBlock::InodeBitmap(g0 + off - FLEX))
+        } else if off < 2 * FLEX + FLEX * ITABLE_BLOCKS {
+            let k = off - 2 * FLEX;
+            let g = g0 + k / ITABLE_BLOCKS;
+            let first = g * u64::from(INODES_PER_GROUP)
+                + (k % ITABLE_BLOCKS) * u64::from(INODES_PER_BLOCK)
+                + 1;
+            Some(MetaBlock::InodeTable(first as u32))
+        } else {
+            None
+        }
+    }
+
+    /// Every block mkfs reserved, as (first, count) runs.
+    pub fn reserved_runs(&self) -> Vec<(u64, u64)> {
+        (0..self.groups).flat_map(|g| self.reserved_in(g)).collect()
+    }
+}
+
 /// A group's bitmap, made when first touched.
 #[derive(Clone, Debug)]
 struct Bits {
@@ -209,6 +251,9 @@ pub struct Alloc {
     inodes: Vec<Option<Bits>>,
     /// Blocks freed at some point since mount: allocating one again is a block reuse.
     freed: Vec<Option<Bits>>,
+    /// Blocks freed by a transaction not yet committed: free on the device's bitmap, not yet
+    /// for allocation (ext4 releases them to mballoc at commit).
+    busy: Vec<Option<Bits>>,
     pub free_blocks: u64,
 }
 
@@ -219,6 +264,7 @@ impl Alloc {
             blocks: vec![None; n],
             inodes: vec![None; n],
             freed: vec![None; n],
+            busy: vec![None; n],
             free_blocks: 0,
             geo,
         };
@@ -261,6 +307,66 @@ impl Alloc {
     /// free block after it (wrapping around the file system): (first block, count, whether any
     /// was freed before since mount: a block reuse).
     pub fn alloc_run(&mut self, goal: u64, want: u64) -> Option<(u64, u64, bool)> {
+        self.alloc_run_avoiding(goal, want, false)
+    }
+
+    /// As [`alloc_run`](Self::alloc_run); with `fresh`, blocks never freed since mount come
+    /// first, and a freed one is taken only when no other is left (RioFS's rule: a reused
+    /// block costs a synchronous FLUSH).
+    pub fn alloc_run_avoiding(
+        &mut self,
+        goal: u64,
+        want: u64,
+        fresh: bool,
+    ) -> Option<(u64, u64, bool)> {
+        if fresh && let Some(r) = self.alloc_fresh(goal, want) {
+            return Some(r);
+        }
+        self.alloc_first_fit(goal, want)
+    }
+
+    /// The first run of blocks free and never freed since mount, from `goal` on.
+    fn alloc_fresh(&mut self, goal: u64, want: u64) -> Option<(u64, u64, bool)> {
+        if self.free_blocks == 0 || want == 0 {
+            return None;
+        }
+        let groups = self.geo.groups;
+        let goal = goal.min(self.geo.blocks - 1);
+        let g0 = goal / BLOCKS_PER_GROUP;
+        for k in 0..=groups {
+            let g = (g0 + k) % groups;
+            let mut from = if k == 0 { goal % BLOCKS_PER_GROUP } else { 0 };
+            self.group_bits(g);
+            loop {
+                let bits = self.blocks[g as usize].as_ref().expect("made");
+                let Some(start) = bits.first_clear(from, BLOCKS_PER_GROUP) else {
+                    break;
+                };
+                let freed = self.freed[g as usize].as_ref();
+                if freed.is_some_and(|f| f.get(start)) {
+                    from = start + 1;
+                    continue;
+                }
+                let mut n = 0;
+                while n < want
+                    && start + n < BLOCKS_PER_GROUP
+                    && !bits.get(start + n)
+                    && !freed.is_some_and(|f| f.get(start + n))
+                {
+                    n += 1;
+                }
+                let bits = self.blocks[g as usize].as_mut().expect("made");
+                for i in start..start + n {
+                    bits.set(i, true);
+                }
+                self.free_blocks -= n;
+                return Some((g * BLOCKS_PER_GROUP + start, n, false));
+            }
+        }
+        None
+    }
+
+    fn alloc_first_fit(&mut self, goal: u64, want: u64) -> Option<(u64, u64, bool)> {
         if self.free_blocks == 0 || want == 0 {
             return None;
         }
@@ -290,6 +396,27 @@ impl Alloc {
             return Some((first, n, reused));
         }
         None
+    }
+
+    /// Frees `n` blocks from `first` (within one group) on the bitmap, but keeps them from
+    /// the allocator until [`release_run`](Self::release_run) (their transaction committed).
+    pub fn free_run_deferred(&mut self, first: u64, n: u64) {
+        let g = first / BLOCKS_PER_GROUP;
+        let busy = self.busy[g as usize].get_or_insert_with(|| Bits::new(BLOCKS_PER_GROUP));
+        for b in first..first + n {
+            assert!(!busy.get(b % BLOCKS_PER_GROUP), "block {b} freed twice");
+            busy.set(b % BLOCKS_PER_GROUP, true);
+        }
+    }
+
+    /// Blocks freed earlier (`free_run_deferred`) may be allocated again.
+    pub fn release_run(&mut self, first: u64, n: u64) {
+        let g = first / BLOCKS_PER_GROUP;
+        let busy = self.busy[g as usize].as_mut().expect("freed before");
+        for b in first..first + n {
+            busy.set(b % BLOCKS_PER_GROUP, false);
+        }
+        self.free_run(first, n);
     }
 
     /// Frees `n` blocks from `first` (within one group).
@@ -337,6 +464,42 @@ impl Alloc {
             .expect("an allocated inode's group has a bitmap");
         assert!(bits.get(u64::from(i)), "inode {ino} freed twice");
         bits.set(u64::from(i), false);
+    }
+
+    /// What is in use in group `g`: device blocks (`inodes` false) or inode numbers, as
+    /// sorted (first, count) runs.
+    pub fn runs(&mut self, g: u64, inodes: bool) -> Vec<(u64, u64)> {
+        if !inodes {
+            self.group_bits(g);
+        }
+        let (bits, base, n) = if inodes {
+            let Some(b) = self.inodes[g as usize].as_ref() else {
+                return Vec::new();
+            };
+            (
+                b,
+                g * u64::from(INODES_PER_GROUP) + 1,
+                u64::from(INODES_PER_GROUP),
+            )
+        } else {
+            let b = self.blocks[g as usize].as_ref().expect("made above");
+            (b, g * BLOCKS_PER_GROUP, BLOCKS_PER_GROUP)
+        };
+        let busy = if inodes {
+            None
+        } else {
+            self.busy[g as usize].as_ref()
+        };
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for i in 0..n {
+            if bits.get(i) && !busy.is_some_and(|b| b.get(i)) {
+                match out.last_mut() {
+                    Some((s, c)) if *s + *c == base + i => *c += 1,
+                    _ => out.push((base + i, 1)),
+                }
+            }
+        }
+        out
     }
 
     /// The first data block of group `g` (where a goal in that group starts).

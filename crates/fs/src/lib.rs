@@ -16,13 +16,17 @@
 //! plug-in: ext4 (JBD2), HORAEFS or RioFS. [`recovery`] replays the journals after a crash
 //! and checks the result.
 
+pub mod check;
 pub mod config;
+pub mod image;
 pub mod journal;
 pub mod layout;
 pub mod readahead;
+pub mod recovery;
 pub mod stage;
 
 pub use config::{FS_TUNABLES, FsConfig};
+pub use image::Recording;
 pub use journal::{JOURNALS, Journal, JournalOps, Step};
 pub use stage::{FileSpec, FsEvent, FsSetup, FsStage};
 

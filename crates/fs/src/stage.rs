@@ -20,8 +20,9 @@ use qoslab_engine::{
 
 use crate::PAGE;
 use crate::config::FsConfig;
+use crate::image::{Content, FlushRec, InodeRec, MetaImage, Promise, Record, Recording, WriteRec};
 use crate::journal::{Journal, Step};
-use crate::layout::{Alloc, BLOCKS_PER_GROUP, Geometry};
+use crate::layout::{Alloc, BLOCKS_PER_GROUP, Geometry, INODES_PER_BLOCK, MetaBlock};
 use crate::readahead::RaState;
 
 const UPTODATE: u8 = 1;
@@ -97,6 +98,8 @@ struct Page {
     flags: u8,
     /// The request reading it, while `READING`.
     io: ReqId,
+    /// Its content's version (the crash checker's: versions grow with every write).
+    ver: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +114,10 @@ struct Inode {
     name: u32,
     dir: u32,
     size: u64,
+    /// `i_disksize`: the size the inode on the device says (set as blocks are allocated).
+    disk_size: u64,
+    /// The version of every page ever written (crash checker only).
+    vers: BTreeMap<u64, u64>,
     extents: Vec<Extent>,
     pages: BTreeMap<u64, Page>,
     dirty: u64,
@@ -126,6 +133,16 @@ struct Inode {
     file_dirty: bool,
     /// Its directory entry is in no committed transaction yet.
     new_entry: bool,
+    /// It was renamed or unlinked since the last commit: iJournaling leaves a change of names
+    /// and links to the JBD2 commit.
+    renamed: bool,
+    /// Names it has (0: unlinked; freed once no call holds it, an orphan until then), and
+    /// calls working on it (open file descriptors).
+    nlink: u32,
+    refs: u32,
+    /// The file-level commit under way that holds its latest change (iJournaling): another
+    /// fsync of it waits for that one.
+    committing: Option<u32>,
     /// Data of it was written since a FLUSH last covered it.
     unflushed: bool,
     ra: RaState,
@@ -166,7 +183,10 @@ struct Dir {
     ino: u32,
     group: u64,
     blocks: Vec<u64>,
-    used: Vec<bool>,
+    /// Each slot's (name, inode), or `None` when free.
+    entries: Vec<Option<(u32, u32)>>,
+    /// The last transaction that removed an entry (an unlink or a rename).
+    removed_tid: u64,
 }
 
 /// A JBD2 transaction (or a file-level one, iJournaling).
@@ -216,22 +236,37 @@ struct JState {
     committed: u64,
     next_tid: u64,
     waiters: Vec<(u64, Waiter)>,
-    /// Committed transactions not yet checkpointed: (tid, log blocks, metadata blocks).
-    done: VecDeque<(u64, u64, Vec<u64>)>,
-    /// Commits in flight with their tids (a checkpoint frees only what is older).
-    live: BTreeSet<u64>,
+    /// The next log sequence number, and the first not yet checkpointed with its log block.
+    next_seq: u64,
+    tail_seq: u64,
+    tail_at: u64,
+    /// Committed transactions not yet checkpointed, by log sequence number.
+    done: BTreeMap<u64, DoneTx>,
     checkpoint: Option<Checkpoint>,
     /// Commits waiting for log space.
     space_waiters: VecDeque<u32>,
     timer_at: Option<Ns>,
 }
 
+/// A committed transaction whose log space a checkpoint has yet to free.
+#[derive(Clone, Debug, Default)]
+struct DoneTx {
+    /// Log blocks, and the log block after its own.
+    blocks: u64,
+    end_at: u64,
+    meta: Vec<u64>,
+    /// Its copies (crash checker only).
+    images: BTreeMap<u64, MetaImage>,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Checkpoint {
     phase: u8,
     outstanding: u32,
-    /// Transactions it frees: (log blocks).
+    /// Log blocks it frees, and the tail it moves to (sequence number, log block).
     freeing: u64,
+    seq: u64,
+    at: u64,
 }
 
 /// A commit under way.
@@ -248,10 +283,23 @@ struct CommitRun {
     host: u16,
     /// The `fsync` that runs it itself (a file-level transaction).
     caller: Option<ReqId>,
+    /// Other calls waiting for it to be durable.
+    waiters: Vec<Waiter>,
     blocks: u64,
     /// Requests of the current ordered group not yet sent (sent at its end, the last without
     /// GROUP_MORE).
     group: Vec<ReqId>,
+    /// Its global transaction id (iJournaling's order across journals): given when its
+    /// metadata is taken (JBD2: as the commit starts; a file-level transaction: at its
+    /// Metadata step), so that replay applies newer states over older ones.
+    gid: u64,
+    /// Its place in the log: sequence number, its commit block, the log block after it.
+    seq: u64,
+    commit_at: u64,
+    end_at: u64,
+    /// The copies of its metadata blocks as they were when it was taken (crash checker
+    /// only: JBD2 freezes them then).
+    images: BTreeMap<u64, MetaImage>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -280,6 +328,8 @@ struct IoSt {
     flusher: bool,
     /// Held until this FLUSH completes (block reuse).
     after: ReqId,
+    /// Its record in the crash checker's recording (writes or flushes), if any.
+    rec: Option<u32>,
 }
 
 /// A system call under way.
@@ -288,10 +338,19 @@ struct CallSt {
     phase: u8,
     pending: u32,
     slept: bool,
+    /// `ino` is the call's inode (looked up when it started).
+    resolved: bool,
     ino: u32,
     tid: u64,
     /// The write returns only once durable: fsync (false) or fdatasync (true) of it after.
     sync: Option<bool>,
+    /// Writeback passes an fsync made.
+    passes: u8,
+    /// A FLUSH is due once the transaction is durable (ext4's `needs_barrier`).
+    needs_barrier: bool,
+    /// What an fsync covers, as the file was when it was called (crash checker only): its
+    /// size and the version of each page below it.
+    covers: Option<(u64, Vec<(u64, u64)>)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -374,6 +433,14 @@ pub struct FsStage {
     /// Where each core allocates next (ext4's per-CPU locality groups).
     cursor: Vec<u64>,
     stats: Stats,
+    /// What the run writes, for the crash checker (`record`).
+    rec: Option<Box<Recording>>,
+    ver_clock: u64,
+    next_gid: u64,
+    /// Ordered groups sent per stream.
+    groups_sent: BTreeMap<u32, u64>,
+    /// Device blocks of directories: block -> directory.
+    dir_blocks: BTreeMap<u64, u32>,
 }
 
 impl FsStage {
@@ -403,6 +470,11 @@ impl FsStage {
             busy: VecDeque::new(),
             cursor: Vec::new(),
             stats: Stats::default(),
+            rec: None,
+            ver_clock: 0,
+            next_gid: 1,
+            groups_sent: BTreeMap::new(),
+            dir_blocks: BTreeMap::new(),
             setup,
         };
         st.inodes.insert(
@@ -428,7 +500,8 @@ impl FsStage {
             self.cfg.fs_bytes.min(self.setup.capacity_bytes)
         };
         let cores = self.setup.cores.max(1);
-        let journals = if self.jp.per_core() { cores } else { 1 };
+        // Journal 0 is JBD2's; iJournaling adds one per core after it.
+        let journals = if self.jp.per_core() { 1 + cores } else { 1 };
         let geo = Geometry::new(bytes, journals, 0)?;
         for &(start, len) in &geo.journals {
             self.journals.push(JState {
@@ -436,6 +509,9 @@ impl FsStage {
                 len,
                 head: 1,
                 next_tid: 1,
+                next_seq: 1,
+                tail_seq: 1,
+                tail_at: 1,
                 ..JState::default()
             });
         }
@@ -487,6 +563,7 @@ impl FsStage {
                         Page {
                             flags: UPTODATE,
                             io: ReqId::NONE,
+                            ver: 0,
                         },
                     );
                     self.lru.push_back((ino, p));
@@ -530,19 +607,20 @@ impl FsStage {
         let ino = alloc
             .alloc_inode(dir.group)
             .ok_or("the file system has no free inode")?;
-        let slot = match dir.used.iter().position(|u| !u) {
+        let slot = match dir.entries.iter().position(Option::is_none) {
             Some(s) => s,
             None => {
-                dir.used.push(false);
-                dir.used.len() - 1
+                dir.entries.push(None);
+                dir.entries.len() - 1
             }
         };
-        dir.used[slot] = true;
+        dir.entries[slot] = Some((name, ino));
         let mut changed = Vec::new();
         if slot as u32 / DIR_ENTRIES_PER_BLOCK >= dir.blocks.len() as u32 {
             let goal = alloc.group_data_start(dir.group);
             let (b, _, _) = alloc.alloc_run(goal, 1).ok_or("the file system is full")?;
             dir.blocks.push(b);
+            self.dir_blocks.insert(b, d);
             let geo = alloc.geometry();
             changed.extend([
                 geo.block_bitmap(geo.group_of(b)),
@@ -564,6 +642,7 @@ impl FsStage {
                 name,
                 dir: d,
                 slot: slot as u32,
+                nlink: 1,
                 new_entry: true,
                 file_dirty: true,
                 ..Inode::default()
@@ -611,8 +690,9 @@ impl FsStage {
                     .map(|e| e.pblk + e.len)
                     .unwrap_or(self.cursor[core as usize % self.cursor.len()]),
             };
+            let fresh = self.jp.flush_before_reuse();
             let alloc = self.alloc.as_mut().expect("mounted");
-            let Some((b, got, r)) = alloc.alloc_run(goal, first + n - p) else {
+            let Some((b, got, r)) = alloc.alloc_run_avoiding(goal, first + n - p, fresh) else {
                 // Full: what could not be allocated stays unmapped (ENOSPC is not modelled).
                 break;
             };
@@ -647,6 +727,178 @@ impl FsStage {
         reused
     }
 
+    // ---- the crash checker's recording ----------------------------------------------------
+
+    /// Records everything the run writes from now on, for the crash checker, with the
+    /// device as it is now (mkfs and the files laid out before the run, all durable).
+    pub fn record(&mut self) {
+        let mut rec = Recording {
+            per_core: self.jp.per_core(),
+            checksums: self.jp.checksums(),
+            ..Recording::default()
+        };
+        if let Some(alloc) = self.alloc.as_ref() {
+            let geo = alloc.geometry();
+            rec.geometry = Some(geo.clone());
+            rec.reserved = geo.reserved_runs();
+        }
+        rec.dirs = self.dirs.values().map(|d| d.ino).collect();
+        self.rec = Some(Box::new(rec));
+        if self.alloc.is_none() {
+            return;
+        }
+        let geo = self.alloc.as_ref().expect("mounted").geometry().clone();
+        let mut blocks = BTreeSet::new();
+        let mut data = Vec::new();
+        for d in self.dirs.values() {
+            blocks.insert(geo.inode_block(d.ino));
+            blocks.extend(d.blocks.iter().copied());
+            blocks.insert(geo.inode_bitmap(Geometry::inode_place(d.ino).0));
+        }
+        for (&ino, inode) in &self.inodes {
+            if inode.identity {
+                continue;
+            }
+            blocks.insert(geo.inode_block(ino));
+            blocks.insert(geo.inode_bitmap(Geometry::inode_place(ino).0));
+            for e in &inode.extents {
+                blocks.insert(geo.block_bitmap(geo.group_of(e.pblk)));
+                for k in 0..e.len {
+                    data.push((e.pblk + k, ino, e.lblk + k));
+                }
+            }
+        }
+        for d in self.dirs.values() {
+            for &b in &d.blocks {
+                blocks.insert(geo.block_bitmap(geo.group_of(b)));
+            }
+        }
+        let mut initial = Vec::new();
+        for b in blocks {
+            let image = self.image(b, None);
+            let rec = self.rec.as_mut().expect("just set");
+            initial.push((b, rec.add(Content::Meta(image))));
+        }
+        let rec = self.rec.as_mut().expect("just set");
+        for (b, ino, page) in data {
+            initial.push((b, rec.add(Content::Data { ino, page, ver: 0 })));
+        }
+        rec.initial = initial;
+    }
+
+    /// What the run wrote (after [`record`](Self::record)).
+    pub fn recording(&self) -> Option<&Recording> {
+        self.rec.as_deref()
+    }
+
+    /// Metadata block `b` as it is now: every record it holds, or (`focus`: a file-level
+    /// copy) only those of that inode, its directory entry and its directory's inode.
+    fn image(&mut self, b: u64, focus: Option<u32>) -> MetaImage {
+        let Some(alloc) = self.alloc.as_mut() else {
+            return MetaImage::default();
+        };
+        let geo = alloc.geometry().clone();
+        let mut records = Vec::new();
+        match geo.classify(b) {
+            Some(MetaBlock::BlockBitmap(g)) => records.push(Record::Bits {
+                group: g,
+                inodes: false,
+                runs: alloc.runs(g, false),
+            }),
+            Some(MetaBlock::InodeBitmap(g)) => records.push(Record::Bits {
+                group: g,
+                inodes: true,
+                runs: alloc.runs(g, true),
+            }),
+            Some(MetaBlock::InodeTable(first)) => {
+                for ino in first..first + INODES_PER_BLOCK {
+                    if let Some(i) = self.inodes.get(&ino) {
+                        records.push(Record::Inode(InodeRec {
+                            ino,
+                            size: i.disk_size,
+                            extents: i.extents.iter().map(|e| (e.lblk, e.pblk, e.len)).collect(),
+                            links: i.nlink,
+                        }));
+                    } else if let Some(d) = self.dirs.values().find(|d| d.ino == ino) {
+                        records.push(Record::Inode(InodeRec {
+                            ino,
+                            size: d.blocks.len() as u64 * PAGE,
+                            extents: d
+                                .blocks
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &pb)| (k as u64, pb, 1))
+                                .collect(),
+                            links: 1,
+                        }));
+                    }
+                }
+            }
+            Some(MetaBlock::Descriptors) => {}
+            None => {
+                if let Some(&d) = self.dir_blocks.get(&b) {
+                    let dir = &self.dirs[&d];
+                    let k = dir.blocks.iter().position(|&x| x == b).expect("its block") as u32;
+                    let lo = k * DIR_ENTRIES_PER_BLOCK;
+                    for slot in lo..(lo + DIR_ENTRIES_PER_BLOCK).min(dir.entries.len() as u32) {
+                        if let Some((name, ino)) = dir.entries[slot as usize] {
+                            records.push(Record::Entry {
+                                dir: dir.ino,
+                                slot,
+                                name,
+                                ino,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(ino) = focus {
+            let dir_ino = self.inodes.get(&ino).map(|i| self.dirs[&i.dir].ino);
+            records.retain(|r| match r {
+                Record::Inode(i) => i.ino == ino || Some(i.ino) == dir_ino,
+                Record::Entry { ino: e, .. } => *e == ino,
+                Record::Bits { .. } => false,
+            });
+            // A link count changed by an unlink not yet committed is the JBD2 commit's to log
+            // (with the directory entry): the file-level copy keeps the one before it.
+            if self.inodes.get(&ino).is_some_and(|i| i.renamed) {
+                for r in &mut records {
+                    if let Record::Inode(i) = r
+                        && i.ino == ino
+                    {
+                        i.links = 1;
+                    }
+                }
+            }
+        }
+        MetaImage {
+            records,
+            partial: focus.is_some(),
+        }
+    }
+
+    /// Allocates blocks for the pages of `first..end` of `ino` that have none, run by run:
+    /// (whether a freed block is reused, whether any was allocated).
+    fn allocate_missing(&mut self, ino: u32, first: u64, end: u64, core: u16) -> (bool, bool) {
+        let (mut reused, mut any) = (false, false);
+        let mut p = first;
+        while p < end {
+            if self.inodes[&ino].map(p).is_some() {
+                p += 1;
+                continue;
+            }
+            let mut q = p + 1;
+            while q < end && self.inodes[&ino].map(q).is_none() {
+                q += 1;
+            }
+            reused |= self.allocate(ino, p, q - p, core, false);
+            any = true;
+            p = q;
+        }
+        (reused, any)
+    }
+
     // ---- own requests ---------------------------------------------------------------------
 
     #[allow(clippy::too_many_arguments)]
@@ -667,15 +919,91 @@ impl FsStage {
         if !self.jp.barrier() {
             r.flags.remove(ReqFlags::PREFLUSH | ReqFlags::FUA);
         }
+        let flags = r.flags;
         let id = ctx.reqs_mut().alloc(r);
+        let mut st = st;
+        if op == Op::Flush
+            && let Some(rec) = self.rec.as_mut()
+        {
+            rec.flushes.push(FlushRec {
+                sent: Ns::MAX,
+                done: None,
+            });
+            st.rec = Some((rec.flushes.len() - 1) as u32);
+        }
+        let _ = flags;
         *self.table.entry(id) = Slot::Io(st);
         id
+    }
+
+    /// Whether the run is recorded for the crash checker.
+    fn recording_on(&self) -> bool {
+        self.rec.is_some()
+    }
+
+    /// Records write `id`'s block contents (one per block), when recording.
+    fn note_write(
+        &mut self,
+        id: ReqId,
+        ctx: &impl StageCtx<FsEvent>,
+        contents: Option<Vec<Content>>,
+    ) {
+        let Some(contents) = contents else {
+            return;
+        };
+        let r = ctx.reqs()[id];
+        let rec = self.rec.as_mut().expect("recording");
+        let first = r.offset_bytes / PAGE;
+        debug_assert_eq!(contents.len() as u64, r.len_bytes / PAGE);
+        let blocks = contents
+            .into_iter()
+            .enumerate()
+            .map(|(k, c)| (first + k as u64, rec.add(c)))
+            .collect();
+        rec.writes.push(WriteRec {
+            blocks,
+            sent: Ns::MAX,
+            done: None,
+            fua: r.flags.contains(ReqFlags::FUA),
+            preflush: r.flags.contains(ReqFlags::PREFLUSH),
+            ordered: None,
+        });
+        let k = (rec.writes.len() - 1) as u32;
+        self.io(id).rec = Some(k);
     }
 
     /// Offers own request `id` to the block layer (or keeps it for its `pull`).
     fn send(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         if !self.busy.is_empty() || ctx.dispatch(id) == Admission::Busy {
             self.busy.push_back(id);
+        } else {
+            self.sent(id, ctx);
+        }
+    }
+
+    /// Own request `id` reached the stage below (the crash checker's time it may be durable
+    /// from).
+    fn sent(&mut self, id: ReqId, ctx: &impl StageCtx<FsEvent>) {
+        if self.rec.is_none() {
+            return;
+        }
+        let Slot::Io(st) = self.table.entry(id) else {
+            return;
+        };
+        let (Some(k), flush) = (st.rec, st.kind == IoKind::Flush) else {
+            return;
+        };
+        let r = ctx.reqs()[id];
+        let now = ctx.now_ns();
+        let rec = self.rec.as_mut().expect("recording");
+        if flush {
+            rec.flushes[k as usize].sent = now;
+        } else {
+            let w = &mut rec.writes[k as usize];
+            w.sent = now;
+            // The flags as sent (an ordered group's are set when the group goes).
+            w.fua = r.flags.contains(ReqFlags::FUA);
+            w.preflush = r.flags.contains(ReqFlags::PREFLUSH);
         }
     }
 
@@ -754,6 +1082,11 @@ impl FsStage {
             self.cached += 1;
         }
         page.flags |= UPTODATE;
+        self.ver_clock += 1;
+        page.ver = self.ver_clock;
+        if self.rec.is_some() {
+            inode.vers.insert(p, self.ver_clock);
+        }
         if page.flags & DIRTY == 0 {
             page.flags |= DIRTY;
             inode.dirty += 1;
@@ -818,14 +1151,7 @@ impl FsStage {
             }
         }
         let start = run_start?;
-        let unmapped: Vec<u64> = (start..start + n)
-            .filter(|&p| self.inodes[&ino].map(p).is_none())
-            .collect();
-        let mut reused = false;
-        if !unmapped.is_empty() {
-            let (a, b) = (unmapped[0], *unmapped.last().expect("non-empty"));
-            reused = self.allocate(ino, a, b - a + 1, who.1, false);
-        }
+        let (reused, allocated) = self.allocate_missing(ino, start, start + n, who.1);
         // Keep only the part contiguous on the device.
         let inode = &self.inodes[&ino];
         let Some(b0) = inode.map(start) else {
@@ -837,10 +1163,22 @@ impl FsStage {
             len += 1;
         }
         let inode = self.inodes.get_mut(&ino).expect("live inode");
+        let mut contents = self.rec.as_ref().map(|_| Vec::with_capacity(len as usize));
         for p in start..start + len {
             let page = inode.pages.get_mut(&p).expect("a dirty page is cached");
             page.flags = (page.flags & !DIRTY) | WRITEBACK;
+            if let Some(c) = contents.as_mut() {
+                c.push(Content::Data {
+                    ino,
+                    page: p,
+                    ver: page.ver,
+                });
+            }
         }
+        // ext4 sets i_disksize as the pages' blocks are mapped (mpage_map_and_submit_extent).
+        let disk_size = inode.size.min((start + len) * PAGE).max(inode.disk_size);
+        let grew = disk_size > inode.disk_size && !inode.identity;
+        inode.disk_size = disk_size;
         inode.dirty -= len;
         self.dirty -= len;
         self.writeback += len;
@@ -863,26 +1201,25 @@ impl FsStage {
                 ..IoSt::default()
             },
         );
+        self.note_write(id, ctx, contents);
         self.inodes
             .get_mut(&ino)
             .expect("live inode")
             .wb_ios
             .push(id);
+        if grew && !allocated {
+            let block = self
+                .alloc
+                .as_ref()
+                .expect("mounted")
+                .geometry()
+                .inode_block(ino);
+            self.dirty_meta(&[block], Some(ino), true);
+        }
         if reused && self.jp.flush_before_reuse() {
             // RioFS: a reused block is written only after a synchronous FLUSH.
             self.stats.reuse_flushes += 1;
-            let f = self.new_io(
-                ctx,
-                Op::Flush,
-                0,
-                0,
-                ReqFlags::SYNC,
-                who,
-                IoSt {
-                    kind: IoKind::Flush,
-                    ..IoSt::default()
-                },
-            );
+            let f = self.new_flush(ctx, who, 0);
             self.io(id).after = f;
             self.send(f, ctx);
         }
@@ -988,8 +1325,53 @@ impl FsStage {
     }
 
     fn finish_call(&mut self, id: ReqId, status: IoStatus, ctx: &mut impl StageCtx<FsEvent>) {
-        *self.table.entry(id) = Slot::Free;
         let now = ctx.now_ns();
+        let mut released = None;
+        if let Slot::Call(st) = std::mem::take(self.table.entry(id)) {
+            if st.resolved {
+                released = Some(st.ino);
+            }
+            let r = ctx.reqs()[id];
+            if let Some(rec) = self.rec.as_mut() {
+                let what = format!(
+                    "{:?} {:?} file {} at {} len {} flags {:?} -> {:?} (inode {})",
+                    r.call, r.op, r.file, r.offset_bytes, r.len_bytes, r.flags, status, st.ino
+                );
+                rec.calls.push((r.t.queued_ns, now, r.job, what));
+            }
+            let synced = r.call == Call::Io
+                && (r.op == Op::Flush || st.sync.is_some())
+                && status == IoStatus::Ok;
+            let keeps_name = st.resolved && self.ino_of(r.file) == Some(st.ino);
+            if synced
+                && let Some(rec) = self.rec.as_mut()
+                && keeps_name
+                && st.ino != 0
+            {
+                let ino = st.ino;
+                let (size, pages) = st.covers.clone().unwrap_or_default();
+                let full = match st.sync {
+                    Some(datasync) => !datasync,
+                    None => !r.flags.contains(ReqFlags::DATA_SYNC),
+                };
+                let promise = Promise {
+                    from: r.t.queued_ns,
+                    at: now,
+                    name: r.file,
+                    ino,
+                    full,
+                    size,
+                    pages,
+                };
+                rec.promises.push(promise);
+            }
+        }
+        if let Some(ino) = released
+            && let Some(inode) = self.inodes.get_mut(&ino)
+        {
+            inode.refs -= 1;
+            self.evict_if_unused(ino, now);
+        }
         let r = &mut ctx.reqs_mut()[id];
         r.status = status;
         let t = &mut r.t;
@@ -1029,12 +1411,60 @@ impl FsStage {
         self.names.get(&name).copied()
     }
 
+    /// The inode call `id` works on: looked up by name when the call starts (made, for a
+    /// write, if the name has none), the same inode after (an open file descriptor's: a
+    /// rename or unlink meanwhile does not change it). `Err(true)`: no such name; `Err(false)`:
+    /// the inode is gone since (the call ends without effect).
+    fn call_ino(&mut self, id: ReqId, name: u32, create: bool) -> Result<u32, bool> {
+        let st = self.call(id);
+        if st.resolved {
+            let ino = st.ino;
+            return if self.inodes.contains_key(&ino) {
+                Ok(ino)
+            } else {
+                Err(false)
+            };
+        }
+        let found = if create {
+            self.ino_or_create(name)
+        } else {
+            self.ino_of(name)
+        };
+        let ino = found.ok_or(true)?;
+        let st = self.call(id);
+        st.resolved = true;
+        st.ino = ino;
+        self.inodes.get_mut(&ino).expect("just found").refs += 1;
+        Ok(ino)
+    }
+
+    /// Ends call `id` whose inode was not found (`missing`: no such name) or is gone.
+    fn no_inode(&mut self, id: ReqId, missing: bool, ctx: &mut impl StageCtx<FsEvent>) {
+        let status = if missing {
+            IoStatus::MediaError
+        } else {
+            IoStatus::Ok
+        };
+        self.finish_call(id, status, ctx)
+    }
+
+    /// The inode named `name`, made if there is none: a write opens its file with O_CREAT
+    /// (fio's files, and a workload's first write of a name).
+    fn ino_or_create(&mut self, name: u32) -> Option<u32> {
+        match self.ino_of(name) {
+            Some(ino) => Some(ino),
+            None if self.alloc.is_some() => self.make_inode(name, false).ok(),
+            None => None,
+        }
+    }
+
     /// A buffered read: phase 0 finds or reads the pages (with readahead) and waits for
     /// them, phase 1 copies, phase 2 returns.
     fn read(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
-        let Some(ino) = self.ino_of(r.file) else {
-            return self.finish_call(id, IoStatus::MediaError, ctx);
+        let ino = match self.call_ino(id, r.file, false) {
+            Ok(ino) => ino,
+            Err(missing) => return self.no_inode(id, missing, ctx),
         };
         match self.call(id).phase {
             0 => {
@@ -1147,6 +1577,7 @@ impl FsStage {
                     Page {
                         flags: UPTODATE,
                         io: ReqId::NONE,
+                        ver: 0,
                     },
                 );
                 self.cached += 1;
@@ -1184,6 +1615,7 @@ impl FsStage {
                     Page {
                         flags: READING,
                         io: id,
+                        ver: inode.vers.get(&q).copied().unwrap_or(0),
                     },
                 );
             }
@@ -1215,8 +1647,9 @@ impl FsStage {
     /// phase 3 returns; an O_SYNC or O_DSYNC write goes on as an fsync of the file (10 on).
     fn write(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
-        let Some(ino) = self.ino_of(r.file) else {
-            return self.finish_call(id, IoStatus::MediaError, ctx);
+        let ino = match self.call_ino(id, r.file, true) {
+            Ok(ino) => ino,
+            Err(missing) => return self.no_inode(id, missing, ctx),
         };
         let now = ctx.now_ns();
         match self.call(id).phase {
@@ -1317,8 +1750,9 @@ impl FsStage {
     /// transaction itself.
     fn fsync(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
-        let Some(ino) = self.ino_of(r.file) else {
-            return self.finish_call(id, IoStatus::MediaError, ctx);
+        let ino = match self.call_ino(id, r.file, false) {
+            Ok(ino) => ino,
+            Err(missing) => return self.no_inode(id, missing, ctx),
         };
         let base = if self.call(id).phase >= 10 { 10 } else { 0 };
         let datasync = self
@@ -1331,17 +1765,37 @@ impl FsStage {
                 self.stats.fsyncs += 1;
                 self.call(id).ino = ino;
                 self.call(id).phase = base + 1;
+                if self.rec.is_some() {
+                    let inode = &self.inodes[&ino];
+                    let below = inode.size.div_ceil(PAGE);
+                    let pages = inode.vers.range(..below).map(|(&p, &v)| (p, v)).collect();
+                    self.call(id).covers = Some((inode.size, pages));
+                }
                 if base == 0 {
                     return self.cpu_then_resume(id, self.cfg.syscall_ns, ctx);
                 }
                 self.fsync(id, ctx)
             }
             1 => {
-                if self.jp.per_core() && !self.inodes[&ino].identity {
+                let inode = &self.inodes[&ino];
+                // iJournaling logs a file's own records; a new entry in a directory with an
+                // uncommitted unlink or rename (whose name it may take) goes through the JBD2
+                // commit, which holds both.
+                let dir_changed = !inode.identity
+                    && inode.new_entry
+                    && self.dirs[&inode.dir].removed_tid > self.journals[0].committed;
+                if self.jp.per_core() && !inode.identity && !inode.renamed && !dir_changed {
                     return self.file_commit(id, ino, datasync, base, ctx);
                 }
-                // Write back every dirty page (sync writeback), then wait for all of it.
-                self.call(id).phase = base + 2;
+                // Write back every dirty page (sync writeback), then wait for all of it. A page
+                // under writeback when it was dirtied again is written on a second pass, once
+                // that writeback is over (write_cache_pages waits for it in WB_SYNC_ALL).
+                let st = self.call(id);
+                st.passes += 1;
+                let again = st.passes < 2 && !self.inodes[&ino].wb_ios.is_empty();
+                if !again {
+                    self.call(id).phase = base + 2;
+                }
                 let mut from = 0;
                 while let Some((io, next)) =
                     self.build_writeback(ino, from, u64::MAX, false, who, false, ctx)
@@ -1362,15 +1816,23 @@ impl FsStage {
                     inode.sync_tid
                 };
                 if inode.identity || self.journals.is_empty() {
+                    self.call(id).phase = base + 4;
                     return self.flush_for(id, ino, who, ctx);
                 }
+                // ext4_fsync_journal: a FLUSH after the commit unless the commit will send
+                // one that covers the data just written (jbd2_trans_will_send_data_barrier).
+                self.call(id).needs_barrier = self.jp.barrier() && !self.will_send_barrier(tid);
                 if tid > self.journals[0].committed {
                     self.call(id).tid = tid;
                     self.call(id).pending += 1;
                     self.journals[0].waiters.push((tid, Waiter::Call(id)));
                     return self.request_commit(0, tid, ctx);
                 }
-                if self.jp.barrier() {
+                self.fsync(id, ctx)
+            }
+            3 => {
+                self.call(id).phase = base + 4;
+                if std::mem::take(&mut self.call(id).needs_barrier) {
                     return self.flush_for(id, ino, who, ctx);
                 }
                 self.fsync(id, ctx)
@@ -1379,15 +1841,42 @@ impl FsStage {
         }
     }
 
-    /// Sends a FLUSH for call `id` (which resumes when it completes).
-    fn flush_for(
+    /// Whether the commit of JBD2 transaction `tid` has yet to send the FLUSH that makes the
+    /// data written before it durable: it is not committed, and not past that FLUSH.
+    fn will_send_barrier(&self, tid: u64) -> bool {
+        let j = &self.journals[0];
+        if tid <= j.committed {
+            return false;
+        }
+        let Some(c) = j.committing else {
+            return true;
+        };
+        let run = self.commits[c as usize].as_ref().expect("a live commit");
+        if run.tx.tid != tid {
+            // Still running (the next to commit).
+            return tid > run.tx.tid;
+        }
+        let flush_at = self
+            .steps
+            .iter()
+            .position(|st| match st {
+                Step::Commit(f) => f.contains(ReqFlags::PREFLUSH),
+                Step::Flush => true,
+                _ => false,
+            })
+            .unwrap_or(usize::MAX);
+        run.step <= flush_at
+    }
+
+    /// A FLUSH of the file system's own, for `ino` (0: none), counted.
+    fn new_flush(
         &mut self,
-        id: ReqId,
-        ino: u32,
-        who: (u32, u16, u16),
         ctx: &mut impl StageCtx<FsEvent>,
-    ) {
-        let f = self.new_io(
+        who: (u32, u16, u16),
+        ino: u32,
+    ) -> ReqId {
+        self.stats.flushes += 1;
+        self.new_io(
             ctx,
             Op::Flush,
             0,
@@ -1399,8 +1888,18 @@ impl FsStage {
                 ino,
                 ..IoSt::default()
             },
-        );
-        self.stats.flushes += 1;
+        )
+    }
+
+    /// Sends a FLUSH for call `id` (which resumes when it completes).
+    fn flush_for(
+        &mut self,
+        id: ReqId,
+        ino: u32,
+        who: (u32, u16, u16),
+        ctx: &mut impl StageCtx<FsEvent>,
+    ) {
+        let f = self.new_flush(ctx, who, ino);
         self.add_waiter(f, Waiter::Call(id));
         self.other_io(ctx.now_ns());
         self.send(f, ctx);
@@ -1424,6 +1923,14 @@ impl FsStage {
         let inode = &self.inodes[&ino];
         let meta_needed =
             inode.new_entry || (inode.file_dirty && (!datasync || inode.datasync_tid > 0));
+        if let Some(c) = inode.committing {
+            // Another call's file-level commit of this file is under way: its writes are on
+            // that call's stream, so this one waits for it, then decides again (the two
+            // commits of one file do not overlap).
+            self.call(id).pending += 1;
+            self.commit_mut(c).waiters.push(Waiter::Call(id));
+            return;
+        }
         if inode.dirty == 0 && !meta_needed {
             if self.wait_writeback(ino, Waiter::Call(id)) > 0 {
                 // Back here once the writeback under way is done.
@@ -1446,7 +1953,7 @@ impl FsStage {
         let inode = self.inodes.get_mut(&ino).expect("live");
         inode.file_dirty = false;
         inode.new_entry = false;
-        let j = r.core as usize % self.journals.len();
+        let j = 1 + r.core as usize % (self.journals.len() - 1);
         let tid = self.journals[j].next_tid;
         self.journals[j].next_tid += 1;
         let tx = Tx {
@@ -1458,6 +1965,7 @@ impl FsStage {
         };
         self.stats.file_commits += 1;
         let slot = self.start_commit(j, tx, who, Some(id));
+        self.inodes.get_mut(&ino).expect("live").committing = Some(slot);
         self.call(id).pending += 1;
         self.call(id).phase = base + 3;
         self.run_commit(slot, ctx);
@@ -1484,32 +1992,51 @@ impl FsStage {
     /// dropped (after the writeback under way), its blocks freed when the transaction commits.
     fn unlink(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
+        if self.call(id).phase == 0 {
+            self.call(id).phase = 1;
+            return self.cpu_then_resume(id, self.cfg.syscall_ns * 4, ctx);
+        }
+        // A name is looked up when the call does its work (no file descriptor holds it).
         let Some(ino) = self.ino_of(r.file) else {
             return self.finish_call(id, IoStatus::MediaError, ctx);
         };
-        match self.call(id).phase {
-            0 => {
-                self.call(id).phase = 1;
-                self.cpu_then_resume(id, self.cfg.syscall_ns * 4, ctx)
-            }
-            1 => {
-                // truncate_inode_pages waits for the pages under writeback.
-                self.call(id).phase = 2;
-                self.call(id).slept = false;
-                if self.wait_writeback(ino, Waiter::Call(id)) == 0 {
-                    self.unlink(id, ctx);
-                }
-            }
-            _ => {
-                self.remove_inode(ino);
-                self.finish_call(id, IoStatus::Ok, ctx)
-            }
-        }
+        self.unlink_name(ino, ctx.now_ns());
+        self.evict_if_unused(ino, ctx.now_ns());
+        self.finish_call(id, IoStatus::Ok, ctx)
     }
 
-    fn remove_inode(&mut self, ino: u32) {
+    /// The name of `ino` goes: its directory entry, the directory's inode and its own link
+    /// count change in the running transaction; the inode is an orphan until freed.
+    fn unlink_name(&mut self, ino: u32, now: Ns) {
+        let inode = self.inodes.get_mut(&ino).expect("live");
+        inode.nlink = 0;
+        inode.renamed = true;
+        let (name, d, slot) = (inode.name, inode.dir, inode.slot);
+        if let Some(rec) = self.rec.as_mut() {
+            rec.names_gone.push((now, name));
+        }
+        self.names.remove(&name);
+        let geo = self.alloc.as_ref().expect("mounted").geometry().clone();
+        let running = self.journals.first().map_or(0, |j| j.running.tid);
+        let dir = self.dirs.get_mut(&d).expect("its directory");
+        dir.entries[slot as usize] = None;
+        dir.removed_tid = running;
+        let changed = [
+            dir.blocks[(slot / DIR_ENTRIES_PER_BLOCK) as usize],
+            geo.inode_block(dir.ino),
+            geo.inode_block(ino),
+        ];
+        self.dirty_meta(&changed, Some(ino), false);
+    }
+
+    /// Frees `ino` if it has no name and no call holds it (evict: its pages go, after the
+    /// writeback under way; its blocks are free for allocation once the transaction commits).
+    fn evict_if_unused(&mut self, ino: u32, _now: Ns) {
+        let inode = &self.inodes[&ino];
+        if inode.nlink > 0 || inode.refs > 0 || !inode.wb_ios.is_empty() || inode.identity {
+            return;
+        }
         let inode = self.inodes.remove(&ino).expect("live");
-        self.names.remove(&inode.name);
         let dropped = inode.pages.len() as u64;
         self.cached -= dropped;
         self.dirty -= inode.dirty;
@@ -1519,19 +2046,12 @@ impl FsStage {
         let alloc = self.alloc.as_mut().expect("mounted");
         let geo = alloc.geometry().clone();
         alloc.free_inode(ino);
-        let dir = self.dirs.get_mut(&inode.dir).expect("its directory");
-        dir.used[inode.slot as usize] = false;
         let (g, _) = Geometry::inode_place(ino);
-        let mut changed = vec![
-            geo.inode_block(ino),
-            geo.inode_bitmap(g),
-            geo.gdt_block(g),
-            dir.blocks[(inode.slot / DIR_ENTRIES_PER_BLOCK) as usize],
-            geo.inode_block(dir.ino),
-        ];
+        let mut changed = vec![geo.inode_block(ino), geo.inode_bitmap(g), geo.gdt_block(g)];
         let mut freed = Vec::new();
         for e in &inode.extents {
             // Extents never cross a group: the allocator hands out runs within one.
+            alloc.free_run_deferred(e.pblk, e.len);
             changed.extend([
                 geo.block_bitmap(geo.group_of(e.pblk)),
                 geo.gdt_block(geo.group_of(e.pblk)),
@@ -1551,22 +2071,30 @@ impl FsStage {
     /// exists; both directory entries and the inode change in the running transaction.
     fn rename(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
-        let Some(ino) = self.ino_of(r.file) else {
-            return self.finish_call(id, IoStatus::MediaError, ctx);
-        };
         let to = r.offset_bytes as u32;
         if self.call(id).phase == 0 {
             self.call(id).phase = 1;
             return self.cpu_then_resume(id, self.cfg.syscall_ns * 6, ctx);
         }
+        let Some(ino) = self.ino_of(r.file) else {
+            return self.finish_call(id, IoStatus::MediaError, ctx);
+        };
         if let Some(old) = self.ino_of(to)
             && old != ino
         {
-            self.remove_inode(old);
+            self.unlink_name(old, ctx.now_ns());
+            self.evict_if_unused(old, ctx.now_ns());
         }
         let geo = self.alloc.as_ref().expect("mounted").geometry().clone();
         let inode = self.inodes.get_mut(&ino).expect("live");
         self.names.remove(&inode.name);
+        if let Some(rec) = self.rec.as_mut() {
+            rec.names_gone.push((ctx.now_ns(), inode.name));
+            rec.names_gone.push((ctx.now_ns(), to));
+        }
+        let dir = self.dirs.get_mut(&inode.dir).expect("its directory");
+        dir.entries[inode.slot as usize] = Some((to, ino));
+        dir.removed_tid = self.journals.first().map_or(0, |j| j.running.tid);
         inode.name = to;
         self.names.insert(to, ino);
         let dir = &self.dirs[&inode.dir];
@@ -1576,7 +2104,7 @@ impl FsStage {
             geo.inode_block(ino),
         ];
         self.dirty_meta(&changed, Some(ino), false);
-        self.inodes.get_mut(&ino).expect("live").new_entry = true;
+        self.inodes.get_mut(&ino).expect("live").renamed = true;
         self.finish_call(id, IoStatus::Ok, ctx);
     }
 
@@ -1585,8 +2113,9 @@ impl FsStage {
     /// or O_DSYNC write goes on as an fsync of the file (phases 10 on).
     fn direct(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
         let r = ctx.reqs()[id];
-        let Some(ino) = self.ino_of(r.file) else {
-            return self.finish_call(id, IoStatus::MediaError, ctx);
+        let ino = match self.call_ino(id, r.file, r.op == Op::Write) {
+            Ok(ino) => ino,
+            Err(missing) => return self.no_inode(id, missing, ctx),
         };
         match self.call(id).phase {
             0 => {
@@ -1623,15 +2152,28 @@ impl FsStage {
             (r.offset_bytes + r.len_bytes).div_ceil(PAGE),
         );
         if r.op == Op::Write {
-            let missing: Vec<u64> = (first..end)
-                .filter(|&p| self.inodes[&ino].map(p).is_none())
-                .collect();
-            if let (Some(&a), Some(&b)) = (missing.first(), missing.last()) {
-                self.allocate(ino, a, b - a + 1, r.core, false);
+            self.allocate_missing(ino, first, end, r.core);
+            let inode = self.inodes.get_mut(&ino).expect("live");
+            let end_bytes = r.offset_bytes + r.len_bytes;
+            if end_bytes > inode.disk_size && !inode.identity {
+                inode.size = inode.size.max(end_bytes);
+                inode.disk_size = end_bytes;
+                let block = self
+                    .alloc
+                    .as_ref()
+                    .expect("mounted")
+                    .geometry()
+                    .inode_block(ino);
+                self.dirty_meta(&[block], Some(ino), true);
             }
             let inode = self.inodes.get_mut(&ino).expect("live");
-            inode.size = inode.size.max(r.offset_bytes + r.len_bytes);
             inode.unflushed = true;
+            if self.rec.is_some() {
+                for p in first..end {
+                    self.ver_clock += 1;
+                    inode.vers.insert(p, self.ver_clock);
+                }
+            }
             // The cached copy is stale: clean pages are dropped (the kernel writes dirty ones
             // back first, which this model leaves out).
             for p in first..end {
@@ -1657,6 +2199,15 @@ impl FsStage {
                 n += 1;
             }
             let flags = r.flags & (ReqFlags::FUA | ReqFlags::SYNC | ReqFlags::PREFLUSH);
+            let contents = (self.rec.is_some() && r.op == Op::Write).then(|| {
+                (p..p + n)
+                    .map(|q| Content::Data {
+                        ino,
+                        page: q,
+                        ver: inode.vers.get(&q).copied().unwrap_or(0),
+                    })
+                    .collect()
+            });
             let io = self.new_io(
                 ctx,
                 r.op,
@@ -1672,6 +2223,7 @@ impl FsStage {
                     ..IoSt::default()
                 },
             );
+            self.note_write(io, ctx, contents);
             self.add_waiter(io, Waiter::Call(id));
             self.other_io(ctx.now_ns());
             self.send(io, ctx);
@@ -1692,8 +2244,12 @@ impl FsStage {
         who: (u32, u16, u16),
         caller: Option<ReqId>,
     ) -> u32 {
-        self.journals[j].live.insert(tx.tid);
         let run = CommitRun {
+            gid: 0,
+            seq: 0,
+            commit_at: 0,
+            end_at: 0,
+            images: BTreeMap::new(),
             journal: j,
             tx,
             step: 0,
@@ -1703,6 +2259,7 @@ impl FsStage {
             core: who.1,
             host: who.2,
             caller,
+            waiters: Vec::new(),
             blocks: 0,
             group: Vec::new(),
         };
@@ -1746,7 +2303,21 @@ impl FsStage {
         js.running_since = None;
         self.stats.commits += 1;
         let who = (self.setup.kernel_job + 1 + j as u32, 0, 0);
+        // JBD2 freezes the transaction's buffers as it takes it: later changes go to the
+        // next one.
+        let images = if self.recording_on() {
+            let homes: Vec<u64> = tx.meta.iter().copied().collect();
+            homes
+                .into_iter()
+                .map(|b| (b, self.image(b, None)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let slot = self.start_commit(j, tx, who, None);
+        self.commit_mut(slot).images = images;
+        self.commit_mut(slot).gid = self.next_gid;
+        self.next_gid += 1;
         self.journals[j].committing = Some(slot);
         self.run_commit(slot, ctx);
     }
@@ -1773,8 +2344,7 @@ impl FsStage {
                     let run = self.commit_mut(s);
                     let j = run.journal;
                     let who = (run.job, run.core, run.host);
-                    let block = self.log_blocks(j, 1);
-                    run_blocks(&mut self.commits, s, 1);
+                    let (block, seq) = (run.commit_at, run.seq);
                     let id = self.new_io(
                         ctx,
                         Op::Write,
@@ -1787,25 +2357,20 @@ impl FsStage {
                             ..IoSt::default()
                         },
                     );
+                    let contents = self.recording_on().then(|| {
+                        vec![Content::Commit {
+                            journal: j as u16,
+                            seq,
+                        }]
+                    });
+                    self.note_write(id, ctx, contents);
                     self.stats.journal_blocks += 1;
                     self.issue_for_commit(s, id, true, ctx);
                 }
                 Step::Flush => {
                     let run = self.commit_mut(s);
                     let who = (run.job, run.core, run.host);
-                    let id = self.new_io(
-                        ctx,
-                        Op::Flush,
-                        0,
-                        0,
-                        ReqFlags::SYNC,
-                        who,
-                        IoSt {
-                            kind: IoKind::Flush,
-                            ..IoSt::default()
-                        },
-                    );
-                    self.stats.flushes += 1;
+                    let id = self.new_flush(ctx, who, 0);
                     self.issue_for_commit(s, id, true, ctx);
                 }
                 Step::Wait => {
@@ -1855,10 +2420,21 @@ impl FsStage {
         // The whole transaction goes in one submission call when the commit has no waits
         // left (the plug), so the ordering plug-in may merge its groups.
         let at = self.commit_mut(s).step;
-        let batch_more = self.steps[(at + 1).min(self.steps.len())..].iter().any(|st| !matches!(st, Step::Wait));
+        let batch_more = self.steps[(at + 1).min(self.steps.len())..]
+            .iter()
+            .any(|st| !matches!(st, Step::Wait));
+        let job = self.commit_mut(s).job;
+        let g = self.groups_sent.entry(job).or_default();
+        *g += 1;
+        let g = *g;
         for (k, &id) in group.iter().enumerate() {
             if batch_more || k + 1 < n {
                 ctx.reqs_mut()[id].flags |= ReqFlags::BATCH_MORE;
+            }
+            if let (Some(rec), Slot::Io(IoSt { rec: Some(w), .. })) =
+                (self.rec.as_mut(), self.table.entry(id))
+            {
+                rec.writes[*w as usize].ordered = Some((job, g));
             }
             self.send(id, ctx);
         }
@@ -1913,16 +2489,32 @@ impl FsStage {
                 .inode_block(inodes[0]);
             self.commit_mut(s).tx.meta.insert(geo);
         }
-        let n = ids.len();
-        for (k, io) in ids.into_iter().enumerate() {
-            if self.jp.ordered() {
-                // Ordered data bypasses the writeback throttle: it is the journal's own group.
-                self.issue_for_commit(s, io, k + 1 == n, ctx);
-            } else {
+        if !self.jp.ordered() {
+            for io in ids {
                 self.add_waiter(io, Waiter::Commit(s));
                 self.start_writeback(io, ctx);
             }
+            return true;
         }
+        // Ordered data is the journal's own group (it bypasses the writeback throttle). A
+        // reused block waits for its FLUSH: the whole group waits with it.
+        let mut flushes = Vec::new();
+        for io in ids {
+            let after = std::mem::replace(&mut self.io(io).after, ReqId::NONE);
+            if !after.is_none() && !flushes.contains(&after) {
+                flushes.push(after);
+            }
+            self.issue_for_commit(s, io, false, ctx);
+        }
+        for &f in &flushes {
+            self.add_waiter(f, Waiter::Commit(s));
+        }
+        if !flushes.is_empty() {
+            // Back to this step once the FLUSHes completed: nothing new is written then,
+            // and the group goes.
+            return false;
+        }
+        self.flush_group(s, ctx);
         true
     }
 
@@ -1946,7 +2538,12 @@ impl FsStage {
             self.commit_mut(s).outstanding += 1;
             return false;
         }
+        // The transaction's place in the log: its sequence number, its descriptors and copies,
+        // then its commit block, contiguous around the log's wrap.
         let blocks = need - 1;
+        let js = &mut self.journals[j];
+        let seq = js.next_seq;
+        js.next_seq += 1;
         let mut left = blocks;
         let mut ids = Vec::new();
         while left > 0 {
@@ -1956,9 +2553,63 @@ impl FsStage {
             ids.push((block, run_len));
             left -= run_len;
         }
-        run_blocks(&mut self.commits, s, blocks);
+        let commit_at = self.log_blocks(j, 1);
+        let end_at = self.journals[j].head;
+        run_blocks(&mut self.commits, s, need);
+        if self.commit_mut(s).gid == 0 {
+            self.commit_mut(s).gid = self.next_gid;
+            self.next_gid += 1;
+        }
+        let gid = self.commit_mut(s).gid;
+        let run = self.commit_mut(s);
+        run.seq = seq;
+        run.end_at = end_at;
+        run.commit_at = commit_at;
+        let mut contents: Option<VecDeque<Content>> = None;
+        if self.recording_on() {
+            let run = self.commit_mut(s);
+            let homes: Vec<u64> = run.tx.meta.iter().copied().collect();
+            let file = run.tx.file;
+            if let Some(ino) = file {
+                // A file-level transaction logs the file's own records as they are now.
+                let images: BTreeMap<u64, MetaImage> = homes
+                    .iter()
+                    .map(|&b| (b, self.image(b, Some(ino))))
+                    .collect();
+                self.commit_mut(s).images = images;
+            }
+            let run = self.commit_mut(s);
+            let mut out = VecDeque::new();
+            for chunk in homes.chunks(TAGS_PER_DESCRIPTOR as usize) {
+                out.push_back(Content::Desc {
+                    journal: j as u16,
+                    seq,
+                    gid,
+                    homes: chunk.to_vec(),
+                });
+                for b in chunk {
+                    out.push_back(Content::Copy {
+                        journal: j as u16,
+                        seq,
+                        image: run.images.get(b).cloned().unwrap_or_default(),
+                    });
+                }
+            }
+            if homes.is_empty() {
+                out.push_back(Content::Desc {
+                    journal: j as u16,
+                    seq,
+                    gid,
+                    homes: Vec::new(),
+                });
+            }
+            contents = Some(out);
+        }
         let n = ids.len();
         for (k, (block, len)) in ids.into_iter().enumerate() {
+            let these = contents
+                .as_mut()
+                .map(|c| c.drain(..len as usize).collect::<Vec<_>>());
             let id = self.new_io(
                 ctx,
                 Op::Write,
@@ -1971,6 +2622,7 @@ impl FsStage {
                     ..IoSt::default()
                 },
             );
+            self.note_write(id, ctx, these);
             self.stats.journal_blocks += len;
             self.issue_for_commit(s, id, k + 1 == n, ctx);
         }
@@ -2001,7 +2653,7 @@ impl FsStage {
         let tid = run.tx.tid;
         let alloc = self.alloc.as_mut().expect("mounted");
         for &(b, n) in &run.tx.freed {
-            alloc.free_run(b, n);
+            alloc.release_run(b, n);
         }
         for &ino in &run.tx.ordered {
             if let Some(i) = self.inodes.get_mut(&ino) {
@@ -2009,15 +2661,39 @@ impl FsStage {
             }
         }
         let js = &mut self.journals[j];
-        js.live.remove(&tid);
-        js.done
-            .push_back((tid, run.blocks, run.tx.meta.iter().copied().collect()));
+        js.done.insert(
+            run.seq,
+            DoneTx {
+                blocks: run.blocks,
+                end_at: run.end_at,
+                meta: run.tx.meta.iter().copied().collect(),
+                images: run.images,
+            },
+        );
+        if let Some(ino) = run.tx.file
+            && let Some(i) = self.inodes.get_mut(&ino)
+            && i.committing == Some(s)
+        {
+            i.committing = None;
+        }
+        for w in run.waiters {
+            self.wake(w, ctx);
+        }
         if let Some(c) = run.caller {
             self.wake(Waiter::Call(c), ctx);
             return;
         }
+        let js = &mut self.journals[j];
         js.committed = js.committed.max(tid);
         js.committing = None;
+        // What this commit made durable no longer needs a file-level commit of its own.
+        for i in self.inodes.values_mut() {
+            if i.sync_tid <= tid {
+                i.renamed = false;
+                i.new_entry = false;
+            }
+        }
+        let js = &mut self.journals[j];
         let committed = js.committed;
         let mut woken = Vec::new();
         js.waiters.retain(|&(t, w)| {
@@ -2063,42 +2739,50 @@ impl FsStage {
         if self.journals[j].checkpoint.is_some() {
             return;
         }
-        let oldest_live = self.journals[j].live.first().copied().unwrap_or(u64::MAX);
-        let mut blocks = BTreeSet::new();
+        // The log's tail moves over committed transactions in log order only.
+        let mut homes: BTreeMap<u64, MetaImage> = BTreeMap::new();
         let mut freeing = 0;
-        let mut count = 0;
-        for (tid, n, meta) in &self.journals[j].done {
-            if *tid > oldest_live {
-                break;
+        let js = &mut self.journals[j];
+        let mut seq = js.tail_seq;
+        let mut at = js.tail_at;
+        while let Some(t) = js.done.remove(&seq) {
+            freeing += t.blocks;
+            at = t.end_at;
+            for b in t.meta {
+                let image = t.images.get(&b).cloned().unwrap_or_default();
+                homes.insert(b, image);
             }
-            freeing += n;
-            count += 1;
-            blocks.extend(meta.iter().copied());
+            seq += 1;
         }
-        if count == 0 {
+        if freeing == 0 {
             return;
         }
-        self.stats.checkpoints += 1;
-        self.journals[j].checkpoint = Some(Checkpoint {
+        js.checkpoint = Some(Checkpoint {
             phase: 0,
             outstanding: 0,
             freeing,
+            seq,
+            at,
         });
-        for _ in 0..count {
-            self.journals[j].done.pop_front();
-        }
+        self.stats.checkpoints += 1;
         let who = (self.setup.kernel_job + 1 + j as u32, 0, 0);
-        let blocks: Vec<u64> = blocks.into_iter().collect();
+        let blocks: Vec<(u64, MetaImage)> = homes.into_iter().collect();
         let mut k = 0;
         while k < blocks.len() {
             let mut n = 1;
-            while k + n < blocks.len() && blocks[k + n] == blocks[k] + n as u64 {
+            while k + n < blocks.len() && blocks[k + n].0 == blocks[k].0 + n as u64 {
                 n += 1;
             }
+            let contents = self.recording_on().then(|| {
+                blocks[k..k + n]
+                    .iter()
+                    .map(|(_, image)| Content::Meta(image.clone()))
+                    .collect()
+            });
             let id = self.new_io(
                 ctx,
                 Op::Write,
-                blocks[k],
+                blocks[k].0,
                 n as u64,
                 ReqFlags::SYNC,
                 who,
@@ -2107,6 +2791,7 @@ impl FsStage {
                     ..IoSt::default()
                 },
             );
+            self.note_write(id, ctx, contents);
             self.add_waiter(id, Waiter::Checkpoint(j as u16));
             self.send(id, ctx);
             k += n;
@@ -2127,19 +2812,7 @@ impl FsStage {
                     .as_mut()
                     .expect("under way")
                     .phase = 1;
-                let id = self.new_io(
-                    ctx,
-                    Op::Flush,
-                    0,
-                    0,
-                    ReqFlags::SYNC,
-                    who,
-                    IoSt {
-                        kind: IoKind::Flush,
-                        ..IoSt::default()
-                    },
-                );
-                self.stats.flushes += 1;
+                let id = self.new_flush(ctx, who, 0);
                 self.add_waiter(id, Waiter::Checkpoint(j as u16));
                 self.send(id, ctx);
             }
@@ -2149,7 +2822,14 @@ impl FsStage {
                     .as_mut()
                     .expect("under way")
                     .phase = 2;
-                let start = self.journals[j].start;
+                let js = &self.journals[j];
+                let start = js.start;
+                let cp = js.checkpoint.as_ref().expect("under way");
+                let content = Content::Super {
+                    journal: j as u16,
+                    seq: cp.seq,
+                    at: cp.at,
+                };
                 let id = self.new_io(
                     ctx,
                     Op::Write,
@@ -2162,6 +2842,8 @@ impl FsStage {
                         ..IoSt::default()
                     },
                 );
+                let contents = self.recording_on().then(|| vec![content]);
+                self.note_write(id, ctx, contents);
                 self.add_waiter(id, Waiter::Checkpoint(j as u16));
                 self.send(id, ctx);
             }
@@ -2169,6 +2851,8 @@ impl FsStage {
                 let cp = self.journals[j].checkpoint.take().expect("under way");
                 let js = &mut self.journals[j];
                 js.used -= cp.freeing;
+                js.tail_seq = cp.seq;
+                js.tail_at = cp.at;
                 let waiting: Vec<u32> = js.space_waiters.drain(..).collect();
                 for s in waiting {
                     self.wake(Waiter::Commit(s), ctx);
@@ -2269,6 +2953,14 @@ impl FsStage {
         if st.wbt {
             self.wbt.inflight -= 1;
         }
+        if let (Some(k), Some(rec)) = (st.rec, self.rec.as_mut()) {
+            if st.kind == IoKind::Flush {
+                rec.flushes[k as usize].done = Some(now);
+            } else {
+                rec.writes[k as usize].done = Some(now);
+            }
+        }
+        let mut evict = None;
         match st.kind {
             IoKind::Read => {
                 if let Some(inode) = self.inodes.get_mut(&st.ino) {
@@ -2287,6 +2979,9 @@ impl FsStage {
                 self.writeback -= st.pages;
                 if let Some(inode) = self.inodes.get_mut(&st.ino) {
                     inode.wb_ios.retain(|&x| x != id);
+                    if inode.wb_ios.is_empty() && inode.nlink == 0 {
+                        evict = Some(st.ino);
+                    }
                     inode.unflushed = true;
                     for p in st.first..st.first + st.pages {
                         if let Some(page) = inode.pages.get_mut(&p) {
@@ -2327,6 +3022,9 @@ impl FsStage {
         ctx.reqs_mut().free(id);
         for w in st.waiters {
             self.wake(w, ctx);
+        }
+        if let Some(ino) = evict {
+            self.evict_if_unused(ino, now);
         }
         if st.kind == IoKind::Writeback {
             self.wbt_drain(ctx);
@@ -2442,6 +3140,7 @@ impl Stage for FsStage {
                 return;
             }
             self.busy.pop_front();
+            self.sent(id, ctx);
         }
     }
 

@@ -119,8 +119,12 @@ fn concurrent_fsyncs_share_commits_and_one_commit_runs_at_a_time() {
     let mut out = Vec::new();
     while !pending.is_empty() {
         assert!(h.step(&mut out));
-        for d in out.drain(..) {
-            let (t, was_fsync) = pending.remove(&d.id).unwrap();
+        // Every completion first: the harness reuses the ids of requests it freed.
+        let done: Vec<(u32, bool)> = out
+            .drain(..)
+            .map(|d| pending.remove(&d.id).unwrap())
+            .collect();
+        for (t, was_fsync) in done {
             if was_fsync {
                 fsyncs += 1;
                 next[t as usize] += 1;

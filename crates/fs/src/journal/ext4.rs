@@ -69,4 +69,8 @@ impl Journal for Ext4 {
     fn barrier(&self) -> bool {
         self.cfg.barrier
     }
+
+    fn checksums(&self) -> bool {
+        self.cfg.journal_async_commit
+    }
 }

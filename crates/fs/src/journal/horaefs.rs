@@ -1,19 +1,17 @@
 //! HORAEFS as the Rio document builds it for comparison (Rio, EuroSys'23, 6.1): ext4 with
-//! iJournaling's per-core journals (each `fsync` commits a file-level transaction in the
-//! journal of the caller's core, itself), whose writes go through HORAE's ordered control path
-//! (`[block] ordering = horae`): each step is an ordered group, sent without waiting, and the
-//! commit block carries the FLUSH that makes the transaction durable. Block reuse waits for a
-//! synchronous FLUSH, as RioFS does (an asynchronous ordered write may not overtake the
-//! transaction that freed its block; Rio 4.4.2).
+//! iJournaling's per-core journals ([`super::ijournal`]), whose ordered groups go through
+//! HORAE's control path (`[block] ordering = horae`): each ordered write's metadata is
+//! persisted at the target before its data goes.
 
-use qoslab_engine::{Ns, ReqFlags, Settings};
+use qoslab_engine::{Ns, Settings};
 
-use super::{API, Journal, JournalOps, Step};
+use super::ijournal::IJournaling;
+use super::{API, Journal, JournalOps};
 
 qoslab_engine::settings! {
     /// `[fs.horaefs]`.
     pub struct HoraefsConfig in HORAEFS_TUNABLES {
-        commit_ns: Ns = ns(5_000_000_000, "the running transaction (what no fsync committed at file level) commits at most this long after it started (ext4's 5 s)"),
+        commit_ns: Ns = ns(5_000_000_000, "the JBD2 journal commits what no fsync committed at file level at most this long after it started (ext4's 5 s)"),
     }
 }
 
@@ -26,39 +24,8 @@ pub static OPS: JournalOps = JournalOps {
 };
 
 fn build(settings: &Settings) -> Box<dyn Journal> {
-    Box::new(Horaefs {
-        cfg: HoraefsConfig::from_settings(settings),
+    Box::new(IJournaling {
+        commit_ns: HoraefsConfig::from_settings(settings).commit_ns,
+        ordering: "horae",
     })
-}
-
-pub struct Horaefs {
-    cfg: HoraefsConfig,
-}
-
-pub(crate) const ORDERED_STEPS: &[Step] = &[
-    Step::Data,
-    Step::Metadata,
-    Step::Commit(ReqFlags::PREFLUSH.union(ReqFlags::FUA)),
-    Step::Wait,
-];
-
-impl Journal for Horaefs {
-    fn steps(&self) -> &[Step] {
-        ORDERED_STEPS
-    }
-    fn commit_interval_ns(&self) -> Ns {
-        self.cfg.commit_ns
-    }
-    fn ordered(&self) -> bool {
-        true
-    }
-    fn per_core(&self) -> bool {
-        true
-    }
-    fn ordering(&self) -> Option<&'static str> {
-        Some("horae")
-    }
-    fn flush_before_reuse(&self) -> bool {
-        true
-    }
 }

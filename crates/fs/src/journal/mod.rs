@@ -12,6 +12,7 @@
 
 pub mod ext4;
 pub mod horaefs;
+pub mod ijournal;
 pub mod riofs;
 
 use qoslab_engine::{ConfigError, Ns, PluginInfo, ReqFlags, STAGE_API_VERSION, Settings, Tunable};
@@ -64,6 +65,12 @@ pub trait Journal {
     /// A block freed by an earlier transaction is written again only after a synchronous
     /// FLUSH (RioFS's rule for block reuse, Rio 4.4.2 and 4.7).
     fn flush_before_reuse(&self) -> bool {
+        false
+    }
+
+    /// Journal blocks carry checksums (`journal_async_commit`, which needs them): replay stops
+    /// at a transaction whose blocks do not all match, instead of trusting the commit block.
+    fn checksums(&self) -> bool {
         false
     }
 

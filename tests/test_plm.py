@@ -283,7 +283,7 @@ def test_a_set_leaves_dtwin_when_its_read_budget_is_spent_and_the_host_hears_of_
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
     from qoslab.sim.api import stage_counters
 
-    report = plm_run(tmp_path, [])
+    report = plm_run(tmp_path, [], ["media.diag.dtwin_audit=true"])
     host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
     by_name = {j["jobname"]: j for j in report["jobs"]}
     reads = by_name["reader"]["read"]["total_ios"]
@@ -292,7 +292,8 @@ def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
     # Every write is a command to each of the two copies; every read one command.
     assert host["commands"] == reads + 2 * writes
     assert host["plm_reads_to_dtwin"] + host["plm_reads_to_ndwin"] == reads
-    assert ssd["gc_ops_while_closed"] == 0
+    assert ssd["set1_background_in_dtwin_us"] == ssd["set2_background_in_dtwin_us"] == 0
+    assert ssd["host_page_programs"] > 0
     # The latency split adds up to the mean latency of each job.
     for split in report["qoslab"]["latency_split"]:
         job = by_name[split["jobname"]]

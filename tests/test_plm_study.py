@@ -1,7 +1,7 @@
 """`qoslab plm study`: the document's evaluation on a reduced setting, end to end, and its
 demand (the generator calibrated to Table I; the SYSTOR '17 reader for a user's trace).
 
-Cost: about 15 s (16 short simulations on two workers)."""
+Cost: about 30 s (18 simulations of 2 s on two workers)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,20 +29,33 @@ def reduced(tmp_path_factory):
     done = CliRunner().invoke(
         app,
         ["plm", "study", "--out", str(out), "--datasets", "DS1,DS4", "--configs", "2",
-         "--duration", "2s", "--slow-reads", "20"],
+         "--quick", "--slow-reads", "20", "--write-sensitivity", "0.1"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
+
+
+# Per dataset: shared, three isolated, HoD and CoD x sp and fr on Config 2; on DS1, PLM without
+# the coordinator on Config 2; then the write sensitivity on DS1: its shared baseline and CoD
+# sp on Config 2 with 10 % writes.
+RUNS = 2 * (1 + 3 + 4) + 1 + 2
+DIAGNOSTICS = (
+    "gc_victims", "write_amplification", "reads_outside_dtwin", "no_dtwin_time_frac",
+    "entry_wait_p50_ms", "entry_wait_max_ms", "ndwin_min_advertised_ms", "p9999_per_dtwin_us",
+)  # fmt: skip
 
 
 def test_the_study_writes_the_report_and_its_tables(reduced):
     for name in ("report.html", "results.parquet", "series.parquet", "fig6.csv", "targets.csv"):
         assert (reduced / name).is_file(), name
     results = pd.read_parquet(reduced / "results.parquet")
-    # Per dataset: shared, three isolated, HoD and CoD x sp and fr on Config 2.
     runs = sorted(results["run"].unique())
-    assert len(runs) == 2 * (1 + 3 + 4)
+    assert len(runs) == RUNS
     assert "DS4-CoD-config2-sp" in runs and "DS1-isolated-high" in runs
+    assert "DS1-CoD-config2-sp-writes0.1" in runs and "DS1-shared-writes0.1" in runs
+    assert "DS1-uncoordinated-config2" in runs
+    for column in DIAGNOSTICS:
+        assert column in results.columns, column
     # Every run read what its hosts asked: the shared run's reads are the isolated runs'.
     shared = results[results["run"] == "DS1-shared"].set_index("cls")["reads"]
     for cls in study.CLASSES:
@@ -60,12 +74,55 @@ def test_the_study_writes_the_report_and_its_tables(reduced):
     ]
     html = (reduced / "report.html").read_text()
     assert "Document vs qoslab" in html and "<svg" in html
-    assert json.loads((reduced / "meta.json").read_text())["configs"] == [2]
+    meta = json.loads((reduced / "meta.json").read_text())
+    assert meta["configs"] == [2] and meta["duration_ms"] == study.QUICK_DURATION_MS
+    assert meta["workload"]["write_fraction"] == 0 and meta["write_sensitivity"] == [0.1]
+
+
+def test_reads_alone_collect_nothing_on_the_bare_drive_or_under_plm(reduced):
+    # The document's scope: reads only. Neither drive has background work to do, and PLM's
+    # windows start none.
+    results = pd.read_parquet(reduced / "results.parquet")
+    main = results[results["write_fraction"].isna()]
+    assert (main["writes"] == 0).all() and (main["gc_victims"] == 0).all()
+    assert (main["write_amplification"] == 0).all()
+    sens = results[results["write_fraction"] == 0.1]
+    assert ((sens["writes"] / (sens["reads"] + sens["writes"])).between(0.08, 0.12)).all()
+
+
+def test_window_diagnostics_are_there_for_plm_runs_only(reduced):
+    results = pd.read_parquet(reduced / "results.parquet")
+    plm = results["variant"].isin(["HoD", "CoD", "uncoordinated"])
+    windowed = ["reads_outside_dtwin", "no_dtwin_time_frac", "entry_wait_p50_ms",
+                "entry_wait_max_ms", "ndwin_min_advertised_ms"]  # fmt: skip
+    assert results.loc[~plm, windowed].isna().all().all()
+    got = results.loc[plm]
+    assert got[windowed].notna().all().all()
+    assert got["reads_outside_dtwin"].between(0, 1).all()
+    assert got["no_dtwin_time_frac"].between(0, 1).all()
+    # MQSim's drive advertises an erase and its channel transfers, rounded up to whole ms, and
+    # no set waited longer to enter DTWin.
+    assert (got["ndwin_min_advertised_ms"] == 6).all()
+    assert (got["entry_wait_p50_ms"] <= got["entry_wait_max_ms"]).all()
+    assert (got["entry_wait_max_ms"] <= got["ndwin_min_advertised_ms"]).all()
+
+
+def test_the_per_dtwin_tail_is_the_documents_metric_over_the_series(reduced):
+    # Per window, the p99.99 of the class's reads; then the 99.99th percentile over the
+    # windows, nearest rank (fewer than 10,000 windows: the largest).
+    results = pd.read_parquet(reduced / "results.parquet")
+    series = pd.read_parquet(reduced / "series.parquet")
+    for row in results.itertuples():
+        s = series[(series["run"] == row.run) & (series["cls"] == row.cls) & (series["ios"] > 0)]
+        assert len(s) >= 19
+        assert row.p9999_per_dtwin_us == s["lat_p9999_ns"].max() / 1e3
+        assert (s["lat_p99_ns"] <= s["lat_p9999_ns"]).all()
+        assert (s["lat_p9999_ns"] <= s["lat_max_ns"]).all()
 
 
 def test_the_slow_read_split_accounts_for_the_whole_time_of_the_slowest_reads(reduced):
     slow = pd.read_csv(reduced / "slow_reads.csv")
-    assert len(slow) == 2 * (1 + 3 + 4)
+    assert len(slow) == RUNS
     for group, n in (("slowest", 20), ("slowest_tenth", 2)):
         assert (slow[f"{group}_reads"] == n).all()
         die = [c for c in slow.columns if c.startswith(f"{group}_die_")]
@@ -95,27 +152,53 @@ def test_coordinator_directed_median_deficiency_is_small_as_in_fig6(reduced):
     assert (fig6["utilization_p10"] < 1.0).all()
 
 
-def test_the_generator_has_table_one_means_and_ds4_is_ds1_later():
-    # 20,000 slots of 100 ms: the mean per slot within 3 % of Table I (the shared factor's
-    # coefficient of variation, 1.31, gives a standard error under 1 %).
-    hosts = study.generate("DS1", 2_000_000, seed=7)
-    per_slot = [len(h) / 20_000 for h in hosts]
-    for got, want in zip(per_slot, (420, 0.78 * 420, 0.71 * 420), strict=True):
+def test_the_generator_has_table_one_read_intensity_and_ds4_is_ds1_later():
+    # 20,000 slots of 100 ms: each host's mean read units per slot within 3 % of Table I
+    # (the factors have mean 1; the shared one's coefficient of variation, 0.36, gives a
+    # standard error under 0.3 %).
+    wl = study.Workload()
+    rate = study.slot_intensity("DS1", 20_000, 7, wl)
+    for got, want in zip(rate.mean(axis=0), (420, 0.78 * 420, 0.71 * 420), strict=True):
         assert abs(got / want - 1) < 0.03
-    # Writes are WRITE_FRACTION of the requests.
-    writes = sum(int(h[:, 1].sum()) for h in hosts) / sum(len(h) for h in hosts)
-    assert abs(writes - study.WRITE_FRACTION) < 0.005
+    # Synchronised: the hosts rise and fall together; DS4's medium host follows DS1's medium
+    # host two slots (200 ms) later, and its low host four.
+    assert np.corrcoef(rate[:, 0], rate[:, 1])[0, 1] > 0.5
+    ds4 = study.slot_intensity("DS4", 20_000, 7, wl)
+    assert np.corrcoef(ds4[:, 0], ds4[:, 1])[0, 1] < 0.1
+    assert np.allclose(ds4[:, 0], rate[:, 0])
+    assert np.corrcoef(ds4[2:, 1], rate[:-2, 0])[0, 1] > 0.5
+    assert np.corrcoef(ds4[4:, 2], rate[:-4, 0])[0, 1] > 0.5
 
-    # Synchronised: the hosts' slot counts rise and fall together; DS4's medium host
-    # follows DS1's medium host two slots (200 ms) later.
-    def counts(h):
-        return np.bincount(h[:, 0] // 100_000_000, minlength=20_000)[:20_000]
 
-    ds1 = [counts(h) for h in hosts]
-    assert np.corrcoef(ds1[0], ds1[1])[0, 1] > 0.8
-    ds4 = [counts(h) for h in study.generate("DS4", 2_000_000, seed=7)]
-    assert np.corrcoef(ds4[0], ds4[1])[0, 1] < 0.1
-    assert np.corrcoef(ds4[1][2:], ds4[0][:-2])[0, 1] > 0.8
+def _requests(path):
+    frame = pd.read_csv(path)
+    return frame["IOType"].to_numpy(), frame["Size"].to_numpy(), frame["Timestamp"].to_numpy()
+
+
+def test_generated_traces_have_the_intensity_writes_and_sizes_asked_for(tmp_path):
+    # 60 s: 600 slots. Reads alone by default; writes on top of Table I's reads when asked;
+    # with 16 KiB reads, a quarter as many requests for the same 4 KiB units.
+    t = study.generate("DS3", 60_000, 5, study.Workload(), tmp_path, "reads")
+    kinds, sizes, stamps = _requests(t.paths[0])
+    assert (kinds == "R").all() and (sizes == 4096).all() and stamps[0] == 0
+    assert t.reads[0] == len(kinds) and t.writes == [0, 0, 0]
+    assert abs(len(kinds) / 600 / 165 - 1) < 0.1
+    # The demand the coordinator sees: the reads of each 100 ms window.
+    assert t.window_demand(100).sum(axis=0).tolist() == t.reads
+    w = study.generate("DS3", 60_000, 5, study.Workload(write_fraction=0.2), tmp_path, "writes")
+    kinds, _, _ = _requests(w.paths[0])
+    assert abs((kinds == "W").mean() - 0.2) < 0.02
+    assert abs(w.reads[0] / t.reads[0] - 1) < 0.1
+    big = study.Workload(sizes=study.parse_sizes("16k:1"))
+    b = study.generate("DS3", 60_000, 5, big, tmp_path, "big")
+    _, sizes, _ = _requests(b.paths[0])
+    assert (sizes == 16384).all()
+    assert abs(len(sizes) / (t.reads[0] / 4) - 1) < 0.1
+    assert abs(b.window_demand(100).sum() / t.window_demand(100).sum() - 1) < 0.1
+    # The same seed writes the same bytes.
+    (tmp_path / "again").mkdir()
+    again = study.generate("DS3", 60_000, 5, study.Workload(), tmp_path / "again", "reads")
+    assert Path(again.paths[1]).read_bytes() == Path(t.paths[1]).read_bytes()
 
 
 def test_systor_reader_counts_reads_per_window(tmp_path):
@@ -128,11 +211,12 @@ def test_systor_reader_counts_reads_per_window(tmp_path):
         "1485000000.249999,0.0003,R,1,0,65536\n"
         "1485000000.250001,0.0003,R,1,0,4096\n"
     )
-    req = study.read_systor(path)
-    # Times from the first record; the blank IOType skipped.
-    assert req.tolist() == [[0, 0], [70_000_000, 1], [199_999_000, 0], [200_001_000, 0]]
-    # Reads by 100 ms window: the write does not count, 199.999 ms is still window 1.
-    assert study.window_demand([req], 100, 3).tolist() == [[1], [1], [1]]
+    t = study.read_systor(path)
+    # Times from the first record; the blank IOType skipped; a 64 KiB read is 16 units.
+    assert (t.reads, t.writes, t.span_ns) == ([3], [1], 200_001_000)
+    # Read units by 100 ms window: the write does not count, 199.999 ms is still window 1.
+    assert t.window_demand(100).tolist() == [[1], [16]]
+    assert t.demand[100].tolist() == [[1], [16], [1]]
 
 
 def test_systor_reader_names_the_line_of_a_bad_record(tmp_path):
@@ -143,6 +227,10 @@ def test_systor_reader_names_the_line_of_a_bad_record(tmp_path):
     with pytest.raises(InputError) as err:
         study.read_systor(path)
     assert str(err.value) == f"{path}:3: field 'IOType': expected R, W or blank, got 'X'"
+    path.write_text("Timestamp,Response,IOType,LUN,Offset,Size\n2.0,0,R,0,0,4096\n1.0,0,R,0,0,1\n")
+    with pytest.raises(InputError) as err:
+        study.read_systor(path)
+    assert str(err.value) == f"{path}:3: field 'Timestamp': goes back in time"
 
 
 def test_bad_options_are_one_line_and_write_nothing(qoslab, tmp_path):
@@ -156,7 +244,12 @@ def test_bad_options_are_one_line_and_write_nothing(qoslab, tmp_path):
     for args, message in (
         (["--set", "media.cache.dram_rate_mts"], "--set: expected KEY=VALUE, got "
          "'media.cache.dram_rate_mts'"),
-        (["--slow-reads", "-1"], "--slow-reads: expected a non-negative integer, got -1"),
+        (["--slow-reads", "-1"], "Invalid value for '--slow-reads': '-1' is not in the range "
+         "0..9223372036854775807."),
+        (["--writes", "1.5"], "--writes: expected a fraction in [0, 1), got '1.5'"),
+        (["--sizes", "6k:1"], "--sizes: a size must be a multiple of 4 KiB, got '6k'"),
+        (["--quick", "--duration", "1s"], "--quick: sets the duration itself; give --quick or "
+         "--duration"),
     ):  # fmt: skip
         done = qoslab("plm", "study", "--out", tmp_path / "o", *args)
         assert done.returncode == 2
@@ -191,29 +284,36 @@ def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced,
 
 
 def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path):
-    # Three hosts' SYSTOR '17 files, 1 s of DS3-like traffic, epoch timestamps as the archive has.
+    # Three hosts' SYSTOR '17 files, 2 s of DS3-like traffic with writes, epoch timestamps as
+    # the archive has; the study cut to its first second.
+    made = study.generate("DS3", 2000, 3, study.Workload(write_fraction=0.1), tmp_path, "gen")
     traces = []
-    for h, req in enumerate(study.generate("DS3", 1000, seed=3)):
-        path = tmp_path / f"{study.CLASSES[h]}.csv"
-        study.write_systor(path, req, 3, f"test/{h}")
-        text = path.read_text().splitlines()
-        epoch = [text[0]] + [
-            f"{1485000000 + float(x.split(',')[0]):.9f},{x.split(',', 1)[1]}" for x in text[1:]
+    for h, path in enumerate(made.paths):
+        lines = Path(path).read_text().splitlines()
+        epoch = [lines[0]] + [
+            f"{1485000000 + float(x.split(',')[0]):.9f},{x.split(',', 1)[1]}" for x in lines[1:]
         ]
-        path.write_text("\n".join(epoch) + "\n")
-        traces.append((path, int((req[:, 1] == 0).sum())))
+        out = tmp_path / f"{study.CLASSES[h]}.csv"
+        out.write_text("\n".join(epoch) + "\n")
+        kinds = pd.read_csv(path)
+        first_second = kinds[kinds["Timestamp"] < 1.0]
+        traces.append((out, int((first_second["IOType"] == "R").sum())))
     args = [a for p, _ in traces for a in ("--trace", p)]
     out = tmp_path / "study"
-    done = qoslab("plm", "study", "--out", out, "--configs", "2", "--policies", "sp", *args)
+    done = qoslab("plm", "study", "--out", out, "--configs", "2", "--policies", "sp",
+                  "--duration", "1s", "--datasets", "DS3", *args)  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "--datasets chooses the generator's demand" in done.stderr
     results = pd.read_parquet(out / "results.parquet")
     assert sorted(results["run"].unique()) == [
         "trace-CoD-config2-sp", "trace-HoD-config2-sp", "trace-isolated-high",
         "trace-isolated-low", "trace-isolated-medium", "trace-shared",
+        "trace-uncoordinated-config2",
     ]  # fmt: skip
-    # Every read of each file was replayed, on its own host.
+    # Every read of each file's first second was replayed, on its own host.
     shared = results[results["run"] == "trace-shared"].set_index("cls")["reads"]
     assert [shared[c] for c in study.CLASSES] == [n for _, n in traces]
+    assert (results["writes"] > 0).all()
     hod = results[results["variant"] == "HoD"]
     assert (hod["utilization_min"] == 1.0).all()
 

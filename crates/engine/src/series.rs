@@ -1,5 +1,6 @@
 //! Per-interval time series, like fio's `log_avg_msec` logs: for each interval, the I/Os that
-//! completed in it, their bytes, and their mean and 99th-percentile latency.
+//! completed in it, their bytes, and their mean, 99th and 99.99th-percentile and largest
+//! latency.
 //!
 //! Completions arrive in time order, so an interval is closed (and its rows emitted) as soon
 //! as a completion lands beyond it; memory holds one interval per op, never the whole run.
@@ -19,6 +20,8 @@ pub struct IntervalRow {
     pub bytes: u64,
     pub lat_mean_ns: f64,
     pub lat_p99_ns: u64,
+    pub lat_p9999_ns: u64,
+    pub lat_max_ns: u64,
 }
 
 impl IntervalRow {
@@ -103,6 +106,12 @@ impl IntervalSeries {
                     } else {
                         a.hist.value_at_quantile(0.99).clamp(a.lat_min, a.lat_max)
                     },
+                    lat_p9999_ns: if a.ios == 0 {
+                        0
+                    } else {
+                        a.hist.value_at_quantile(0.9999).clamp(a.lat_min, a.lat_max)
+                    },
+                    lat_max_ns: a.lat_max,
                 });
                 a.ios = 0;
                 a.bytes = 0;

@@ -246,7 +246,7 @@ impl<P: Stage> Sim<'_, P> {
         };
         for row in series.drain() {
             out.write_row(format_args!(
-                "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{}",
+                "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{},{},{}",
                 row.start_ns / 1_000_000,
                 row.interval_ns as f64 / 1e6,
                 job.name,
@@ -257,7 +257,9 @@ impl<P: Stage> Sim<'_, P> {
                 row.iops(),
                 row.bytes_per_s(),
                 row.lat_mean_ns,
-                row.lat_p99_ns
+                row.lat_p99_ns,
+                row.lat_p9999_ns,
+                row.lat_max_ns
             ))?;
         }
         Ok(())

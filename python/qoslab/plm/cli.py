@@ -63,10 +63,23 @@ def coordinate_cmd(
 @app.command("study")
 def study_cmd(
     out: Path = typer.Option(..., "--out", help="Folder to write the report and tables into."),
-    datasets: str = typer.Option("DS1,DS2,DS3,DS4", "--datasets", help="Table I's datasets."),
+    datasets: str | None = typer.Option(
+        None,
+        "--datasets",
+        help="Table I's datasets the generator draws.",
+        show_default="DS1,DS2,DS3,DS4",
+    ),
     configs: str = typer.Option("1,2,3,4", "--configs", help="Table II's configs."),
     policies: str = typer.Option("sp,fr", "--policies", help="sp, fr or both."),
-    duration: str = typer.Option("30s", "--duration", help="Simulated time of each run."),
+    duration: str | None = typer.Option(
+        None,
+        "--duration",
+        help="Simulated time of each run (a --trace longer than this is cut).",
+        show_default="15m, the document's",
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="2 s of simulated time per run: a check that it all runs."
+    ),
     seed: int = typer.Option(1, "--seed", help="Seed of the demand generator and the runs."),
     trace: list[Path] | None = typer.Option(
         None,
@@ -74,6 +87,30 @@ def study_cmd(
         help="SYSTOR '17 CSV of the high, medium and low host (give it three times), "
         "replayed instead of the generator.",
         show_default="the generator",
+    ),
+    writes: str = typer.Option(
+        "0",
+        "--writes",
+        help="Share of the generator's requests that are writes, on top of Table I's reads "
+        "(the document's scope is reads).",
+    ),
+    write_sensitivity: str = typer.Option(
+        "0.1",
+        "--write-sensitivity",
+        help="Write shares also run on the first dataset (its shared baseline and CoD sp on "
+        "Configs 2 and 4); empty: none.",
+    ),
+    sizes: str = typer.Option(
+        "4k:1",
+        "--sizes",
+        help="Request sizes and weights, e.g. 4k:0.7,16k:0.2,64k:0.1 (Table I counts 4 KiB "
+        "units, so larger requests are fewer).",
+    ),
+    burst_sigma: float | None = typer.Option(
+        None,
+        "--burst-sigma",
+        help="Sigma of the lognormal factor the hosts share per 100 ms.",
+        show_default="0.30, fitted to Fig. 6 (qoslab plm fit)",
     ),
     workers: int = typer.Option(0, "--workers", help="Simulations at once (0: up to 2)."),
     set_: list[str] | None = typer.Option(
@@ -99,9 +136,30 @@ def study_cmd(
         configs=configs,
         policies=policies,
         duration=duration,
+        quick=quick,
         seed=seed,
         traces=trace or None,
         workers=workers,
+        writes=writes,
+        write_sensitivity=write_sensitivity,
+        sizes=sizes,
+        burst_sigma=burst_sigma,
         sets=set_ or None,
         slow_reads=slow_reads,
     )
+
+
+@app.command("fit")
+def fit_cmd(
+    out: Path = typer.Option(..., "--out", help="CSV of sigma,objective,fitted to write."),
+) -> None:
+    """Fit the generator's burstiness to the document's Fig. 6 (the coordinator alone over
+    15 minutes of DS1 demand per grid point and seed; the least squared error wins)."""
+    from qoslab.outputs import write_file
+    from qoslab.plm import fit
+    from qoslab.sim.api import check_writable
+
+    check_writable(out, "--out")
+    best, text = fit.record()
+    write_file(out, text)
+    print(f"wrote {out}: sigma {best:.2f} fits Fig. 6 best")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +29,16 @@ def _words(text: str, allowed, option: str) -> list:
     return out
 
 
+def _fraction(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0.0 <= value < 1.0):
+        raise InputError(f"{option}: expected a fraction in [0, 1), got '{text}'")
+    return value
+
+
 def _is_study_output(path: Path) -> bool:
     return (path / "meta.json").is_file() and (path / "results.parquet").is_file()
 
@@ -35,25 +46,42 @@ def _is_study_output(path: Path) -> bool:
 def main(
     *,
     out: Path,
-    datasets: str,
+    datasets: str | None,
     configs: str,
     policies: str,
-    duration: str,
+    duration: str | None,
+    quick: bool = False,
     seed: int,
     traces: list[Path] | None,
     workers: int,
+    writes: str = "0",
+    write_sensitivity: str = "0.1",
+    sizes: str = "4k:1",
+    burst_sigma: float | None = None,
     sets: list[str] | None = None,
     slow_reads: int = 0,
 ) -> None:
-    ds = _words(datasets, study.DATASETS, "--datasets")
+    if datasets is not None and traces is not None:
+        print(
+            "qoslab: note: --datasets chooses the generator's demand; the --trace files "
+            "replay as they are",
+            file=sys.stderr,
+        )
+    ds = _words(datasets or ",".join(study.DATASETS), study.DATASETS, "--datasets")
     cs = _words(configs, study.CONFIGS, "--configs")
     ps = _words(policies, study.POLICIES, "--policies")
-    try:
-        seconds = parse_duration(duration, "--duration")
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    if seconds <= 0:
-        raise InputError(f"--duration: expected more than 0, got '{duration}'")
+    if quick and duration is not None:
+        raise InputError("--quick: sets the duration itself; give --quick or --duration")
+    if duration is None:
+        ms = study.QUICK_DURATION_MS if quick else study.DEFAULT_DURATION_MS
+    else:
+        try:
+            seconds = parse_duration(duration, "--duration")
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        if seconds <= 0:
+            raise InputError(f"--duration: expected more than 0, got '{duration}'")
+        ms = round(seconds * 1000)
     if seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, got {seed}")
     if traces is not None:
@@ -64,6 +92,18 @@ def main(
         for t in traces:
             if not Path(t).is_file():
                 raise InputError("--trace: no such file", path=t)
+    wf = _fraction(writes, "--writes")
+    sensitivity = [
+        _fraction(w, "--write-sensitivity") for w in write_sensitivity.split(",") if w.strip()
+    ]
+    sensitivity = [w for w in sensitivity if w != wf]
+    if burst_sigma is not None and not (0.0 <= burst_sigma <= 5.0):
+        raise InputError(f"--burst-sigma: expected a number in [0, 5], got {burst_sigma:g}")
+    workload = study.Workload(
+        write_fraction=wf,
+        sizes=study.parse_sizes(sizes),
+        burst_sigma=study.BURST_SIGMA if burst_sigma is None else burst_sigma,
+    )
     workers = workers or study.default_workers()
     sets = list(sets or [])
     for kv in sets:
@@ -81,31 +121,40 @@ def main(
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
     ):
-        results, series, slow = study.run_study(
+        results, slow, _ = study.run_study(
             datasets=ds,
             configs=cs,
             policies=ps,
-            duration_ms=round(seconds * 1000),
+            duration_ms=ms,
             seed=seed,
             traces=traces,
             workers=workers,
             scratch=Path(scratch),
+            series_path=folder / "series.parquet",
+            workload=workload,
+            sensitivity=sensitivity,
             sets=sets,
         )
         if len(slow):
             slow.to_csv(folder / "slow_reads.csv", index=False, float_format="%.3f")
         results.to_parquet(folder / "results.parquet", index=False)
-        series.to_parquet(folder / "series.parquet", index=False)
         report.fig6_table(results).to_csv(folder / "fig6.csv", index=False, float_format="%.6f")
         report.target_rows(results).to_csv(folder / "targets.csv", index=False, float_format="%.6f")
         meta = dict(
             datasets=ds if traces is None else ["trace"],
             configs=cs,
             policies=ps,
-            duration_ms=round(seconds * 1000),
+            duration_ms=ms,
             seed=seed,
             traces=[str(t) for t in traces] if traces else None,
             device=study.DEVICE,
+            workload=dict(
+                write_fraction=workload.write_fraction,
+                sizes=[list(x) for x in workload.sizes],
+                burst_sigma=workload.burst_sigma,
+                own_sigma=workload.own_sigma,
+            ),
+            write_sensitivity=sensitivity if traces is None else [],
             sets=sets,
         )
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -113,10 +162,10 @@ def main(
             "datasets": ", ".join(meta["datasets"]),
             "configs": ", ".join(map(str, cs)),
             "policies": ", ".join(ps),
-            "simulated time per run": duration,
+            "simulated time per run": f"{ms / 1000:g} s",
             "seed": seed,
             "device": study.DEVICE,
-            "demand": "SYSTOR '17 trace" if traces else "bursty synchronised generator",
+            "demand": "SYSTOR '17 trace" if traces else "generator: " + workload.describe(),
         }
-        report.write(folder, results, series, facts)
+        report.write(folder, results, folder / "series.parquet", facts, workload)
     print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")

@@ -3,28 +3,32 @@ through the simulator.
 
 Three hosts (classes high, medium, low) share one controller of MQSim's default SSD (the
 simulator the document used; preset `mqsim-default`). Each dataset of Table I gives each
-host's mean 4 KiB requests per 100 ms; DS4 is DS1 with the medium and low hosts' traffic
-200 ms and 400 ms later. Each config of Table II gives the deterministic-window counts
-C = factor x M_DC (M_DC: the mean of the three hosts' summed demand per window) and the window
-length T_DW. Every dataset runs the two baselines on the bare SSD (no PLM, one NVM set):
-*shared* (the three hosts together) and *isolated* (each host alone); every dataset and config
-runs PLM with two copies on two NVM sets, the coordinator's predictor host-directed (HoD) or
-coordinator-directed (CoD, EWMA) and its policy strict priority (sp) or fixed ratio (fr).
+host's *read intensity*: mean 4 KiB reads per 100 ms; DS4 is DS1 with the medium and low
+hosts' traffic 200 ms and 400 ms later. Each config of Table II gives the deterministic-window
+counts C = factor x M_DC (M_DC: the mean of the three hosts' summed read demand per window)
+and the window length T_DW. Every dataset runs the two baselines on the bare SSD (no PLM, one
+NVM set): *shared* (the three hosts together) and *isolated* (each host alone); every dataset
+and config runs PLM with two copies on two NVM sets, the coordinator's predictor
+host-directed (HoD) or coordinator-directed (CoD, EWMA) and its policy strict priority (sp) or
+fixed ratio (fr).
 
-The document's trace (SYSTOR '17 VDI) is not shipped; the default demand is a bursty,
-synchronised generator whose means are Table I's (see `generate`); a user's SYSTOR '17 CSV
-files (one per host) replay instead.
+The document's trace (SYSTOR '17 VDI) is not shipped; the default demand is a generator whose
+means are Table I's and whose window-to-window burstiness is fitted to the document's Fig. 6
+(`qoslab.plm.fit`); a user's SYSTOR '17 CSV files (one per host) replay instead. Either way the
+requests stream to files in chunks: nothing the size of the run is held in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +37,8 @@ from qoslab.errors import InputError
 
 CLASSES = ("high", "medium", "low")
 
-# Table I: the high host's mean 4 KiB requests per 100 ms, and the medium and low hosts' as
-# fractions of it; DS4 is DS1 with the medium and low traffic 200 and 400 ms later.
+# Table I: the high host's read intensity (mean 4 KiB reads per 100 ms) and the medium and low
+# hosts' as fractions of it; DS4 is DS1 with the medium and low traffic 200 and 400 ms later.
 DATASETS: dict[str, tuple[float, float, float, tuple[int, int, int]]] = {
     "DS1": (420.0, 0.78, 0.71, (0, 0, 0)),
     "DS2": (480.0, 0.83, 0.72, (0, 0, 0)),
@@ -45,35 +49,46 @@ DATASETS: dict[str, tuple[float, float, float, tuple[int, int, int]]] = {
 CONFIGS: dict[int, tuple[float, int]] = {1: (1.2, 100), 2: (1.4, 100), 3: (2.0, 400), 4: (2.5, 400)}
 POLICIES = ("sp", "fr")
 PREDICTORS = {"HoD": "exact", "CoD": "ewma"}
+# PLM without the coordinator: every read to the copy in DTWin (the first dataset only).
+UNCOORDINATED = "uncoordinated"
+PLM_VARIANTS = (*PREDICTORS, UNCOORDINATED)
+WINDOWS_MS = sorted({w for _, w in CONFIGS.values()})
 
-# The generator's constants. Table I gives means only; the document calls its traffic "very
-# highly bursty and synchronised". Each 100 ms slot's intensity is the Table I mean times a
-# factor shared by the three hosts (lognormal, sigma 1: a coefficient of variation of 1.31,
-# so that a slot at the 90th percentile carries about 2.7 times the mean) and a factor of each
-# host's own (lognormal, sigma 0.25); both have mean 1. Within a slot, requests arrive as a
-# Poisson process. These are assumptions, stated in docs/plm.md, not fitted to any result.
+# The generator. Each 100 ms slot's read intensity is the Table I mean times a factor shared by
+# the three hosts (lognormal of mean 1 and sigma BURST_SIGMA: the traffic is synchronised) and
+# a factor of each host's own (lognormal, mean 1, sigma OWN_SIGMA); requests arrive as a
+# Poisson process within the slot. BURST_SIGMA is the least-squares fit of the coordinator's
+# utilization and deficiency to every cell of Fig. 6 (qoslab.plm.fit, `qoslab plm fit`; its
+# grid and residuals are configs/plm/burst-fit.csv and the report's "Burstiness" section);
+# OWN_SIGMA is an assumption (the document gives no per-host figure).
 SLOT_MS = 100
-SHARED_SIGMA = 1.0
+BURST_SIGMA = 0.30
 OWN_SIGMA = 0.25
-# VDI traffic is read-intensive; the document gives no write share. Writes are what the
-# drive defers in a DTWin (destaging), so some are needed for windows to matter at all.
-WRITE_FRACTION = 0.1
-REQUEST_BYTES = 4096
+UNIT_BYTES = 4096
 SPAN_BYTES = 1 << 30
+# Slots generated and written at once (100 s of traffic): memory stays at one chunk.
+CHUNK_SLOTS = 1000
+
+DEFAULT_DURATION_MS = 15 * 60_000
+QUICK_DURATION_MS = 2_000
 
 DEVICE = "mqsim-default"
 # The drive in use, not fresh: 75 % of its logical pages written (MQSim's workload.xml sets
-# Initial_Occupancy_Percentage 75) by random overwrites, which leave each plane at the floor
-# of its free blocks, in GC's steady state (media.precondition). GC then runs throughout the
-# run, as on the document's drive: the bare SSD pays for it in its read tail, PLM defers it to
-# the NDWin of each copy.
+# Initial_Occupancy_Percentage 75) by random overwrites that GC kept pace with, so that each
+# plane's free pool sits at the GC threshold (media.precondition.free_pool = threshold): the
+# steady state of the GC policy under a load like the study's. The write cache follows MQSim's
+# WRITE_CACHE rule: a page leaves it once written to flash (no read hits on destaged pages).
 FILL = 0.75
-BARE = [f"media.precondition.fill={FILL}", "path.hosts=3"]
-# The copies hand over this long before the DTWin of the one in it runs out: the copy asked in
-# next finishes the programs it has in flight (MQSim's tPROG is 750 us, a die may hold a few)
-# and the host's 1 ms poll sees it, while the other is still deterministic. Without it a
-# copy's DTWin ends at DTWIN Time Maximum before the next is in, and the reads of that gap go
-# to copies that are destaging.
+BARE = [
+    f"media.precondition.fill={FILL}",
+    "media.precondition.free_pool=threshold",
+    "media.cache.keep_destaged=false",
+    "path.hosts=3",
+]
+# The copies hand over this long before the DTWin of the one in it runs out, so that the copy
+# asked in next is in DTWin before the other's ends: more than the longest wait for entry the
+# drive advertises (NDWIN Time Minimum Low: 6 ms on mqsim-default, an erase and its channel
+# transfers) plus the host's 1 ms poll.
 HANDOVER_MS = 10
 PLM = [
     "media.nvm_sets=2",
@@ -84,6 +99,54 @@ PLM = [
     "host.plm.zeta=0.5",
     "host.plm.min_share=0.5",
 ]
+# The write-fraction sensitivity: the first dataset's shared baseline and CoD sp on Configs 2
+# and 4 (those of them the study runs).
+SENSITIVITY_CONFIGS = (2, 4)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the generator makes besides Table I's means: the share of requests that are
+    writes (the document's scope is reads: 0 by default), the request sizes with their weights
+    (Table I counts 4 KiB units, so larger reads mean fewer requests), and the burstiness."""
+
+    write_fraction: float = 0.0
+    sizes: tuple[tuple[int, float], ...] = ((UNIT_BYTES, 1.0),)
+    burst_sigma: float = BURST_SIGMA
+    own_sigma: float = OWN_SIGMA
+
+    def mean_units(self) -> float:
+        return sum(w * math.ceil(s / UNIT_BYTES) for s, w in self.sizes)
+
+    def describe(self) -> str:
+        mix = ", ".join(f"{s // 1024} KiB x {w:g}" for s, w in self.sizes)
+        return (
+            f"writes {self.write_fraction:g} of requests; sizes {mix}; burstiness sigma "
+            f"{self.burst_sigma:g} shared, {self.own_sigma:g} per host"
+        )
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, float], ...]:
+    """`--sizes 4k:0.7,16k:0.2,64k:0.1`: request sizes (multiples of 4 KiB) and their weights."""
+    from qoslab.lab.units import parse_size
+
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        size_text, _, weight_text = part.partition(":")
+        try:
+            size = int(parse_size(size_text))
+            weight = float(weight_text) if weight_text else 1.0
+        except ValueError:
+            raise InputError(f"--sizes: expected SIZE:WEIGHT like 4k:0.7, got '{part}'") from None
+        if size <= 0 or size % UNIT_BYTES or size > SPAN_BYTES:
+            raise InputError(f"--sizes: a size must be a multiple of 4 KiB, got '{size_text}'")
+        if not (weight > 0 and math.isfinite(weight)):
+            raise InputError(f"--sizes: a weight must be above 0, got '{weight_text}'")
+        out.append((size, weight))
+    if not out:
+        raise InputError("--sizes: expected at least one SIZE:WEIGHT")
+    total = sum(w for _, w in out)
+    return tuple((s, w / total) for s, w in out)
 
 
 @dataclass(frozen=True)
@@ -91,10 +154,11 @@ class Run:
     """One simulation of the study."""
 
     dataset: str
-    variant: str  # shared, isolated, HoD, CoD
+    variant: str  # shared, isolated, HoD, CoD, uncoordinated
     config: int | None = None
     policy: str | None = None
     host: int | None = None  # isolated: which host runs alone
+    write_fraction: float | None = None  # the sensitivity's; None: the study's own
 
     @property
     def name(self) -> str:
@@ -105,7 +169,16 @@ class Run:
             parts.append(self.policy)
         if self.host is not None:
             parts.append(CLASSES[self.host])
+        if self.write_fraction is not None:
+            parts.append(f"writes{self.write_fraction:g}")
         return "-".join(parts)
+
+    @property
+    def demand(self) -> str:
+        """The key of the traces it replays."""
+        if self.write_fraction is None:
+            return self.dataset
+        return f"{self.dataset}-writes{self.write_fraction:g}"
 
 
 def _rng(seed: int, stream: str) -> np.random.Generator:
@@ -114,109 +187,321 @@ def _rng(seed: int, stream: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(key,))))
 
 
-def generate(dataset: str, duration_ms: int, seed: int) -> list[np.ndarray]:
-    """Each host's requests as rows of (arrival ns, is_write), sorted by time; the first at 0."""
+def slot_intensity(dataset: str, slots: int, seed: int, workload: Workload) -> np.ndarray:
+    """Each host's mean 4 KiB read units in each 100 ms slot: [slot][host]."""
     high, med, low, offsets = DATASETS[dataset]
     means = (high, high * med, high * low)
-    max_offset = max(offsets) // SLOT_MS
-    slots = math.ceil(duration_ms / SLOT_MS)
-    # The shared factor of slot s; an offset host sees the slot `offset` earlier.
-    shared = _rng(seed, "plm/study/shared").lognormal(
-        -(SHARED_SIGMA**2) / 2, SHARED_SIGMA, slots + max_offset
-    )
-    hosts = []
+    lags = [o // SLOT_MS for o in offsets]
+    # The shared factor of slot n is shared[lead + n] whatever the dataset (DS4's high host
+    # sees DS1's); a host `lag` slots late sees slot n - lag's.
+    lead = max(o // SLOT_MS for d in DATASETS.values() for o in d[3])
+    s = workload.burst_sigma
+    shared = _rng(seed, "plm/study/shared").lognormal(-(s**2) / 2, s, slots + lead)
+    out = np.empty((slots, 3))
+    o = workload.own_sigma
     for h, mean in enumerate(means):
-        rng = _rng(seed, f"plm/study/host{h}")
-        lag = offsets[h] // SLOT_MS
-        own = rng.lognormal(-(OWN_SIGMA**2) / 2, OWN_SIGMA, slots)
-        rate = mean * shared[max_offset - lag : max_offset - lag + slots] * own
-        counts = rng.poisson(rate)
-        slot_ns = SLOT_MS * 1_000_000
-        at = np.repeat(np.arange(slots, dtype=np.int64) * slot_ns, counts)
-        at += (rng.random(at.size) * slot_ns).astype(np.int64)
-        at.sort()
-        if at.size:
-            at[0] = 0  # replay times count from a trace's first record: align it to 0
-        writes = rng.random(at.size) < WRITE_FRACTION
-        hosts.append(np.column_stack([at, writes.astype(np.int64)]))
-    return hosts
-
-
-def write_systor(path: Path, requests: np.ndarray, seed: int, stream: str) -> None:
-    """Writes requests as a SYSTOR '17 CSV (Timestamp in s, Response, IOType, LUN, Offset,
-    Size), 4 KiB at random aligned offsets in the first GiB."""
-    rng = _rng(seed, stream)
-    offsets = rng.integers(0, SPAN_BYTES // REQUEST_BYTES, len(requests)) * REQUEST_BYTES
-    lines = ["Timestamp,Response,IOType,LUN,Offset,Size"]
-    for (at, w), off in zip(requests.tolist(), offsets.tolist(), strict=True):
-        lines.append(f"{at / 1e9:.9f},0,{'W' if w else 'R'},0,{off},{REQUEST_BYTES}")
-    path.write_text("\n".join(lines) + "\n")
-
-
-SYSTOR_COLUMNS = ("Timestamp", "Response", "IOType", "LUN", "Offset", "Size")
-
-
-def read_systor(path: Path) -> np.ndarray:
-    """A SYSTOR '17 CSV's requests as rows of (arrival ns since its first record, is_write);
-    records with a blank IOType are skipped (as the replay skips them)."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, dtype="string", keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read a SYSTOR '17 CSV: {err}", path=path) from None
-    if tuple(frame.columns) != SYSTOR_COLUMNS:
-        raise InputError(
-            f"expected the header {','.join(SYSTOR_COLUMNS)}, got {','.join(frame.columns)}",
-            path=path,
-            line=1,
-        )
-    kind = frame["IOType"].str.strip()
-    bad = ~kind.isin(["R", "W", ""])
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(
-            f"field 'IOType': expected R, W or blank, got '{kind.iloc[i]}'", path=path, line=i + 2
-        )
-    # Seconds with a fraction, read exactly (a float loses the nanoseconds of an epoch time).
-    parts = frame["Timestamp"].str.strip().str.extract(r"^(\d+)(?:\.(\d{0,9})\d*)?$")
-    bad_stamp = parts[0].isna().to_numpy()
-    if bad_stamp.any():
-        i = int(np.flatnonzero(bad_stamp)[0])
-        raise InputError(
-            f"field 'Timestamp': expected seconds, got '{frame['Timestamp'].iloc[i]}'",
-            path=path,
-            line=i + 2,
-        )
-    frac = parts[1].fillna("").str.ljust(9, "0").astype("int64").to_numpy()
-    stamp = parts[0].astype("int64").to_numpy() * 1_000_000_000 + frac
-    if (np.diff(stamp) < 0).any():
-        i = int(np.flatnonzero(np.diff(stamp) < 0)[0]) + 1
-        raise InputError("field 'Timestamp': goes back in time", path=path, line=i + 2)
-    keep = (kind != "").to_numpy()
-    at = stamp - (stamp[0] if stamp.size else 0)
-    writes = (kind == "W").to_numpy()
-    return np.column_stack([at[keep], writes[keep].astype(np.int64)])
-
-
-def window_demand(hosts: list[np.ndarray], window_ms: int, windows: int) -> np.ndarray:
-    """Reads of each host in each window: [window][host]."""
-    out = np.zeros((windows, len(hosts)), dtype=np.int64)
-    for h, req in enumerate(hosts):
-        reads = req[req[:, 1] == 0, 0] // (window_ms * 1_000_000)
-        reads = reads[reads < windows]
-        out[:, h] = np.bincount(reads, minlength=windows)
+        own = _rng(seed, f"plm/study/own{h}").lognormal(-(o**2) / 2, o, slots)
+        out[:, h] = mean * shared[lead - lags[h] : lead - lags[h] + slots] * own
     return out
 
 
-def _write_demands(path: Path, demand: np.ndarray) -> None:
-    lines = ["window,host,class,demand"]
-    for n, row in enumerate(demand.tolist()):
-        lines += [f"{n},{CLASSES[h]},{CLASSES[h]},{d}" for h, d in enumerate(row)]
-    path.write_text("\n".join(lines) + "\n")
+class DemandCounter:
+    """Read units per window of each length in WINDOWS_MS, per host, counted chunk by chunk."""
+
+    def __init__(self, hosts: int):
+        self.hosts = hosts
+        self.units = {w: np.zeros((0, hosts), dtype=np.int64) for w in WINDOWS_MS}
+
+    def add(self, host: int, at_ns: np.ndarray, units: np.ndarray) -> None:
+        for w, table in self.units.items():
+            idx = at_ns // (w * 1_000_000)
+            if not idx.size:
+                continue
+            need = int(idx.max()) + 1
+            if need > len(table):
+                grown = np.zeros((need, self.hosts), dtype=np.int64)
+                grown[: len(table)] = table
+                self.units[w] = table = grown
+            table[:, host] += np.bincount(idx, weights=units, minlength=len(table)).astype(np.int64)
 
 
-def plan(datasets: list[str], configs: list[int], policies: list[str]) -> list[Run]:
+@dataclass
+class Traces:
+    """One demand: a SYSTOR '17 file per host (times from 0), and what the study needs of it."""
+
+    name: str
+    paths: list[str]
+    reads: list[int]
+    writes: list[int]
+    span_ns: int
+    demand: dict[int, np.ndarray] = field(repr=False)
+
+    def window_demand(self, window_ms: int) -> np.ndarray:
+        """Read units per complete window: [window][host]."""
+        windows = max(1, (self.span_ns + 1) // (window_ms * 1_000_000))
+        table = self.demand[window_ms]
+        out = np.zeros((windows, len(self.paths)), dtype=np.int64)
+        n = min(windows, len(table))
+        out[:n] = table[:n]
+        return out
+
+    def capacity(self, config: int) -> int:
+        """C of a config: its factor times M_DC, the mean summed demand per window."""
+        factor, window_ms = CONFIGS[config]
+        return max(1, round(factor * self.window_demand(window_ms).sum(axis=1).mean()))
+
+
+def _timestamps(at_ns: np.ndarray):
+    """Seconds with nine decimals, as SYSTOR '17 writes them, formatted by Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    whole = pc.cast(pa.array(at_ns // 1_000_000_000), pa.string())
+    frac = pc.utf8_lpad(pc.cast(pa.array(at_ns % 1_000_000_000), pa.string()), 9, "0")
+    return pc.binary_join_element_wise(whole, frac, ".")
+
+
+SYSTOR_HEADER = "Timestamp,Response,IOType,LUN,Offset,Size\n"
+
+
+def _write_rows(out, at_ns, is_write, offsets, sizes, response=None, lun=None) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    n = len(at_ns)
+    if n == 0:
+        return
+    kinds = pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(is_write, dtype=np.int8)), pa.array(["R", "W"])
+    ).cast(pa.string())
+    table = pa.table(
+        {
+            "Timestamp": _timestamps(np.asarray(at_ns, dtype=np.int64)),
+            "Response": pa.array(np.zeros(n, dtype=np.int8)) if response is None else response,
+            "IOType": kinds,
+            "LUN": pa.array(np.zeros(n, dtype=np.int8)) if lun is None else lun,
+            "Offset": pa.array(np.asarray(offsets, dtype=np.int64)),
+            "Size": pa.array(np.asarray(sizes, dtype=np.int64)),
+        }
+    )
+    pcsv.write_csv(table, out, pcsv.WriteOptions(include_header=False, quoting_style="none"))
+
+
+def generate(
+    dataset: str, duration_ms: int, seed: int, workload: Workload, folder: Path, name: str = ""
+) -> Traces:
+    """Writes each host's requests of `duration_ms` as a SYSTOR '17 CSV in `folder` (4 KiB
+    aligned at random offsets in the first GiB; the first request at time 0, as a replay counts
+    from a trace's first record) and counts their read units per window."""
+    name = name or dataset
+    slots = math.ceil(duration_ms / SLOT_MS)
+    end_ns = duration_ms * 1_000_000
+    slot_ns = SLOT_MS * 1_000_000
+    intensity = slot_intensity(dataset, slots, seed, workload)
+    sizes = np.array([s for s, _ in workload.sizes], dtype=np.int64)
+    weights = np.array([w for _, w in workload.sizes])
+    wf = workload.write_fraction
+    counter = DemandCounter(3)
+    paths, reads, writes, span = [], [], [], 0
+    for h in range(3):
+        rng = _rng(seed, f"plm/study/host{h}")
+        place = _rng(seed, f"plm/study/{dataset}/offsets{h}")
+        read_rate = intensity[:, h] / workload.mean_units()
+        write_rate = read_rate * wf / (1 - wf) if wf > 0 else None
+        path = folder / f"{name}-{CLASSES[h]}.csv"
+        n_reads = n_writes = 0
+        first = True
+        with open(path, "wb") as out:
+            out.write(SYSTOR_HEADER.encode())
+            for c0 in range(0, slots, CHUNK_SLOTS):
+                c1 = min(slots, c0 + CHUNK_SLOTS)
+                nr = rng.poisson(read_rate[c0:c1])
+                nw = rng.poisson(write_rate[c0:c1]) if write_rate is not None else 0 * nr
+                per_slot = nr + nw
+                total = int(per_slot.sum())
+                if total == 0:
+                    continue
+                starts = np.repeat(np.cumsum(per_slot) - per_slot, per_slot)
+                is_write = (np.arange(total) - starts) >= np.repeat(nr, per_slot)
+                slot = np.repeat(np.arange(c0, c1, dtype=np.int64), per_slot)
+                at = slot * slot_ns + (rng.random(total) * slot_ns).astype(np.int64)
+                if len(sizes) > 1:
+                    size = sizes[rng.choice(len(sizes), total, p=weights)]
+                else:
+                    size = np.full(total, sizes[0], dtype=np.int64)
+                order = np.argsort(at, kind="stable")
+                at, is_write, size = at[order], is_write[order], size[order]
+                if first:
+                    at[0] = 0
+                    first = False
+                keep = at < end_ns
+                at, is_write, size = at[keep], is_write[keep], size[keep]
+                offsets = place.integers(0, (SPAN_BYTES - size) // UNIT_BYTES + 1) * UNIT_BYTES
+                r = ~is_write
+                counter.add(h, at[r], -(-size[r] // UNIT_BYTES))
+                n_reads += int(r.sum())
+                n_writes += int(is_write.sum())
+                if len(at):
+                    span = max(span, int(at[-1]))
+                _write_rows(out, at, is_write, offsets, size)
+        paths.append(str(path))
+        reads.append(n_reads)
+        writes.append(n_writes)
+    return Traces(name, paths, reads, writes, max(span, end_ns - 1), counter.units)
+
+
+SYSTOR_COLUMNS = ("Timestamp", "Response", "IOType", "LUN", "Offset", "Size")
+# Records read from a user's trace at once.
+READ_CHUNK = 500_000
+
+
+def _systor_chunks(path: Path) -> Iterator[tuple[int, object]]:
+    """A SYSTOR '17 CSV's records in chunks of strings, with the file line of each chunk's
+    first record; one-line errors for a file that is not one."""
+    import pandas as pd
+
+    try:
+        reader = pd.read_csv(path, dtype="string", keep_default_na=False, chunksize=READ_CHUNK)
+        line = 2
+        for frame in reader:
+            if tuple(frame.columns) != SYSTOR_COLUMNS:
+                raise InputError(
+                    f"expected the header {','.join(SYSTOR_COLUMNS)}, got "
+                    f"{','.join(frame.columns)}",
+                    path=path,
+                    line=1,
+                )
+            yield line, frame
+            line += len(frame)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise InputError(f"cannot read a SYSTOR '17 CSV: {err}", path=path) from None
+    except pd.errors.EmptyDataError:
+        raise InputError("cannot read a SYSTOR '17 CSV: the file is empty", path=path) from None
+
+
+def scan_systor(
+    path: Path, duration_ns: int | None, out_path: Path | None, counter: DemandCounter, host: int
+) -> tuple[int, int, int]:
+    """Checks a SYSTOR '17 CSV record by record, chunk by chunk; writes the records within
+    `duration_ns` of its first one to `out_path` with times from 0 (if given) and counts their
+    read units. Returns (reads, writes, last time in ns). Records with a blank IOType are
+    skipped, as the replay skips them."""
+    reads = writes = 0
+    first = None
+    last = -1
+    previous = None  # the last timestamp of the chunk before
+    with contextlib.ExitStack() as stack:
+        out = None
+        if out_path is not None:
+            out = stack.enter_context(open(out_path, "wb"))
+            out.write(SYSTOR_HEADER.encode())
+        for line, frame in _systor_chunks(path):
+            kind = frame["IOType"].str.strip()
+            bad = ~kind.isin(["R", "W", ""])
+            if bad.any():
+                i = int(np.flatnonzero(bad.to_numpy())[0])
+                raise InputError(
+                    f"field 'IOType': expected R, W or blank, got '{kind.iloc[i]}'",
+                    path=path,
+                    line=line + i,
+                )
+            # Seconds with a fraction, read exactly (a float loses an epoch time's nanoseconds).
+            parts = frame["Timestamp"].str.strip().str.extract(r"^(\d+)(?:\.(\d{0,9})\d*)?$")
+            bad_stamp = parts[0].isna().to_numpy()
+            if bad_stamp.any():
+                i = int(np.flatnonzero(bad_stamp)[0])
+                raise InputError(
+                    f"field 'Timestamp': expected seconds, got '{frame['Timestamp'].iloc[i]}'",
+                    path=path,
+                    line=line + i,
+                )
+            frac = parts[1].fillna("").str.ljust(9, "0").astype("int64").to_numpy()
+            stamp = parts[0].astype("int64").to_numpy() * 1_000_000_000 + frac
+            if not stamp.size:
+                continue
+            if first is None:
+                first = previous = int(stamp[0])
+            back = np.flatnonzero(np.diff(stamp, prepend=previous) < 0)
+            if back.size:
+                raise InputError(
+                    "field 'Timestamp': goes back in time", path=path, line=line + int(back[0])
+                )
+            previous = int(stamp[-1])
+            at = stamp - first
+            last = int(at[-1])
+            keep = (kind != "").to_numpy()
+            if duration_ns is not None:
+                keep &= at < duration_ns
+            rows = np.flatnonzero(keep)
+            sz = pd_int(frame["Size"].iloc[rows], "Size", path, line, rows)
+            off = pd_int(frame["Offset"].iloc[rows], "Offset", path, line, rows)
+            at, w = at[keep], (kind == "W").to_numpy()[keep]
+            counter.add(host, at[~w], np.maximum(1, -(-sz[~w] // UNIT_BYTES)))
+            reads += int((~w).sum())
+            writes += int(w.sum())
+            if out is not None:
+                import pyarrow as pa
+
+                lun = pa.array(frame["LUN"].str.strip().to_numpy()[keep].astype(str))
+                _write_rows(out, at, w, off, sz, lun=lun)
+            if duration_ns is not None and last >= duration_ns:
+                break  # the records after are all later
+    return reads, writes, max(last, 0)
+
+
+def pd_int(column, name: str, path: Path, line: int, rows: np.ndarray) -> np.ndarray:
+    """A column of whole numbers (the chunk's rows `rows`, its first at file line `line`)."""
+    text = column.str.strip()
+    ok = text.str.fullmatch(r"\d+").to_numpy(dtype=bool)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise InputError(
+            f"field '{name}': expected a whole number, got '{column.iloc[i]}'",
+            path=path,
+            line=line + int(rows[i]),
+        )
+    return text.astype("int64").to_numpy()
+
+
+def read_systor(path: Path) -> Traces:
+    """A SYSTOR '17 CSV checked and counted (no copy written): one host's Traces."""
+    counter = DemandCounter(1)
+    reads, writes, last = scan_systor(path, None, None, counter, 0)
+    return Traces(Path(path).stem, [str(path)], [reads], [writes], last, counter.units)
+
+
+def replay(traces: list[Path], duration_ms: int | None, folder: Path) -> Traces:
+    """A user's three SYSTOR '17 files, checked, cut to `duration_ms` from each one's first
+    record and copied with times from 0 into `folder`."""
+    counter = DemandCounter(len(traces))
+    paths, reads, writes, span = [], [], [], 0
+    duration_ns = None if duration_ms is None else duration_ms * 1_000_000
+    for h, p in enumerate(traces):
+        out = folder / f"trace-{CLASSES[h]}.csv"
+        r, w, last = scan_systor(Path(p), duration_ns, out, counter, h)
+        if r + w == 0:
+            raise InputError("no read or write to replay", path=p)
+        paths.append(str(out))
+        reads.append(r)
+        writes.append(w)
+        span = max(span, last if duration_ns is None else min(last, duration_ns - 1))
+    return Traces("trace", paths, reads, writes, span, counter.units)
+
+
+def write_demands(path: Path, demand: np.ndarray) -> None:
+    """The HoD predictor's input: `window,host,class,demand` rows."""
+    with open(path, "w") as out:
+        out.write("window,host,class,demand\n")
+        for n, row in enumerate(demand.tolist()):
+            out.write("".join(f"{n},{CLASSES[h]},{CLASSES[h]},{d}\n" for h, d in enumerate(row)))
+
+
+def plan(
+    datasets: list[str],
+    configs: list[int],
+    policies: list[str],
+    sensitivity: list[float] = (),
+) -> list[Run]:
     runs: list[Run] = []
     for ds in datasets:
         runs.append(Run(ds, "shared"))
@@ -224,123 +509,179 @@ def plan(datasets: list[str], configs: list[int], policies: list[str]) -> list[R
         for c in configs:
             for pred in PREDICTORS:
                 runs += [Run(ds, pred, c, p) for p in policies]
+    base = datasets[0]
+    runs += [Run(base, UNCOORDINATED, c) for c in configs]
+    chosen = [c for c in configs if c in SENSITIVITY_CONFIGS] or configs[:1]
+    for wf in sensitivity:
+        runs.append(Run(base, "shared", write_fraction=wf))
+        runs += [Run(base, "CoD", c, "sp", write_fraction=wf) for c in chosen]
     return runs
 
 
-def _simulate(job: tuple) -> dict:
+@dataclass(frozen=True)
+class Job:
+    """What a worker needs to run one simulation."""
+
+    run: Run
+    paths: tuple[str, ...]
+    window_ms: int
+    capacity: int
+    demands: str | None
+    seed: int
+    sets: tuple[str, ...]
+    end_ns: int
+
+
+def _simulate(job: Job) -> dict:
     """Runs one simulation in a scratch folder; returns what the study keeps of it."""
     from qoslab.sim import api
 
-    run, traces, window_ms, capacity, seed, extra = job
+    run = job.run
     with tempfile.TemporaryDirectory(prefix="qoslab-plm-") as d:
         folder = Path(d)
         sets = list(BARE)
-        paths = [Path(t) for t in traces]
+        paths = list(job.paths)
         if run.variant == "isolated":
             paths = [paths[run.host]]
-            sets[1] = "path.hosts=1"
-        if run.variant in PREDICTORS:
+            sets[-1] = "path.hosts=1"
+        if run.variant in PLM_VARIANTS:
             sets += [
                 *PLM,
                 # Windows of T_DW: the drive allows a DTWin of T_DW + the handover.
-                f"media.gc.plm.dtwin_time_max_ns={window_ms + HANDOVER_MS}ms",
+                f"media.gc.plm.dtwin_time_max_ns={job.window_ms + HANDOVER_MS}ms",
                 f"host.plm.handover_ns={HANDOVER_MS}ms",
-                f"media.gc.plm.dtwin_reads_typical={capacity}",
+                f"media.gc.plm.dtwin_reads_typical={job.capacity}",
+            ]
+        if run.variant == UNCOORDINATED:
+            sets.append("host.plm.coordinate=false")
+        elif run.variant in PREDICTORS:
+            sets += [
                 f"host.plm.policy={run.policy}",
                 f"host.plm.predictor={PREDICTORS[run.variant]}",
             ]
             if run.variant == "HoD":
-                demands = folder / "demands.csv"
-                hosts = [_load(p) for p in paths]
-                span = max((int(h[-1, 0]) for h in hosts if len(h)), default=0)
-                windows = span // (window_ms * 1_000_000) + 2
-                _write_demands(demands, window_demand(hosts, window_ms, windows))
-                sets.append(f"host.plm.demands={demands}")
-        sets += extra
+                sets.append(f"host.plm.demands={job.demands}")
+        sets += job.sets
         series = folder / "series.csv"
         result = api.run(
-            trace=[str(p) for p in paths],
+            trace=paths,
             trace_format="systor17",
             device=DEVICE,
             sets=sets,
-            seed=seed,
+            seed=job.seed,
             output_format="json",
             timeseries=series,
-            log_avg_msec=float(window_ms),
+            log_avg_msec=float(job.window_ms),
         )
         report = json.loads(result["text"])
         frame = api.read_series(series)
-    return _summarise(run, report, frame, window_ms, capacity)
+    return summarise(job, report, frame)
 
 
-_LOADED: dict[str, np.ndarray] = {}
+def _per_window_p9999(p9999_ns: np.ndarray) -> float:
+    """The document's metric: the p99.99 of each window's p99.99 ("we compute the tail latency
+    during each DTWin and then report the top 99.99 % values"), nearest rank: with fewer than
+    10,000 windows, the largest."""
+    if not len(p9999_ns):
+        return math.nan
+    return float(np.quantile(p9999_ns, 0.9999, method="inverted_cdf")) / 1e3
 
 
-def _load(path: Path) -> np.ndarray:
-    key = str(path)
-    if key not in _LOADED:
-        _LOADED[key] = read_systor(path)
-    return _LOADED[key]
-
-
-def _summarise(run: Run, report: dict, frame, window_ms: int, capacity: int) -> dict:
+def summarise(job: Job, report: dict, frame) -> dict:
     from qoslab.sim.api import stage_counters
 
+    run = job.run
     hosts = [run.host] if run.variant == "isolated" else [0, 1, 2]
     splits = report["qoslab"].get("latency_split", [])
-    counters = {}
-    if run.variant in PREDICTORS:
-        counters = stage_counters(report, "nvme-host")
+    ssd = stage_counters(report, "ssd")
+    plm = run.variant in PLM_VARIANTS
+    host = stage_counters(report, "nvme-host") if plm else {}
+    nan = math.nan
+    if plm:
+        end_ms = job.end_ns / 1e6
+        open_since = ssd.get("no_dtwin_open_since_ms", -1.0)
+        no_dtwin = ssd.get("no_dtwin_ms", 0.0) + (end_ms - open_since if open_since >= 0 else 0)
+        no_dtwin_frac = min(1.0, max(0.0, no_dtwin / end_ms))
+    reads_series = frame[frame["op"] == "read"]
     rows = []
     for i, h in enumerate(hosts):
-        job = report["jobs"][i]
-        read = job["read"]
+        jobj = report["jobs"][i]
+        read = jobj["read"]
         pct = read["clat_ns"].get("percentile", {})
         split = splits[i]["read"] if i < len(splits) and "read" in splits[i] else {}
+        mine = reads_series[(reads_series["job_index"] == i) & (reads_series["ios"] > 0)]
+        reads = int(read["total_ios"])
         row = dict(
             run=run.name,
             dataset=run.dataset,
             variant=run.variant,
             config=run.config or 0,
             policy=run.policy or "",
-            window_ms=window_ms,
-            capacity=capacity,
+            write_fraction=run.write_fraction if run.write_fraction is not None else nan,
+            window_ms=job.window_ms,
+            capacity=job.capacity,
             cls=CLASSES[h],
-            reads=int(read["total_ios"]),
-            writes=int(job["write"]["total_ios"]),
-            lat_mean_us=read["lat_ns"]["mean"] / 1e3,
+            reads=reads,
+            writes=int(jobj["write"]["total_ios"]),
+            lat_mean_us=read["lat_ns"]["mean"] / 1e3 if reads else nan,
             p99_us=pct.get("99.000000", 0) / 1e3,
             p9999_us=pct.get("99.990000", 0) / 1e3,
+            p9999_per_dtwin_us=_per_window_p9999(mine["lat_p9999_ns"].to_numpy()),
+            window_p99_median_us=float(mine["lat_p99_ns"].median()) / 1e3 if len(mine) else nan,
             host_us=split.get("host_ns", 0.0) / 1e3,
             transport_us=split.get("transport_ns", 0.0) / 1e3,
             queueing_us=split.get("queueing_ns", 0.0) / 1e3,
             device_us=split.get("device_ns", 0.0) / 1e3,
+            gc_victims=int(ssd.get("gc_victims", 0)),
+            write_amplification=float(ssd.get("write_amplification", 0.0)),
+            reads_outside_dtwin=(
+                host.get(f"host{h}_reads_to_ndwin", 0) / max(1, host.get(f"host{h}_reads", 0))
+                if plm
+                else nan
+            ),
+            no_dtwin_time_frac=no_dtwin_frac if plm else nan,
+            entry_wait_p50_ms=ssd.get("dtwin_entry_wait_p50_ms", nan) if plm else nan,
+            entry_wait_max_ms=ssd.get("dtwin_entry_wait_max_ms", nan) if plm else nan,
+            ndwin_min_advertised_ms=(
+                ssd.get("ndwin_time_min_low_advertised_ms", nan) if plm else nan
+            ),
         )
         for key in ("utilization_p10", "utilization_min", "deficiency_p50", "deficiency_p90"):
-            row[key] = float(counters.get(f"host{h}_{key}", float("nan")))
-        row["covered_reads"] = int(counters.get(f"host{h}_covered_reads", 0))
-        row["windows"] = int(counters.get(f"host{h}_windows", 0))
+            row[key] = float(host.get(f"host{h}_{key}", nan))
+        row["covered_reads"] = int(host.get(f"host{h}_covered_reads", 0))
+        row["windows"] = int(host.get(f"host{h}_windows", 0))
         rows.append(row)
-    series = frame[frame["op"] == "read"][["time_ms", "job_index", "lat_p99_ns", "ios"]].copy()
+    cols = ["time_ms", "job_index", "ios", "lat_p99_ns", "lat_p9999_ns", "lat_max_ns"]
+    series = reads_series[cols].copy()
     series["cls"] = [CLASSES[hosts[int(j)]] for j in series["job_index"]]
-    # The typical window's tail (the paper's Fig. 10 compares medians of per-window tails).
-    busy = series[series["ios"] > 0]
-    for row in rows:
-        p99 = busy.loc[busy["cls"] == row["cls"], "lat_p99_ns"]
-        row["window_p99_median_us"] = float(p99.median()) / 1e3 if len(p99) else math.nan
     series["run"] = run.name
+    series = series.drop(columns=["job_index"])
     # The slow-read diagnostic (media.diag.slow_reads), when a run asked for it.
-    slow = {k: v for k, v in stage_counters(report, "ssd").items() if k.startswith("slowest")}
+    slow = {k: v for k, v in ssd.items() if k.startswith("slowest")}
     if slow:
         slow = dict(run=run.name, **slow)
         for key in ("plm_reads_to_dtwin", "plm_reads_to_ndwin", "plm_late_windows"):
-            if key in counters:
-                slow[key] = counters[key]
-    return dict(
-        rows=rows,
-        series=series.drop(columns=["job_index"]).to_dict("list"),
-        host=counters,
-        slow=slow,
+            if key in host:
+                slow[key] = host[key]
+    return dict(rows=rows, series=series, slow=slow)
+
+
+SERIES_SCHEMA = None
+
+
+def _series_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("run", pa.string()),
+            ("cls", pa.string()),
+            ("time_ms", pa.int64()),
+            ("ios", pa.int64()),
+            ("lat_p99_ns", pa.int64()),
+            ("lat_p9999_ns", pa.int64()),
+            ("lat_max_ns", pa.int64()),
+        ]
     )
 
 
@@ -354,52 +695,87 @@ def run_study(
     traces: list[Path] | None,
     workers: int,
     scratch: Path,
+    series_path: Path,
+    workload: Workload = Workload(),
+    sensitivity: list[float] = (),
     sets: list[str] = (),
+    progress=None,
 ):
-    """Runs every simulation of the plan with the device keys `sets` added to each; returns
-    (results, series, slow reads) DataFrames (the last empty unless `sets` turned on the
-    slow-read diagnostic, media.diag.slow_reads)."""
+    """Runs every simulation of the plan with the device keys `sets` added to each; writes
+    each run's per-window series to `series_path` (Parquet) as it finishes and returns
+    (results, slow reads) DataFrames (the second empty unless `sets` turned on the slow-read
+    diagnostic, media.diag.slow_reads), and the demands by name."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    demands: dict[str, Traces] = {}
     if traces:
-        loaded = {"trace": [read_systor(p) for p in traces]}
-        for p, req in zip(traces, loaded["trace"], strict=True):
-            if len(req) == 0:
-                raise InputError("no read or write to replay", path=p)
+        demands["trace"] = replay(traces, duration_ms, scratch)
         datasets = ["trace"]
-    else:
-        loaded = {ds: generate(ds, duration_ms, seed) for ds in datasets}
-    trace_paths: dict[str, list[str]] = {}
-    for ds, hosts in loaded.items():
-        if traces:
-            trace_paths[ds] = [str(Path(p).resolve()) for p in traces]
+        sensitivity = []
+    runs = plan(datasets, configs, policies, sensitivity)
+    for run in runs:
+        if run.demand in demands:
             continue
-        paths = []
-        for h, req in enumerate(hosts):
-            p = scratch / f"{ds}-{CLASSES[h]}.csv"
-            write_systor(p, req, seed, f"plm/study/{ds}/offsets{h}")
-            paths.append(str(p))
-        trace_paths[ds] = paths
+        wl = workload
+        if run.write_fraction is not None:
+            wl = Workload(run.write_fraction, wl.sizes, wl.burst_sigma, wl.own_sigma)
+        demands[run.demand] = generate(run.dataset, duration_ms, seed, wl, scratch, run.demand)
+    demand_files: dict[tuple[str, int], str] = {}
     jobs = []
-    for run in plan(datasets, configs, policies):
-        hosts = loaded[run.dataset]
-        factor, window_ms = CONFIGS[run.config or 2]
-        capacity = 0
-        if run.config is not None:
-            span = max(int(h[-1, 0]) for h in hosts if len(h)) + 1
-            windows = max(1, span // (window_ms * 1_000_000))
-            m_dc = window_demand(hosts, window_ms, windows).sum(axis=1).mean()
-            capacity = max(1, round(factor * m_dc))
-        jobs.append((run, trace_paths[run.dataset], window_ms, capacity, seed, list(sets)))
+    for run in runs:
+        t = demands[run.demand]
+        window_ms = CONFIGS[run.config][1] if run.config is not None else SLOT_MS
+        capacity = t.capacity(run.config) if run.config is not None else 0
+        demand_file = None
+        if run.variant == "HoD":
+            key = (run.demand, window_ms)
+            if key not in demand_files:
+                p = scratch / f"demands-{run.demand}-{window_ms}ms.csv"
+                # Every window the replay reaches, the last partial one too.
+                write_demands(p, _all_windows(t, window_ms))
+                demand_files[key] = str(p)
+            demand_file = demand_files[key]
+        jobs.append(
+            Job(run, tuple(t.paths), window_ms, capacity, demand_file, seed, tuple(sets),
+                t.span_ns + 1)
+        )  # fmt: skip
+    rows: list[dict] = []
+    slow: list[dict] = []
+    writer = pq.ParquetWriter(series_path, _series_schema())
+    try:
+        for done in _map(_simulate, jobs, workers):
+            rows += done["rows"]
+            if done["slow"]:
+                slow.append(done["slow"])
+            table = pa.Table.from_pandas(done["series"], preserve_index=False)
+            writer.write_table(table.select(_series_schema().names).cast(_series_schema()))
+            if progress is not None:
+                progress(done["rows"][0]["run"])
+    finally:
+        writer.close()
+    return pd.DataFrame(rows), pd.DataFrame(slow), demands
+
+
+def _all_windows(t: Traces, window_ms: int) -> np.ndarray:
+    windows = t.span_ns // (window_ms * 1_000_000) + 2
+    out = np.zeros((windows, len(t.paths)), dtype=np.int64)
+    table = t.demand[window_ms]
+    n = min(windows, len(table))
+    out[:n] = table[:n]
+    return out
+
+
+def _map(fn, jobs: list, workers: int) -> Iterator:
+    """`fn` over `jobs` in order, on `workers` processes (results arrive in plan order, so the
+    outputs do not depend on the worker count)."""
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            done = list(pool.map(_simulate, jobs))
+            yield from pool.map(fn, jobs)
     else:
-        done = [_simulate(j) for j in jobs]
-    results = pd.DataFrame([r for d in done for r in d["rows"]])
-    series = pd.concat([pd.DataFrame(d["series"]) for d in done], ignore_index=True)
-    slow = pd.DataFrame([d["slow"] for d in done if d["slow"]])
-    return results, series, slow
+        for j in jobs:
+            yield fn(j)
 
 
 def default_workers() -> int:

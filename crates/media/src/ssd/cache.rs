@@ -77,6 +77,8 @@ pub struct Destage {
 
 pub struct WriteCache {
     capacity: u32,
+    /// Destaged pages stay as clean entries for read hits; false: they leave the cache.
+    keep_destaged: bool,
     reserved: u32,
     map: FxHashMap<u32, u32>,
     entries: Vec<Entry>,
@@ -97,9 +99,10 @@ pub struct WriteCache {
 }
 
 impl WriteCache {
-    pub fn new(capacity_pages: u32, planes: u32) -> Self {
+    pub fn new(capacity_pages: u32, planes: u32, keep_destaged: bool) -> Self {
         WriteCache {
             capacity: capacity_pages,
+            keep_destaged,
             reserved: 0,
             map: FxHashMap::default(),
             entries: Vec::new(),
@@ -400,7 +403,11 @@ impl WriteCache {
         } else {
             entry.state = State::Clean;
             self.dirty_entries -= 1;
-            self.lru_push(e);
+            if self.keep_destaged {
+                self.lru_push(e);
+            } else {
+                self.remove_entry(e);
+            }
             false
         }
     }
@@ -491,7 +498,7 @@ impl WriteCache {
     /// Empties the cache (power lost without protection): every record is gone.
     pub fn clear(&mut self) {
         let planes = self.queues.len() as u32;
-        *self = WriteCache::new(self.capacity, planes);
+        *self = WriteCache::new(self.capacity, planes, self.keep_destaged);
     }
 }
 
@@ -501,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_destage_settles_the_records_it_carried_and_not_later_ones() {
-        let mut c = WriteCache::new(4, 1);
+        let mut c = WriteCache::new(4, 1, true);
         let r1 = c.new_record(0, 4096, 0, 0, 1, NIL);
         assert!(c.write(7, 0, 0b01, r1));
         let d = c.next_destage(0).unwrap();
@@ -522,8 +529,27 @@ mod tests {
     }
 
     #[test]
+    fn mqsims_rule_frees_a_page_once_it_is_on_flash_and_serves_no_read_from_it() {
+        for keep in [true, false] {
+            let mut c = WriteCache::new(4, 1, keep);
+            let r = c.new_record(0, 4096, 0, 0, 1, NIL);
+            c.write(7, 0, 0b11, r);
+            assert!(
+                c.read_hit(7, 0b11),
+                "a page waiting for flash is read from DRAM"
+            );
+            let d = c.next_destage(0).unwrap();
+            assert!(c.read_hit(7, 0b11), "and while its program runs");
+            c.destage_done(&d, &mut Vec::new());
+            assert_eq!(c.read_hit(7, 0b11), keep, "once on flash: kept {keep}");
+            assert_eq!(c.holds(7), keep);
+            assert_eq!(c.room(), 4);
+        }
+    }
+
+    #[test]
     fn a_flush_epoch_drains_when_its_records_are_durable() {
-        let mut c = WriteCache::new(4, 2);
+        let mut c = WriteCache::new(4, 2, true);
         let r1 = c.new_record(0, 8192, 0, 0, 2, NIL);
         c.write(1, 0, 1, r1);
         c.write(2, 1, 1, r1);
@@ -544,7 +570,7 @@ mod tests {
 
     #[test]
     fn clean_pages_make_room_and_dirty_ones_do_not() {
-        let mut c = WriteCache::new(2, 1);
+        let mut c = WriteCache::new(2, 1, true);
         assert_eq!(c.room(), 2);
         let r = c.new_record(0, 4096, 0, 0, 2, NIL);
         c.write(1, 0, 1, r);

@@ -35,6 +35,11 @@ qoslab_engine::choice! {
     pub enum FillPattern { Sequential = "sequential", Random = "random" }
 }
 
+qoslab_engine::choice! {
+    /// Free blocks a plane is left with by preconditioning (`precondition.pattern = random`).
+    pub enum FreePool { Floor = "floor", Threshold = "threshold", Mqsim = "mqsim" }
+}
+
 qoslab_engine::settings! {
     /// Every tunable of `[media] model = "ssd"`. Sub-tables of `[media]` group them: the array
     /// and controller at the top, then `[media.nand]`, `[media.ftl]`, `[media.gc]`,
@@ -101,10 +106,13 @@ qoslab_engine::settings! {
         dram_trcd_ns as "cache.dram_trcd_ns": Ns = ns(13, "DRAM row-to-column delay"),
         dram_tcl_ns as "cache.dram_tcl_ns": Ns = ns(13, "DRAM CAS latency"),
         dram_trp_ns as "cache.dram_trp_ns": Ns = ns(13, "DRAM row precharge"),
+        keep_destaged as "cache.keep_destaged": bool = flag(true, "a page written to flash stays in the cache as a clean entry that serves read hits until evicted; false: MQSim's WRITE_CACHE rule, its slot is freed when its flash write completes (no read hits on destaged pages; media.scheduling = mqsim always uses it)"),
         plp as "cache.plp": bool = flag(false, "power-loss protection: the cache is durable, so FLUSH completes at once, FUA needs no flash program, and power_fail loses no completed write"),
         power_fail_ns as "cache.power_fail_ns": Ns = ns(0, "simulated time of a power failure (0 = none): without PLP every completed write still in the cache is lost"),
         fill as "precondition.fill": f64 = ratio(0.0, "fraction of the logical pages written before the run (0 = a fresh drive)"),
         fill_pattern as "precondition.pattern": FillPattern = choice(FillPattern::Random, "how they were written: sequential leaves full blocks; random leaves the steady-state mix of valid and invalid pages of the GC policy"),
+        free_pool as "precondition.free_pool": FreePool = choice(FreePool::Floor, "free blocks each plane is left with (random pattern): floor (1: a drive written flat out, the host waiting for each erase), threshold (gc.threshold's: a drive whose GC kept pace with its writes), mqsim (half of gc.threshold's, as MQSim's preconditioner leaves them)"),
+        diag_dtwin_audit as "diag.dtwin_audit": bool = flag(false, "a diagnostic: track what each die does and report, per NVM set, the time its dies spent on background work (host writes' and GC's reads, programs and erases) while the set was in a PLM deterministic window, as the counters set<N>_background_in_dtwin_us"),
         diag_slow_reads as "diag.slow_reads": u32 = count(0, "a diagnostic: keep this many slowest host reads, each split by what it waited for (DRAM, each kind of die work) and the window of its NVM set, and report them as the counters slowest_* (and slowest_tenth_*); 0 = off").range(0.0, 1e6),
     }
 }
@@ -189,6 +197,8 @@ pub struct SsdConfig {
     pub cache_pages: u32,
     pub writeback_start: f64,
     pub destage_per_plane: u32,
+    /// Destaged pages stay as clean entries serving read hits.
+    pub keep_destaged: bool,
     pub dram_row_bytes: u64,
     pub dram_ns_per_transfer: f64,
     pub dram_burst_bytes: u64,
@@ -200,8 +210,11 @@ pub struct SsdConfig {
 
     /// Slowest reads the diagnostic keeps (0: off).
     pub slow_reads: u32,
+    /// The diagnostic of background work in DTWin.
+    pub dtwin_audit: bool,
     pub fill: f64,
     pub fill_pattern: FillPattern,
+    pub free_pool: FreePool,
 }
 
 impl std::fmt::Debug for SsdConfig {
@@ -384,6 +397,7 @@ impl SsdConfig {
             cache_pages,
             writeback_start: t.writeback_start,
             destage_per_plane: t.destage_per_plane,
+            keep_destaged: t.keep_destaged && scheduling.keep_destaged,
             dram_row_bytes: t.dram_row_bytes.max(1),
             dram_ns_per_transfer: 1000.0 / t.dram_rate_mts,
             dram_burst_bytes: t.dram_burst_bytes,
@@ -393,8 +407,10 @@ impl SsdConfig {
             plp: t.plp,
             power_fail_ns: t.power_fail_ns,
             slow_reads: t.diag_slow_reads,
+            dtwin_audit: t.diag_dtwin_audit,
             fill: t.fill,
             fill_pattern: t.fill_pattern,
+            free_pool: t.free_pool,
         })
     }
 
@@ -404,14 +420,39 @@ impl SsdConfig {
         (f64::from(bytes) / self.channel_rate).round() as Ns
     }
 
-    /// Free blocks each plane of an NVM set needs before the set may start a window without
-    /// background work (a PLM DTWin): the floor below which GC is forced. Such a window
-    /// defers destaging, so the host's writes take no free block in it and nothing forces GC.
-    /// The GC threshold (`gc_start_free_blocks`) is not the bar: a drive in its steady state
-    /// sits below it, and the GC needed to climb back to it (hundreds of victims a plane)
-    /// would keep the set out of DTWin for seconds.
-    pub fn ready_free_blocks(&self) -> u32 {
-        self.gc_min_free_blocks.min(self.gc_start_free_blocks)
+    /// The longest a background operation a die has started (a batch of host writes' or GC's
+    /// operations) can still take: its array time (the longest of an erase, a program and a
+    /// read) and its channel transfers, each behind at most one hold of the channel by each
+    /// die of the channel (a die that stops background work sends what it still runs of it
+    /// ahead of every other waiter, so only transfers already under way or of such stopping
+    /// dies come first). A set asked into a window without background work waits at most
+    /// this long (the NDWIN Time Minimum Low it advertises).
+    pub fn background_end_bound_ns(&self) -> Ns {
+        let geo = &self.geo;
+        let planes = if self.multiplane {
+            geo.planes_per_die.min(4)
+        } else {
+            1
+        };
+        let extra = Ns::from(planes - 1);
+        let page = self.transfer_ns(geo.page_bytes);
+        // The longest hold of a channel: a multi-plane program's command and data.
+        let hold = (self.program_cmd_ns + extra * self.program_cmd_per_plane_ns)
+            .max(self.read_cmd_ns + extra * self.read_cmd_per_plane_ns)
+            .max(self.erase_cmd_ns + extra * self.erase_cmd_per_plane_ns)
+            + Ns::from(planes) * page;
+        let array = self.erase_ns.max(
+            self.cell
+                .program_ns
+                .iter()
+                .chain(&self.cell.read_ns)
+                .copied()
+                .max()
+                .unwrap_or(0),
+        );
+        // The command, then (a read) one data-out per plane, each behind the channel's dies.
+        let transfers = 1 + Ns::from(planes);
+        array + transfers * Ns::from(geo.dies_per_channel()) * hold
     }
 
     /// Time of one DRAM access of `bytes` (MQSim's estimate: tRCD + tCL per row opened, tRP
@@ -471,6 +512,12 @@ mod tests {
         assert_eq!(c.cache_pages, 32_768);
         // 4 KiB through MQSim's 100 MT/s, 1-byte DRAM: 13 + 13 + 2048 x 10 ns.
         assert_eq!(c.dram_access_ns(4096), 20_506);
+        // tBERS, then the command and two data-outs, each behind the 8 dies of a channel
+        // holding it for a two-plane program (361 + 816 ns and two 8 KiB pages at 3 ns/B).
+        assert_eq!(
+            c.background_end_bound_ns(),
+            3_800_000 + 3 * 8 * (361 + 816 + 2 * 24_576)
+        );
     }
 
     #[test]

@@ -144,6 +144,10 @@ struct Die<T> {
     array_done_ns: Ns,
     suspended: Option<(Batch<T>, Ns)>,
     channel: u32,
+    /// Background work (host writes' programs and their reads, GC) is held: the die starts
+    /// none, keeps a suspended operation suspended, and what it runs of it goes to the
+    /// channel first (an NVM set entering or in a PLM deterministic window).
+    held: bool,
 }
 
 /// Time each die spent on each use ([`DIE_USES`]), kept only when asked
@@ -215,6 +219,8 @@ pub struct FlashArray<T> {
     pub done: Vec<FlashOp<T>>,
     /// Owners of programs whose command went out since the owner last drained them.
     pub programs_started: Vec<T>,
+    /// Held dies whose background operation ended since the owner last drained them.
+    pub quiet: Vec<u32>,
     pub stats: FlashStats,
     cfg: Timing,
     /// Dies of each chip that are not idle (chip-exclusive scheduling).
@@ -281,6 +287,7 @@ impl<T: Copy + Default> FlashArray<T> {
                 array_done_ns: 0,
                 suspended: None,
                 channel: g.channel_of_die(d),
+                held: false,
             })
             .collect();
         FlashArray {
@@ -317,6 +324,7 @@ impl<T: Copy + Default> FlashArray<T> {
             ranks: cfg.die_ranks,
             done: Vec::new(),
             programs_started: Vec::new(),
+            quiet: Vec::new(),
             stats: FlashStats::default(),
             chip_busy: vec![0; (g.channels * g.chips_per_channel) as usize],
             usage: None,
@@ -399,6 +407,56 @@ impl<T: Copy + Default> FlashArray<T> {
         let mut spent = u.spent_ns[d as usize];
         spent[self.current_use(d)] += now - u.since_ns[d as usize];
         spent
+    }
+
+    /// [`FlashArray::die_usage`] of die `d`.
+    pub fn die_usage_of(&self, d: u32, now: Ns) -> [Ns; DIE_USES] {
+        let Some(u) = &self.usage else {
+            return [0; DIE_USES];
+        };
+        let mut spent = u.spent_ns[d as usize];
+        spent[self.current_use(d)] += now - u.since_ns[d as usize];
+        spent
+    }
+
+    /// Whether die `d` runs background work now: a batch of host writes' or GC's operations
+    /// between its command and its end (a suspended one does not run).
+    pub fn background_running(&self, d: u32) -> bool {
+        let die = &self.dies[d as usize];
+        die.state != DieState::Idle && die.batch.ops[0].class >= OpClass::HostWrite
+    }
+
+    /// Holds die `d`'s background work (or lets it go): a held die starts none and keeps a
+    /// suspended erase or program suspended; the background batch it runs already goes to the
+    /// channel ahead of everything else, so that it ends soon.
+    pub fn hold(&mut self, d: u32, held: bool, ctx: &mut impl StageCtx<SsdEvent>) {
+        let die = &mut self.dies[d as usize];
+        if die.held == held {
+            return;
+        }
+        die.held = held;
+        if held {
+            if self.background_running(d) {
+                let ch = self.dies[d as usize].channel as usize;
+                let urgent = self.urgent_key();
+                for w in &mut self.channels[ch].waiters {
+                    if w.die == d {
+                        w.rank &= urgent;
+                    }
+                }
+            }
+        } else if self.dies[d as usize].state == DieState::Idle {
+            self.start(d, ctx);
+        }
+    }
+
+    /// The mask that clears the rank bits of a channel waiter's key (rank 0: most urgent).
+    fn urgent_key(&self) -> u64 {
+        if self.cfg.rules.data_out_first {
+            !(0b11 << 61)
+        } else {
+            !(0b11 << 62)
+        }
     }
 
     #[inline]
@@ -568,7 +626,13 @@ impl<T: Copy + Default> FlashArray<T> {
         let ppd = self.planes_per_die as usize;
         let mut best: Option<(usize, u64, u32)> = None;
         for die in chip * self.cfg.dies_per_chip..(chip + 1) * self.cfg.dies_per_chip {
-            let waiting = self.dies[die as usize].nonempty;
+            let die_state = &self.dies[die as usize];
+            let allowed = if die_state.held {
+                self.read_queues
+            } else {
+                u64::MAX
+            };
+            let waiting = die_state.nonempty & allowed;
             if waiting == 0 {
                 continue;
             }
@@ -594,6 +658,10 @@ impl<T: Copy + Default> FlashArray<T> {
 
     /// Die `d` finished its batch.
     fn became_idle(&mut self, d: u32, ctx: &mut impl StageCtx<SsdEvent>) {
+        let die = &self.dies[d as usize];
+        if die.held && die.batch.ops[0].class >= OpClass::HostWrite {
+            self.quiet.push(d);
+        }
         if self.cfg.chip_exclusive || self.cfg.rules.chip_serial {
             let chip = (d / self.cfg.dies_per_chip) as usize;
             self.chip_busy[chip] -= 1;
@@ -666,14 +734,18 @@ impl<T: Copy + Default> FlashArray<T> {
         self.account(d, ctx.now_ns());
         let die = &mut self.dies[d as usize];
         debug_assert_eq!(die.state, DieState::Idle);
-        // While an erase or program is suspended only reads may run.
-        let allowed = if die.suspended.is_some() {
+        // While an erase or program is suspended, or background work is held, only reads may
+        // run; a held die keeps its suspended operation suspended.
+        let allowed = if die.suspended.is_some() || die.held {
             self.read_queues
         } else {
             u64::MAX
         };
         let waiting = die.nonempty & allowed;
         if waiting == 0 {
+            if die.held {
+                return;
+            }
             if let Some((batch, remaining)) = die.suspended.take() {
                 die.batch = batch;
                 die.state = DieState::Array;
@@ -782,7 +854,8 @@ impl<T: Copy + Default> FlashArray<T> {
         ctx: &mut impl StageCtx<SsdEvent>,
     ) {
         let now = ctx.now_ns();
-        let rank = self.rank(class) as u64;
+        let held = self.dies[d as usize].held && class >= OpClass::HostWrite;
+        let rank = if held { 0 } else { self.rank(class) as u64 };
         let ch = self.dies[d as usize].channel;
         let channel = &mut self.channels[ch as usize];
         if !channel.handing_over && channel.waiters.is_empty() && channel.busy_until <= now {
@@ -817,6 +890,12 @@ impl<T: Copy + Default> FlashArray<T> {
         let now = ctx.now_ns();
         let channel = &mut self.channels[ch as usize];
         if channel.busy_until > now {
+            // Granted meanwhile to a request that found it free (at this same instant, before
+            // the data-out that calls this ended): its waiters are served when that grant ends.
+            if !channel.waiters.is_empty() && !channel.held_by_data_out && !channel.wake_pending {
+                channel.wake_pending = true;
+                ctx.schedule(channel.busy_until, SsdEvent::ChannelFree(ch));
+            }
             return;
         }
         let Some(best) = (0..channel.waiters.len()).min_by_key(|&i| channel.waiters[i].rank) else {
@@ -905,6 +984,9 @@ impl<T: Copy + Default> FlashArray<T> {
                 self.account(d, ctx.now_ns());
                 let die = &mut self.dies[d as usize];
                 die.state = DieState::Idle;
+                if die.held {
+                    self.quiet.push(d);
+                }
                 self.start_batch(d, ctx);
             }
             DieState::Array => {
@@ -1069,5 +1151,22 @@ mod tests {
             290 + 75_000 + 4096 * 3
         );
         assert_eq!(usage[DIE_IDLE], 1_000);
+    }
+
+    #[test]
+    fn a_command_that_waits_behind_a_grant_made_as_a_data_out_ends_gets_the_channel_after_it() {
+        let mut h = two_dies_on_one_channel();
+        // Die 0 reads twice: the first read's data leaves at 290 + 75,000 + 4096 x 3 = 87,578
+        // ns, when the second's command asks for the channel. Die 1's program asks at that same
+        // instant, first, finds the channel free and takes it for its command and data
+        // (361 + 8192 x 3 = 24,937 ns): the second read's command waits for it to end.
+        let first = h.submit_at(0, Request::new(Op::Read, 0, 4096, 0, 0));
+        let second = h.submit_at(1, Request::new(Op::Read, 0, 4096, 0, 1));
+        let out = 290 + 75_000 + 4096 * 3;
+        h.submit_at(out, Request::new(Op::Write, 0, 8192, 0, out));
+        h.run_all();
+        let done = |id: ReqId| h.completed.iter().find(|c| c.0 == id).map(|c| c.1);
+        assert_eq!(done(first), Some(out));
+        assert_eq!(done(second), Some(out + 361 + 8192 * 3 + out));
     }
 }

@@ -162,9 +162,8 @@ struct DramJob {
 struct PlaneGc {
     victim: Option<u32>,
     moves_left: u32,
-    /// Collection stopped between page moves (its set waits to enter a PLM DTWin): the
-    /// moves in flight end, the rest wait for the next NDWin.
-    paused: bool,
+    /// GC was due but the gate kept it from starting: it starts when the gate opens.
+    deferred: bool,
 }
 
 /// Counters of the device besides those of its parts.
@@ -176,8 +175,6 @@ struct DeviceStats {
     rmw_reads: u64,
     out_of_range: u64,
     invalid_namespace: u64,
-    /// GC operations issued on a set whose gate was closed (forced by the free-block floor).
-    gc_ops_while_closed: u64,
     /// Victims chosen below the free-block floor while the gate stayed closed.
     gc_forced_victims: u64,
     /// Destages started for a full cache while the gate stayed closed.
@@ -248,6 +245,10 @@ pub struct Ssd {
     /// Programs waiting for a free page, per plane.
     plane_waiters: Vec<VecDeque<Work>>,
     gc: Vec<PlaneGc>,
+    /// The dies of each NVM set.
+    set_dies: Vec<Vec<u32>>,
+    /// The diagnostic of background work in DTWin (when die usage is tracked).
+    dtwin_audit: Option<DtwinAudit>,
     gate: Box<dyn GcGate>,
     gate_caps: GateCaps,
     gate_actions: Vec<GateAction>,
@@ -270,6 +271,17 @@ pub struct Ssd {
     slow_reads: Option<SlowReads>,
 }
 
+/// Background work that ran on each NVM set's dies while the set was in its deterministic
+/// window: a diagnostic, kept when the flash array tracks its dies' usage.
+#[derive(Clone, Debug, Default)]
+struct DtwinAudit {
+    /// Per set: in DTWin at the last look, and the background time of its dies then.
+    inside: Vec<bool>,
+    at_entry_ns: Vec<Ns>,
+    /// Per set: background time of its dies during its DTWins so far.
+    background_ns: Vec<Ns>,
+}
+
 /// A bit set with a bit for each of `planes` planes, all set.
 fn all_planes(planes: usize) -> Vec<u64> {
     let mut bits = vec![u64::MAX; planes.div_ceil(64)];
@@ -283,9 +295,19 @@ impl Ssd {
     /// A drive as `cfg` describes it, preconditioned if asked; `seed` is the run's seed, from
     /// which the GC's random victim draws and the preconditioner's placement are derived.
     pub fn new(cfg: SsdConfig, seed: u64) -> Self {
+        let audit = cfg.dtwin_audit;
+        let mut ssd = Self::unaudited(cfg, seed);
+        if audit {
+            ssd.audit_dtwin_background();
+        }
+        ssd
+    }
+
+    fn unaudited(cfg: SsdConfig, seed: u64) -> Self {
         let gate = cfg.gate.build.expect("checked by the registry")(&GateSetup {
             sets: cfg.geo.sets() as u16,
             page_bytes: cfg.geo.page_bytes,
+            entry_bound_ns: cfg.background_end_bound_ns(),
             settings: &cfg.gate_settings,
         });
         let mut ftl = Ftl::for_config(&cfg, seed);
@@ -295,10 +317,24 @@ impl Ssd {
         if cfg.slow_reads > 0 {
             flash.track_die_usage();
         }
+        let sets = cfg.geo.sets() as u16;
+        let set_dies = (0..sets)
+            .map(|set| {
+                let mut dies: Vec<u32> = cfg
+                    .geo
+                    .set_planes(set)
+                    .iter()
+                    .map(|&p| cfg.geo.die_of_plane(p))
+                    .collect();
+                dies.sort_unstable();
+                dies.dedup();
+                dies
+            })
+            .collect();
         Ssd {
             flash,
             cmt: Cmt::new(cfg.cmt_entries),
-            cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes()),
+            cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes(), cfg.keep_destaged),
             host: Slab::new(),
             works: Slab::new(),
             destages: Slab::new(),
@@ -308,6 +344,8 @@ impl Ssd {
             wait_nodes: Slab::new(),
             plane_waiters: vec![VecDeque::new(); planes],
             gc: vec![PlaneGc::default(); planes],
+            set_dies,
+            dtwin_audit: None,
             gate,
             gate_caps: cfg.gate.caps,
             gate_actions: Vec::new(),
@@ -504,6 +542,14 @@ impl Ssd {
         let id = self.host[slot].id;
         let (offset, len, end) = self.extent(&ctx.reqs()[id]);
         if self.cfg.cache_pages == 0 {
+            let set = (ctx.reqs()[id].nsid - 1) as u16;
+            if self.gate_caps.contains(GateCaps::CLOSES)
+                && !self.gate.destage_allowed(set, ctx.now_ns())
+            {
+                // Without a cache to hold it, a write held back by the gate must be
+                // programmed now: background work the gate hears of.
+                self.gate_hook(ctx, |g, io| g.forced(set, io));
+            }
             self.host[slot].parts = self.pages(offset, len).count() as u32;
             for (lpa, _, bytes) in self.pages(offset, len) {
                 if lpa >= end {
@@ -808,7 +854,6 @@ impl Ssd {
         self.check_flushes(ctx);
         self.unblock_writes(ctx);
         self.pump(plane, ctx);
-        self.check_settled(plane, ctx);
     }
 
     /// Records that reached flash: wake their FUA writers and free them.
@@ -1037,37 +1082,32 @@ impl Ssd {
     // ---- garbage collection ------------------------------------------------------------------
 
     /// Starts collecting a victim in `plane` if its free blocks ran low, none is running and
-    /// the GC gate lets GC work now (below the free-block floor it runs whatever the gate says).
+    /// the GC gate lets GC work now (below the free-block floor it runs whatever the gate says);
+    /// GC the gate keeps from starting starts when it opens.
     fn maybe_gc(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
         loop {
             let free = self.ftl.free_blocks(plane);
-            let gc = self.gc[plane as usize];
-            if gc.victim.is_some() && !gc.paused
-                || gc.victim.is_none() && free >= self.cfg.gc_start_free_blocks
-            {
+            if self.gc[plane as usize].victim.is_some() || free >= self.cfg.gc_start_free_blocks {
                 return;
             }
             if self.gate_caps.contains(GateCaps::CLOSES) {
                 let set = self.cfg.geo.set_of_plane(plane);
                 if !self.gate.gc_allowed(set, ctx.now_ns()) {
                     if free >= self.cfg.gc_min_free_blocks {
+                        self.gc[plane as usize].deferred = true;
                         return;
                     }
                     self.gate_hook(ctx, |g, io| g.forced(set, io));
                     if !self.gate.gc_allowed(set, ctx.now_ns()) {
                         self.stats.gc_forced_victims += 1;
                     }
-                } else if self.gate.awaits_settle(set) && free >= self.cfg.ready_free_blocks() {
-                    // The set waits to enter a window without background work: the GC it
-                    // still owes beyond what that window needs waits for the next NDWin,
-                    // or a new victim would keep it from ever settling.
-                    return;
+                    // The gate, opened, may have started this plane's GC already.
+                    if self.gc[plane as usize].victim.is_some() {
+                        return;
+                    }
                 }
             }
-            if let Some(victim) = gc.victim {
-                self.resume_gc(plane, victim, ctx);
-                return;
-            }
+            self.gc[plane as usize].deferred = false;
             let Some(victim) = self.ftl.select_victim(plane) else {
                 return;
             };
@@ -1078,7 +1118,6 @@ impl Ssd {
                     .valid_in(victim)
                     .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
             );
-            self.note_gc_op(plane, ctx.now_ns());
             if !self.cfg.gc_timed {
                 for &(src, _) in &moves {
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
@@ -1092,7 +1131,7 @@ impl Ssd {
             self.gc[plane as usize] = PlaneGc {
                 victim: Some(victim),
                 moves_left: moves.len() as u32,
-                paused: false,
+                deferred: false,
             };
             if moves.is_empty() {
                 self.issue_erase(victim, ctx);
@@ -1104,63 +1143,7 @@ impl Ssd {
         }
     }
 
-    /// Collects the rest of `plane`'s paused victim: the pages still valid in it.
-    fn resume_gc(&mut self, plane: u32, victim: u32, ctx: &mut impl StageCtx<SsdEvent>) {
-        if self.gc[plane as usize].moves_left > 0 {
-            // Moves of the pause are still in flight: the last one to end resumes it.
-            return;
-        }
-        let mut moves = std::mem::take(&mut self.scratch_moves);
-        moves.clear();
-        moves.extend(
-            self.ftl
-                .valid_in(victim)
-                .map(|(src, lpa)| (src, Cont::GcRead { lpa })),
-        );
-        self.gc[plane as usize] = PlaneGc {
-            victim: Some(victim),
-            moves_left: moves.len() as u32,
-            paused: false,
-        };
-        self.note_gc_op(plane, ctx.now_ns());
-        if moves.is_empty() {
-            self.issue_erase(victim, ctx);
-        }
-        self.flash
-            .submit_gc_reads(&moves, self.cfg.geo.page_bytes, ctx);
-        self.scratch_moves = moves;
-    }
-
-    /// Stops GC on the planes of `set` that have the free blocks a DTWin needs, between page
-    /// moves: the GC reads not yet started are dropped (their pages stay valid in the
-    /// victim), the moves under way end. The specification lets a set asked into DTWin take
-    /// its time; a victim of a drive in steady state holds hundreds of valid pages, and
-    /// waiting for all of them would keep the set out of DTWin for a whole window.
-    fn pause_gc(&mut self, set: u16, ctx: &mut impl StageCtx<SsdEvent>) {
-        if !self.cfg.gc_timed {
-            return;
-        }
-        let ready = self.cfg.ready_free_blocks();
-        for i in 0..self.cfg.geo.set_planes(set).len() {
-            let plane = self.cfg.geo.set_planes(set)[i];
-            let gc = self.gc[plane as usize];
-            if gc.victim.is_none()
-                || gc.paused
-                || gc.moves_left == 0
-                || self.ftl.free_blocks(plane) < ready
-            {
-                continue;
-            }
-            let dropped = self.flash.drop_gc_reads(plane);
-            let gc = &mut self.gc[plane as usize];
-            gc.moves_left -= dropped;
-            gc.paused = true;
-        }
-        self.check_settled(self.cfg.geo.set_planes(set)[0], ctx);
-    }
-
     fn issue_erase(&mut self, block: u32, ctx: &mut impl StageCtx<SsdEvent>) {
-        self.note_gc_op(self.cfg.geo.plane_of_block(block), ctx.now_ns());
         let op = FlashOp {
             kind: OpKind::Erase,
             class: OpClass::Gc,
@@ -1189,7 +1172,10 @@ impl Ssd {
     // the call (it runs after every event of the drive).
     #[inline(always)]
     fn drain_flash(&mut self, ctx: &mut impl StageCtx<SsdEvent>) {
-        if !self.flash.programs_started.is_empty() || !self.flash.done.is_empty() {
+        if !self.flash.programs_started.is_empty()
+            || !self.flash.done.is_empty()
+            || !self.flash.quiet.is_empty()
+        {
             self.drain_flash_now(ctx);
         }
     }
@@ -1234,7 +1220,6 @@ impl Ssd {
                 }
                 Cont::GcRead { lpa } => {
                     let plane = self.cfg.geo.plane_of_ppa(op.ppa);
-                    self.note_gc_op(plane, ctx.now_ns());
                     let dst = self.ftl.alloc_gc(plane).expect("GC always has a block");
                     let program = FlashOp {
                         kind: OpKind::Program,
@@ -1252,13 +1237,7 @@ impl Ssd {
                     gc.moves_left -= 1;
                     if gc.moves_left == 0 {
                         let victim = gc.victim.expect("a victim is being collected");
-                        if gc.paused {
-                            // Resumed if the set is back in NDWin, else settled.
-                            self.maybe_gc(plane, ctx);
-                            self.check_settled(plane, ctx);
-                        } else {
-                            self.issue_erase(victim, ctx);
-                        }
+                        self.issue_erase(victim, ctx);
                     }
                 }
                 Cont::Erase => {
@@ -1268,41 +1247,28 @@ impl Ssd {
                     self.gc[plane as usize].victim = None;
                     self.retry_plane(plane, ctx);
                     self.maybe_gc(plane, ctx);
-                    self.check_settled(plane, ctx);
                 }
             }
+        }
+        // Held dies whose background operation ended: their sets may enter DTWin now.
+        while let Some(d) = self.flash.quiet.pop() {
+            let set = self.set_of_die(d);
+            self.check_settled(set, ctx);
         }
     }
 
     // ---- the GC gate -------------------------------------------------------------------------
 
-    /// Counts a GC operation issued on `plane` while its set's gate is closed (only GC forced
-    /// below the free-block floor does that).
-    fn note_gc_op(&mut self, plane: u32, now: Ns) {
-        if self.gate_caps.contains(GateCaps::CLOSES)
-            && !self.gate.gc_allowed(self.cfg.geo.set_of_plane(plane), now)
-        {
-            self.stats.gc_ops_while_closed += 1;
-        }
+    fn set_of_die(&self, d: u32) -> u16 {
+        let planes = self.cfg.geo.planes_per_die;
+        self.cfg.geo.set_of_plane(d * planes)
     }
 
-    /// Whether NVM set `set` may run a window without background work: no GC operation and
-    /// no destage in flight (a victim is done or paused between page moves), and every plane
-    /// with the free blocks such a window needs ([`SsdConfig::ready_free_blocks`]).
-    fn settled(
-        geo: &geometry::Geometry,
-        ftl: &Ftl,
-        gc: &[PlaneGc],
-        destage_inflight: &[u32],
-        ready_free: u32,
-        set: u16,
-    ) -> bool {
-        geo.set_planes(set).iter().all(|&p| {
-            let g = gc[p as usize];
-            (g.victim.is_none() || g.paused && g.moves_left == 0)
-                && destage_inflight[p as usize] == 0
-                && ftl.free_blocks(p) >= ready_free
-        })
+    /// Whether NVM set `set` may start a window without background work: no background
+    /// operation (a host write's program or its read, a mapping write-back, GC) runs on its
+    /// dies. What is queued stays queued while the set is held.
+    fn settled(flash: &FlashArray<Cont>, dies: &[u32]) -> bool {
+        dies.iter().all(|&d| !flash.background_running(d))
     }
 
     /// Runs gate hook `f`, then does what it asked.
@@ -1313,14 +1279,8 @@ impl Ssd {
     ) {
         let mut actions = std::mem::take(&mut self.gate_actions);
         {
-            let (geo, ftl, gc, inflight, start) = (
-                &self.cfg.geo,
-                &self.ftl,
-                &self.gc,
-                &self.destage_inflight,
-                self.cfg.ready_free_blocks(),
-            );
-            let settled = |set: u16| Self::settled(geo, ftl, gc, inflight, start, set);
+            let (flash, set_dies) = (&self.flash, &self.set_dies);
+            let settled = |set: u16| Self::settled(flash, &set_dies[set as usize]);
             let mut io = GateIo {
                 now_ns: ctx.now_ns(),
                 settled: &settled,
@@ -1332,10 +1292,22 @@ impl Ssd {
             match a {
                 GateAction::Wake { at_ns, token } => ctx.schedule(at_ns, SsdEvent::GateWake(token)),
                 GateAction::Notify(n) => ctx.notify_above(n),
+                GateAction::Hold(set) => {
+                    for i in 0..self.set_dies[set as usize].len() {
+                        let d = self.set_dies[set as usize][i];
+                        self.flash.hold(d, true, ctx);
+                    }
+                }
                 GateAction::Opened(set) => {
+                    for i in 0..self.set_dies[set as usize].len() {
+                        let d = self.set_dies[set as usize][i];
+                        self.flash.hold(d, false, ctx);
+                    }
                     for i in 0..self.cfg.geo.set_planes(set).len() {
                         let p = self.cfg.geo.set_planes(set)[i];
-                        self.maybe_gc(p, ctx);
+                        if self.gc[p as usize].deferred {
+                            self.maybe_gc(p, ctx);
+                        }
                     }
                     self.pump_all(ctx);
                 }
@@ -1344,25 +1316,67 @@ impl Ssd {
         if self.gate_actions.capacity() < actions.capacity() {
             self.gate_actions = actions;
         }
+        if self.dtwin_audit.is_some() {
+            self.audit_dtwin(ctx.now_ns());
+        }
     }
 
-    /// Tells a gate waiting for `plane`'s set to settle that it has.
-    fn check_settled(&mut self, plane: u32, ctx: &mut impl StageCtx<SsdEvent>) {
-        if !self.gate_caps.contains(GateCaps::CLOSES) {
-            return;
-        }
-        let set = self.cfg.geo.set_of_plane(plane);
-        if self.gate.awaits_settle(set)
-            && Self::settled(
-                &self.cfg.geo,
-                &self.ftl,
-                &self.gc,
-                &self.destage_inflight,
-                self.cfg.ready_free_blocks(),
-                set,
-            )
+    /// Tells a gate waiting for `set` to settle that it has.
+    fn check_settled(&mut self, set: u16, ctx: &mut impl StageCtx<SsdEvent>) {
+        if self.gate_caps.contains(GateCaps::CLOSES)
+            && self.gate.awaits_settle(set)
+            && Self::settled(&self.flash, &self.set_dies[set as usize])
         {
             self.gate_hook(ctx, |g, io| g.settled(set, io));
+        }
+    }
+
+    /// Starts the diagnostic of background work in DTWin: the flash array tracks its dies'
+    /// usage, and each DTWin of a set adds the background time of the set's dies during it.
+    pub fn audit_dtwin_background(&mut self) {
+        self.flash.track_die_usage();
+        let sets = self.set_dies.len();
+        self.dtwin_audit = Some(DtwinAudit {
+            inside: vec![false; sets],
+            at_entry_ns: vec![0; sets],
+            background_ns: vec![0; sets],
+        });
+    }
+
+    /// Background time (host writes' and GC's reads, programs and erases) of `set`'s dies up to
+    /// `now`, from the flash array's usage tracking.
+    fn background_ns(&self, set: u16, now: Ns) -> Ns {
+        use flash::die_use;
+        let mut total = 0;
+        for &d in &self.set_dies[set as usize] {
+            let usage = self.flash.die_usage_of(d, now);
+            for class in [OpClass::HostWrite, OpClass::Gc] {
+                for kind in [OpKind::Read, OpKind::Program, OpKind::Erase] {
+                    total += usage[die_use(class, kind)];
+                }
+            }
+        }
+        total
+    }
+
+    /// After a gate hook: a set that entered DTWin notes its dies' background time so far, one
+    /// that left adds what ran meanwhile.
+    fn audit_dtwin(&mut self, now: Ns) {
+        for set in 0..self.set_dies.len() as u16 {
+            let inside = self.gate.window(set) == gate::WindowState::Deterministic;
+            let audit = self.dtwin_audit.as_ref().expect("checked");
+            if inside == audit.inside[set as usize] {
+                continue;
+            }
+            let spent = self.background_ns(set, now);
+            let audit = self.dtwin_audit.as_mut().expect("checked");
+            let s = set as usize;
+            audit.inside[s] = inside;
+            if inside {
+                audit.at_entry_ns[s] = spent;
+            } else {
+                audit.background_ns[s] += spent - audit.at_entry_ns[s];
+            }
         }
     }
 
@@ -1548,13 +1562,6 @@ impl Stage for Ssd {
             return;
         }
         self.gate_hook(ctx, |g, io| g.control(msg, io));
-        if self.gate_caps.contains(GateCaps::CLOSES) {
-            for set in 0..self.cfg.geo.sets() as u16 {
-                if self.gate.awaits_settle(set) {
-                    self.pause_gc(set, ctx);
-                }
-            }
-        }
         self.drain_flash(ctx);
     }
 
@@ -1600,15 +1607,19 @@ impl Stage for Ssd {
         ];
         if self.gate_caps.contains(GateCaps::CLOSES) {
             out.push((
-                "gc_ops_while_closed".into(),
-                self.stats.gc_ops_while_closed as f64,
-            ));
-            out.push((
                 "gc_forced_victims".into(),
                 self.stats.gc_forced_victims as f64,
             ));
             out.push(("destages_forced".into(), self.stats.destages_forced as f64));
             out.extend(self.gate.counters());
+        }
+        if let Some(audit) = &self.dtwin_audit {
+            for (s, ns) in audit.background_ns.iter().enumerate() {
+                out.push((
+                    format!("set{}_background_in_dtwin_us", s + 1),
+                    *ns as f64 / 1e3,
+                ));
+            }
         }
         if let Some(slow) = &self.slow_reads {
             out.extend(slow.counters());

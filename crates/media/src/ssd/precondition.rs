@@ -5,9 +5,8 @@
 //!   with valid pages (the last block of each plane stays open).
 //! - `random`: uniform random overwrites of those pages until the steady state. Each plane is
 //!   an independent GC system (pages are striped statically), so per plane: the blocks in
-//!   circulation (all but three: sustained writing drains the free pool to the floor where
-//!   the host waits for GC, with one block free and the host's and GC's frontiers open) get
-//!   valid counts
+//!   circulation (all but the free pool `free_pool` names and the host's and GC's open
+//!   frontiers) get valid counts
 //!   following the mean-field steady state of the GC policy (`mean_field.rs`, rounded to whole
 //!   blocks and adjusted to hold exactly the plane's pages); the plane's logical pages are
 //!   dealt out in a random order, each block's valid pages sitting at random offsets. Blocks are
@@ -18,7 +17,7 @@
 
 use qoslab_engine::RngStream;
 
-use super::config::{FillPattern, SsdConfig};
+use super::config::{FillPattern, FreePool, SsdConfig};
 use super::ftl::Ftl;
 use super::mean_field::steady_state;
 
@@ -86,10 +85,16 @@ pub fn precondition(ftl: &mut Ftl, cfg: &SsdConfig, seed: u64) -> PreconditionRe
         };
     }
     let rule = ftl.mean_field_rule();
-    // Sustained writing leaves a plane at its floor: GC (which only runs below its threshold)
-    // cannot keep up with the host, so the free pool drains until the host waits for each
-    // erase. Three blocks stay out of circulation: one free, the host's and GC's frontiers.
-    let sealed_blocks = geo.blocks_per_plane - 3;
+    // The blocks out of circulation: the free pool, and the host's and GC's frontiers. Writing
+    // flat out leaves a plane at its floor (GC, which only runs below its threshold, cannot
+    // keep up, and the host waits for each erase: one block free); writes GC keeps pace with
+    // leave it at the threshold (a victim is collected whenever the pool falls below it).
+    let free = match cfg.free_pool {
+        FreePool::Floor => 1,
+        FreePool::Threshold => cfg.gc_start_free_blocks,
+        FreePool::Mqsim => cfg.gc_start_free_blocks / 2,
+    };
+    let sealed_blocks = geo.blocks_per_plane - free.max(1) - 2;
     let mut lpas: Vec<u32> = Vec::new();
     let mut model_wa = 1.0;
     // Planes differ by at most one page: a handful of distinct page counts, each solved once.

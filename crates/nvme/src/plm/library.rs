@@ -13,10 +13,11 @@
 //! (a copy left DTWin on its own) makes it read the aggregate log page (0Bh) and the log page of
 //! each set listed.
 //!
-//! A read is *covered* when its host holds a count of the window (its allocation, or extra
-//! counts the coordinator grants when it runs out; without `coordinate` every read is
-//! covered). A covered read goes to a copy in DTWin, an uncovered one to a copy that is not;
-//! with no copy of the kind wanted, to the other kind. Writes go to every copy.
+//! A read takes one count per 4 KiB it reads (the unit of DTWIN Reads Typical). It is
+//! *covered* when its host holds its counts (its allocation, or extra counts the coordinator
+//! grants when it runs out; without `coordinate` every read is covered). A covered read goes
+//! to a copy in DTWin, an uncovered one to a copy that is not; with no copy of the kind
+//! wanted, to the other kind. Writes go to every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
@@ -154,6 +155,8 @@ struct HostStats {
     windows: u64,
     reads: u64,
     covered: u64,
+    /// Reads sent to a copy the host did not know to be in DTWin.
+    to_ndwin: u64,
     utilization: RatioHist,
     deficiency: RatioHist,
 }
@@ -379,7 +382,7 @@ impl ReplicaPolicy for PlmLibrary {
         self.begin_window(io);
     }
 
-    fn route_read(&mut self, host: u16, _len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32 {
+    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32 {
         if self.unavailable {
             return 1;
         }
@@ -387,26 +390,27 @@ impl ReplicaPolicy for PlmLibrary {
             self.boundary(io);
         }
         let h = host as usize;
-        self.demand[h] += 1;
+        let units = len_bytes.div_ceil(4096).max(1);
+        self.demand[h] += units;
         self.stats[h].reads += 1;
         let covered = match &mut self.coordinator {
             None => true,
             Some(c) => {
-                if self.counts_left[h] == 0 {
+                if self.counts_left[h] < units {
                     let have = c.host(h).allocated + c.host(h).extra;
                     let shortfall = match self.cfg.predictor {
                         PredictorKind::Exact => self
                             .oracle
                             .get(self.window as usize)
                             .map_or(0, |d| d[h])
-                            .saturating_sub(have)
-                            .max(1),
-                        PredictorKind::Ewma => 1,
-                    };
+                            .saturating_sub(have),
+                        PredictorKind::Ewma => 0,
+                    }
+                    .max(units - self.counts_left[h]);
                     self.counts_left[h] += c.ask_extra(h, shortfall);
                 }
-                if self.counts_left[h] > 0 {
-                    self.counts_left[h] -= 1;
+                if self.counts_left[h] >= units {
+                    self.counts_left[h] -= units;
                     true
                 } else {
                     false
@@ -421,6 +425,7 @@ impl ReplicaPolicy for PlmLibrary {
             self.reads_to_dtwin += 1;
         } else {
             self.reads_to_ndwin += 1;
+            self.stats[h].to_ndwin += 1;
         }
         copy + 1
     }
@@ -455,6 +460,8 @@ impl ReplicaPolicy for PlmLibrary {
             WAKE_POLL => {
                 self.polling = false;
                 let active = self.active();
+                // Asked again: a set whose entry an excursion cut short is back in NDWin.
+                Self::set_feature(io, FID_PLM_WINDOW, active, 0b001);
                 self.refresh(active, io);
                 if self.dtwin[active as usize] {
                     self.release_previous(io);
@@ -484,6 +491,7 @@ impl ReplicaPolicy for PlmLibrary {
         for (h, s) in self.stats.iter().enumerate() {
             out.push((format!("host{h}_reads"), s.reads as f64));
             out.push((format!("host{h}_covered_reads"), s.covered as f64));
+            out.push((format!("host{h}_reads_to_ndwin"), s.to_ndwin as f64));
             if self.coordinator.is_some() {
                 out.push((format!("host{h}_windows"), s.windows as f64));
                 out.push((

@@ -10,6 +10,11 @@
 //! The SSD keeps one promise whatever the gate: GC runs on a plane whose free blocks fell below
 //! `gc.min_free_blocks`, and a full write cache with writes waiting destages; the gate hears of
 //! it through [`GcGate::forced`].
+//!
+//! A gate may also *hold* a set ([`GateAction::Hold`]): its dies then start no background
+//! operation (no GC read, program or erase, no destage and no mapping write-back), keep a
+//! suspended one suspended, and finish the one they run; what is queued stays queued, page by
+//! page, until the gate opens the set again ([`GateAction::Opened`]).
 
 pub mod always;
 pub mod plm;
@@ -48,8 +53,8 @@ pub trait GcGate {
         false
     }
 
-    /// `set` settled: no GC operation or destage in flight on its planes, each at or above
-    /// the free-block floor (GC still owed waits, paused, for the next NDWin).
+    /// `set` settled: no background operation runs on its dies (the set is held, so none
+    /// starts either).
     fn settled(&mut self, _set: u16, _io: &mut GateIo<'_>) {}
 
     /// The window `set` is in now, for diagnostics (a gate without windows: `Off`).
@@ -81,7 +86,9 @@ pub enum GateAction {
     Wake { at_ns: Ns, token: u32 },
     /// Send a notice up (an asynchronous event).
     Notify(Notice),
-    /// The gate opened for `set`: deferred work may start.
+    /// Hold `set`: its dies start no background work from now on.
+    Hold(u16),
+    /// The gate opened for `set`: held and deferred work may start.
     Opened(u16),
 }
 
@@ -103,6 +110,9 @@ impl GateIo<'_> {
     pub fn opened(&mut self, set: u16) {
         self.actions.push(GateAction::Opened(set));
     }
+    pub fn hold(&mut self, set: u16) {
+        self.actions.push(GateAction::Hold(set));
+    }
 }
 
 bitflags::bitflags! {
@@ -123,6 +133,9 @@ pub struct GateSetup<'a> {
     pub sets: u16,
     /// The flash page: the drive's optimal write size.
     pub page_bytes: u32,
+    /// The longest a set waits, once held, for the background operations its dies run to end
+    /// ([`SsdConfig::background_end_bound_ns`](super::config::SsdConfig::background_end_bound_ns)).
+    pub entry_bound_ns: Ns,
     /// The gate's own sub-table.
     pub settings: &'a Settings,
 }
@@ -189,6 +202,7 @@ mod tests {
         let mut g = always::OPS.build.unwrap()(&GateSetup {
             sets: 4,
             page_bytes: 4096,
+            entry_bound_ns: 0,
             settings: &s,
         });
         assert!((0..4).all(|set| g.gc_allowed(set, 123) && g.destage_allowed(set, 123)));

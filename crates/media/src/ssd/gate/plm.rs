@@ -6,11 +6,14 @@
 //! - **Enabling**: Set Features, Predictable Latency Mode Config (13h), NVM Set Identifier in
 //!   dword 11, bit 0 of dword 12 (Predictable Latency Enable). An enabled set starts in NDWin.
 //! - **Windows**: Set Features, Predictable Latency Mode Window (14h), Window Select in bits 2:0
-//!   of dword 12: 001b DTWin, 010b NDWin. A set asked into DTWin enters it once the work a
-//!   DTWin cannot carry is done (no GC operation or destage in flight, every plane at or above
-//!   the free-block floor; the SSD pauses its GC victims between page moves) and it has spent
-//!   `ndwin_time_min_low_ns` in NDWin; until then it reports NDWin, GC still runs and no new
-//!   destage starts (the specification lets the controller delay the command's completion).
+//!   of dword 12: 001b DTWin, 010b NDWin. A set asked into DTWin stops its background work at
+//!   once: its dies start no GC operation, destage or mapping write-back from then on (the
+//!   queued ones wait, page by page, for the next NDWin). It enters DTWin once the background
+//!   operations its dies were running have ended and it has spent `ndwin_time_min_low_ns` in
+//!   NDWin; until then it reports NDWin (the specification lets the controller delay entry by
+//!   the NDWIN Time Minimum Low it advertises). The drive advertises the larger of that
+//!   tunable and the longest such an operation can take (an erase and its channel transfers),
+//!   so the advertised value bounds every entry's wait.
 //! - **Leaving DTWin on its own** (an autonomous transition), when since entry to the DTWin the
 //!   4 KiB reads exceed DTWIN Reads Typical, the writes (in flash pages, the drive's optimal
 //!   write size) exceed DTWIN Writes Typical, DTWIN Time Maximum has passed (event type bit 14),
@@ -133,7 +136,17 @@ struct SetWindow {
 pub struct Plm {
     cfg: PlmConfig,
     page_bytes: u64,
+    /// The NDWIN Time Minimum Low advertised: the tunable, or the longest a set asked into
+    /// DTWin may wait for its dies' background operations to end, whichever is larger.
+    ndwin_min_low_advertised_ns: Ns,
     sets: Vec<SetWindow>,
+    /// Every entry's wait, from the ask to the DTWin (all sets).
+    entry_waits: Vec<Ns>,
+    /// Sets in DTWin now, and the time no enabled set's copy was in DTWin: closed intervals,
+    /// and the start of the open one.
+    in_dtwin: u32,
+    no_dtwin_ns: Ns,
+    no_dtwin_since: Option<Ns>,
 }
 
 /// Wake-up kinds, in bit 10 of the token (the set in bits 9:0, the DTWin generation, modulo
@@ -147,9 +160,15 @@ fn token(set: u16, kind: u32, generation: u64) -> u32 {
 
 impl Plm {
     pub fn new(s: &GateSetup<'_>) -> Self {
+        let cfg = PlmConfig::from_settings(s.settings);
         Plm {
-            cfg: PlmConfig::from_settings(s.settings),
+            ndwin_min_low_advertised_ns: cfg.ndwin_time_min_low_ns.max(s.entry_bound_ns),
+            cfg,
             page_bytes: u64::from(s.page_bytes),
+            entry_waits: Vec::new(),
+            in_dtwin: 0,
+            no_dtwin_ns: 0,
+            no_dtwin_since: None,
             sets: (0..s.sets)
                 .map(|_| SetWindow {
                     window: Window::Disabled,
@@ -177,8 +196,15 @@ impl Plm {
     }
 
     fn enter_dtwin(&mut self, set: u16, io: &mut GateIo<'_>) {
+        if self.in_dtwin == 0
+            && let Some(since) = self.no_dtwin_since.take()
+        {
+            self.no_dtwin_ns += io.now_ns - since;
+        }
+        self.in_dtwin += 1;
         let w = &mut self.sets[set as usize];
         let waited = io.now_ns - w.asked_ns;
+        self.entry_waits.push(waited);
         w.entry_wait_ns += waited;
         w.entry_wait_max_ns = w.entry_wait_max_ns.max(waited);
         w.window = Window::Deterministic;
@@ -197,6 +223,10 @@ impl Plm {
         let w = &mut self.sets[set as usize];
         if w.window == Window::Deterministic {
             w.dtwin_ns += now - w.since_ns;
+            self.in_dtwin -= 1;
+            if self.in_dtwin == 0 {
+                self.no_dtwin_since = Some(now);
+            }
         }
         w.window = Window::NonDeterministic;
         w.since_ns = now;
@@ -240,6 +270,7 @@ impl Plm {
             (WINDOW_DTWIN, Window::NonDeterministic) => {
                 w.window = Window::Entering;
                 w.asked_ns = io.now_ns;
+                io.hold(set);
                 self.try_enter(set, io);
                 ControlStatus::Success
             }
@@ -288,7 +319,10 @@ impl Plm {
             (DTWIN_WRITES_TYPICAL, c.dtwin_writes_typical),
             (DTWIN_TIME_MAXIMUM, ms(c.dtwin_time_max_ns)),
             (NDWIN_TIME_MINIMUM_HIGH, ms(c.ndwin_time_min_high_ns)),
-            (NDWIN_TIME_MINIMUM_LOW, ms(c.ndwin_time_min_low_ns)),
+            (
+                NDWIN_TIME_MINIMUM_LOW,
+                self.ndwin_min_low_advertised_ns.div_ceil(1_000_000),
+            ),
             (DTWIN_READS_ESTIMATE, reads_left),
             (DTWIN_WRITES_ESTIMATE, writes_left),
             (DTWIN_TIME_ESTIMATE, ms(time_left)),
@@ -314,7 +348,10 @@ impl Plm {
 
 impl GcGate for Plm {
     fn gc_allowed(&mut self, set: u16, _now_ns: Ns) -> bool {
-        self.sets[set as usize].window != Window::Deterministic
+        matches!(
+            self.sets[set as usize].window,
+            Window::Disabled | Window::NonDeterministic
+        )
     }
 
     fn destage_allowed(&mut self, set: u16, _now_ns: Ns) -> bool {
@@ -358,11 +395,18 @@ impl GcGate for Plm {
                             w.window = Window::NonDeterministic;
                             w.since_ns = now;
                             w.events = 0;
+                            if self.in_dtwin == 0 && self.no_dtwin_since.is_none() {
+                                self.no_dtwin_since = Some(now);
+                            }
                         } else if !enable && w.window != Window::Disabled {
                             if w.window == Window::Deterministic {
                                 w.dtwin_ns += now - w.since_ns;
+                                self.in_dtwin -= 1;
+                                if self.in_dtwin == 0 {
+                                    self.no_dtwin_since = Some(now);
+                                }
                             }
-                            w.window = Window::Disabled;
+                            self.sets[s as usize].window = Window::Disabled;
                             io.opened(s);
                         }
                         ControlStatus::Success
@@ -427,7 +471,10 @@ impl GcGate for Plm {
 
     fn forced(&mut self, set: u16, io: &mut GateIo<'_>) {
         self.sets[set as usize].forced += 1;
-        if self.sets[set as usize].window == Window::Deterministic {
+        if matches!(
+            self.sets[set as usize].window,
+            Window::Deterministic | Window::Entering
+        ) {
             self.leave_dtwin(set, Exit::Excursion, io);
         }
     }
@@ -452,7 +499,34 @@ impl GcGate for Plm {
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
-        let mut out = Vec::new();
+        let mut waits = self.entry_waits.clone();
+        waits.sort_unstable();
+        let ms = |ns: Ns| ns as f64 / 1e6;
+        let mut out = vec![
+            (
+                "ndwin_time_min_low_advertised_ms".to_string(),
+                self.ndwin_min_low_advertised_ns.div_ceil(1_000_000) as f64,
+            ),
+            ("dtwin_entries".into(), waits.len() as f64),
+            (
+                // Nearest rank.
+                "dtwin_entry_wait_p50_ms".into(),
+                waits
+                    .get(waits.len().div_ceil(2).max(1) - 1)
+                    .map_or(0.0, |&w| ms(w)),
+            ),
+            (
+                "dtwin_entry_wait_max_ms".into(),
+                waits.last().map_or(0.0, |&w| ms(w)),
+            ),
+            // No set in DTWin: the closed intervals, and when the open one began (-1: a set
+            // is in DTWin now), from the first set's enabling on.
+            ("no_dtwin_ms".into(), ms(self.no_dtwin_ns)),
+            (
+                "no_dtwin_open_since_ms".into(),
+                self.no_dtwin_since.map_or(-1.0, ms),
+            ),
+        ];
         for (i, w) in self.sets.iter().enumerate() {
             let id = i + 1;
             out.push((format!("set{id}_dtwin_entries"), w.dtwin_entries as f64));

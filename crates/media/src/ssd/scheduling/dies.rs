@@ -23,6 +23,7 @@ impl FlashScheduling for Dies {
             multiplane_same_page: false,
             suspension: true,
             dirty_pages_per_plane: 0,
+            keep_destaged: true,
         }
     }
 }

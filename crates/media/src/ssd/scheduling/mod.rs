@@ -30,6 +30,9 @@ pub struct Rules {
     /// Most pages the write cache holds dirty (written and not yet on flash), as a multiple of
     /// the array's planes; 0: as many as `cache.bytes` holds.
     pub dirty_pages_per_plane: u32,
+    /// A page on flash may stay in the write cache and serve read hits (`cache.keep_destaged`);
+    /// false: its slot is freed when its flash write completes, whatever the tunable says.
+    pub keep_destaged: bool,
 }
 
 /// The scheduling hook.
@@ -173,7 +176,8 @@ mod tests {
         assert!(!rules[0].1.chip_serial && rules[0].1.suspension);
         let mqsim = rules[1].1;
         assert!(mqsim.chip_serial && mqsim.data_out_first && mqsim.multiplane_same_page);
-        assert!(!mqsim.suspension);
+        assert!(!mqsim.suspension && !mqsim.keep_destaged);
+        assert!(rules[0].1.keep_destaged);
         // 128 planes x 2 pages: MQSim's 2048-sector back-pressure buffer in 4 KiB writes.
         assert_eq!(ssd_config(&[("scheduling", "mqsim")]).cache_pages, 256);
         assert_eq!(ssd_config(&[]).cache_pages, 32_768);

@@ -14,6 +14,9 @@
 //! - The data cache (`Data_Cache_Manager_Flash_Advanced`) writes cold data back to flash at
 //!   once and admits a write only while the data in flight to flash stays under its
 //!   back-pressure buffer, one page of sectors per plane; a random write is always cold.
+//! - In its WRITE_CACHE mode the data cache frees a page's slot once the page's flash write
+//!   completes (`handle_transaction_serviced_signal_from_PHY`), and never caches reads: a read
+//!   hits the cache only while the page it asks for waits to be written.
 
 use qoslab_engine::Settings;
 
@@ -54,6 +57,7 @@ impl FlashScheduling for Mqsim {
             multiplane_same_page: true,
             suspension: false,
             dirty_pages_per_plane: self.dirty_pages_per_plane,
+            keep_destaged: false,
         }
     }
 }

@@ -59,9 +59,20 @@ def _run(case: dict) -> dict:
     texts = []
     for f in (out, err):
         f.seek(0)
-        texts.append(f.read()[-20_000:].decode("utf-8", "replace"))
+        texts.append(f.read().decode("utf-8", "replace"))
         f.close()
-    return {"code": code, "stdout": texts[0], "stderr": texts[1]}
+    # The whole of stderr is what is judged (fuzzing.classify); a long one travels cut.
+    return {
+        "code": code,
+        "stdout": texts[0][:4000],
+        "stderr": texts[1] if len(texts[1]) <= 20_000 else texts[1][:10_000] + texts[1][-10_000:],
+        "error_lines": _error_lines(texts[1]),
+    }
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """The lines of stderr that are not warnings, each cut to 300 characters."""
+    return [line[:300] for line in stderr.splitlines() if not line.startswith("qoslab: warning")]
 
 
 def main() -> None:

@@ -531,7 +531,7 @@ def classify(answer: dict) -> str:
     if code == 0:
         return "success"
     if code == 2:
-        errors = [line for line in err.splitlines() if not line.startswith("qoslab: warning")]
+        errors = answer["error_lines"]
         if len(errors) == 1 and errors[0].startswith("qoslab: error: "):
             return "clean"
         return "failure: exit status 2 without exactly one error line"

@@ -214,6 +214,26 @@ def test_an_integer_option_beyond_any_integer_is_a_usage_error(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("nvmelite", "diff", "configs/nvmelite/main.yaml", "--dut", "builtin:c",
+          "--timeout-s", "1e10", "--out", "{tmp}/d"), "--timeout-s"),
+        (("lab", "study", "qd-sweep", "--target", "{tmp}/x.img", "--runtime", "99999999999999h",
+          "--out", "{tmp}/o"), "--runtime: at most 4611686018 s"),
+        (("sched", "study", "--runtime", "1e30", "--out", "{tmp}/s"), "--runtime"),
+        (("sim", "--name=x", "--number_ios=5", "--speed", "inf"), "--speed"),
+    ],
+    ids=["dut-timeout", "lab-runtime", "sched-runtime", "speed-inf"],
+)  # fmt: skip
+def test_a_time_option_past_its_range_is_a_one_line_error(qoslab, tmp_path, args, needle):
+    # A DUT timeout of 1e10 s reached the kernel's poll (OverflowError: timeout is too large).
+    done = qoslab(*[a.format(tmp=tmp_path) for a in args], cwd=ROOT,
+                  env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path / "state")})  # fmt: skip
+    one_line_error(done, needle)
+    assert not (tmp_path / "x.img").exists()
+
+
 def test_a_matrix_of_more_runs_than_an_integer_holds_is_refused(qoslab, tmp_path):
     config = tmp_path / "m.yaml"
     config.write_text(
@@ -234,6 +254,33 @@ def test_a_seed_path_too_long_for_the_file_system_is_refused(qoslab, tmp_path):
     )
     done = qoslab("nvmelite", "matrix", config, "--out", tmp_path / "o")
     one_line_error(done, "m.yaml:2:", "seeds", "File name too long")
+
+
+# Found by the fuzzing suite (tests/fuzzing.py) at its first run at length.
+@pytest.mark.parametrize(
+    "name,text,command",
+    [
+        ("w.xml", '<?xml version="1.0" encoding="ts-ascii"?>\n<MQSim_IO_Scenarios/>\n',
+         ("mqsim", "convert", SSDCONFIG, "{input}", "--out", "{tmp}")),
+        ("m.yaml", "seeds: " + "[" * 3000 + "]" * 3000 + "\n",
+         ("nvmelite", "matrix", "{input}", "--out", "{tmp}/m")),
+        ("s.yaml", "- " * 3000 + "x\n", ("sweep", "{input}", "--dry-run")),
+        ("f.json", '{"jobs": ' + "[" * 100_000, ("lab", "tidy", "{input}", "--out", "{tmp}/t.csv")),
+    ],
+    ids=["xml-encoding", "matrix-deep", "sweep-deep", "fio-json-deep"],
+)  # fmt: skip
+def test_inputs_found_by_fuzzing_are_clean_errors(qoslab, tmp_path, name, text, command):
+    path = tmp_path / name
+    path.write_text(text)
+    args = [str(a).format(input=path, tmp=tmp_path) for a in command]
+    one_line_error(qoslab(*args, env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)}), name)
+
+
+def test_an_error_quoting_a_huge_line_stays_one_readable_line(qoslab, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("128166372000000000,w,0,Read,4096," + "A" * 100_000 + ",1\n")
+    line = one_line_error(qoslab("sim", "--trace", trace), "t.csv:1:", "characters ...]")
+    assert len(line) < 2200
 
 
 # ---- 3. every bug is one line and a file, never a traceback on the terminal ----------------
@@ -335,6 +382,28 @@ def test_more_workers_than_a_machine_runs_is_a_usage_error(qoslab, tmp_path, com
     # nvmelite matrix --jobs 2147483648 asked for that many threads (and hung).
     args = [a.format(tmp=tmp_path) for a in command]
     one_line_error(qoslab(*args, "1025", cwd=ROOT), args[-1], "1024")
+
+
+@pytest.mark.parametrize(
+    "parameters,needle",
+    [
+        ("  env.QD: {geomspace: [1, 256, 100000000]}\n", "env.QD.geomspace: 100,000,000 points"),
+        ("  env.QD: {range: [1, 5000]}\n  set.media.servers: {range: [1, 5000]}\n",
+         "parameters: 99,960,004 points"),
+    ],
+)  # fmt: skip
+def test_a_sweep_of_more_points_than_memory_holds_is_refused_before_planning(
+    qoslab, tmp_path, parameters, needle
+):
+    # A geomspace of 1e8 values grew by 90 MB a second until killed.
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "study: sim\nparameters:\n"
+        f"  job: {ROOT}/configs/sweeps/randread.fio\n{parameters}seeds: {{range: [1, 5]}}\n"
+    )
+    start = time.monotonic()
+    one_line_error(qoslab("sweep", spec, "--store", tmp_path / "st", "--dry-run"), needle)
+    assert time.monotonic() - start < 10
 
 
 def test_idle_simulated_time_is_skipped_not_walked(qoslab):

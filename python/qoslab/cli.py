@@ -155,6 +155,15 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(status if isinstance(status, int) else 0)
 
 
+# An error line quotes what was read; a line of input 100,000 characters long is cut in the
+# middle of the quote, so that the error stays one readable line.
+_LONGEST_ERROR = 2000
+
+
 def _fail(message: str) -> None:
-    print(f"qoslab: error: {' '.join(message.split())}", file=sys.stderr)
+    line = " ".join(message.split())
+    if len(line) > _LONGEST_ERROR:
+        half = _LONGEST_ERROR // 2
+        line = f"{line[:half]} [... {len(line) - 2 * half} characters ...] {line[-half:]}"
+    print(f"qoslab: error: {line}", file=sys.stderr)
     sys.exit(EXIT_BAD_INPUT)

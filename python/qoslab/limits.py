@@ -10,7 +10,8 @@ one-line `InputError` naming the field (exit status 2), never a saturated or wra
 - a count or a size in bytes is at most `MAX_INT` (2^63 - 1, what a file's integer can say);
 - a seed is at most `MAX_SEED` (2^64 - 1: the core's seeds are u64);
 - a number of workers (`--jobs`, `--workers`) is at most `MAX_WORKERS` (1024);
-- a real number is finite: no NaN, no infinity.
+- a real number is finite: no NaN, no infinity;
+- a timeout (a time the program waits for) is at most `MAX_WAIT_S` (24.8 days).
 
 The command line's integer and real options get these ranges from `bound_options`, which the
 entry point applies once to the whole command tree, so that no command repeats them; a
@@ -29,6 +30,9 @@ MAX_TIME_S = MAX_TIME_NS / 1e9
 MAX_INT = 2**63 - 1
 MAX_SEED = 2**64 - 1
 MAX_U32 = 2**32 - 1
+# A time the program itself waits for (a timeout): the kernel's poll takes a 32-bit count of
+# ms, about 24.8 days.
+MAX_WAIT_S = (2**31 - 1) // 1000
 # Processes or threads at once (`--jobs`, `--workers`): more than this is never what a machine
 # can run, and each one costs memory before it does anything.
 MAX_WORKERS = 1024
@@ -119,7 +123,8 @@ def _bounded(kind, lo: float | None, hi: float | None):
 def bound_options(command) -> None:
     """Gives every integer and real parameter of the click `command` and its sub-commands the
     range of its unit: integers from 0 (no option counts below zero) to `MAX_INT` (`MAX_SEED`
-    for a seed), reals finite. A value outside is click's usage error, naming the option."""
+    for a seed, `MAX_WORKERS` for `--jobs` and `--workers`), reals finite (a timeout at most
+    `MAX_WAIT_S`). A value outside is click's usage error, naming the option."""
     for sub in getattr(command, "commands", {}).values():
         bound_options(sub)
     for param in command.params:
@@ -137,4 +142,5 @@ def bound_options(command) -> None:
             )
             param.type = _bounded(kind, 0, hi)
         elif kind.name in ("float", "float range"):
-            param.type = _bounded(kind, None, None)
+            timeout = "timeout" in (param.name or "")
+            param.type = _bounded(kind, 0 if timeout else None, MAX_WAIT_S if timeout else None)

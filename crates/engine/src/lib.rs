@@ -30,7 +30,7 @@ pub use harness::{Done, Harness, Null, OverNull};
 pub use order::{OrderAttr, OrderMsg, OrderOp};
 pub use queue::EventQueue;
 pub use request::{
-    IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, ReqTable, Request, Requests, Stamps,
+    Call, IoPrio, IoPrioClass, IoStatus, Op, ReqFlags, ReqId, ReqTable, Request, Requests, Stamps,
 };
 pub use rng::RngStream;
 pub use series::{IntervalRow, IntervalSeries};

@@ -95,7 +95,36 @@ bitflags::bitflags! {
         /// the writes of a group may be reordered among themselves); a group ends at an ordered
         /// write without this flag.
         const GROUP_MORE = 1 << 8;
+        /// A call on a file returns only once its data is durable: on a write, `O_DSYNC`; on a
+        /// flush, `fdatasync` (a flush of a file without it is `fsync`).
+        const DATA_SYNC = 1 << 9;
+        /// A write of a file returns only once its data and metadata are durable (`O_SYNC`).
+        const FILE_SYNC = 1 << 10;
+        /// `O_DIRECT`: a read or write that bypasses the page cache (at the top of a path with
+        /// a page cache; without this flag, a read or write goes through it).
+        const DIRECT = 1 << 11;
     }
+}
+
+/// What a request at the top of a path with a file system asks of it: the application's
+/// system call on [`Request::file`]. `Io` is a read, write, trim or flush (`fsync`) of the file
+/// (or of the block device itself when `file` is 0); the others change the namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Call {
+    #[default]
+    Io,
+    /// `creat(2)`: the file is created empty (and opened).
+    Create,
+    /// `open(2)` of an existing file.
+    Open,
+    /// `close(2)`.
+    Close,
+    /// `unlink(2)`: the name goes; the file's blocks are freed.
+    Unlink,
+    /// `rename(2)` of the file onto the name of file `offset_bytes` (which it replaces, if it
+    /// exists).
+    Rename,
 }
 
 /// How a request ended, as the host sees it.
@@ -184,6 +213,11 @@ pub struct Request {
     /// The hardware queue of its host the request went through (blk-mq's hctx; for NVMe the
     /// host's submission queue), set by the host driver.
     pub hwq: u16,
+    /// The system call, for a request above a file system (`Io` everywhere below it).
+    pub call: Call,
+    /// The file addressed, for a request above a file system: its inode number (0: the block
+    /// device itself).
+    pub file: u32,
     pub t: Stamps,
 }
 
@@ -203,6 +237,8 @@ impl Request {
             nsid: 1,
             nvm_set: 0,
             hwq: 0,
+            call: Call::Io,
+            file: 0,
             t: Stamps {
                 queued_ns: now,
                 ..Stamps::default()

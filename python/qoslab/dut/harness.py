@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from qoslab import nvmelite
+from qoslab import limits, nvmelite
 from qoslab.dut.compare import STATUSES
 from qoslab.dut.minimize import write_reproducers
 from qoslab.dut.options import DiffOptions
@@ -247,6 +247,7 @@ def diff(target: Path, opts: DiffOptions) -> int:
         raise InputError("--jobs: expected at least 1")
     if opts.timeout_s <= 0:
         raise InputError("--timeout-s: expected a positive number of seconds")
+    limits.number(opts.timeout_s, "--timeout-s", hi=limits.MAX_WAIT_S)
     if opts.schedules:
         plan = plan_schedules(target, opts)
     else:

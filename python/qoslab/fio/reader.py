@@ -146,6 +146,8 @@ def _decode(text: str, path: Path) -> Any:
         )
     try:
         doc, _end = json.JSONDecoder().raw_decode(text, start)
+    except RecursionError:
+        raise InputError("invalid JSON: nested too deeply", path=path) from None
     except json.JSONDecodeError as err:
         if err.pos >= len(text.rstrip()):
             raise InputError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from qoslab._core import parse_size as fio_size
+from qoslab.limits import MAX_INT, MAX_TIME_S, TIME_LIMIT_TEXT
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$", re.IGNORECASE)
 _DURATION_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -26,6 +27,8 @@ def parse_size(text: str, what: str = "size") -> int:
         ) from None
     if value <= 0:
         raise ValueError(f"{what}: expected a positive number of bytes, got {text!r}")
+    if value > MAX_INT:
+        raise ValueError(f"{what}: at most {MAX_INT} bytes (2^63 - 1), got {text!r}")
     return value
 
 
@@ -35,7 +38,10 @@ def parse_duration(text: str, what: str = "duration") -> float:
     if not m:
         raise ValueError(f"{what}: expected a duration like 30s, 500ms or 2m, got {text!r}")
     unit = m.group(2).lower() if m.group(2) else None
-    return float(m.group(1)) * _DURATION_S[unit]
+    seconds = float(m.group(1)) * _DURATION_S[unit]
+    if seconds > MAX_TIME_S:
+        raise ValueError(f"{what}: at most {TIME_LIMIT_TEXT}, got {text!r}")
+    return seconds
 
 
 def fio_ms(seconds: float) -> str:

@@ -74,6 +74,8 @@ def _compose(path: Path):
         return yaml.compose(text.decode("utf-8"), Loader=yaml.SafeLoader)
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", path=path) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path=path) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

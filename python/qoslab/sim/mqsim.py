@@ -75,6 +75,8 @@ def _parse(path: Path, root_tag: str) -> ET.Element:
     except ET.ParseError as err:
         line = err.position[0] if err.position else None
         raise InputError(f"not well-formed XML: {err.msg}", path=path, line=line) from None
+    except LookupError as err:  # <?xml encoding="..."?> names an encoding Python lacks
+        raise InputError(f"not readable XML: {err}", path=path) from None
     if root.tag != root_tag:
         raise InputError(f"expected MQSim's <{root_tag}>, found <{root.tag}>", path=path)
     return root

@@ -38,6 +38,9 @@ TOP_KEYS = ("study", "name", "parameters", "zip", "sample", "seeds", "details")
 SAMPLE_METHODS = ("random", "lhs")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
 SEED_MAX = 2**64 - 1
+# Most points a sweep names: planning one costs about 0.5 KB of memory (its key, its place in
+# the batches), so this many take some 5 GB and minutes before the first point runs.
+MAX_POINTS = 10_000_000
 # The sample's draws come from their own stream of the spec's seed (a named stream, so a
 # later use of the seed for something else cannot shift them).
 SAMPLE_STREAM = zlib.crc32(b"qoslab.sweep.sample")
@@ -66,6 +69,8 @@ def _read_yaml(path: Path) -> Node:
         root = yaml.compose(data.decode("utf-8"), Loader=yaml.SafeLoader)
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", path=path) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path=path) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or str(err)
@@ -73,7 +78,10 @@ def _read_yaml(path: Path) -> Node:
         raise InputError(f"invalid YAML: {problem}", path=path, line=line) from None
     if root is None:
         raise InputError("empty spec: expected a mapping with 'study' and 'parameters'", path=path)
-    return _node(root, path)
+    try:
+        return _node(root, path)
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path=path) from None
 
 
 def _node(n: Any, path: Path) -> Node:
@@ -195,6 +203,17 @@ class _Reader:
             out.append(v)
         return out
 
+    def within_points(self, n: int, line: int, key: str) -> None:
+        """Refuses a sweep (or one of its axes) of more than MAX_POINTS points before any of
+        them is made."""
+        if n > MAX_POINTS:
+            raise self.fail(
+                line,
+                key,
+                f"{n:,} points, more than the {MAX_POINTS:,} a sweep holds (about 0.5 KB of "
+                "memory each before any runs); split it into several sweeps into one store",
+            )
+
     def generator(self, node: Node, key: str) -> list[Any]:
         if len(node.value) != 1:
             raise self.fail(node.line, key, "expected one of range, linspace or geomspace")
@@ -210,6 +229,7 @@ class _Reader:
                 raise self.fail(
                     arg.line, where, f"range [{start}, {stop}) with step {step} is empty"
                 )
+            self.within_points(n, arg.line, where)
             if all(isinstance(x, int) for x in (start, stop, step)):
                 return list(range(start, stop, step))
             return [start + i * step for i in range(n)]
@@ -217,6 +237,7 @@ class _Reader:
             start, stop, num = self.numbers(arg, where, (3,))
             if isinstance(num, float) or num < 1:
                 raise self.fail(arg.line, where, f"expected a count of at least 1, got {num}")
+            self.within_points(num, arg.line, where)
             if kind == "geomspace" and (start <= 0 or stop <= 0):
                 raise self.fail(arg.line, where, "expected start and stop > 0")
             if num == 1:
@@ -314,6 +335,7 @@ class _Reader:
         seeds = self.seeds(top, root, study)
         details = self.details(top, study)
         spec = Spec(self.path, name, study, fixed, axes, seeds, details, order)
+        self.within_points(len(spec), root.keys.get("parameters", 1), "parameters")
         if study.check_config is not None:
             self.check_configs(spec, root.keys.get("parameters", 1))
         return spec
@@ -367,6 +389,7 @@ class _Reader:
         n = s["n"].value
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise self.fail(s["n"].line, "sample.n", f"expected an integer >= 1, got '{n}'")
+        self.within_points(n, s["n"].line, "sample.n")
         seed = s["seed"].value
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
             raise self.fail(

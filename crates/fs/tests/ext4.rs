@@ -1,0 +1,156 @@
+//! ext4 with JBD2, data=ordered: what an fsync sends, in what order, and group commit.
+
+mod common;
+
+use common::*;
+use qoslab_engine::{Call, Op, ReqFlags};
+use qoslab_fs::FsSetup;
+
+fn ext4(opts: &[(&str, &str)], cores: u32) -> Bench {
+    let setup = FsSetup {
+        capacity_bytes: 256 * GIB,
+        cores,
+        kernel_job: 100,
+        mount: true,
+        ..FsSetup::default()
+    };
+    bench(fs_config(&[]), journal("ext4", opts), setup, 20_000)
+}
+
+/// Creates file `name` for `job`, appends 4 KiB and fsyncs it; the fsync's completion time.
+fn append_fsync(h: &mut Bench, name: u32, job: u32) -> u64 {
+    let now = h.now_ns();
+    sync_call(h, call(Op::Write, Call::Create, name, 0, 0, job, now));
+    let now = h.now_ns();
+    sync_call(h, call(Op::Write, Call::Io, name, 0, 4096, job, now));
+    let now = h.now_ns();
+    sync_call(h, call(Op::Flush, Call::Io, name, 0, 0, job, now))
+}
+
+#[test]
+fn an_fsync_writes_the_data_then_the_journal_then_the_commit_block_with_preflush_and_fua() {
+    let mut h = ext4(&[], 1);
+    append_fsync(&mut h, 1, 0);
+    let seen = &h.stage.lower.seen;
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+    let (d, jm, jc) = (seen[0], seen[1], seen[2]);
+    assert_eq!((d.op, d.len, d.flags), (Op::Write, 4096, ReqFlags::empty()));
+    // The descriptor and at least the inode, its bitmaps and the directory block.
+    assert!(jm.len >= 5 * 4096, "{jm:?}");
+    assert!(jm.flags.contains(ReqFlags::SYNC));
+    assert_eq!(jc.len, 4096);
+    assert!(jc.flags.contains(ReqFlags::PREFLUSH | ReqFlags::FUA));
+    assert_eq!(
+        jc.offset,
+        jm.offset + jm.len,
+        "the commit block follows the journal copies"
+    );
+    // fsync waits for its data before it asks for the commit; the commit block waits for the
+    // journal copies.
+    assert!(jm.at >= d.done);
+    assert!(jc.at >= jm.done);
+    // The commit thread's requests are its own, not the caller's.
+    assert_eq!(d.job, 0);
+    assert_eq!(jm.job, 101);
+}
+
+#[test]
+fn an_fsync_of_a_file_whose_transaction_is_durable_sends_only_a_flush() {
+    let mut h = ext4(&[], 1);
+    append_fsync(&mut h, 1, 0);
+    let n = h.stage.lower.seen.len();
+    let now = h.now_ns();
+    sync_call(&mut h, call(Op::Flush, Call::Io, 1, 0, 0, 0, now));
+    let seen = &h.stage.lower.seen[n..];
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].op, Op::Flush);
+}
+
+#[test]
+fn journal_async_commit_sends_the_commit_block_with_the_journal_then_one_flush() {
+    let mut h = ext4(&[("journal_async_commit", "true")], 1);
+    append_fsync(&mut h, 1, 0);
+    let seen = &h.stage.lower.seen;
+    let ops: Vec<Op> = seen.iter().map(|s| s.op).collect();
+    assert_eq!(ops, [Op::Write, Op::Write, Op::Write, Op::Flush]);
+    assert_eq!(
+        seen[2].flags & (ReqFlags::PREFLUSH | ReqFlags::FUA),
+        ReqFlags::empty()
+    );
+    assert_eq!(
+        seen[1].at, seen[2].at,
+        "the commit block goes with the journal copies"
+    );
+    let mut h = ext4(&[("barrier", "false")], 1);
+    append_fsync(&mut h, 1, 0);
+    assert!(
+        h.stage
+            .lower
+            .seen
+            .iter()
+            .all(|s| s.op == Op::Write && !s.flags.intersects(ReqFlags::PREFLUSH | ReqFlags::FUA))
+    );
+}
+
+#[test]
+fn concurrent_fsyncs_share_commits_and_one_commit_runs_at_a_time() {
+    let threads = 8;
+    let mut h = ext4(&[], threads);
+    for t in 0..threads {
+        let now = h.now_ns();
+        sync_call(&mut h, call(Op::Write, Call::Create, t + 1, 0, 0, t, now));
+    }
+    // Each thread: 20 rounds of append 4 KiB + fsync, all threads at once.
+    let mut next = vec![0u64; threads as usize];
+    let mut pending = std::collections::BTreeMap::new();
+    let mut fsyncs = 0;
+    let submit = |h: &mut Bench, t: u32, k: u64, fsync: bool| {
+        let now = h.now_ns();
+        let r = if fsync {
+            call(Op::Flush, Call::Io, t + 1, 0, 0, t, now)
+        } else {
+            call(Op::Write, Call::Io, t + 1, k * 4096, 4096, t, now)
+        };
+        h.submit(r).unwrap()
+    };
+    for t in 0..threads {
+        pending.insert(submit(&mut h, t, 0, false), (t, false));
+    }
+    let mut out = Vec::new();
+    while !pending.is_empty() {
+        assert!(h.step(&mut out));
+        // Every completion first: the harness reuses the ids of requests it freed.
+        let done: Vec<(u32, bool)> = out
+            .drain(..)
+            .map(|d| pending.remove(&d.id).unwrap())
+            .collect();
+        for (t, was_fsync) in done {
+            if was_fsync {
+                fsyncs += 1;
+                next[t as usize] += 1;
+                if next[t as usize] < 20 {
+                    pending.insert(submit(&mut h, t, next[t as usize], false), (t, false));
+                }
+            } else {
+                pending.insert(submit(&mut h, t, next[t as usize], true), (t, true));
+            }
+        }
+    }
+    assert_eq!(fsyncs, 160);
+    let commits: Vec<_> = h
+        .stage
+        .lower
+        .seen
+        .iter()
+        .filter(|s| s.flags.contains(ReqFlags::PREFLUSH))
+        .collect();
+    assert!(
+        commits.len() < 160 / 2,
+        "{} commits for 160 fsyncs",
+        commits.len()
+    );
+    // One commit thread: a commit block is sent only after the previous one completed.
+    for w in commits.windows(2) {
+        assert!(w[1].at >= w[0].done);
+    }
+}

@@ -109,8 +109,7 @@ def device_remove(
     """Detach qoslab's loop devices and delete the files it wrote; nothing else."""
     import os
 
-    from qoslab.lab.device import remove
-    from qoslab.lab.registry import Registry
+    from qoslab.lab.registry import Registry, remove
 
     registry = Registry()
     entries = registry.entries()
@@ -134,8 +133,7 @@ def device_remove(
 @device_app.command("list")
 def device_list() -> None:
     """List the loop devices and files qoslab created and has not removed."""
-    from qoslab.lab.device import loops_on
-    from qoslab.lab.registry import Registry
+    from qoslab.lab.registry import Registry, loops_on
     from qoslab.lab.units import human_bytes
 
     for e in Registry().entries():

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from qoslab.errors import InputError
-from qoslab.lab.loops import loops_backed_by, run_tool
-from qoslab.lab.registry import Created, Registry
+from qoslab.lab.loops import run_tool
+from qoslab.lab.registry import Created, Registry, remove
 from qoslab.lab.units import human_bytes
 
 DEFAULT_BACKING_DIR = Path("/var/tmp/qoslab")
@@ -173,30 +173,3 @@ def _create_loop_device(size: int, backing: Path, registry: Registry, progress) 
         remove(entry, registry)
         raise
     return entry
-
-
-def remove(entry: Created, registry: Registry) -> list[str]:
-    """Detaches qoslab's loop devices on the file, deletes the file, forgets the record.
-
-    Returns what was done, one line per action, for the user.
-    """
-    done = []
-    for device in loops_on(entry):
-        run_tool(["losetup", "--detach", device], f"detaching {device}")
-        done.append(f"detached {device}")
-    try:
-        st = os.stat(entry.file)
-    except FileNotFoundError:
-        st = None
-    if st is not None and entry.matches_file(st):
-        os.unlink(entry.file)
-        done.append(f"removed {entry.file}")
-    elif st is not None:
-        done.append(f"left {entry.file}: it is not the file qoslab created (inode differs)")
-    registry.drop(entry.file)
-    return done
-
-
-def loops_on(entry: Created) -> list[str]:
-    """The loop devices the kernel says are backed by the recorded file (same inode)."""
-    return loops_backed_by(entry.inode, entry.fs_dev)

@@ -37,7 +37,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from qoslab.errors import InputError
-from qoslab.lab.registry import Registry, state_dir
+from qoslab.lab.queue import (
+    queue_dir,
+    restore_scheduler,
+    scheduler_tunables,
+    schedulers,
+)
+from qoslab.lab.registry import Registry, remove, state_dir
 
 _PARTIAL = re.compile(r"^\..+\.partial-")
 
@@ -185,8 +191,6 @@ def _undo_fio(entry: dict, _registry: Registry) -> list[str]:
 
 
 def _undo_scheduler(entry: dict, _registry: Registry) -> list[str]:
-    from qoslab.lab.queue import queue_dir, restore_scheduler, schedulers
-
     disk = entry["disk"]
     if not (queue_dir(disk) / "scheduler").exists():
         return [f"{disk} is gone; its scheduler needs no restoring"]
@@ -196,8 +200,6 @@ def _undo_scheduler(entry: dict, _registry: Registry) -> list[str]:
 
 
 def _undo_created(entry: dict, registry: Registry) -> list[str]:
-    from qoslab.lab.device import remove
-
     real = os.path.realpath(entry["file"])
     mine = [e for e in registry.entries() if os.path.realpath(e.file) == real]
     done = []
@@ -221,3 +223,18 @@ _UNDO = {
     "scratch": _undo_created,
     "partial": _undo_partial,
 }
+
+
+@contextlib.contextmanager
+def scheduler_restored(disk: str) -> Iterator[str]:
+    """Inside the block the scheduler may be switched at will; after it, however the block
+    ends (error, Ctrl-C), the scheduler active before and its tunables are put back. They are
+    written into the lab's journal before the block, so that after a `kill -9` the next lab
+    command puts them back (`qoslab.lab.journal`)."""
+    _names, previous = schedulers(disk)
+    saved = scheduler_tunables(disk)
+    with Journal().change("scheduler", disk=disk, scheduler=previous, tunables=saved):
+        try:
+            yield previous
+        finally:
+            restore_scheduler(disk, previous, saved)

@@ -1,9 +1,10 @@
 """A block device's request queue in sysfs: its settings, its I/O scheduler and tunables.
 
 Every run records the queue it measured (`/sys/block/X/queue/*` and the scheduler's
-`queue/iosched/*`). `scheduler_restored()` puts the scheduler active before a `with` block
-back, with its tunables, however the block ends: the kernel gives a freshly selected
-scheduler its default tunables, so restoring the name alone would lose a user's settings.
+`queue/iosched/*`). `restore_scheduler()` puts a scheduler back with its tunables: the kernel
+gives a freshly selected scheduler its default tunables, so restoring the name alone would
+lose a user's settings (`qoslab.lab.journal.scheduler_restored()` does it however a `with`
+block ends, even after a `kill -9`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import contextlib
 import os
 import platform
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 from qoslab.errors import InputError
@@ -138,23 +138,6 @@ def select_scheduler(disk: str, name: str) -> None:
             + (" (needs root)" if os.geteuid() != 0 else ""),
             path=queue_dir(disk) / "scheduler",
         ) from None
-
-
-@contextlib.contextmanager
-def scheduler_restored(disk: str) -> Iterator[str]:
-    """Inside the block the scheduler may be switched at will; after it, however the block
-    ends (error, Ctrl-C), the scheduler active before and its tunables are put back. They are
-    written into the lab's journal before the block, so that after a `kill -9` the next lab
-    command puts them back (`qoslab.lab.journal`)."""
-    from qoslab.lab.journal import Journal
-
-    _names, previous = schedulers(disk)
-    saved = scheduler_tunables(disk)
-    with Journal().change("scheduler", disk=disk, scheduler=previous, tunables=saved):
-        try:
-            yield previous
-        finally:
-            restore_scheduler(disk, previous, saved)
 
 
 def restore_scheduler(disk: str, name: str, tunables: dict[str, str]) -> None:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qoslab.errors import InputError
-from qoslab.lab.loops import loop_backing
+from qoslab.lab.loops import loop_backing, loops_backed_by, run_tool
 
 STATE_ENV = "QOSLAB_STATE_DIR"
 
@@ -133,3 +133,30 @@ class Registry:
                 if backing is not None and backing == (e.fs_dev, e.inode):
                     return e
         return None
+
+
+def remove(entry: Created, registry: Registry) -> list[str]:
+    """Detaches qoslab's loop devices on the file, deletes the file, forgets the record.
+
+    Returns what was done, one line per action, for the user.
+    """
+    done = []
+    for device in loops_on(entry):
+        run_tool(["losetup", "--detach", device], f"detaching {device}")
+        done.append(f"detached {device}")
+    try:
+        st = os.stat(entry.file)
+    except FileNotFoundError:
+        st = None
+    if st is not None and entry.matches_file(st):
+        os.unlink(entry.file)
+        done.append(f"removed {entry.file}")
+    elif st is not None:
+        done.append(f"left {entry.file}: it is not the file qoslab created (inode differs)")
+    registry.drop(entry.file)
+    return done
+
+
+def loops_on(entry: Created) -> list[str]:
+    """The loop devices the kernel says are backed by the recorded file (same inode)."""
+    return loops_backed_by(entry.inode, entry.fs_dev)

@@ -24,10 +24,11 @@ from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.fio import jobs_table
 from qoslab.fio.logs import read_fio_log
+from qoslab.lab.journal import scheduler_restored
 from qoslab.lab.outdir import staged
 from qoslab.lab.plans import global_options
 from qoslab.lab.progress import lab_progress
-from qoslab.lab.queue import device_metadata, scheduler_restored, schedulers, select_scheduler
+from qoslab.lab.queue import device_metadata, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner, find_fio

@@ -85,6 +85,7 @@ STUDIES = (
     (("store",), _group("qoslab.store.cli")),
     (("report",), _register_report),
     (("rio",), _group("qoslab.rio.cli")),
+    (("fs",), _group("qoslab.fs.cli")),
     (("plm",), _group("qoslab.plm.cli")),
     (("sched",), _group("qoslab.sched.cli")),
     (("vm",), _group("qoslab.vm.cli")),

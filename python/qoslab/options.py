@@ -37,3 +37,14 @@ def int_list_option(text: str, option: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise InputError(f"{option}: expected positive integers, got {text!r}")
     return values
+
+
+def set_options(values: list[str]) -> list[tuple[str, str]]:
+    """`KEY=VALUE` pairs of repeated `--set` options; the core checks each key and value."""
+    pairs = []
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set: expected KEY=VALUE, got '{item}'")
+        pairs.append((key.strip(), value.strip()))
+    return pairs

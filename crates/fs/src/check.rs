@@ -360,3 +360,36 @@ fn states_at(rec: &Recording, at: Ns, rng: &mut RngStream) -> Vec<Vec<bool>> {
     }
     out
 }
+
+/// One workload's result, for the report.
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadCheck {
+    pub seed: u64,
+    pub summary: CheckSummary,
+    /// The workload's calls (start, end, thread, what), kept when it failed.
+    pub calls: Vec<(Ns, Ns, u32, String)>,
+}
+
+/// Runs and checks the small workload of `seed` on the file system `ops` builds from
+/// `settings`.
+pub fn check_workload(
+    cfg: &FsConfig,
+    ops: &crate::JournalOps,
+    settings: &qoslab_engine::Settings,
+    w: &SmallWorkload,
+    seed: u64,
+) -> WorkloadCheck {
+    let build = ops.build.expect("checked by the registry");
+    let rec = record_small(cfg, build(settings), w, seed);
+    let summary = check_recording(&rec, seed);
+    let calls = if summary.violating_states > 0 {
+        rec.calls.clone()
+    } else {
+        Vec::new()
+    };
+    WorkloadCheck {
+        seed,
+        summary,
+        calls,
+    }
+}

@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod fs;
 mod nvmelite;
 mod panics;
 mod plm;
@@ -17,6 +18,7 @@ mod units;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     panics::register(m)?;
+    fs::register(m)?;
     nvmelite::register(m)?;
     rio::register(m)?;
     sim::register(m)?;

@@ -149,6 +149,16 @@ def study_cmd(
     )
 
 
+@app.command("report")
+def report_cmd(
+    folder: Path = typer.Argument(..., help="A `qoslab plm study` output folder."),
+) -> None:
+    """Write a study's report again from its tables (nothing is simulated)."""
+    from qoslab.plm.run_study import rewrite
+
+    rewrite(folder)
+
+
 @app.command("fit")
 def fit_cmd(
     out: Path = typer.Option(..., "--out", help="CSV of sigma,objective,fitted to write."),

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from qoslab.errors import InputError
+from qoslab.lab.progress import lab_progress
 from qoslab.lab.units import parse_duration
 from qoslab.outputs import staged_dir
 from qoslab.plm import report, study
@@ -120,7 +121,10 @@ def main(
             refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
+        lab_progress() as bar,
     ):
+        # On a terminal, a bar of the runs done (stderr); nothing in a log or a pipe.
+        task = bar.add_task("plm study", total=None)
         results, slow, _ = study.run_study(
             datasets=ds,
             configs=cs,
@@ -134,6 +138,7 @@ def main(
             workload=workload,
             sensitivity=sensitivity,
             sets=sets,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
         if len(slow):
             slow.to_csv(folder / "slow_reads.csv", index=False, float_format="%.3f")
@@ -158,14 +163,38 @@ def main(
             sets=sets,
         )
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        facts = {
-            "datasets": ", ".join(meta["datasets"]),
-            "configs": ", ".join(map(str, cs)),
-            "policies": ", ".join(ps),
-            "simulated time per run": f"{ms / 1000:g} s",
-            "seed": seed,
-            "device": study.DEVICE,
-            "demand": "SYSTOR '17 trace" if traces else "generator: " + workload.describe(),
-        }
-        report.write(folder, results, folder / "series.parquet", facts, workload)
+        _report(folder, results, meta)
     print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")
+
+
+def _report(folder: Path, results, meta: dict) -> None:
+    w = meta["workload"]
+    workload = study.Workload(
+        w["write_fraction"], tuple(tuple(x) for x in w["sizes"]), w["burst_sigma"], w["own_sigma"]
+    )
+    facts = {
+        "datasets": ", ".join(meta["datasets"]),
+        "configs": ", ".join(map(str, meta["configs"])),
+        "policies": ", ".join(meta["policies"]),
+        "simulated time per run": f"{meta['duration_ms'] / 1000:g} s",
+        "seed": meta["seed"],
+        "device": meta["device"],
+        "demand": "SYSTOR '17 trace" if meta["traces"] else "generator: " + workload.describe(),
+    }
+    report.write(folder, results, folder / "series.parquet", facts, workload)
+
+
+def rewrite(folder: Path) -> None:
+    """Writes an earlier study's report.html, fig6.csv and targets.csv again from its tables
+    (after a change to the report; nothing is simulated)."""
+    import pandas as pd
+
+    if not _is_study_output(folder):
+        raise InputError("not a `qoslab plm study` output (no meta.json or results.parquet)",
+                         path=folder)  # fmt: skip
+    meta = json.loads((folder / "meta.json").read_text())
+    results = pd.read_parquet(folder / "results.parquet")
+    report.fig6_table(results).to_csv(folder / "fig6.csv", index=False, float_format="%.6f")
+    report.target_rows(results).to_csv(folder / "targets.csv", index=False, float_format="%.6f")
+    _report(folder, results, meta)
+    print(f"wrote {folder}/report.html, fig6.csv, targets.csv")

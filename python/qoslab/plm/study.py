@@ -704,7 +704,8 @@ def run_study(
     """Runs every simulation of the plan with the device keys `sets` added to each; writes
     each run's per-window series to `series_path` (Parquet) as it finishes and returns
     (results, slow reads) DataFrames (the second empty unless `sets` turned on the slow-read
-    diagnostic, media.diag.slow_reads), and the demands by name."""
+    diagnostic, media.diag.slow_reads), and the demands by name. `progress(done, total)`, if
+    given, is called before the first run and after each."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -745,14 +746,16 @@ def run_study(
     slow: list[dict] = []
     writer = pq.ParquetWriter(series_path, _series_schema())
     try:
-        for done in _map(_simulate, jobs, workers):
+        if progress is not None:
+            progress(0, len(jobs))
+        for n, done in enumerate(_map(_simulate, jobs, workers), 1):
             rows += done["rows"]
             if done["slow"]:
                 slow.append(done["slow"])
             table = pa.Table.from_pandas(done["series"], preserve_index=False)
             writer.write_table(table.select(_series_schema().names).cast(_series_schema()))
             if progress is not None:
-                progress(done["rows"][0]["run"])
+                progress(n, len(jobs))
     finally:
         writer.close()
     return pd.DataFrame(rows), pd.DataFrame(slow), demands

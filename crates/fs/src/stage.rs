@@ -919,7 +919,6 @@ impl FsStage {
         if !self.jp.barrier() {
             r.flags.remove(ReqFlags::PREFLUSH | ReqFlags::FUA);
         }
-        let flags = r.flags;
         let id = ctx.reqs_mut().alloc(r);
         let mut st = st;
         if op == Op::Flush
@@ -931,7 +930,6 @@ impl FsStage {
             });
             st.rec = Some((rec.flushes.len() - 1) as u32);
         }
-        let _ = flags;
         *self.table.entry(id) = Slot::Io(st);
         id
     }

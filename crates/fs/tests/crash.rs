@@ -1,12 +1,20 @@
 //! The crash checker over the three file systems: after recovery each is consistent and
-//! nothing fsynced is lost; ext4 without the commit's FLUSH and FUA (`nobarrier`) is caught.
+//! nothing fsynced is lost; ext4 without the commit's FLUSH and FUA (`nobarrier`) is caught, and
+//! so is RioFS or HORAEFS with a commit block that carries neither.
 
 mod common;
 
 use common::*;
+use qoslab_engine::{Ns, ReqFlags};
+use qoslab_fs::Journal;
 use qoslab_fs::check::{SmallWorkload, check_recording, record_small};
+use qoslab_fs::journal::Step;
 
 fn sweep(fs: &str, opts: &[(&str, &str)], seeds: u64) -> (u64, u64, u64, Vec<String>) {
+    sweep_journal(|| journal(fs, opts), seeds)
+}
+
+fn sweep_journal(make: impl Fn() -> Box<dyn Journal>, seeds: u64) -> (u64, u64, u64, Vec<String>) {
     let cfg = fs_config(&[]);
     // Three threads of 16 calls over five names: creates, appends, overwrites, O_SYNC and
     // O_DSYNC writes, fsyncs, fdatasyncs, unlinks and renames, racing each other.
@@ -18,7 +26,7 @@ fn sweep(fs: &str, opts: &[(&str, &str)], seeds: u64) -> (u64, u64, u64, Vec<Str
     let (mut points, mut states, mut bad) = (0, 0, 0);
     let mut first = Vec::new();
     for seed in 0..seeds {
-        let rec = record_small(&cfg, journal(fs, opts), &w, seed);
+        let rec = record_small(&cfg, make(), &w, seed);
         let sum = check_recording(&rec, seed);
         points += sum.crash_points;
         states += sum.states;
@@ -64,5 +72,59 @@ fn riofs_and_horaefs_recover_on_the_ordered_devices_contract() {
         let (points, _, bad, first) = sweep(fs, &[], 30);
         assert!(points > 300);
         assert_eq!(bad, 0, "{fs}: {first:#?}");
+    }
+}
+
+/// A registered journal whose commit block is sent with `commit` for flags instead of its own.
+struct CommitFlags {
+    inner: Box<dyn Journal>,
+    steps: Vec<Step>,
+}
+
+impl CommitFlags {
+    fn boxed(fs: &str, commit: ReqFlags) -> Box<dyn Journal> {
+        let inner = journal(fs, &[]);
+        let steps = inner
+            .steps()
+            .iter()
+            .map(|s| match s {
+                Step::Commit(_) => Step::Commit(commit),
+                other => *other,
+            })
+            .collect();
+        Box::new(CommitFlags { inner, steps })
+    }
+}
+
+impl Journal for CommitFlags {
+    fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+    fn commit_interval_ns(&self) -> Ns {
+        self.inner.commit_interval_ns()
+    }
+    fn ordered(&self) -> bool {
+        self.inner.ordered()
+    }
+    fn per_core(&self) -> bool {
+        self.inner.per_core()
+    }
+    fn ordering(&self) -> Option<&'static str> {
+        self.inner.ordering()
+    }
+    fn flush_before_reuse(&self) -> bool {
+        self.inner.flush_before_reuse()
+    }
+}
+
+#[test]
+fn riofs_and_horaefs_whose_commit_block_carries_no_flush_are_caught() {
+    for fs in ["riofs", "horaefs"] {
+        let (_, _, bad, first) = sweep_journal(|| CommitFlags::boxed(fs, ReqFlags::empty()), 10);
+        assert!(bad > 0, "{fs}: a commit without FLUSH lost nothing");
+        assert!(
+            first.iter().any(|l| l.contains("fsynced")),
+            "{fs}: {first:#?}"
+        );
     }
 }

@@ -29,24 +29,31 @@ def run_json(qoslab, tmp_path, job: str, device: str, *sets: str) -> dict:
     return json.loads(done.stdout)
 
 
-def pcie_ns(payload: int) -> int:
-    """MQSim's link: TLPs of at most 128 bytes, 28 bytes of overhead each, 4 lanes of 1 B/ns."""
-    tlps = -(-payload // 128)
-    return -(-(payload + 28 * tlps) // 4)
+# The parts of a 4 KiB read on MQSim's default drive, worked out by hand from MQSim's
+# ssdconfig.xml and PCIe model (docs/media.md, "QD1 read"), never by the code under test. The
+# link: TLPs of at most 128 B payload, 28 B of overhead each, 4 lanes of 1 B/ns.
+DOORBELL = 8  # SQ tail doorbell: (4 + 28) B / 4 B/ns
+READ_REQUEST = 8  # the controller's read request for the SQ entry, the same size
+SQ_ENTRY = 23  # (64 + 28) B / 4 B/ns
+FLASH_READ = 87_578  # command and address 290, tR 75,000, 4096 B at 3 ns/B 12,288
+DATA = 1_248  # 32 TLPs: (4096 + 32 x 28) B / 4 B/ns
+CQ_ENTRY = 11  # (16 + 28) B / 4 B/ns
+MAPPING_READ = 76_826  # a translation page read on a mapping-cache miss: 290 + 75,000 + 512 x 3
+LINK = DOORBELL + READ_REQUEST + SQ_ENTRY + DATA + CQ_ENTRY  # 1,298
+QD1_READ_DRAM_MAPPING = LINK + FLASH_READ  # 88,876
+QD1_READ_CACHE_MISS = QD1_READ_DRAM_MAPPING + MAPPING_READ  # 165,702
 
 
-# The parts of a 4 KiB read on MQSim's default drive (docs/media.md, "QD1 read"):
-DOORBELL = pcie_ns(4)  # SQ tail doorbell write
-READ_REQUEST = pcie_ns(4)  # the controller's read request for the SQ entry
-SQ_ENTRY = pcie_ns(64)
-FLASH_READ = 290 + 75_000 + 4096 * 3  # command and address, tR, 4 KiB at 3 ns per byte
-DATA = pcie_ns(4096)
-CQ_ENTRY = pcie_ns(16)
-MAPPING_READ = 290 + 75_000 + 512 * 3  # a translation page read on a mapping-cache miss
-
-
-def test_the_link_costs_are_mqsims():
-    assert (DOORBELL, SQ_ENTRY, DATA, CQ_ENTRY) == (8, 23, 1248, 11)
+def test_the_link_costs_are_mqsims(qoslab, tmp_path):
+    job = QD1_READS.format(n=100)
+    dram = "media.ftl.mapping=dram"
+    with_link = run_json(qoslab, tmp_path, job, "mqsim-default", dram)
+    free = ("link.lane_rate=0", "link.doorbell_ns=0", "controller.cmd_ns=0")
+    without = run_json(qoslab, tmp_path, job, "mqsim-default", dram, *free)
+    clat = [r["jobs"][0]["read"]["clat_ns"] for r in (with_link, without)]
+    assert clat[0]["min"] == clat[0]["max"]
+    assert clat[1]["min"] == clat[1]["max"] == FLASH_READ
+    assert clat[0]["min"] - clat[1]["min"] == LINK
 
 
 def test_qd1_random_read_on_mqsim_default_with_the_mapping_in_dram_is_88_9_us(qoslab, tmp_path):
@@ -54,19 +61,15 @@ def test_qd1_random_read_on_mqsim_default_with_the_mapping_in_dram_is_88_9_us(qo
         qoslab, tmp_path, QD1_READS.format(n=500), "mqsim-default", "media.ftl.mapping=dram"
     )
     clat = report["jobs"][0]["read"]["clat_ns"]
-    expected = DOORBELL + READ_REQUEST + SQ_ENTRY + FLASH_READ + DATA + CQ_ENTRY
-    assert expected == 88_876
-    assert clat["min"] == clat["max"] == expected
+    assert clat["min"] == clat["max"] == QD1_READ_DRAM_MAPPING
 
 
 def test_qd1_random_read_with_mqsims_2mib_mapping_cache_adds_a_translation_read(qoslab, tmp_path):
     report = run_json(qoslab, tmp_path, QD1_READS.format(n=500), "mqsim-default")
     clat = report["jobs"][0]["read"]["clat_ns"]
-    expected = DOORBELL + READ_REQUEST + SQ_ENTRY + MAPPING_READ + FLASH_READ + DATA + CQ_ENTRY
-    assert expected == 165_702
     # 233,016 cached entries out of 62.4 M: a random read all but always misses.
-    assert clat["max"] == expected
-    assert clat["mean"] > expected - 0.01 * (expected - 88_876)
+    assert clat["max"] == QD1_READ_CACHE_MISS
+    assert clat["mean"] > QD1_READ_CACHE_MISS - 0.01 * (QD1_READ_CACHE_MISS - QD1_READ_DRAM_MAPPING)
     assert stage_counters(report, "media")["mapping_reads"] >= 495
 
 

@@ -498,17 +498,24 @@ mod tests {
     #[test]
     fn defaults_are_mqsims_default_drive() {
         let c = build("").unwrap();
+        // 8 channels x 4 chips x 2 dies x 2 planes x 2048 blocks x 256 pages = 2^26.
         assert_eq!(c.geo.physical_pages(), 1 << 26);
+        // 7 % hidden: 67,108,864 x 0.93 = 62,411,243.52, whole pages: 62,411,243.
         assert_eq!(c.logical_pages, 62_411_243);
+        // 333 MT/s x 1 byte: 3 ns a byte (MQSim's integer timing), so 4096 B take 12,288 ns.
         assert_eq!(c.transfer_ns(4096), 12_288);
         assert_eq!(c.transfer_ns(8192), 24_576);
         assert_eq!(c.transfer_ns(512), 1_536);
+        // GC starts below 5 % of a plane's 2048 blocks: 102.4, whole blocks.
         assert_eq!(c.gc_start_free_blocks, 102);
         assert_eq!(c.victim.name, "rga");
         assert_eq!(c.gate.name, "always");
         assert_eq!(c.die_ranks, [0, 1, 2, 3]);
+        // 2 MiB of mapping cache at 9 B an entry: 2,097,152 / 9 = 233,016.9, whole entries.
         assert_eq!(c.cmt_entries, 233_016);
+        // An 8 KiB translation page of 6-byte entries: 8192 / 6 = 1365.3.
         assert_eq!(c.translation_entries_per_page, 1365);
+        // 256 MiB of write cache in 8 KiB pages: 2^28 / 2^13 = 32,768.
         assert_eq!(c.cache_pages, 32_768);
         // 4 KiB through MQSim's 100 MT/s, 1-byte DRAM: 13 + 13 + 2048 x 10 ns.
         assert_eq!(c.dram_access_ns(4096), 20_506);

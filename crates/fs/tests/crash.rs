@@ -128,3 +128,16 @@ fn riofs_and_horaefs_whose_commit_block_carries_no_flush_are_caught() {
         );
     }
 }
+
+/// The commit block's PREFLUSH is what makes an fsync durable, not its FUA: data the fsync
+/// covers may have been written back before it outside the ordered stream (completed, still in
+/// the device's volatile cache), and only a FLUSH covers those. (Traced for riofs seed 3 with
+/// FUA alone: the lost page's write was unordered and completed before the fsync.)
+#[test]
+fn riofs_needs_the_commits_preflush_and_fua_alone_is_not_enough() {
+    let (_, _, bad, first) = sweep_journal(|| CommitFlags::boxed("riofs", ReqFlags::FUA), 10);
+    assert!(bad > 0, "FUA alone lost nothing");
+    assert!(first.iter().any(|l| l.contains("fsynced")), "{first:#?}");
+    let (_, _, bad, first) = sweep_journal(|| CommitFlags::boxed("riofs", ReqFlags::PREFLUSH), 10);
+    assert_eq!(bad, 0, "{first:#?}");
+}

@@ -1004,7 +1004,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.direct = v),
         "",
         "0",
-        "Non-buffered I/O (O_DIRECT)."
+        "Non-buffered I/O (O_DIRECT). In `qoslab sim` it marks writes synchronous (REQ_SYNC, as Linux does); there is no page cache in its path yet (docs/fs.md), so `direct=0` I/O still reaches the device as the job issues it."
     ),
     opt!(
         "buffered",
@@ -1012,7 +1012,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.direct = !v),
         "",
         "1",
-        "The opposite of `direct`."
+        "The opposite of `direct` (see there: not yet through a page cache in `qoslab sim`)."
     ),
     opt!(
         "ioengine",

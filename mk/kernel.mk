@@ -18,3 +18,14 @@ lint-kernel: $(VENV)/.core
 	$(QOSLAB) vm build $(KERNEL_SRC) --out $(KERNEL_BUILD) --checkpatch --quiet
 
 LINT_TARGETS += lint-kernel
+
+# The guest kernel test (docs/vm.md): one TCG boot of about a minute and a half that loads both
+# modules, switches every scheduler under load, checks priority separation and that the low
+# class is never starved, unloads them and reads dmesg. Where no guest can run (no QEMU, no
+# guest kernel packages) it says why in one line and counts itself skipped.
+.PHONY: test-vm
+
+test-vm: $(VENV)/.core tools
+	$(QOSLAB) vm check --skip-if-unavailable
+
+TEST_TARGETS += test-vm

@@ -91,13 +91,18 @@ def test_disk_qd1_random_read_is_seek_plus_half_a_revolution_plus_transfer(
 def test_sptf_at_queue_depth_32_more_than_doubles_random_read_throughput(qoslab, tmp_path):
     job = "[q]\nrw=randread\nbs=4k\niodepth={qd}\nnumber_ios=4000\n"
     iops = {}
-    for qd, sched in [(1, "fifo"), (32, "fifo"), (32, "sptf")]:
+    # Pure SPTF (no age limit), and with the drive's default age limit (500 ms), which goes in
+    # arrival order once the oldest command is past it.
+    for qd, sched, age in [(1, "fifo", 0), (32, "fifo", 0), (32, "sptf", 0), (32, "aged", 500)]:
         report = run_json(
-            qoslab, tmp_path, job.format(qd=qd), "hdd-7200", f"media.scheduler={sched}"
-        )
+            qoslab, tmp_path, job.format(qd=qd), "hdd-7200",
+            f"media.scheduler={'fifo' if sched == 'fifo' else 'sptf'}",
+            f"media.max_command_age_ns={age}ms",
+        )  # fmt: skip
         iops[(qd, sched)] = report["jobs"][0]["read"]["iops"]
     assert iops[(32, "fifo")] == pytest.approx(iops[(1, "fifo")], rel=0.05)
     assert iops[(32, "sptf")] > 2 * iops[(1, "fifo")]
+    assert 1.5 * iops[(1, "fifo")] < iops[(32, "aged")] < 0.9 * iops[(32, "sptf")]
 
 
 BAD_DEVICES = [
@@ -184,3 +189,40 @@ def test_uniform_random_writes_amplify_as_the_mean_field_model_says(qoslab, tmp_
     # Counting only the blocks in circulation (two free and half of the two open ones kept
     # out of 512 a plane) the model is closer still.
     assert wa == pytest.approx(greedy_mean_field_wa(logical / 2 / (509.5 * 64), 64), rel=0.03)
+
+
+BESIDE_A_STREAM = """
+[global]
+ioengine=libaio
+direct=1
+lat_percentiles=1
+time_based=1
+runtime=4s
+[random]
+rw=randread
+bs=4k
+iodepth=1
+[stream]
+rw=read
+bs=128k
+iodepth=31
+"""
+
+
+def test_a_random_reader_beside_a_stream_gets_service_within_the_age_limit(qoslab, tmp_path):
+    # At NCQ's 32 the disk's shortest-positioning-time-first pick keeps choosing the stream's
+    # next block, the head being there already; the random read waits until it is the oldest
+    # command past max_command_age_ns (500 ms), then goes next: at most that, the command in
+    # progress and its own service.
+    def random_reader(*sets):
+        out = run_json(qoslab, tmp_path, BESIDE_A_STREAM, "hdd-7200", "path.driver=ata", *sets)
+        job = next(j for j in out["jobs"] if j["jobname"] == "random")["read"]
+        return job, stage_counters(out, "media")
+
+    job, media = random_reader()
+    assert job["total_ios"] >= 6  # 4 s at one read per ~0.5 s
+    assert job["lat_ns"]["max"] <= 500e6 + 2 * 40e6
+    assert media["aged_commands"] >= job["total_ios"] - 1
+    # Without the bound the reader starves: a read waits most of the 4 s run.
+    starved, _ = random_reader("media.max_command_age_ns=0")
+    assert starved["total_ios"] <= 2 and starved["lat_ns"]["max"] >= 3e9

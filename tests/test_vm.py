@@ -52,7 +52,12 @@ def test_a_bad_spec_names_what_is_wrong(text, message):
 def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
     twin = tomllib.loads(devices.twin_toml(devices.parse_spec(NULL_BLK)))
     assert twin["path"] == {"driver": "simple", "hw_queue_depth": 2, "max_hw_sectors_kb": 127}
-    assert twin["block"] == {"max_sectors_kb": 127, "rotational": 0}
+    assert twin["block"] == {
+        "max_sectors_kb": 127,
+        "max_segments": 128,
+        "max_segment_size": 65536,
+        "rotational": 0,
+    }
     media = twin["media"]
     assert (media["servers"], media["service"], media["service_mean_ns"]) == (2, "fixed", 4_000_000)
     assert media["capacity_bytes"] == 250 << 30
@@ -129,3 +134,57 @@ def test_vm_fio_with_a_bad_device_stops_before_any_work(qoslab, tmp_path):
     done = qoslab("vm", "fio", job, "--device", "loop:x=1", "--out", tmp_path / "o")
     assert done.returncode == 2
     assert "expected null_blk:... or scsi_debug:..." in done.stderr
+
+
+def _guest_out(tmp_path, *, dmesg_after_mark: str = "", switches: int = 12):
+    """A guest's out/ folder as `qoslab vm check` leaves it, with the numbers given."""
+    from qoslab.vm import check
+
+    out = tmp_path / "out"
+    out.mkdir(parents=True)
+    (out / "dmesg.txt").write_text(
+        "[0.01] ..MP-BIOS bug: 8254 timer not connected to IO-APIC\n"
+        f"[9.6] {check.MARK}\n[9.7] io scheduler prio registered\n"
+        f"[9.8] io scheduler prio-advanced registered\n{dmesg_after_mark}"
+    )
+    (out / "offered.txt").write_text("[none] mq-deadline prio prio-advanced\n")
+    names = [s for _ in range(2) for s in check.SCHEDULERS][:switches]
+    (out / "switched.txt").write_text(
+        "".join(f"1 {s} x [{s}] y\n" for s in names) + "1 kyber [none] kyber\n" * (12 - switches)
+    )
+    (out / "switch.status").write_text("0\n")
+    (out / "switch.stdout").write_text("")
+    (out / "prio-aging.txt").write_text(f"{check.AGING_MS}\n")
+    (out / "prio-bad.txt").write_text("refused\n")
+    (out / "padv-set.txt").write_text("4\n1\n")
+    (out / "padv-bad.txt").write_text("refused\n")
+    for s, (high, low) in {
+        "none": (400, 410),
+        "prio": (500, 60),
+        "prio-advanced": (340, 64),
+    }.items():
+        jobs = [
+            {"jobname": n, "read": {"iops": v, "total_ios": v * 4, "lat_ns": {"max": 2e8}}}
+            for n, v in (("high", high), ("low", low))
+        ]
+        (out / f"sep-{s}.json").write_text(json.dumps({"jobs": jobs}))
+    (out / "queue.txt").write_text(
+        "max_hw_sectors_kb=127\nmax_sectors_kb=127\nmax_segments=128\nmax_segment_size=65536\n"
+        "rotational=0\nnr_requests=2\n"
+    )
+    (out / "lsmod.txt").write_text("Module Size Used by\nnull_blk 1 0\n")
+    return out
+
+
+def test_the_guest_check_passes_a_good_run_and_names_what_fails(tmp_path):
+    from qoslab.vm import check
+
+    good = check.evaluate(_guest_out(tmp_path / "a"))
+    assert [c.name for c in good if not c.ok] == []
+    # The boot's own note before the mark is no failure; a warning after it is.
+    bad = check.evaluate(
+        _guest_out(tmp_path / "b", dmesg_after_mark="[12.0] WARNING: CPU: 0 PID: 1 at x\n")
+    )
+    assert [c.name for c in bad if not c.ok] == ["dmesg is clean"]
+    short = check.evaluate(_guest_out(tmp_path / "c", switches=11))
+    assert [c.name for c in short if not c.ok] == ["every scheduler switches under load"]

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use qoslab_engine::{Admission, LatencyHist, Ns, Op, ReqFlags, ReqId, Stage, StageCtx};
+use qoslab_engine::{Admission, LatencyHist, Notice, Ns, Op, ReqFlags, ReqId, Stage, StageCtx};
 
 use crate::WriteCache;
 use crate::config::QueueSetup;
@@ -44,6 +44,9 @@ pub enum BlockEvent {
     Unplug,
     /// A wake-up host `host`'s scheduler asked for.
     Wake { host: u16 },
+    /// Job `job`'s request that waited for a tag has one: the job's sleeping submission call
+    /// goes on with the bios it had not reached (the rest of a split bio or of a batch).
+    Resume { job: u32 },
 }
 
 /// Where a request (or bio) is.
@@ -57,6 +60,8 @@ enum Place {
     Plug,
     /// Waiting for a scheduler tag.
     TagWait,
+    /// Behind its job's request that waits for a tag: the submission call has not reached it.
+    Deferred,
     /// In the scheduler.
     Sched,
     /// In its hardware queue's dispatch list.
@@ -141,6 +146,10 @@ struct JobPlug {
     batch: Vec<ReqId>,
     /// Requests held until the call ends (blk_plug).
     plug: Vec<ReqId>,
+    /// Requests of the job waiting for a tag: while there is one, the job's submission call
+    /// sleeps (blk_mq_get_tag) and its next bios wait in `deferred`, not yet looked at.
+    waiting: u32,
+    deferred: VecDeque<ReqId>,
 }
 
 /// Counters, named as `/sys/block/DEV/stat` names them (Documentation/block/stat.rst), per
@@ -163,6 +172,9 @@ pub struct BlockStats {
     pub plug_merges: u64,
     /// Bios that waited for a scheduler tag.
     pub tag_waits: u64,
+    /// Times a job's submission call slept for a tag (it then submitted nothing more until it
+    /// had one).
+    pub submit_sleeps: u64,
     /// Scheduler tags held at once in one hardware context, at most: where a scheduler's
     /// `limit_depth` binds, this is the depth it allowed.
     pub sched_tags_max: u64,
@@ -437,6 +449,14 @@ impl BlockLayer {
     fn take_request(&mut self, id: ReqId, plugged: bool, ctx: &mut impl StageCtx<BlockEvent>) {
         let req = &ctx.reqs()[id];
         let (host, core, op, job) = (req.host, req.core, req.op, req.job as usize);
+        if self.plugs[job].waiting > 0 {
+            // The job's submission call sleeps on an earlier request: it reaches this bio
+            // (merges, tag, queue) only once that one has its tag.
+            self.rq[id.index()].place = Place::Deferred;
+            self.plugs[job].deferred.push_back(id);
+            self.hold();
+            return;
+        }
         let data = matches!(op, Op::Read | Op::Write);
         if plugged && data && self.setup.nomerges < 2 && self.plug_merge(id, ctx) {
             return;
@@ -455,7 +475,10 @@ impl BlockLayer {
         }
         let h = self.hctx_of(host, core);
         self.rq[id.index()].hctx = h as u32;
-        if self.hosts[host as usize].elevator.is_some() {
+        // Without a scheduler a request takes a driver tag, of which there are nr_requests
+        // (the tag set's depth), where the block layer keeps the device's depth (an ATA or a
+        // simple driver); an NVMe host's command ids are its tags.
+        if self.hosts[host as usize].elevator.is_some() || self.setup.queue_depth.is_some() {
             let depth = self.hosts[host as usize]
                 .elevator
                 .as_deref()
@@ -473,6 +496,11 @@ impl BlockLayer {
                 self.rq[id.index()].place = Place::TagWait;
                 self.hctxs[h].tag_wait.push_back((id, depth));
                 self.hold();
+                self.plugs[job].waiting += 1;
+                if self.plugs[job].waiting == 1 {
+                    self.stats.submit_sleeps += 1;
+                    ctx.notify_above(Notice::SubmitterBlocked { job: job as u32 });
+                }
                 return;
             }
             self.take_tag(h);
@@ -878,6 +906,26 @@ impl BlockLayer {
         self.take_tag(h);
         self.rq[id.index()].has_tag = true;
         self.queue_quietly(id, ctx);
+        let job = ctx.reqs()[id].job;
+        let p = &mut self.plugs[job as usize];
+        p.waiting -= 1;
+        if p.waiting == 0 {
+            // The sleeping task wakes; it goes on after this hook, as a woken task runs later.
+            ctx.schedule_now(BlockEvent::Resume { job });
+        }
+    }
+
+    /// Job `job`'s submission call goes on: the bios it had not reached, in order, until one
+    /// waits for a tag again; if none does, the call returns and the job is told.
+    fn resume_job(&mut self, job: usize, ctx: &mut impl StageCtx<BlockEvent>) {
+        while self.plugs[job].waiting == 0 {
+            let Some(id) = self.plugs[job].deferred.pop_front() else {
+                ctx.notify_above(Notice::SubmitterResumed { job: job as u32 });
+                return;
+            };
+            self.held -= 1;
+            self.take_request(id, false, ctx);
+        }
     }
 
     fn take_tag(&mut self, h: usize) {
@@ -1085,6 +1133,7 @@ impl Stage for BlockLayer {
                     }
                 }
             }
+            BlockEvent::Resume { job } => self.resume_job(job as usize, ctx),
             BlockEvent::Wake { host } => {
                 let now = ctx.now_ns();
                 self.hosts[host as usize].wakes.remove(&now);
@@ -1178,6 +1227,7 @@ impl Stage for BlockLayer {
         put("split_pieces", s.split_pieces as f64);
         put("plug_merges", s.plug_merges as f64);
         put("tag_waits", s.tag_waits as f64);
+        put("submit_sleeps", s.submit_sleeps as f64);
         put("sched_tags_max", s.sched_tags_max as f64);
         put("waited", s.waited as f64);
         put("queued_max", s.queued_max as f64);

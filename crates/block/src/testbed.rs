@@ -127,3 +127,60 @@ pub fn counter(h: &Rig, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no counter {name}"))
         .1
 }
+
+/// Runs `f` with a scheduler context over `reqs` at `now_ns` (default queue settings): for a
+/// scheduler's own tests of hooks the block layer seldom calls, such as an insertion at the
+/// head.
+pub fn with_sched_ctx<R>(
+    reqs: &qoslab_engine::Requests,
+    now_ns: Ns,
+    f: impl FnOnce(&mut crate::elevator::SchedCtx<'_>) -> R,
+) -> R {
+    let block = Settings::defaults("block", crate::BLOCK_TUNABLES);
+    let limits = DriverLimits {
+        queue_per_core: false,
+        hw_queue_depth: 32,
+        driver_admits: false,
+        max_hw_bytes: 0,
+        rotational: false,
+    };
+    let setup = QueueSetup::new(&BlockConfig::from_settings(&block), &limits);
+    let meta = vec![crate::elevator::RqMeta::default(); reqs.high_water() + 1];
+    let merges = crate::merge::MergeIndex::default();
+    let mut wakes = Vec::new();
+    let mut ops = crate::elevator::OpCount::default();
+    let mut cx = crate::elevator::SchedCtx {
+        now_ns,
+        reqs,
+        meta: &meta,
+        merges: &merges,
+        setup: &setup,
+        wakes: &mut wakes,
+        ops: &mut ops,
+    };
+    f(&mut cx)
+}
+
+/// Scheduler `sched` with `sets` (`block.NAME.key=value`) on its own, for [`with_sched_ctx`].
+pub fn build_sched(sched: &str, sets: &[&str]) -> Box<dyn crate::elevator::Elevator> {
+    let ops = crate::lookup(sched).expect("registered");
+    let mut block = Settings::defaults("block", crate::BLOCK_TUNABLES);
+    let mut own = Settings::defaults(&format!("block.{sched}"), ops.tunables);
+    for s in sets {
+        apply_override(s, &mut [&mut block, &mut own]).expect("a valid setting");
+    }
+    let limits = DriverLimits {
+        queue_per_core: false,
+        hw_queue_depth: 32,
+        driver_admits: false,
+        max_hw_bytes: 0,
+        rotational: false,
+    };
+    let queue = QueueSetup::new(&BlockConfig::from_settings(&block), &limits);
+    let build = ops.build.expect("a scheduler");
+    build(&crate::elevator::SchedSetup {
+        settings: &own,
+        queue: &queue,
+    })
+    .expect("not none")
+}

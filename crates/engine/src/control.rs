@@ -49,6 +49,13 @@ pub enum Notice {
         info: u8,
         log_page: u8,
     },
+    /// Job `job`'s submission call sleeps: a request of its waits for a tag (Linux
+    /// `blk_mq_get_tag` puts the submitting task to sleep), so the job submits nothing more and
+    /// reaps no completion until [`Notice::SubmitterResumed`]. From the top stage to the jobs.
+    SubmitterBlocked { job: u32 },
+    /// Job `job`'s submission call returned: it goes on submitting and reaps what completed
+    /// meanwhile.
+    SubmitterResumed { job: u32 },
 }
 
 impl Notice {

@@ -507,10 +507,12 @@ impl JobRun {
     }
 
     /// Issues what the job may issue now, through `submit`; says when to wake it next.
+    /// `submit` answers false when the submission call sleeps (the block layer made the job
+    /// wait for a tag): the job then stops issuing until it is pumped again.
     pub fn pump(
         &mut self,
         now: Ns,
-        mut submit: impl FnMut(Request),
+        mut submit: impl FnMut(Request) -> bool,
     ) -> Result<Pump, WorkloadError> {
         let mut submitted = 0u32;
         let result = loop {
@@ -594,7 +596,9 @@ impl JobRun {
             }
             req.host = self.host;
             req.core = self.core;
-            submit(req);
+            if !submit(req) {
+                break Pump::Wait;
+            }
         };
         let partial = if self.batch == 1 {
             0

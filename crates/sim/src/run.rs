@@ -34,8 +34,34 @@ enum Ev<PE> {
 enum LoopEv {
     /// Wake job `j` (pacing, think time, group start).
     Job(u32),
+    /// Job `j`'s submission call returned (it had slept for a tag): it reaps and goes on.
+    Resume(u32),
     /// The power fails (`--power-fail-at`).
     PowerFail,
+}
+
+/// Jobs whose submission call sleeps in the block layer (a request of theirs waits for a
+/// tag), and what completed for each meanwhile: as fio, a job whose io_submit sleeps neither
+/// submits nor reaps, and fio stamps a completion when it reaps it.
+#[derive(Debug, Default)]
+struct Submitters {
+    blocked: Vec<bool>,
+    unreaped: Vec<Vec<ReqId>>,
+}
+
+impl Submitters {
+    #[inline]
+    fn blocked(&self, job: usize) -> bool {
+        self.blocked.get(job).copied().unwrap_or(false)
+    }
+
+    fn set(&mut self, job: usize, blocked: bool) {
+        if job >= self.blocked.len() {
+            self.blocked.resize(job + 1, false);
+            self.unreaped.resize_with(job + 1, Vec::new);
+        }
+        self.blocked[job] = blocked;
+    }
 }
 
 /// What the top of the path sees above it: the jobs.
@@ -44,6 +70,7 @@ struct RootCtx<'a, PE> {
     queue: &'a mut EventQueue<Ev<PE>>,
     reqs: &'a mut Requests,
     notices: &'a mut u64,
+    submitters: &'a mut Submitters,
 }
 
 impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
@@ -78,8 +105,15 @@ impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
     }
     /// The block layer at the top never refuses a job's request.
     fn room_above(&mut self) {}
-    fn notify_above(&mut self, _notice: Notice) {
-        *self.notices += 1;
+    fn notify_above(&mut self, notice: Notice) {
+        match notice {
+            Notice::SubmitterBlocked { job } => self.submitters.set(job as usize, true),
+            Notice::SubmitterResumed { job } => {
+                self.submitters.set(job as usize, false);
+                self.queue.schedule_urgent(Ev::Loop(LoopEv::Resume(job)));
+            }
+            _ => *self.notices += 1,
+        }
     }
 }
 
@@ -154,6 +188,7 @@ struct Sim<'w, P: Stage> {
     last_group: u32,
     done: bool,
     notices: u64,
+    submitters: Submitters,
     at_power_fail: Option<PowerFailMark>,
     series_out: Option<&'w mut SeriesWriter>,
 }
@@ -170,8 +205,12 @@ impl<P: Stage> Sim<'_, P> {
             queue,
             path,
             notices,
+            submitters,
             ..
         } = self;
+        if submitters.blocked(j) {
+            return Ok(());
+        }
         let job = &mut jobs[j];
         let next = job.pump(now, |mut req| {
             req.job = j as u32;
@@ -181,8 +220,10 @@ impl<P: Stage> Sim<'_, P> {
                 queue,
                 reqs,
                 notices,
+                submitters,
             };
             path.submit(id, &mut ctx);
+            !ctx.submitters.blocked(j)
         })?;
         if let Pump::WakeAt(t) = next
             && job.wake_at.is_none_or(|w| t < w)
@@ -274,11 +315,16 @@ impl<P: Stage> Sim<'_, P> {
                     queue: &mut self.queue,
                     reqs: &mut self.reqs,
                     notices: &mut self.notices,
+                    submitters: &mut self.submitters,
                 };
                 self.path.on_event(e, &mut ctx);
             }
             Ev::Done(id) => {
                 let j = self.reqs[id].job as usize;
+                if self.submitters.blocked(j) {
+                    self.submitters.unreaped[j].push(id);
+                    return Ok(());
+                }
                 self.jobs[j].complete(&self.reqs[id]);
                 self.reqs.free(id);
                 if self.series_out.is_some() {
@@ -287,6 +333,7 @@ impl<P: Stage> Sim<'_, P> {
                 self.pump(j, now)?;
             }
             Ev::Loop(LoopEv::PowerFail) => self.power_fail(now),
+            Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,
             Ev::Loop(LoopEv::Job(j)) => {
                 let job = &mut self.jobs[j as usize];
                 if job.wake_at == Some(now) {
@@ -297,6 +344,26 @@ impl<P: Stage> Sim<'_, P> {
                     self.pump(j as usize, now)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Job `j`'s submission call returned. As fio does, it goes on submitting until its queue
+    /// is full (or it sleeps again), and only then reaps, one completion at a time (fio's
+    /// `iodepth_batch_complete_max` defaults to 1), each followed by the submission it frees
+    /// room for: fio waits for completions only with a full queue, and stamps a completion
+    /// when it reaps it.
+    fn resume(&mut self, j: usize, now: Ns) -> Result<(), SimError> {
+        self.pump(j, now)?;
+        while !self.submitters.blocked(j) && !self.submitters.unreaped[j].is_empty() {
+            let id = self.submitters.unreaped[j].remove(0);
+            self.reqs[id].t.completed_ns = now;
+            self.jobs[j].complete(&self.reqs[id]);
+            self.reqs.free(id);
+            if self.series_out.is_some() {
+                self.write_series(j)?;
+            }
+            self.pump(j, now)?;
         }
         Ok(())
     }
@@ -321,6 +388,7 @@ impl<P: Stage> Sim<'_, P> {
             queue: &mut self.queue,
             reqs: &mut self.reqs,
             notices: &mut self.notices,
+            submitters: &mut self.submitters,
         };
         let mut msg = Control::new(now, 0, Command::PowerLoss);
         self.path.control(&mut msg, &mut ctx);
@@ -434,6 +502,7 @@ pub fn simulate<P: Stage>(
         last_group,
         done: false,
         notices: 0,
+        submitters: Submitters::default(),
         at_power_fail: None,
         series_out,
     };
@@ -446,6 +515,7 @@ pub fn simulate<P: Stage>(
             queue: &mut sim.queue,
             reqs: &mut sim.reqs,
             notices: &mut sim.notices,
+            submitters: &mut sim.submitters,
         };
         sim.path.start(&mut ctx);
     }
@@ -581,7 +651,11 @@ mod tests {
     fn run_ios(job: &mut JobRun, now: Ns, ios: u64) {
         while job.issued < ios && !job.finished {
             let mut issued = Vec::new();
-            job.pump(now, |r| issued.push(r)).unwrap();
+            job.pump(now, |r| {
+                issued.push(r);
+                true
+            })
+            .unwrap();
             assert!(
                 !issued.is_empty() || job.finished,
                 "the job issued nothing at {now} ns"

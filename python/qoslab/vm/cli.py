@@ -6,8 +6,10 @@ Only typer is imported here; each command imports its machinery when it runs.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import typer
@@ -173,3 +175,175 @@ def fio_cmd(
                 modules=modules, accel=accel, timeout_s=timeout, say=say,
             )  # fmt: skip
     say(f"{reps} repetition(s) in {meta['wall_seconds']:.0f} s under {meta['accel']}: {out}")
+
+
+@app.command("check")
+def check_cmd(
+    out: Path | None = typer.Option(
+        None, "--out", help="Keep what the guest wrote here.", show_default="not kept"
+    ),
+    accel: str = typer.Option("auto", "--accel", help=ACCEL_HELP),
+    timeout: float = typer.Option(240.0, "--timeout", help="Seconds the guest may take."),
+    skip_if_unavailable: bool = typer.Option(
+        False,
+        "--skip-if-unavailable",
+        help="Where no guest can run (no QEMU, no guest kernel packages), say so in one line "
+        "and exit 0 (make test).",
+    ),
+) -> None:
+    """The guest kernel test: build and load both modules, switch every scheduler under load,
+    check priority separation, no starvation, unloading and a clean dmesg."""
+    from qoslab.vm import check, guest, qemu
+    from qoslab.vm.packages import fetch
+
+    say = _say(False)
+    with _terminable():
+        try:
+            qemu.qemu_binary()
+            kernel = fetch(say)
+        except InputError as err:
+            if not skip_if_unavailable:
+                raise
+            print(f"vm check: skipped: no guest can run here: {err}")
+            print("vm check: 1 test skipped, 0 passed")
+            return
+        modules = list(own_modules(kernel, say).values())
+        with tempfile.TemporaryDirectory(prefix="qoslab-vm-check-") as scratch:
+            session = check.session(kernel, modules, Path(scratch))
+
+            def on_line(line: str) -> None:
+                if line.startswith("qoslab-step: "):
+                    say(line.removeprefix("qoslab-step: "))
+
+            result = guest.run_session(
+                session, accel=accel, timeout_s=timeout, say=say, on_line=on_line
+            )
+            try:
+                checks = check.evaluate(result.out)
+                if out is not None:
+                    if out.exists():
+                        shutil.rmtree(out)
+                    shutil.copytree(result.out, out)
+            finally:
+                shutil.rmtree(result.out, ignore_errors=True)
+    failed = [c for c in checks if not c.ok]
+    for c in checks:
+        print(f"vm check: {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    print(
+        f"vm check: {len(checks) - len(failed)} passed, {len(failed)} failed, 0 skipped "
+        f"({result.boot.accel}, {result.boot.seconds:.0f} s)"
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("study")
+def study_cmd(
+    out: Path = typer.Option(..., "--out", help="Output directory."),
+    devices: str = typer.Option(
+        ";".join(__import__("qoslab.vm.study", fromlist=["DEVICES"]).DEVICES),
+        "--devices",
+        help="Guest device SPECs, separated by ';'.",
+    ),
+    schedulers: str = typer.Option(
+        "none,mq-deadline,kyber,bfq,prio,prio-advanced", "--schedulers", help="Comma list."
+    ),
+    reps: int = typer.Option(5, "--reps", help="Repetitions in the guest, seeds in the simulator."),
+    runtime: float = typer.Option(5.0, "--runtime", help="Seconds per run (after the warm-up)."),
+    ramp: float = typer.Option(1.0, "--ramp", help="Warm-up seconds per run, not measured."),
+    mailing_list: bool = typer.Option(
+        True, "--mailing-list/--no-mailing-list", help="Also the mailing list's mq-deadline test."
+    ),
+    accel: str = typer.Option("auto", "--accel", help=ACCEL_HELP),
+    timeout_s: float | None = typer.Option(
+        None,
+        "--timeout",
+        help="Seconds each guest boot may take.",
+        show_default="300 s + 8 x the runs' length",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
+) -> None:
+    """The guest kernel beside the simulator: the study's two jobs under every scheduler on
+    each device and its twin, and the mailing list's mq-deadline priority test."""
+    import json as _json
+
+    import pandas as pd
+
+    from qoslab.outputs import staged_dir
+    from qoslab.vm import study
+    from qoslab.vm.packages import fetch
+
+    if reps < 2:
+        raise InputError("--reps: error bars need at least 2 repetitions (the study uses 5)")
+    specs, scheds = study.check_inputs(
+        [d for d in devices.split(";") if d.strip()], [s for s in schedulers.split(",") if s]
+    )
+    say = _say(quiet)
+    per_run = runtime + ramp + 4.0
+    with _terminable():
+        kernel = fetch(say)
+        modules = list(own_modules(kernel, say).values())
+        with (
+            staged_dir(
+                out,
+                is_earlier_output=lambda p: (p / "study.json").exists(),
+                refusal="not empty and not an earlier qoslab vm study; choose another --out",
+            ) as staged,
+            tempfile.TemporaryDirectory(prefix="qoslab-vm-study-") as scratch,
+        ):
+            jobs = {
+                "study.fio": study.study_job(runtime, ramp),
+                "mailing.fio": study.MAILING_LIST_JOB.format(runtime=f"{runtime:g}s",
+                                                             ramp=f"{ramp:g}s"),
+            }  # fmt: skip
+            inputs = {}
+            for name, text in jobs.items():
+                (Path(scratch) / name).write_text(text)
+                inputs[name] = Path(scratch) / name
+            plans = [study.main_plan(s, scheds) for s in specs]
+            if mailing_list:
+                plans.append(study.mailing_plan())
+            kernel_rows, sim_rows = [], []
+            accel_used = why = ""
+            for plan in plans:
+                # Under icount a busy guest runs slower than real time (one instruction per
+                # ns on an emulated CPU): runs of many thousand IOPS need several times their
+                # length.
+                timeout = timeout_s or 300 + reps * len(plan.runs) * per_run * 8
+                guest_out = study.run_guest(
+                    kernel, plan, reps, inputs, modules, accel=accel, timeout_s=timeout, say=say
+                )
+                try:
+                    kernel_rows.append(study.kernel_table(guest_out, plan, reps))
+                    console = (guest_out / "console.log").read_text()
+                    study.copy_raw(guest_out, staged / "kernel" / study.slug(plan.spec))
+                finally:
+                    shutil.rmtree(guest_out, ignore_errors=True)
+                accel_used = "kvm" if "under KVM" in console else accel_used or "tcg"
+                say(f"simulating the twin of {plan.spec.text}")
+                sim_rows.append(study.sim_table(plan.spec, plan.runs, jobs, reps))
+            kernel_t = pd.concat(kernel_rows, ignore_index=True)
+            sim_t = pd.concat(sim_rows, ignore_index=True)
+            kernel_t.to_csv(staged / "kernel.csv", index=False)
+            sim_t.to_csv(staged / "sim.csv", index=False)
+            compared = study.compare(kernel_t, sim_t)
+            compared.to_csv(staged / "compare.csv", index=False)
+            from qoslab.vm import qemu
+
+            accel_used, why = qemu.last_choice or (accel_used, "")
+            meta = {
+                "command": "qoslab vm study",
+                "kernel": kernel.release,
+                "debian_version": kernel.version,
+                "accel": accel_used,
+                "accel_why": why,
+                "reps": reps,
+                "runtime_s": runtime,
+                "ramp_s": ramp,
+                "devices": [s.text for s in specs],
+                "schedulers": list(scheds),
+                "jobs": jobs,
+            }
+            (staged / "study.json").write_text(_json.dumps(meta, indent=1) + "\n")
+            study.write_report(staged, compared, meta)
+    say(f"report: {out / 'report.html'}")

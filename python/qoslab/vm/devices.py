@@ -22,7 +22,9 @@ What each twin is, from the drivers' behaviour in Linux 6.1:
   `memory_backed`) adds a volatile write cache, so the twin takes flushes (each completing like
   a request).
 - scsi_debug: one host of `max_queue` commands; each completes `ndelay` ns after it was queued
-  or, without `ndelay`, `delay` jiffies (the guest kernel has HZ=250: `delay=1` is 4 ms).
+  or, without `ndelay`, `delay` jiffies (the guest kernel has HZ=250: `delay=1` is 4 ms); with
+  `random=1` after a time drawn uniformly between 0 and that delay (the twin's service is the
+  empirical distribution of two points, 0 and the delay, which is that uniform one).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ SCSI_DEBUG_PARAMS: dict[str, tuple[int, int]] = {
     "dev_size_mb": (1, 1 << 20),
     "sector_size": (512, 4096),
     "submit_queues": (1, 64),
+    "random": (0, 1),
 }
 MODULES = {"null_blk": NULL_BLK_PARAMS, "scsi_debug": SCSI_DEBUG_PARAMS}
 EXTRA = {"rotational": (0, 1)}
@@ -80,6 +83,7 @@ SCSI_DEBUG_DEFAULTS = {
     "dev_size_mb": 8,
     "sector_size": 512,
     "submit_queues": 1,
+    "random": 0,
 }
 BLK_SAFE_MAX_SECTORS = 255  # what a queue gets when its driver sets no max_hw_sectors
 
@@ -171,15 +175,27 @@ def tags(spec: DeviceSpec) -> int:
     return spec.value("hw_queue_depth") if spec.module == "null_blk" else spec.value("max_queue")
 
 
-def max_hw_sectors_kb(spec: DeviceSpec) -> int:
+def queue_limits(spec: DeviceSpec) -> dict[str, int]:
+    """The queue's limits as the guest's sysfs shows them (`queue/*`): what the twin's block
+    layer must have. null_blk sets only max_hw_sectors (255 sectors unless `max_sectors`);
+    scsi_debug gets sd's from its Block Limits page: 512 KiB requests (its optimal transfer,
+    1024 blocks), 2048 segments of up to 4 GiB. Both measured in the guest (queue.txt of
+    `qoslab vm fio`) and checked against it by `qoslab vm check`."""
     if spec.module == "null_blk":
         sectors = spec.value("max_sectors") or BLK_SAFE_MAX_SECTORS
-        return sectors // 2
-    return 0  # scsi_debug: see SCSI_DEBUG_MAX_SECTORS_KB, measured in the guest
-
-
-# scsi_debug's limits in the guest (measured: queue/max_sectors_kb, sd's default cap).
-SCSI_DEBUG_MAX_SECTORS_KB = 1280
+        kb = sectors * 512 // spec.value("bs") * spec.value("bs") // 1024
+        return {
+            "max_hw_sectors_kb": kb,
+            "max_sectors_kb": kb,
+            "max_segments": 128,
+            "max_segment_size": 65536,
+        }
+    return {
+        "max_hw_sectors_kb": 0,  # no limit of its own (sysfs: 2147483647)
+        "max_sectors_kb": 512,
+        "max_segments": 2048,
+        "max_segment_size": 4294967295,
+    }
 
 
 def capacity_bytes(spec: DeviceSpec) -> int:
@@ -196,7 +212,7 @@ def twin_toml(spec: DeviceSpec) -> str:
     """The simulator's device file of the guest's device."""
     n = tags(spec)
     service = completion_ns(spec)
-    max_kb = max_hw_sectors_kb(spec) or SCSI_DEBUG_MAX_SECTORS_KB
+    limits = queue_limits(spec)
     flush = spec.module == "null_blk" and spec.value("memory_backed") and spec.value("cache_size")
     lines = [
         f"description = \"The simulator's twin of the guest device {spec.text}: "
@@ -205,17 +221,27 @@ def twin_toml(spec: DeviceSpec) -> str:
         "[path]",
         'driver = "simple"',
         f"hw_queue_depth = {n}",
-        f"max_hw_sectors_kb = {max_kb}",
+        f"max_hw_sectors_kb = {limits['max_hw_sectors_kb']}",
         "",
         "[block]",
-        f"max_sectors_kb = {max_kb}",
+        f"max_sectors_kb = {limits['max_sectors_kb']}",
+        f"max_segments = {limits['max_segments']}",
+        f"max_segment_size = {limits['max_segment_size']}",
         f"rotational = {rotational(spec)}",
         "",
         "[media]",
         'model = "analytic"',
         f"servers = {n}",
-        'service = "fixed"',
-        f"service_mean_ns = {service}",
+        *(
+            [
+                'service = "empirical"',
+                f"service_points_ns = [0, {service}]",
+                "service_points_pct = [0, 100]",
+                f"service_mean_ns = {service // 2}",
+            ]
+            if spec.module == "scsi_debug" and spec.value("random")
+            else ['service = "fixed"', f"service_mean_ns = {service}"]
+        ),
         f"capacity_bytes = {capacity_bytes(spec)}",
     ]
     if flush:

@@ -80,9 +80,10 @@ snapshot() {  # snapshot DIR FILE: every readable file of DIR as name=value line
 
 diskstats() { grep " $DEV " /proc/diskstats > "$1"; }
 
-fio_rep() {  # fio_rep OUTBASE JOBFILE: one repetition and its counters
+fio_rep() {  # fio_rep OUTBASE JOBFILE [SEED]: one repetition and its counters
   diskstats "$1.diskstats-before"
-  fio --filename=/dev/$DEV --output-format=json --output="$1.json" "$2" > "$1.fio-stdout" 2>&1 \
+  fio --filename=/dev/$DEV --randseed=${3:-1} --output-format=json --output="$1.json" "$2" \
+    > "$1.fio-stdout" 2>&1 \
     || fail "fio failed on $DEV: $(tail -n 1 $1.fio-stdout)"
   diskstats "$1.diskstats-after"
   if [ -d /sys/block/$DEV/queue/iosched ]; then
@@ -125,9 +126,12 @@ class Session:
     steps: list[str] = field(default_factory=list)
     inputs: dict[str, Path] = field(default_factory=dict)  # name in in/ -> host file
     modules: list[Path] = field(default_factory=list)
+    mark: str = ""  # written to the kernel log before the modules go in
 
     def plan(self) -> str:
         lines = ["#!/bin/sh", LIB]
+        if self.mark:
+            lines.append(f"echo {shlex.quote(self.mark)} > /dev/kmsg")
         for ko in self.modules:
             lines.append(f"say 'inserting {ko.name}'")
             lines.append(f"insert $IN/{shlex.quote(ko.name)}")

@@ -30,6 +30,26 @@ QEMU = "qemu-system-x86_64"
 # the emulated CPU; noapictimer: hrtimers fire from the HPET, whose emulation is steadier under
 # TCG than the local APIC timer's (docs/vm.md, "What TCG distorts").
 KERNEL_ARGS = "console=ttyS0 quiet panic=-1 tsc=reliable noapictimer"
+# Under TCG the guest's clock follows its instructions, not the host's time (-icount): one
+# instruction takes 2^0 ns, and an idle guest jumps to its next timer at once (sleep=off). A
+# device's 4 ms are then 4 ms of the guest's time however busy the host is, and a run is
+# repeatable (docs/vm.md, "What TCG distorts"). QOSLAB_VM_ICOUNT sets another -icount value, or
+# `off` for the host's clock.
+ICOUNT = "shift=0,sleep=off"
+
+
+def cpus() -> int:
+    """vCPUs of the guest: 1 (QOSLAB_VM_CPUS for more; docs/vm.md says what one changes)."""
+    text = os.environ.get("QOSLAB_VM_CPUS", "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 8:
+        raise InputError(f"QOSLAB_VM_CPUS: expected 1 to 8, got {text!r}")
+    return int(text)
+
+
+def icount() -> str:
+    return os.environ.get("QOSLAB_VM_ICOUNT", "").strip() or ICOUNT
+
+
 PROBE_TIMEOUT_S = 20.0
 MEMORY_MB = 1024
 
@@ -84,7 +104,7 @@ def boot(
         qemu,
         "-accel", accel,
         "-m", str(MEMORY_MB),
-        "-smp", "1",
+        "-smp", str(cpus()),
         "-nodefaults",
         "-no-user-config",
         "-display", "none",
@@ -94,6 +114,8 @@ def boot(
         "-initrd", str(image),
         "-append", f"{KERNEL_ARGS} {append}".strip(),
     ]  # fmt: skip
+    if accel == "tcg" and icount() != "off":
+        cmd += ["-icount", icount()]
     if share is not None:
         cmd += [
             "-virtfs",
@@ -148,8 +170,18 @@ def _kvm_usable() -> bool:
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
+# The last accelerator `choose_accel` chose, and why (for a study's record).
+last_choice: tuple[str, str] | None = None
+
+
 def choose_accel(kernel: Kernel, image: Path, wanted: str, say) -> tuple[str, str]:
     """(accelerator, why): `wanted` is kvm, tcg or auto (a probe boot decides, cached)."""
+    global last_choice
+    last_choice = _choose_accel(kernel, image, wanted, say)
+    return last_choice
+
+
+def _choose_accel(kernel: Kernel, image: Path, wanted: str, say) -> tuple[str, str]:
     if wanted == "tcg":
         return "tcg", "asked for"
     if wanted == "kvm":

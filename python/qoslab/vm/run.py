@@ -102,7 +102,7 @@ def fio_steps(
     steps.append(f"snapshot /sys/block/$DEV/queue $OUT/{prefix}queue.txt")
     for rep in range(1, reps + 1):
         steps.append(f"say 'fio repetition {rep} of {reps} ({scheduler})'")
-        steps.append(f"fio_rep $OUT/{prefix}rep-{rep} $IN/{job_name}")
+        steps.append(f"fio_rep $OUT/{prefix}rep-{rep} $IN/{job_name} {rep}")
     return steps
 
 

@@ -1,7 +1,9 @@
 //! `prio`: the study's priority scheduler. Three FIFOs, HIGH, NORMAL and LOW, filled from the
 //! I/O priority by the study's mapping (RT and best effort 0-2 HIGH, best effort 3-5 and no
 //! class NORMAL, best effort 6-7 and IDLE LOW); strict priority, except that a NORMAL or LOW
-//! request that waited `aging_expire` goes first (the oldest such).
+//! request that waited `aging_expire` goes first (the oldest such). A request inserted at the
+//! head (a requeue) goes to a dispatch list served before all of them (Listings 3 and 4). The
+//! kernel module of the same name is `kernel/prio-iosched.c`.
 
 use std::collections::VecDeque;
 
@@ -30,8 +32,10 @@ fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
     Some(Box::new(Prio {
         aging_expire_ns: cfg.aging_expire * 1_000_000,
         fifo: Default::default(),
+        head: Default::default(),
         dispatched: [0; LEVELS],
         aged: 0,
+        head_dispatched: 0,
     }))
 }
 
@@ -56,23 +60,30 @@ pub fn level_of(prio: IoPrio) -> usize {
 pub struct Prio {
     aging_expire_ns: Ns,
     fifo: [VecDeque<(Ns, ReqId)>; LEVELS],
+    /// Requests inserted at the head, served first (the study's `dispatch` list).
+    head: VecDeque<ReqId>,
     dispatched: [u64; LEVELS],
     aged: u64,
+    head_dispatched: u64,
 }
 
 impl Elevator for Prio {
     fn insert(&mut self, rq: ReqId, at_head: bool, cx: &mut SchedCtx<'_>) {
-        let l = level_of(cx.req(rq).prio);
-        let e = (cx.now_ns(), rq);
-        if at_head {
-            self.fifo[l].push_front(e);
-        } else {
-            self.fifo[l].push_back(e);
-        }
         cx.list_ops(1);
+        if at_head {
+            self.head.push_front(rq);
+            return;
+        }
+        let l = level_of(cx.req(rq).prio);
+        self.fifo[l].push_back((cx.now_ns(), rq));
     }
 
     fn dispatch(&mut self, cx: &mut SchedCtx<'_>) -> Option<ReqId> {
+        if let Some(id) = self.head.pop_front() {
+            cx.list_ops(1);
+            self.head_dispatched += 1;
+            return Some(id);
+        }
         let now = cx.now_ns();
         let aged = (1..LEVELS)
             .filter_map(|l| self.fifo[l].front().map(|&(t, _)| (t, l)))
@@ -91,7 +102,7 @@ impl Elevator for Prio {
     }
 
     fn has_work(&self) -> bool {
-        self.fifo.iter().any(|f| !f.is_empty())
+        !self.head.is_empty() || self.fifo.iter().any(|f| !f.is_empty())
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
@@ -101,6 +112,7 @@ impl Elevator for Prio {
             .map(|(n, d)| (format!("{n}_dispatched"), d as f64))
             .collect();
         out.push(("aged_dispatches".into(), self.aged as f64));
+        out.push(("head_dispatches".into(), self.head_dispatched as f64));
         out
     }
 }
@@ -141,6 +153,26 @@ mod tests {
         h.run_all();
         let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / MIB).collect();
         assert_eq!(offs, vec![0, 3, 5, 2, 6, 1, 4]);
+    }
+
+    #[test]
+    fn a_request_inserted_at_the_head_goes_before_every_level() {
+        // Listings 3 and 4: the dispatch list comes before aging and before HIGH.
+        let mut reqs = qoslab_engine::Requests::with_capacity(4);
+        let low = reqs.alloc(io(Op::Read, 0, 4 * KIB, be(7)));
+        let high = reqs.alloc(io(Op::Read, MIB, 4 * KIB, be(0)));
+        let again = reqs.alloc(io(Op::Read, 2 * MIB, 4 * KIB, be(7)));
+        let mut s = build_sched("prio", &[]);
+        with_sched_ctx(&reqs, 0, |cx| {
+            s.insert(low, false, cx);
+            s.insert(high, false, cx);
+            s.insert(again, true, cx);
+        });
+        // Even with the LOW request long past aging_expire.
+        let order: Vec<ReqId> = with_sched_ctx(&reqs, 10_000 * MS, |cx| {
+            std::iter::from_fn(|| s.dispatch(cx)).collect()
+        });
+        assert_eq!(order, vec![again, low, high]);
     }
 
     #[test]

@@ -1,15 +1,21 @@
-//! `prio-advanced`: the study's advanced scheduler. `prio`'s three levels and aging, plus:
-//! - a sequential/random detector per job (the study keeps one for the whole device and names
-//!   that as its limitation): a request starting within `seq_gap_sectors` of where the job's
-//!   previous one ended raises its sequential score, any other its random score (each lowers
-//!   the other by one); the job is sequential while its sequential score is not below the
-//!   random one;
+//! `prio-advanced`: the study's advanced scheduler. `prio`'s three levels, dispatch list and
+//! aging, plus:
+//! - a sequential/random detector (Listing 5): a request starting within `seq_gap_sectors` of
+//!   where the previous one ended raises the sequential score, any other the random score
+//!   (each lowers the other by one); the mode is sequential while the sequential score is not
+//!   below the random one, and a random mode ends the batch in progress. As in the study there
+//!   is one detector for the device (`per_task_detector` 0, the study's stated limitation:
+//!   two jobs interleaved look random to it); with `per_task_detector` 1 each job has its own
+//!   (the kernel module keys it by the submitting task);
 //! - on a rotational disk, a level is served in sector order from the last dispatch position
 //!   (wrapping to the lowest sector), unless its oldest request waited `hdd_fifo_expire`; on
 //!   flash, from its FIFO head;
-//! - batching: after a request of a sequential job, up to `seq_batch` requests in all go on
-//!   from the same level before the levels are looked at again (aging still comes first);
-//! - merging only for bios of a sequential job, and only between requests of the same level.
+//! - batching: after a request dispatched in sequential mode (its job's, per task), up to
+//!   `seq_batch` requests in all go on from the same level before the levels are looked at
+//!   again (aging still comes first);
+//! - merging only for bios in sequential mode, and only between requests of the same level.
+//!
+//! The kernel module of the same name is `kernel/prio-advanced-iosched.c`.
 
 use std::collections::BTreeSet;
 
@@ -24,13 +30,14 @@ qoslab_engine::settings! {
         aging_expire: u64 = ms(500, "aging_expire: a NORMAL or LOW request that waited this long goes before higher levels, ms (as prio)"),
         seq_gap_sectors: u64 = count(256, "seq_gap_sectors: a request starting at most this many 512-byte sectors from the end of its job's previous one counts as sequential (the study gives no value: 256 = 128 KiB, one backup-sized request)"),
         hdd_fifo_expire: u64 = ms(200, "hdd_fifo_expire: on a rotational disk, a level's oldest request that waited this long goes before sector order, ms (the study gives no value: 200, below aging_expire so that a level's own order is fixed before aging steps in)"),
-        seq_batch: u32 = count(8, "seq_batch: requests in a row from one level after a request of a sequential job (the study gives no value: 8 x 128 KiB = 1 MiB, a few ms of a disk's sequential transfer)").range(1.0, 1024.0),
+        seq_batch: u32 = count(8, "seq_batch: requests in a row from one level after a request dispatched in sequential mode (the study gives no value: 8 x 128 KiB = 1 MiB, a few ms of a disk's sequential transfer)").range(1.0, 1024.0),
+        per_task_detector: u32 = count(0, "per_task_detector: 0 = one sequential/random detector for the device, as the study's Listing 5; 1 = one per job (the kernel module: per submitting task), the study's stated limitation lifted").range(0.0, 1.0),
     }
 }
 
 pub static OPS: SchedOps = SchedOps {
     name: "prio-advanced",
-    help: "prio plus a per-job sequential/random detector, sector order with an expiry guard on a rotational disk, batching in sequential mode, same-level merging",
+    help: "prio plus a sequential/random detector (for the device, or per job), sector order with an expiry guard on a rotational disk, batching in sequential mode, same-level merging",
     api_version: API,
     tunables: PRIO_ADVANCED_TUNABLES,
     merges_requests: true,
@@ -44,6 +51,7 @@ fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
         seq_gap_bytes: cfg.seq_gap_sectors * 512,
         hdd_fifo_expire_ns: cfg.hdd_fifo_expire * 1_000_000,
         seq_batch: cfg.seq_batch,
+        per_task: cfg.per_task_detector == 1,
         ..PrioAdvanced::default()
     }))
 }
@@ -55,7 +63,7 @@ struct Entry {
     offset: u64,
 }
 
-/// A job's detector.
+/// A detector (the device's, or a job's).
 #[derive(Clone, Copy, Debug, Default)]
 struct Detector {
     last_end: Option<u64>,
@@ -75,6 +83,11 @@ pub struct PrioAdvanced {
     seq_gap_bytes: u64,
     hdd_fifo_expire_ns: Ns,
     seq_batch: u32,
+    per_task: bool,
+    /// The device's detector (`per_task` off).
+    device: Detector,
+    /// Requests inserted at the head, served first.
+    head: std::collections::VecDeque<ReqId>,
     fifo: [BTreeSet<((Ns, u64), ReqId)>; LEVELS],
     sort: [BTreeSet<(u64, ReqId)>; LEVELS],
     entries: Vec<Entry>,
@@ -88,6 +101,8 @@ pub struct PrioAdvanced {
     aged: u64,
     expired: u64,
     batched: u64,
+    head_dispatched: u64,
+    bio_merges: u64,
 }
 
 impl PrioAdvanced {
@@ -101,7 +116,11 @@ impl PrioAdvanced {
 
     fn observe(&mut self, job: u32, offset: u64, end: u64) {
         let gap_limit = self.seq_gap_bytes;
-        let d = self.detector(job);
+        let d = if self.per_task {
+            self.detector(job)
+        } else {
+            &mut self.device
+        };
         if let Some(last) = d.last_end {
             if offset.abs_diff(last) <= gap_limit {
                 d.seq_score += 1;
@@ -112,9 +131,16 @@ impl PrioAdvanced {
             }
         }
         d.last_end = Some(end);
+        if !self.per_task && !self.device.sequential() {
+            self.batching = 0;
+        }
     }
 
+    /// Whether requests of `job` are treated as sequential now.
     fn sequential(&self, job: u32) -> bool {
+        if !self.per_task {
+            return self.device.sequential();
+        }
         self.jobs
             .get(job as usize)
             .is_some_and(Detector::sequential)
@@ -149,15 +175,15 @@ impl PrioAdvanced {
 
 impl Elevator for PrioAdvanced {
     fn insert(&mut self, rq: ReqId, at_head: bool, cx: &mut SchedCtx<'_>) {
+        if at_head {
+            cx.list_ops(1);
+            self.head.push_front(rq);
+            return;
+        }
         let r = *cx.req(rq);
         let level = level_of(r.prio);
         self.seq += 1;
-        let now = cx.now_ns();
-        let fifo = if at_head {
-            (0, self.seq)
-        } else {
-            (now, self.seq)
-        };
+        let fifo = (cx.now_ns(), self.seq);
         if rq.index() >= self.entries.len() {
             self.entries.resize(rq.index() + 1, Entry::default());
         }
@@ -174,6 +200,13 @@ impl Elevator for PrioAdvanced {
     }
 
     fn dispatch(&mut self, cx: &mut SchedCtx<'_>) -> Option<ReqId> {
+        if let Some(id) = self.head.pop_front() {
+            cx.list_ops(1);
+            self.head_dispatched += 1;
+            let r = cx.req(id);
+            self.last_pos = r.offset_bytes + r.len_bytes;
+            return Some(id);
+        }
         let now = cx.now_ns();
         let aged = (1..LEVELS)
             .filter_map(|l| self.fifo[l].first().map(|&((t, _), _)| (t, l)))
@@ -212,17 +245,19 @@ impl Elevator for PrioAdvanced {
     }
 
     fn has_work(&self) -> bool {
-        self.fifo.iter().any(|f| !f.is_empty())
+        !self.head.is_empty() || self.fifo.iter().any(|f| !f.is_empty())
     }
 
     fn bio_merge(&mut self, bio: ReqId, cx: &mut SchedCtx<'_>) -> Option<(ReqId, MergeKind)> {
         if !self.sequential(cx.req(bio).job) {
             return None;
         }
-        if let Some(rq) = cx.back_merge(bio) {
-            return Some((rq, MergeKind::Back));
-        }
-        cx.front_merge(bio).map(|rq| (rq, MergeKind::Front))
+        let found = match cx.back_merge(bio) {
+            Some(rq) => Some((rq, MergeKind::Back)),
+            None => cx.front_merge(bio).map(|rq| (rq, MergeKind::Front)),
+        };
+        self.bio_merges += u64::from(found.is_some());
+        found
     }
 
     fn allow_merge(&self, rq: ReqId, bio: ReqId, cx: &SchedCtx<'_>) -> bool {
@@ -259,6 +294,8 @@ impl Elevator for PrioAdvanced {
         out.push(("aged_dispatches".into(), self.aged as f64));
         out.push(("expired_dispatches".into(), self.expired as f64));
         out.push(("batched_dispatches".into(), self.batched as f64));
+        out.push(("head_dispatches".into(), self.head_dispatched as f64));
+        out.push(("bio_merges".into(), self.bio_merges as f64));
         out
     }
 }
@@ -283,9 +320,10 @@ mod tests {
     }
 
     #[test]
-    fn the_detector_follows_each_job_on_its_own() {
+    fn the_per_task_detector_follows_each_job_on_its_own() {
         let mut s = PrioAdvanced {
             seq_gap_bytes: 256 * 512,
+            per_task: true,
             ..PrioAdvanced::default()
         };
         for k in 0..10 {
@@ -301,6 +339,7 @@ mod tests {
         // A gap of 128 KiB still counts as sequential, a larger one not.
         let mut s = PrioAdvanced {
             seq_gap_bytes: 256 * 512,
+            per_task: true,
             ..PrioAdvanced::default()
         };
         s.observe(0, 0, 4 * KIB);
@@ -308,6 +347,22 @@ mod tests {
         assert_eq!((s.jobs[0].seq_score, s.jobs[0].rand_score), (1, 0));
         s.observe(0, 300 * KIB, 304 * KIB);
         assert_eq!((s.jobs[0].seq_score, s.jobs[0].rand_score), (0, 1));
+    }
+
+    #[test]
+    fn a_request_inserted_at_the_head_goes_first() {
+        let mut reqs = qoslab_engine::Requests::with_capacity(4);
+        let high = reqs.alloc(job_io(0, MIB, 4 * KIB, 0));
+        let again = reqs.alloc(job_io(0, 5 * MIB, 4 * KIB, 7));
+        let mut s = build_sched("prio-advanced", &[]);
+        with_sched_ctx(&reqs, 0, |cx| {
+            s.insert(high, false, cx);
+            s.insert(again, true, cx);
+        });
+        let order: Vec<ReqId> = with_sched_ctx(&reqs, MS, |cx| {
+            std::iter::from_fn(|| s.dispatch(cx)).collect()
+        });
+        assert_eq!(order, vec![again, high]);
     }
 
     #[test]
@@ -364,21 +419,20 @@ mod tests {
         assert!((50 * MS..=51 * MS).contains(&t), "{t}");
     }
 
-    #[test]
-    fn a_sequential_job_gets_a_batch_and_merges_a_random_one_neither() {
-        // A sequential LOW job's requests merge (same level) and, once one is out, seq_batch
-        // go in a row although HIGH requests wait.
+    /// A sequential LOW job (128 KiB reads 256 KiB apart: gaps of 128 KiB) and a random HIGH
+    /// one, all queued at once; the order the disk saw, by priority level.
+    fn levels_served(detector: &str) -> Vec<u8> {
         let mut h = rig(
             "prio-advanced",
             &[
                 "block.nr_requests=4096",
                 "block.rotational=0",
                 "block.prio-advanced.seq_batch=4",
+                detector,
             ],
             1,
             MS,
         );
-        // The LOW job is seen sequential: 128 KiB reads each 256 KiB apart (gap 128 KiB).
         for k in 0..8 {
             h.submit_at(0, job_io(0, k * 256 * KIB, 128 * KIB, 7));
         }
@@ -386,8 +440,31 @@ mod tests {
             h.submit_at(0, job_io(1, (1000 + 7 * k) * MIB, 4 * KIB, 1));
         }
         h.run_all();
-        let lv: Vec<u8> = served(&h).iter().map(|s| s.prio.level).collect();
-        assert_eq!(lv, vec![7, 7, 7, 7, 1, 1, 1, 1, 7, 7, 7, 7]);
+        served(&h).iter().map(|s| s.prio.level).collect()
+    }
+
+    #[test]
+    fn a_sequential_job_gets_a_batch_with_its_own_detector() {
+        // Once the sequential LOW job's first request is out, seq_batch go in a row although
+        // HIGH requests wait.
+        assert_eq!(
+            levels_served("block.prio-advanced.per_task_detector=1"),
+            vec![7, 7, 7, 7, 1, 1, 1, 1, 7, 7, 7, 7]
+        );
+    }
+
+    #[test]
+    fn the_devices_detector_sees_two_interleaved_jobs_as_random() {
+        // Listing 5's one detector: the HIGH job's random reads, inserted last, leave the
+        // device in random mode, which ends the batch: strict priority after the first.
+        assert_eq!(
+            levels_served("block.prio-advanced.per_task_detector=0"),
+            vec![7, 1, 1, 1, 1, 7, 7, 7, 7, 7, 7, 7]
+        );
+    }
+
+    #[test]
+    fn a_random_job_merges_nothing() {
         // Random 4 KiB reads of a job that jumps about do not merge even where they touch.
         let mut h = rig("prio-advanced", &["block.nr_requests=64"], 1, MS);
         for k in [0, 500, 100, 900, 300, 301, 302] {

@@ -54,6 +54,7 @@ qoslab_engine::settings! {
         write_cache: bool = flag(false, "write-back caching: writes complete once in the buffer; FLUSH drains it; a power failure loses what is not on the platter"),
         queue_depth: u32 = count(32, "commands the drive reorders at once (NCQ / TCQ depth)").range(1.0, 256.0),
         scheduler: HddScheduler = choice(HddScheduler::Sptf, "order of service among queued commands: arrival order, or shortest positioning time first"),
+        max_command_age_ns: u64 = ns(500_000_000, "sptf: a queued command that has waited this long goes next, whatever its position (0 = no bound). Pure SPTF starves a command far from a stream the head keeps reading (Worthington, Ganger and Patt, SIGMETRICS 1994, the study's reference [5], which bound it by aging); no datasheet at hand states a drive's own bound, so the default is the bound Linux's deadline scheduler puts on a read (read_expire, 500 ms, Documentation/block/deadline-iosched.rst)"),
         power_fail_ns: u64 = ns(0, "simulated time of a power failure (0 = none)"),
     }
 }
@@ -181,6 +182,10 @@ struct Job {
     offset: u64,
     len: u64,
     seq: u64,
+    /// When the command entered the first `queue_depth` of the queue, the ones the drive
+    /// holds and reorders (NCQ); the rest wait above it, as in the host's queue, and age only
+    /// from there.
+    window_ns: Ns,
 }
 
 /// A write the drive acknowledged from its buffer, until it reaches the platter.
@@ -224,6 +229,7 @@ pub struct Hdd {
     capacity: u64,
     queue_depth: usize,
     sptf: bool,
+    max_command_age_ns: Ns,
     write_cache: bool,
     cache_bytes: u64,
     readahead_bytes: u64,
@@ -255,6 +261,7 @@ struct HddStats {
     rotation_ns: u64,
     transfer_ns: u64,
     cache_hits: u64,
+    aged_commands: u64,
 }
 
 impl Hdd {
@@ -298,6 +305,7 @@ impl Hdd {
             capacity: c.capacity_bytes,
             queue_depth: c.queue_depth as usize,
             sptf: c.scheduler == HddScheduler::Sptf,
+            max_command_age_ns: c.max_command_age_ns,
             write_cache: c.write_cache,
             cache_bytes: c.cache_bytes,
             readahead_bytes: c.readahead_bytes,
@@ -369,6 +377,8 @@ impl Hdd {
             offset,
             len,
             seq: self.seq,
+            // Set again when it enters the window, if it waits above it.
+            window_ns: ctx.now_ns(),
         });
         if self.busy.is_none() {
             self.dispatch(ctx);
@@ -390,7 +400,13 @@ impl Hdd {
                 seg.end = seg.end.min(seg.start + read).max(seg.start);
             }
         }
-        let pick = if self.sptf {
+        // The queue keeps arrival order, so its first command is the one longest in the window.
+        let aged = self.max_command_age_ns > 0
+            && now.saturating_sub(self.queue[0].window_ns) >= self.max_command_age_ns;
+        let pick = if self.sptf && aged {
+            self.stats.aged_commands += 1;
+            0
+        } else if self.sptf {
             let window = self.queue.len().min(self.queue_depth);
             (0..window)
                 .min_by_key(|&i| {
@@ -404,6 +420,10 @@ impl Hdd {
             0
         };
         let job = self.queue.remove(pick).expect("in range");
+        if let Some(entered) = self.queue.get_mut(self.queue_depth - 1) {
+            // The first command waiting above the drive's queue takes the free slot.
+            entered.window_ns = now;
+        }
         let start = now + self.overhead_ns;
         let pos = self.layout.locate(job.offset);
         let (seek, rotation) = self.positioning_ns(start, &pos, job.write);
@@ -768,6 +788,7 @@ impl Stage for Hdd {
             ("mean_rotation_ns".into(), self.stats.rotation_ns as f64 / n),
             ("mean_transfer_ns".into(), self.stats.transfer_ns as f64 / n),
             ("buffer_hits".into(), self.stats.cache_hits as f64),
+            ("aged_commands".into(), self.stats.aged_commands as f64),
             (
                 "lost_acknowledged_writes".into(),
                 self.lost.iter().filter(|l| l.acknowledged).count() as f64,

@@ -1,6 +1,6 @@
 """`qoslab vm` without a guest: device SPECs, their simulator twins, and the one-line errors.
 
-The guest itself boots in tests/test_vm_guest.py.
+The guest itself boots in `qoslab vm check` (`make test-vm`, docs/vm.md).
 """
 
 from __future__ import annotations
@@ -188,3 +188,55 @@ def test_the_guest_check_passes_a_good_run_and_names_what_fails(tmp_path):
     assert [c.name for c in bad if not c.ok] == ["dmesg is clean"]
     short = check.evaluate(_guest_out(tmp_path / "c", switches=11))
     assert [c.name for c in short if not c.ok] == ["every scheduler switches under load"]
+
+
+def _table(values: dict[str, list[float]], scheduler: str = "prio"):
+    import pandas as pd
+
+    rows = [
+        {"device": "d", "run": scheduler, "scheduler": scheduler, "job": job, "rep": i + 1,
+         "iops": v, "p99_us": 2 * v, "lat_mean_us": v / 2, "cpu_pct": 1.0}
+        for job, vs in values.items()
+        for i, v in enumerate(vs)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_study_puts_the_simulated_mean_inside_or_outside_the_kernels_error_bar():
+    from qoslab.vm import study
+
+    # Kernel: 5 repetitions of 100, 102, 98, 104, 96 (mean 100, sd sqrt(10) = 3.162).
+    kernel = _table({"database_sim": [100, 102, 98, 104, 96], "backup_sim": [10, 10, 10, 10, 10]})
+    sim = _table({"database_sim": [103, 103, 103], "backup_sim": [12, 12, 12]})
+    sim.loc[sim.job == "database_sim", "p99_us"] = 210.0
+    c = study.compare(kernel, sim).set_index("job")
+    db, backup = c.loc["database_sim"], c.loc["backup_sim"]
+    assert db["reps"] == 5
+    assert db["iops_kernel"] == pytest.approx(100)
+    assert db["iops_kernel_sd"] == pytest.approx(10**0.5)
+    # t(0.975, 4) = 2.7764: the 95 % interval's half-width is 2.7764 x 3.162 / sqrt(5).
+    assert db["iops_kernel_t95"] == pytest.approx(2.7764 * 10**0.5 / 5**0.5, rel=1e-4)
+    assert db["iops_sim"] == pytest.approx(103) and bool(db["iops_inside"])  # 3 <= 3.162
+    assert not bool(db["p99_us_inside"])  # 210 against 200 +- 6.32
+    # A kernel without spread: the simulator is inside only if equal.
+    assert not bool(backup["iops_inside"])
+    assert backup["iops_ratio"] == pytest.approx(1.2)
+
+
+def test_the_study_job_is_the_documents_two_jobs_with_the_runs_length():
+    from qoslab.vm import study
+
+    text = study.study_job(5, 1)
+    assert "size=" not in text and "runtime=3s" not in text
+    assert "time_based=1\nruntime=5s\nramp_time=1s\n" in text
+    assert "[database_sim]" in text and "[backup_sim]" in text
+    assert study.sim_settings("mq-deadline-aging-0") == ["block.mq-deadline.prio_aging_expire=0"]
+    assert study.sim_settings("prio") == []
+
+
+def test_vm_study_wants_three_repetitions_before_any_guest_work(qoslab, tmp_path):
+    done = qoslab("vm", "study", "--reps", "2", "--out", tmp_path / "s")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "--reps" in done.stderr and "3" in done.stderr
+    assert not (tmp_path / "s").exists()

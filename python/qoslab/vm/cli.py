@@ -273,8 +273,8 @@ def study_cmd(
     from qoslab.vm import study
     from qoslab.vm.packages import fetch
 
-    if reps < 2:
-        raise InputError("--reps: error bars need at least 2 repetitions (the study uses 5)")
+    if reps < 3:
+        raise InputError("--reps: error bars need at least 3 repetitions (the study uses 5)")
     specs, scheds = study.check_inputs(
         [d for d in devices.split(";") if d.strip()], [s for s in schedulers.split(",") if s]
     )

@@ -3,11 +3,18 @@ itself through its imports (imports inside functions included: a late import doe
 cycle go away). In particular `qoslab.dut` tests implementations against `qoslab.nvmelite`, so
 it depends on the model and never the reverse, and the lab's record of what it created asks the
 kernel's loop table, not the device commands that use the record.
+
+Packages sit on layers and import only from layers below theirs (the shared options read units
+from the neutral `qoslab.units`, not the lab's; `qoslab.report` renders for every study and
+imports none, the sweep's store report lives with the sweep), and each package imports alone,
+in a fresh interpreter, whatever was imported before it.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 from conftest import ROOT
 
@@ -78,3 +85,70 @@ def test_a_cycle_is_found_when_there_is_one():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# Bottom to top: a package imports only from the layers below its own.
+LAYERS = (
+    ("errors",),
+    ("limits", "outputs", "fio"),
+    ("units", "store", "vm"),
+    ("options", "report", "sim"),
+    ("nvmelite", "rio", "fs"),
+    ("dut", "lab"),
+    ("sched", "plm", "sweep"),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def test_the_layers_run_one_way():
+    graph = import_graph()
+    layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+    packages = {package_of(m) for m in graph} - {""}
+    unplaced = sorted(packages - set(layer))
+    assert not unplaced, f"place {unplaced} on a layer of LAYERS in tests/test_imports.py"
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if package_of(m) and package_of(t) != package_of(m)
+        if layer[package_of(t)] >= layer[package_of(m)]
+    )
+    assert upward == []
+
+
+def test_an_upward_import_is_found():
+    graph = import_graph()
+    assert "qoslab.units" in graph["qoslab.options"]  # the scan sees late imports
+    assert not any(package_of(t) == "lab" for t in graph["qoslab.options"])
+    assert not any(
+        package_of(t) == "sweep" for m in graph if package_of(m) == "report" for t in graph[m]
+    )
+
+
+# Imports every module of one package, alone in this interpreter.
+IMPORT_ALONE = """
+import importlib, pkgutil, sys
+pkg = importlib.import_module(sys.argv[1])
+for m in pkgutil.walk_packages(getattr(pkg, "__path__", []), sys.argv[1] + "."):
+    importlib.import_module(m.name)
+"""
+
+
+def test_each_package_imports_alone_in_a_fresh_interpreter():
+    names = sorted(n for layer in LAYERS for n in layer if n != "__main__")
+    runs = {
+        n: subprocess.Popen(
+            [sys.executable, "-c", IMPORT_ALONE, f"qoslab.{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in names
+    }
+    failed = {n: p.communicate()[1].strip().splitlines()[-1:] for n, p in runs.items()}
+    assert {n: err for n, err in failed.items() if runs[n].returncode} == {}

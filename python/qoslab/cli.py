@@ -61,7 +61,7 @@ def _register_sweep() -> None:
 
 
 def _register_report() -> None:
-    from qoslab.report.cli import register
+    from qoslab.sweep.report_cli import register
 
     register(_app)
 

@@ -9,8 +9,8 @@ from qoslab.errors import InputError
 
 
 def size_option(text: str, option: str) -> int:
-    """Bytes from `4k`, `256M`, `10G` (fio's rules, see qoslab.lab.units)."""
-    from qoslab.lab.units import parse_size
+    """Bytes from `4k`, `256M`, `10G` (fio's rules, see qoslab.units)."""
+    from qoslab.units import parse_size
 
     try:
         return parse_size(text, option)
@@ -20,7 +20,7 @@ def size_option(text: str, option: str) -> int:
 
 def duration_option(text: str, option: str) -> float:
     """Seconds from `30s`, `500ms`, `2m` or a bare number of seconds."""
-    from qoslab.lab.units import parse_duration
+    from qoslab.units import parse_duration
 
     try:
         return parse_duration(text, option)

@@ -12,7 +12,7 @@ def report(
     out: Path = typer.Option(..., "--out", help="Output directory (replaced atomically)."),
 ) -> None:
     """One self-contained HTML report of everything the store holds; prints its path."""
-    from qoslab.report.store_report import build_report
+    from qoslab.sweep.report import build_report
 
     print(build_report(store, out))
 

@@ -13,17 +13,9 @@ from qoslab._core import nvmelite as _core
 from conftest import ROOT
 from qoslab import nvmelite
 from qoslab.errors import InputError
+from test_nvmelite_run import EX_A  # the spec's worked example A (section 13)
 
 EXPECTED = ROOT / "tests" / "data" / "nvmelite" / "expected"
-EX_A = {
-    "seed_id": "ex_a",
-    "commands": [
-        {"type": "WRITE", "lba": 0, "len": 2, "pattern": 5},
-        {"type": "WRITE_VISIBLE", "lba": 0, "len": 2},
-        {"type": "READ", "lba": 0, "len": 2},
-        {"type": "READ", "lba": 1, "len": 1},
-    ],
-}
 
 
 def ex_a():

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qoslab.report.html import Figure, Link
+from qoslab.report.html import Figure, saved_figure
 
 # Colour-blind-safe qualitative palette (Okabe & Ito), as in qoslab.report.figures.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -464,13 +464,5 @@ def save_chart(
 ) -> Figure:
     """Writes `stem.svg` and `stem.png` into `directory` and returns a report `Figure` with the
     SVG inline and links (`link_prefix` + file name) to both files."""
-    directory = Path(directory)
-    svg = chart.svg()
-    (directory / f"{stem}.svg").write_text(svg)
-    (directory / f"{stem}.png").write_bytes(chart.png())
-    return Figure(
-        title=title,
-        svg=svg,
-        caption=caption,
-        links=[Link("PNG", f"{link_prefix}{stem}.png"), Link("SVG", f"{link_prefix}{stem}.svg")],
-    )
+    png = chart.png()
+    return saved_figure(Path(directory), stem, chart.svg(), png, title, caption, link_prefix)

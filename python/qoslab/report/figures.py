@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from qoslab.report.html import Figure, Link
+from qoslab.report.html import Figure, saved_figure
 
 # Colour-blind-safe qualitative palette (Okabe & Ito).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000"]
@@ -46,17 +46,12 @@ def save_figure(
     """Writes `stem.png` and `stem.svg` into `directory`, closes `fig` and returns a report
     `Figure` carrying the SVG inline and links (`link_prefix` + file name) to both files."""
     plt = pyplot()
-    directory = Path(directory)
-    buf = io.StringIO()
+    svg = io.StringIO()
     # A fixed date keeps the SVG byte-stable from run to run.
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    svg = buf.getvalue()
-    (directory / f"{stem}.svg").write_text(svg)
-    fig.savefig(directory / f"{stem}.png", format="png", bbox_inches="tight")
+    fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
+    png = io.BytesIO()
+    fig.savefig(png, format="png", bbox_inches="tight")
     plt.close(fig)
-    return Figure(
-        title=title,
-        svg=svg,
-        caption=caption,
-        links=[Link("PNG", f"{link_prefix}{stem}.png"), Link("SVG", f"{link_prefix}{stem}.svg")],
+    return saved_figure(
+        Path(directory), stem, svg.getvalue(), png.getvalue(), title, caption, link_prefix
     )

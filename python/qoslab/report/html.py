@@ -85,6 +85,17 @@ class Figure:
     links: list[Link] = field(default_factory=list)
 
 
+def saved_figure(
+    directory: Path, stem: str, svg: str, png: bytes, title: str | None, caption: str, prefix: str
+) -> Figure:
+    """Writes `stem.svg` and `stem.png` into `directory` and returns the report `Figure` with the
+    SVG inline and links (`prefix` + file name) to both files."""
+    (directory / f"{stem}.svg").write_text(svg)
+    (directory / f"{stem}.png").write_bytes(png)
+    links = [Link("PNG", f"{prefix}{stem}.png"), Link("SVG", f"{prefix}{stem}.svg")]
+    return Figure(title=title, svg=svg, caption=caption, links=links)
+
+
 @dataclass
 class Section:
     title: str

@@ -143,27 +143,11 @@ def _sweep_section(view: _StudyView, sweep: str, figdir: Path, n_fig: list[int])
         f"SELECT count(*), count(DISTINCT params), count(DISTINCT seed) FROM {t} WHERE sweep = ?",
         [sweep],
     ).fetchone()
-    distinct = {}
-    if params:
-        row = con.execute(
-            "SELECT "
-            + ", ".join(f"count(DISTINCT {_ident(p)})" for p in params)
-            + f" FROM {t} WHERE sweep = ?",
-            [sweep],
-        ).fetchone()
-        distinct = dict(zip(params, row, strict=True))
+    distinct = _per_param(view, sweep, "count(DISTINCT {})", params)
     varying = [p for p in params if distinct.get(p, 0) > 1]
     fixed = [p for p in params if p not in varying]
     items: list[Text | Table | Figure] = []
-    fixed_values = {}
-    if fixed:
-        row = con.execute(
-            "SELECT "
-            + ", ".join(f"any_value({_ident(p)})" for p in fixed)
-            + f" FROM {t} WHERE sweep = ?",
-            [sweep],
-        ).fetchone()
-        fixed_values = dict(zip(fixed, row, strict=True))
+    fixed_values = _per_param(view, sweep, "any_value({})", fixed)
     seeded = counts[2] > 0
     shape = (
         f"{counts[1]:,} configurations x up to {counts[2]:,} seeds"
@@ -199,6 +183,19 @@ def _sweep_section(view: _StudyView, sweep: str, figdir: Path, n_fig: list[int])
     if failed is not None:
         items.append(failed)
     return Section(f"{view.study.name if view.study else view.table}: sweep {sweep}", items)
+
+
+def _per_param(view: _StudyView, sweep: str, aggregate: str, params: list[str]) -> dict:
+    """`aggregate` (a DuckDB expression of `{}`) of each of `params` over one sweep's rows."""
+    if not params:
+        return {}
+    row = view.store.con.execute(
+        "SELECT "
+        + ", ".join(aggregate.format(_ident(p)) for p in params)
+        + f" FROM {_ident(view.table)} WHERE sweep = ?",
+        [sweep],
+    ).fetchone()
+    return dict(zip(params, row, strict=True))
 
 
 def _informative(view: _StudyView, sweep: str, metrics: list[str]) -> list[str]:

@@ -289,39 +289,13 @@ pub fn same_prio(a: IoPrio, b: IoPrio) -> bool {
 mod tests {
     use super::*;
 
-    fn toy_build(_: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-        unreachable!("never built")
-    }
-
-    static FROM_THE_FUTURE: SchedOps = SchedOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        merges_requests: false,
-        build: Some(toy_build),
-    };
-
-    static HOOKLESS: SchedOps = SchedOps {
-        name: "hookless",
-        help: "forgot its constructor",
-        api_version: API,
-        tunables: &[],
-        merges_requests: false,
-        build: None,
-    };
-
-    #[test]
-    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-        let reg: &[&'static SchedOps] = &[&none::OPS, &FROM_THE_FUTURE, &HOOKLESS];
-        assert!(lookup_in(reg, "none").is_ok());
-        let e = lookup_in(reg, "future").err().unwrap().to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
-        let e = lookup_in(reg, "hookless").err().unwrap().to_string();
-        assert_eq!(e, "scheduler 'hookless' lacks the required hook 'build'");
-        let e = lookup_in(reg, "cfq").err().unwrap().to_string();
-        assert!(e.starts_with("field 'block.scheduler': expected one of none, future"));
-    }
+    qoslab_engine::registry_contract_test!(
+        SchedOps,
+        none::OPS,
+        SCHEDULERS,
+        "block.scheduler",
+        |reg, name| lookup_in(reg, name)
+    );
 
     #[test]
     fn names_are_unique_and_every_scheduler_loads() {

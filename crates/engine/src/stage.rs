@@ -249,3 +249,94 @@ pub fn check_plugin(p: &PluginInfo) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The one contract test of a plug-in registry, for the registry's own test module: its
+/// lookup refuses a plug-in written for another stage contract and one without its required
+/// `build` hook, names the choices when a name is unknown, and accepts every registered
+/// plug-in. The two bad plug-ins are copies of `$valid`'s table (any registered one) with
+/// `api_version` or `build` changed; `|reg, name| EXPR` looks `name` up in `reg`.
+///
+/// ```ignore
+/// qoslab_engine::registry_contract_test!(ArbiterOps, rr::OPS, ARBITERS,
+///     "controller.arbitration", |reg, name| lookup_in(reg, name));
+/// ```
+#[macro_export]
+macro_rules! registry_contract_test {
+    ($ops:ident, $valid:path, $registry:expr, $field:literal, |$reg:ident, $name:ident| $lookup:expr) => {
+        #[test]
+        fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
+            static FUTURE: $ops = $ops {
+                name: "future",
+                api_version: $crate::STAGE_API_VERSION + 1,
+                ..$valid
+            };
+            static HOOKLESS: $ops = $ops {
+                name: "hookless",
+                build: None,
+                ..$valid
+            };
+            let find = |$reg: &[&'static $ops], $name: &str| $lookup;
+            let reg: &[&'static $ops] = &[&$valid, &FUTURE, &HOOKLESS];
+            assert!(find(reg, $valid.name).is_ok());
+            let e = find(reg, "future").err().expect("refused").to_string();
+            let version = format!(
+                "'future' was built for stage API version {}, this simulator speaks version {}",
+                $crate::STAGE_API_VERSION + 1,
+                $crate::STAGE_API_VERSION
+            );
+            assert!(e.ends_with(&version), "{e}");
+            let e = find(reg, "hookless").err().expect("refused").to_string();
+            assert!(
+                e.ends_with("'hookless' lacks the required hook 'build'"),
+                "{e}"
+            );
+            let e = find(reg, "nonesuch").err().expect("refused").to_string();
+            assert!(
+                e.starts_with(concat!("field '", $field, "': expected one of ")),
+                "{e}"
+            );
+            assert!(e.ends_with(", future, hookless, got 'nonesuch'"), "{e}");
+            for p in $registry {
+                assert!(find($registry, p.name).is_ok(), "{}", p.name);
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{ConfigError, PluginInfo, check_plugin};
+
+    /// A registry of the smallest kind, to check the contract test itself.
+    pub struct ToyOps {
+        name: &'static str,
+        api_version: u32,
+        build: Option<fn() -> u32>,
+    }
+
+    static ONE: ToyOps = ToyOps {
+        name: "one",
+        api_version: crate::STAGE_API_VERSION,
+        build: Some(|| 1),
+    };
+
+    static TOYS: &[&ToyOps] = &[&ONE];
+
+    fn lookup_in(reg: &[&'static ToyOps], name: &str) -> Result<&'static ToyOps, ConfigError> {
+        let Some(&ops) = reg.iter().find(|t| t.name == name) else {
+            let names = reg.iter().map(|t| t.name).collect::<Vec<_>>().join(", ");
+            let e = format!("field 'toy': expected one of {names}, got '{name}'");
+            return Err(ConfigError::new(e));
+        };
+        let hooks: &[&str] = if ops.build.is_some() { &[] } else { &["build"] };
+        let info = PluginInfo {
+            kind: "toy",
+            name: ops.name,
+            api_version: ops.api_version,
+            missing_hooks: hooks,
+        };
+        check_plugin(&info).map(|()| ops).map_err(ConfigError::new)
+    }
+
+    crate::registry_contract_test!(ToyOps, ONE, TOYS, "toy", |reg, name| lookup_in(reg, name));
+}

@@ -124,39 +124,13 @@ pub(crate) fn saturated(classes: &[SqClass]) -> Vec<SqView> {
 mod tests {
     use super::*;
 
-    fn toy_build(_: &ArbiterSetup<'_>) -> Box<dyn Arbiter> {
-        unreachable!("never built")
-    }
-
-    static FROM_THE_FUTURE: ArbiterOps = ArbiterOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        sq_per_class: false,
-        build: Some(toy_build),
-    };
-
-    static HOOKLESS: ArbiterOps = ArbiterOps {
-        name: "hookless",
-        help: "forgot its constructor",
-        api_version: API,
-        tunables: &[],
-        sq_per_class: false,
-        build: None,
-    };
-
-    #[test]
-    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-        let reg: &[&'static ArbiterOps] = &[&rr::OPS, &FROM_THE_FUTURE, &HOOKLESS];
-        assert!(lookup_in(reg, "rr").is_ok());
-        let e = lookup_in(reg, "future").err().unwrap().to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
-        let e = lookup_in(reg, "hookless").err().unwrap().to_string();
-        assert_eq!(e, "arbiter 'hookless' lacks the required hook 'build'");
-        let e = lookup_in(reg, "lottery").err().unwrap().to_string();
-        assert!(e.starts_with("field 'controller.arbitration': expected one of rr, future"));
-    }
+    qoslab_engine::registry_contract_test!(
+        ArbiterOps,
+        rr::OPS,
+        ARBITERS,
+        "controller.arbitration",
+        |reg, name| lookup_in(reg, name)
+    );
 
     #[test]
     fn names_are_unique() {

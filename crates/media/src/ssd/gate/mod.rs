@@ -159,42 +159,13 @@ mod tests {
     use super::super::plugin::lookup;
     use super::*;
 
-    static FROM_THE_FUTURE: GateOps = GateOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        caps: GateCaps::empty(),
-        build: Some(|_| Box::new(always::Always)),
-    };
-
-    static HOOKLESS: GateOps = GateOps {
-        name: "hookless",
-        help: "forgot its constructor",
-        api_version: API,
-        tunables: &[],
-        caps: GateCaps::empty(),
-        build: None,
-    };
-
-    #[test]
-    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-        let reg: &[&'static GateOps] = &[&always::OPS, &FROM_THE_FUTURE, &HOOKLESS];
-        assert!(lookup(reg, "media.gc.gate", "always").is_ok());
-        let e = lookup(reg, "media.gc.gate", "future")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
-        let e = lookup(reg, "media.gc.gate", "hookless")
-            .err()
-            .unwrap()
-            .to_string();
-        assert_eq!(e, "GC gate 'hookless' lacks the required hook 'build'");
-        for g in GATES {
-            assert!(lookup(GATES, "media.gc.gate", g.name).is_ok());
-        }
-    }
+    qoslab_engine::registry_contract_test!(
+        GateOps,
+        always::OPS,
+        GATES,
+        "media.gc.gate",
+        |reg, name| lookup(reg, "media.gc.gate", name)
+    );
 
     #[test]
     fn the_default_gate_always_lets_gc_run() {

@@ -65,14 +65,6 @@ mod tests {
     use super::super::plugin::lookup;
     use super::*;
 
-    static FROM_THE_FUTURE: PriorityOps = PriorityOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        build: Some(|_| Box::new(reads_first::ReadsFirst)),
-    };
-
     struct Broken;
     impl DiePriority for Broken {
         fn ranks(&self) -> [u8; CLASSES] {
@@ -80,15 +72,16 @@ mod tests {
         }
     }
 
+    qoslab_engine::registry_contract_test!(
+        PriorityOps,
+        reads_first::OPS,
+        PRIORITIES,
+        "media.nand.priority",
+        |reg, name| lookup(reg, "media.nand.priority", name)
+    );
+
     #[test]
-    fn the_registry_refuses_another_contract_version_and_ranks_must_be_a_permutation() {
-        let reg: &[&'static PriorityOps] = &[&reads_first::OPS, &FROM_THE_FUTURE];
-        assert!(lookup(reg, "media.nand.priority", "reads_first").is_ok());
-        let e = lookup(reg, "media.nand.priority", "future")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
+    fn ranks_must_be_a_permutation() {
         assert!(ranks_of(&Broken).unwrap_err().contains("once each"));
         for p in PRIORITIES {
             let s = Settings::defaults("p", p.tunables);

@@ -71,51 +71,13 @@ mod tests {
     use super::super::plugin::lookup;
     use super::*;
 
-    fn toy(_: &VictimSetup<'_>) -> Box<dyn VictimPolicy> {
-        unreachable!("never built")
-    }
-
-    static FROM_THE_FUTURE: VictimOps = VictimOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        valid_lists: false,
-        build: Some(toy),
-    };
-
-    static HOOKLESS: VictimOps = VictimOps {
-        name: "hookless",
-        help: "forgot its constructor",
-        api_version: API,
-        tunables: &[],
-        valid_lists: false,
-        build: None,
-    };
-
-    #[test]
-    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-        let reg: &[&'static VictimOps] = &[&greedy::OPS, &FROM_THE_FUTURE, &HOOKLESS];
-        assert!(lookup(reg, "media.gc.victim", "greedy").is_ok());
-        let e = lookup(reg, "media.gc.victim", "future")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
-        let e = lookup(reg, "media.gc.victim", "hookless")
-            .err()
-            .unwrap()
-            .to_string();
-        assert_eq!(
-            e,
-            "GC victim policy 'hookless' lacks the required hook 'build'"
-        );
-        let e = lookup(reg, "media.gc.victim", "lru")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.starts_with("field 'media.gc.victim': expected one of greedy, future"));
-    }
+    qoslab_engine::registry_contract_test!(
+        VictimOps,
+        greedy::OPS,
+        VICTIMS,
+        "media.gc.victim",
+        |reg, name| lookup(reg, "media.gc.victim", name)
+    );
 
     #[test]
     fn names_are_unique_and_every_policy_passes_its_check() {

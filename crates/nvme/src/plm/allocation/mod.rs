@@ -98,41 +98,11 @@ pub fn lookup(field: &str, name: &str) -> Result<&'static AllocationOps, ConfigE
 mod tests {
     use super::*;
 
-    static FROM_THE_FUTURE: AllocationOps = AllocationOps {
-        name: "future",
-        help: "written for a later contract",
-        api_version: API + 1,
-        tunables: &[],
-        build: Some(|_| Box::new(sp::StrictPriority)),
-    };
-
-    static HOOKLESS: AllocationOps = AllocationOps {
-        name: "hookless",
-        help: "forgot its constructor",
-        api_version: API,
-        tunables: &[],
-        build: None,
-    };
-
-    #[test]
-    fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-        let reg: &[&'static AllocationOps] = &[&sp::OPS, &FROM_THE_FUTURE, &HOOKLESS];
-        assert!(lookup_in(reg, "policy", "sp").is_ok());
-        let e = lookup_in(reg, "policy", "future")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("built for stage API version"), "{e}");
-        let e = lookup_in(reg, "policy", "hookless")
-            .err()
-            .unwrap()
-            .to_string();
-        assert_eq!(
-            e,
-            "allocation policy 'hookless' lacks the required hook 'build'"
-        );
-        for a in ALLOCATIONS {
-            assert!(lookup("policy", a.name).is_ok());
-        }
-    }
+    qoslab_engine::registry_contract_test!(
+        AllocationOps,
+        sp::OPS,
+        ALLOCATIONS,
+        "policy",
+        |reg, name| lookup_in(reg, "policy", name)
+    );
 }

@@ -184,11 +184,14 @@ def compare(a: Path, b: Path) -> int:
         print(f"only in {'A' if n in names_a else 'B'}: {n}")
     for n in differ:
         print(f"differs: {n}")
+    # A case only B has (a preset B added) has nothing to be compared with; one only A has
+    # was lost.
     print(
         f"{len(paired) - len(differ)} identical, {len(differ)} different, "
-        f"{len(names_a ^ names_b)} unpaired, {len(skipped)} not applicable to one revision"
+        f"{len(names_b - names_a)} new in B, {len(names_a - names_b)} missing from B, "
+        f"{len(skipped)} not applicable to one revision"
     )
-    return 1 if differ or names_a ^ names_b else 0
+    return 1 if differ or names_a - names_b else 0
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ qoslab_engine::settings! {
     /// `[block]`: the host block layer (blk-mq) of every host on the path.
     pub struct BlockConfig in BLOCK_TUNABLES {
         scheduler: String = text("none", "I/O scheduler (queue/scheduler): a scheduler's name; its tunables are [block.NAME] (queue/iosched/*)"),
+        ordering: String = text("none", "ordered writes of the jobs that name no ordering= of their own: none (not ordered), or an ordering plug-in's name (flush: Linux FLUSH ordering; horae; rio); its tunables are [block.NAME]"),
         nr_requests: u32 = count(0, "requests per hardware queue (queue/nr_requests); 0 = the kernel's default (blk_mq_init_sched): the tag set's depth without a scheduler, 2 x min(tag set depth, 128) with one; the tag set's depth is the driver's (an NVMe queue's, 32 for an ATA host), whatever block.queue_depth says").range(0.0, 65536.0),
         queue_depth: u32 = count(0, "requests out at the device per hardware queue (device/queue_depth); 0 = the driver's: what an NVMe submission queue admits, 32 on an ATA disk (NCQ)").range(0.0, 65536.0),
         max_sectors_kb: u32 = count(4096, "largest request in KiB (queue/max_sectors_kb): bigger bios are split and merges stop there; kernel default min(max_hw_sectors_kb, 4096) (BLK_DEF_MAX_SECTORS_CAP, Linux 6.16 on)").range(4.0, 1048576.0),

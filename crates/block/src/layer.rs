@@ -47,6 +47,8 @@ pub enum BlockEvent {
     /// Job `job`'s request that waited for a tag has one: the job's sleeping submission call
     /// goes on with the bios it had not reached (the rest of a split bio or of a batch).
     Resume { job: u32 },
+    /// Ordered stream `stream` may go on (its thread woke, its control path answered).
+    Order { stream: u32 },
 }
 
 /// Where a request (or bio) is.
@@ -242,6 +244,8 @@ pub struct BlockLayer {
     /// [`adopt`](Self::adopt)).
     lost: Vec<(ReqId, RqState, RqMeta)>,
     write_cache: WriteCache,
+    /// The ordered streams (`crate::ordering`), when some job writes in order.
+    ordered: Option<Box<crate::ordering::OrderedStreams>>,
     pub stats: BlockStats,
 }
 
@@ -282,6 +286,7 @@ impl BlockLayer {
             wakes_scratch: Vec::new(),
             lost: Vec::new(),
             write_cache: WriteCache::default(),
+            ordered: None,
             stats: BlockStats::default(),
         }
     }
@@ -289,6 +294,12 @@ impl BlockLayer {
     /// Tells the block layer what the device's write cache is.
     pub fn with_write_cache(mut self, write_cache: WriteCache) -> Self {
         self.write_cache = write_cache;
+        self
+    }
+
+    /// Ordered writes of some jobs go to their ordering plug-ins (`crate::ordering`).
+    pub fn with_ordered(mut self, ordered: crate::ordering::OrderedStreams) -> Self {
+        self.ordered = Some(Box::new(ordered));
         self
     }
 
@@ -766,7 +777,9 @@ impl BlockLayer {
         self.direct
             && self.held == 0
             && !self.unplug_armed
-            && !req.flags.contains(ReqFlags::BATCH_MORE)
+            && !req
+                .flags
+                .intersects(ReqFlags::BATCH_MORE | ReqFlags::ORDERED)
             && matches!(req.op, Op::Read | Op::Write)
             && !self.setup.splits(req)
     }
@@ -1074,13 +1087,22 @@ impl Stage for BlockLayer {
     /// Without a scheduler and with no request held, `complete` dispatches nothing: it may run
     /// inside the driver's hook, saving a hand-off per I/O.
     fn completes_at_once_now(&self) -> bool {
-        !self.scheduled && self.held == 0
+        !self.scheduled && self.held == 0 && self.ordered.is_none()
     }
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         self.grow(id);
         if self.issues_directly(&ctx.reqs()[id]) {
             self.submit_direct(id, ctx);
+            return;
+        }
+        if let Some(o) = self.ordered.as_deref_mut()
+            && o.takes(&ctx.reqs()[id])
+        {
+            let req = &mut ctx.reqs_mut()[id];
+            req.prio = ioprio::effective(req.prio);
+            self.stats.bios[req.op.index()] += 1;
+            o.submit(id, ctx);
             return;
         }
         let now = ctx.now_ns();
@@ -1134,6 +1156,11 @@ impl Stage for BlockLayer {
                 }
             }
             BlockEvent::Resume { job } => self.resume_job(job as usize, ctx),
+            BlockEvent::Order { stream } => {
+                if let Some(o) = self.ordered.as_deref_mut() {
+                    o.on_event(stream, ctx);
+                }
+            }
             BlockEvent::Wake { host } => {
                 let now = ctx.now_ns();
                 self.hosts[host as usize].wakes.remove(&now);
@@ -1144,6 +1171,12 @@ impl Stage for BlockLayer {
     }
 
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
+        if let Some(o) = self.ordered.as_deref_mut()
+            && o.owns(id)
+        {
+            o.complete(id, ctx);
+            return;
+        }
         let now = ctx.now_ns();
         self.grow(id);
         let r = &ctx.reqs()[id];
@@ -1189,6 +1222,9 @@ impl Stage for BlockLayer {
     }
 
     fn pull(&mut self, ctx: &mut impl StageCtx<BlockEvent>) {
+        if let Some(o) = self.ordered.as_deref_mut() {
+            o.pull(ctx);
+        }
         for h in 0..self.hctxs.len() {
             self.run_hctx_list(h, ctx);
         }
@@ -1262,7 +1298,20 @@ impl Stage for BlockLayer {
                 out.push((format!("iosched_{k}"), v));
             }
         }
+        if let Some(o) = &self.ordered {
+            o.counters(&mut out);
+        }
         out
+    }
+
+    fn collect_order_state(
+        &self,
+        reqs: &qoslab_engine::Requests,
+        out: &mut qoslab_engine::order::OrderState,
+    ) {
+        if let Some(o) = &self.ordered {
+            o.collect(reqs, out);
+        }
     }
 }
 

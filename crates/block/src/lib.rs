@@ -12,6 +12,7 @@ pub mod flush;
 pub mod ioprio;
 mod layer;
 pub mod merge;
+pub mod ordering;
 pub mod sched;
 #[cfg(test)]
 mod testbed;
@@ -22,3 +23,4 @@ pub use elevator::{
 };
 pub use flush::WriteCache;
 pub use layer::{BlockEvent, BlockLayer, BlockStats};
+pub use ordering::{ORDERINGS, OrderConfig, OrderedStreams, Ordering, OrderingOps};

@@ -386,6 +386,11 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
         self.lower.collect_lost_writes(out);
     }
 
+    fn collect_order_state(&self, reqs: &Requests, out: &mut crate::order::OrderState) {
+        self.upper.collect_order_state(reqs, out);
+        self.lower.collect_order_state(reqs, out);
+    }
+
     fn reports(&self, out: &mut Vec<StageReport>) {
         self.upper.reports(out);
         self.lower.reports(out);

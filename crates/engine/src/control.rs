@@ -20,6 +20,9 @@ pub enum Payload {
     Data,
     /// Submission or completion queue entries.
     QueueEntries,
+    /// Write data an NVMe-oF target server pulls into its own memory before it submits the
+    /// command to its drive (the drive then finds the data there).
+    TargetPull,
 }
 
 /// One data movement through a transport (see `StageCtx::dma`).

@@ -351,6 +351,12 @@ impl<L: Stage> Stage for Fanout<L> {
         }
     }
 
+    fn collect_order_state(&self, reqs: &Requests, out: &mut crate::order::OrderState) {
+        for c in &self.children {
+            c.collect_order_state(reqs, out);
+        }
+    }
+
     /// The fan-out's own counters, then each child's stages, named `NAME[i]` when there are
     /// several children.
     fn reports(&self, out: &mut Vec<StageReport>) {

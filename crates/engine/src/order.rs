@@ -56,9 +56,19 @@ pub enum OrderOp {
     /// Rio: command `id`, dispatched next, carries `attr` in the reserved fields of its NVMe-oF
     /// command (Rio Table 1); the target logs it to its PMR before it submits the data.
     Attach { id: ReqId, attr: OrderAttr },
-    /// HORAE's control path: persist the ordering metadata of request `seq` of `stream`
-    /// (`bytes` of it) to the target's PMR and answer; the data follows only after the answer.
-    Meta { stream: u32, seq: u64, bytes: u64 },
+    /// HORAE's control path: persist the ordering metadata of `stream`'s request number
+    /// `request` (its sequence number `seq`; `bytes` of metadata) to the target's PMR and
+    /// answer; the data follows only after the answer.
+    Meta {
+        stream: u32,
+        request: u64,
+        seq: u64,
+        bytes: u64,
+    },
+    /// The application has seen `stream`'s requests up to sequence number `seq` complete, and
+    /// they are durable: the target may move its PMR log's head past their attributes (Rio
+    /// 4.3.2; the initiator's acknowledgement reaches the target with its next message).
+    Recycle { stream: u32, seq: u64 },
 }
 
 /// One ordered write request as the application submits it (a block range of its stream).
@@ -165,6 +175,33 @@ impl Sequencer {
     /// The sequence number the next request gets.
     pub fn next_seq(&self) -> u64 {
         self.seq
+    }
+
+    /// Plans a FLUSH of the stream on its own (fio's `fsync`, after its writes): one request of
+    /// the last group's sequence number, a FLUSH command to every target written since the
+    /// last one, none when nothing is.
+    pub fn plan_flush(&mut self) -> Planned {
+        let seq = if self.group_len == 0 {
+            self.seq - 1
+        } else {
+            self.seq
+        };
+        let mut out = Planned {
+            cmds: Vec::new(),
+            requests: vec![PlannedReq {
+                seq,
+                persist: true,
+                cmds: Vec::new(),
+            }],
+        };
+        let rules = PlanRules {
+            merge: false,
+            flush_every_request: false,
+            separate_flush: true,
+        };
+        self.add_flushes(&mut out, 0, seq, &[], rules);
+        self.link_prev(&mut out);
+        out
     }
 
     /// Plans `writes`, the next requests of the stream.
@@ -425,4 +462,102 @@ mod tests {
         assert!(last[0].attr.flush && !last[0].flush_only && last[0].target == 1);
         assert!(last[1].flush_only && last[1].target == 0);
     }
+}
+
+/// One ordered stream as its block layer saw it at a power cut: its requests and commands
+/// from the first one not yet known durable on (every request before is acknowledged and
+/// durable), for the crash checker's recovery and prefix test.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamRecord {
+    pub stream: u32,
+    /// The number of the first of `requests` in the stream (requests before it are durable).
+    pub first: u64,
+    /// The ordering plug-in's name (`none`, `flush`, `horae`, `rio`).
+    pub ordering: &'static str,
+    pub requests: Vec<ReqRecord>,
+    pub cmds: Vec<CmdRecord>,
+}
+
+/// An application request of a [`StreamRecord`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReqRecord {
+    pub seq: u64,
+    pub persist: bool,
+    pub acked: bool,
+    /// Its commands (indices in the record's `cmds`).
+    pub cmds: Vec<usize>,
+}
+
+/// A command of a [`StreamRecord`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CmdRecord {
+    pub target: u16,
+    pub attr: OrderAttr,
+    /// The requests whose data it carries (indices in the record's `requests`).
+    pub writes: Vec<usize>,
+    pub flush_only: bool,
+    /// It left the initiator.
+    pub sent: bool,
+    /// The media finished it.
+    pub media_done: bool,
+    /// Where its data went (bytes), to recognise it among the media's lost writes.
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+}
+
+/// A target server's PMR at a power cut.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PmrRecord {
+    pub target: u16,
+    /// The live attributes of its circular log, head first (with their `persist` bits).
+    pub log: Vec<OrderAttr>,
+    /// Per stream, the last sequence number the head moved past.
+    pub head_seq: Vec<(u32, u64)>,
+    /// HORAE's persisted ordering metadata: (stream, request number in the stream).
+    pub meta: Vec<(u32, u64)>,
+    /// The PMR's geometry, for recovery time: bytes of one attribute, of one metadata entry.
+    pub attr_bytes: u64,
+    pub meta_bytes: u64,
+}
+
+/// What the stages of a path say of ordered writes at a power cut
+/// (`Stage::collect_order_state`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderState {
+    /// The time of the cut: what a stage finishes later is not yet done.
+    pub at_ns: Ns,
+    pub streams: Vec<StreamRecord>,
+    pub pmrs: Vec<PmrRecord>,
+    /// Every step of every ordered command so far, when the stages were asked to trace them.
+    pub trace: Vec<TraceEvent>,
+}
+
+/// A step of an ordered command, in the crash checker's machine's terms (its `Action`s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TraceKind {
+    /// A target persisted HORAE's metadata of the stream's next request.
+    Meta,
+    /// The initiator sent the command.
+    Send,
+    /// The target received it.
+    Arrive,
+    /// The target logged its attribute to the PMR.
+    Log,
+    /// The target submitted it to the drive.
+    Submit,
+    /// The drive completed it and the target responded.
+    Respond,
+    /// The initiator received the completion.
+    Ack,
+}
+
+/// One traced step: `id` is the command's request while it is out; the initiator's steps also
+/// name its stream and its number in the stream (the target's are matched to them by `id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    pub at_ns: Ns,
+    pub kind: TraceKind,
+    pub id: ReqId,
+    pub stream: u32,
+    pub no: u64,
 }

@@ -211,6 +211,10 @@ pub trait Stage {
     /// order. Stages that lose nothing keep the default.
     fn collect_lost_writes(&self, _out: &mut Vec<LostWrite>) {}
 
+    /// Appends what this stage knows of ordered writes at a power cut (the block layer's
+    /// ordered streams, a target server's PMR). Stages without ordering state keep the default.
+    fn collect_order_state(&self, _reqs: &Requests, _out: &mut crate::order::OrderState) {}
+
     /// Each stage's counters, top to bottom: this stage's alone unless it is a chain.
     fn reports(&self, out: &mut Vec<StageReport>) {
         out.push(StageReport {

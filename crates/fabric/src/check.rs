@@ -69,6 +69,17 @@ pub fn target_violations(
 
 /// The two properties, given which commands' data survives.
 fn judge(plan: &Plan, m: &Machine<'_>, survives: impl Fn(usize) -> bool) -> Vec<Violation> {
+    judge_acked(plan, &m.acked, survives)
+}
+
+/// The two properties, given which requests were acknowledged (per stream) and which commands'
+/// data survives: each stream a prefix of its groups, and nothing lost at or before a write
+/// acknowledged with a FLUSH.
+pub fn judge_acked(
+    plan: &Plan,
+    acked: &[Vec<bool>],
+    survives: impl Fn(usize) -> bool,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     for (s, order) in plan.order.iter().enumerate() {
         let reqs = &plan.requests[s];
@@ -101,7 +112,7 @@ fn judge(plan: &Plan, m: &Machine<'_>, survives: impl Fn(usize) -> bool) -> Vec<
         }
         for (r, req) in reqs.iter().enumerate() {
             if req.persist
-                && m.acked[s][r]
+                && acked[s][r]
                 && let Some(w) = (0..reqs.len()).find(|&w| reqs[w].seq <= req.seq && !whole[w])
             {
                 {

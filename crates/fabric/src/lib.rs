@@ -20,12 +20,14 @@
 //! - [`jobs`]: fio jobs with `ordering=` run on the timed machine.
 
 pub mod check;
+pub mod cut;
 pub mod jobs;
 pub mod machine;
 pub mod plan;
 pub mod recovery;
 pub mod recovery_time;
 pub mod stack;
+pub mod target;
 pub mod timed;
 pub mod workload;
 

@@ -1,5 +1,6 @@
 //! The event machine: each step is one event (a send, a network delivery, a PMR write, an SSD
-//! submission, completion or destage, a target's response), chosen among the enabled ones by a
+//! submission, completion or destage, a target's response, the initiator's acknowledgement of
+//! what came back), chosen among the enabled ones by a
 //! seeded stream. Every step is an event boundary where power may fail. The timed model
 //! ([`crate::timed`]) drives the same machine by the clock instead (`enabled`, then `run`).
 
@@ -46,10 +47,12 @@ enum Phase {
     Submitted,
     Done,
     Responded,
+    Acked,
 }
 
 /// One event of the machine. `Meta` names a stream, `Arrive` a command on the wire, the
-/// others a command.
+/// others a command. `Respond` is the target's (it sets `persist`), `Ack` the initiator's on
+/// receiving the response (requests acknowledged, the PMR heads moved).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Action {
     Meta(usize),
@@ -60,6 +63,7 @@ pub enum Action {
     Done(usize),
     Destage(usize),
     Respond(usize),
+    Ack(usize),
 }
 
 pub struct Machine<'p> {
@@ -213,7 +217,7 @@ impl<'p> Machine<'p> {
         (0..self.plan.cmds.len())
             .map(|c| {
                 self.plan.cmds[c].target == t
-                    && self.phase[c] == Phase::Responded
+                    && self.phase[c] >= Phase::Responded
                     && self.image.data[c] == Data::Cached
             })
             .collect()
@@ -226,7 +230,7 @@ impl<'p> Machine<'p> {
 
     /// Whether every command has been answered.
     pub fn finished(&self) -> bool {
-        self.phase.iter().all(|&p| p == Phase::Responded)
+        self.phase.iter().all(|&p| p == Phase::Acked)
     }
 
     /// The events enabled now, destages excepted when `destage` is false (a timed run leaves
@@ -272,7 +276,7 @@ impl<'p> Machine<'p> {
         }
         self.flush_waits[c]
             .iter()
-            .all(|&p| self.phase[p] == Phase::Responded)
+            .all(|&p| self.phase[p] >= Phase::Responded)
     }
 
     fn collect_actions(&mut self) {
@@ -324,6 +328,7 @@ impl<'p> Machine<'p> {
                     }
                 }
                 Phase::Done => acts.push(Action::Respond(c)),
+                Phase::Responded => acts.push(Action::Ack(c)),
                 _ => {}
             }
             if self.image.data[c] == Data::Cached {
@@ -346,7 +351,7 @@ impl<'p> Machine<'p> {
     pub fn step(&mut self) -> Result<bool, String> {
         self.collect_actions();
         if self.actions.is_empty() {
-            if self.phase.iter().all(|&p| p == Phase::Responded) {
+            if self.finished() {
                 return Ok(false);
             }
             return Err(format!(
@@ -411,7 +416,10 @@ impl<'p> Machine<'p> {
                 if self.stack.attributes && (self.cfg.plp || cmd.attr.flush) {
                     self.image.attrs[c].persist = true;
                 }
-                let s = cmd.stream;
+            }
+            Action::Ack(c) => {
+                self.phase[c] = Phase::Acked;
+                let s = plan.cmds[c].stream;
                 for &r in &self.cmd_requests[c] {
                     self.pending[s][r] -= 1;
                 }

@@ -144,6 +144,17 @@ pub static RIO: StackOps = StackOps {
 /// Every stack, in the order help lists them.
 pub static STACKS: &[&StackOps] = &[&ORDERLESS, &LINUX, &HORAE, &RIO];
 
+/// The stack the block layer's ordering plug-in `name` is (`none`, `flush`, `horae`, `rio`):
+/// the checker's rules for the streams it ordered.
+pub fn for_ordering(name: &str) -> &'static StackOps {
+    match name {
+        "flush" => &LINUX,
+        "horae" => &HORAE,
+        "rio" => &RIO,
+        _ => &ORDERLESS,
+    }
+}
+
 pub fn lookup(name: &str) -> Option<&'static StackOps> {
     STACKS.iter().copied().find(|s| s.name == name)
 }

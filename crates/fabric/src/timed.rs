@@ -392,6 +392,8 @@ impl<'p> TimedRun<'p> {
                 let end = self.threads[s].book(back, ns(ini_cycles));
                 (end, ini_cycles, tgt_cycles)
             }
+            // The thread's cost of the response is booked with `Respond`.
+            Action::Ack(_) => (now, 0, 0),
             Action::Destage(_) => unreachable!("a timed run leaves destaging to FLUSHes"),
         }
     }

@@ -134,6 +134,9 @@ pub struct NvmeHost {
     /// Copies each write goes to (1 without a replica policy).
     copies: u32,
     replica_wakes: Vec<(Ns, u32)>,
+    /// Each core is one CPU that runs one thing at a time: `submit_ns` and `complete_ns` are
+    /// booked on the request's core (`StageCtx::cpu`) rather than added as delays.
+    serial_cpu: bool,
     pub stats: HostStats,
 }
 
@@ -172,8 +175,28 @@ impl NvmeHost {
             replicas: None,
             copies: 1,
             replica_wakes: Vec::new(),
+            serial_cpu: false,
             stats: HostStats::default(),
             cfg,
+        }
+    }
+
+    /// The same hosts with each core a serial CPU: a request's `submit_ns` and `complete_ns`
+    /// wait for what its core already runs (a thread that is busy cannot submit).
+    pub fn with_serial_cpu(mut self) -> Self {
+        self.serial_cpu = true;
+        self
+    }
+
+    /// When CPU work of `ns` for request `id` that may start at `at` ends.
+    #[inline(always)]
+    fn cpu_work(&self, id: ReqId, at: Ns, ns: Ns, ctx: &mut impl StageCtx<HostEvent>) -> Ns {
+        if self.serial_cpu {
+            let r = &ctx.reqs()[id];
+            let (host, core) = (r.host, r.core);
+            ctx.cpu(host, core, at, ns)
+        } else {
+            at + ns
         }
     }
 
@@ -322,7 +345,7 @@ impl NvmeHost {
             ..Cmd::default()
         };
         self.stats.commands += 1;
-        let written = now + self.cfg.submit_ns;
+        let written = self.cpu_work(id, now, self.cfg.submit_ns, ctx);
         ctx.reqs_mut()[id].t.dispatched_ns = written;
         let parent = self.io(id).parent;
         if !parent.is_none() {
@@ -718,7 +741,7 @@ impl Stage for NvmeHost {
         if self.early_completions {
             let posted = ctx.reqs()[id].t.cq_posted_ns;
             let interrupt = posted + self.cfg.irq_ns;
-            let done_at = interrupt + self.cfg.complete_ns;
+            let done_at = self.cpu_work(id, interrupt, self.cfg.complete_ns, ctx);
             ctx.reqs_mut()[id].t.interrupt_ns = interrupt;
             self.cmd(id).state = CmdState::Done;
             if done_at == ctx.now_ns() {

@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 use qoslab_block::{BLOCK_TUNABLES, BlockConfig, SCHEDULERS};
 use qoslab_engine::tunable::apply_override;
 use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
+use qoslab_fabric::cut::RECOVERY_TUNABLES;
+use qoslab_fabric::target::{TARGETS_TUNABLES, TargetsConfig};
 use qoslab_media::registry::{model_info, model_sub_tables};
 use qoslab_media::{BuildCtx, DeviceModel, model_names};
 use qoslab_nvme::transport::{transport_info, transport_names};
@@ -89,6 +91,12 @@ pub struct DeviceConfig {
     pub replicas: Settings,
     /// The chosen transport's section.
     pub transport: Settings,
+    /// Target servers behind the transport, `[fabric]`.
+    pub fabric: Settings,
+    /// What recovery after a cut costs, `[fabric.recovery]`.
+    pub recovery: Settings,
+    /// Every ordering plug-in's sub-table, `[block.NAME]`, in the registry's order.
+    pub orderings: Vec<Settings>,
     pub model: String,
     pub media: Settings,
     /// The media model's plug-in sub-tables (`[media.gc.rga]`), every one the model has.
@@ -216,7 +224,13 @@ impl DeviceConfig {
             .expect("registered")
             .tunables;
         let mut scheduler = doc.section(&format!("block.{sched_name}"), s_table)?;
+        let mut orderings = qoslab_block::ORDERINGS
+            .iter()
+            .map(|o| doc.section(&format!("block.{}", o.name), o.tunables))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut block = doc.section("block", BLOCK_TUNABLES)?;
+        let mut recovery = doc.section("fabric.recovery", RECOVERY_TUNABLES)?;
+        let mut fabric = doc.section("fabric", TARGETS_TUNABLES)?;
         let mut replicas = doc.section(&format!("host.{replicas_name}"), r_table)?;
         let mut host = doc.section("host", HOST_TUNABLES)?;
         let mut controller = doc.section("controller", CONTROLLER_TUNABLES)?;
@@ -255,12 +269,17 @@ impl DeviceConfig {
                 &mut transport,
                 &mut media,
             ];
+            targets.push(&mut fabric);
+            targets.push(&mut recovery);
             targets.extend(media_subs.iter_mut());
+            targets.extend(orderings.iter_mut());
             apply_override(o, &mut targets)?;
         }
         let cfg = ControllerConfig::from_settings(&controller);
         cfg.validate().map_err(|m| ConfigError::in_file(&path, m))?;
         qoslab_nvme::order::lookup(&cfg.completion_order)
+            .map_err(|e| ConfigError::in_file(&path, e.message))?;
+        qoslab_block::ordering::lookup(block.str("ordering"))
             .map_err(|e| ConfigError::in_file(&path, e.message))?;
         Ok(DeviceConfig {
             source,
@@ -273,6 +292,9 @@ impl DeviceConfig {
             arbiter,
             replicas,
             transport,
+            fabric,
+            recovery,
+            orderings,
             model,
             media,
             media_subs,
@@ -298,6 +320,20 @@ impl DeviceConfig {
     /// The controller's settings.
     pub fn controller_config(&self) -> ControllerConfig {
         ControllerConfig::from_settings(&self.controller)
+    }
+
+    /// The target servers, `[fabric]`.
+    pub fn targets_config(&self) -> TargetsConfig {
+        TargetsConfig::from_settings(&self.fabric)
+    }
+
+    /// The settings of ordering plug-in `name`, `[block.NAME]`.
+    pub fn ordering_settings(&self, name: &str) -> &Settings {
+        let i = qoslab_block::ORDERINGS
+            .iter()
+            .position(|o| o.name == name)
+            .expect("a registered ordering");
+        &self.orderings[i]
     }
 
     /// Builds the media model `D` (the caller chose `D` from `self.model`).
@@ -330,6 +366,8 @@ impl DeviceConfig {
             &self.controller,
             &self.arbiter,
             &self.transport,
+            &self.fabric,
+            &self.recovery,
             &self.media,
         ];
         for s in fixed.into_iter().chain(&self.media_subs) {
@@ -429,6 +467,16 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             });
         }
     }
+    for o in qoslab_block::ORDERINGS {
+        if !o.tunables.is_empty() {
+            out.push(TableDoc {
+                heading: format!("block.{} (ordering = \"{}\")", o.name, o.name),
+                section: format!("block.{}", o.name),
+                help: Some(o.help),
+                table: o.tunables,
+            });
+        }
+    }
     out.push(plain("host", HOST_TUNABLES));
     for r in qoslab_nvme::replicas::REPLICAS {
         out.push(TableDoc {
@@ -449,6 +497,8 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             });
         }
     }
+    out.push(plain("fabric", TARGETS_TUNABLES));
+    out.push(plain("fabric.recovery", RECOVERY_TUNABLES));
     for name in transport_names() {
         let (_, help, section, table) = transport_info(name).expect("registered");
         out.push(TableDoc {

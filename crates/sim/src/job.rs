@@ -335,6 +335,9 @@ pub struct JobRun {
     /// cache's asynchronous writeback. Buffered writes (`direct=0`, fio's default) stay
     /// asynchronous; the simulator has no page cache, so only their flag differs.
     pub sync_writes: bool,
+    /// The job's writes and flushes form an ordered stream (its `ordering=`, or the block
+    /// layer's): they carry `ReqFlags::ORDERED`.
+    pub ordered: bool,
 }
 
 /// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
@@ -478,6 +481,7 @@ impl JobRun {
             durability: Durability::default(),
             lat_percentiles: false,
             sync_writes: false,
+            ordered: false,
         }
     }
 
@@ -527,6 +531,9 @@ impl JobRun {
                     let mut req = Request::new(Op::Flush, 0, 0, 0, now);
                     req.host = self.host;
                     req.core = self.core;
+                    if self.ordered {
+                        req.flags |= ReqFlags::ORDERED;
+                    }
                     submit(req);
                 }
                 break Pump::Wait;
@@ -592,6 +599,9 @@ impl JobRun {
                 req.flags |= self.durability.write_flags();
                 if self.sync_writes {
                     req.flags |= ReqFlags::SYNC;
+                }
+                if self.ordered {
+                    req.flags |= ReqFlags::ORDERED;
                 }
             }
             req.host = self.host;

@@ -121,21 +121,10 @@ fn build_jobs(
 ) -> Result<(Vec<JobRun>, PathPlan), SimError> {
     let series = opts.series.as_ref().map(|s| s.interval_ns);
     let mut jobs_per_host: Vec<u32> = vec![0];
+    let mut orderings: Vec<Option<&'static qoslab_block::OrderingOps>> = Vec::new();
+    let default_ordering = opts.device.block_config().ordering;
     let out = match &opts.workload {
         WorkloadSpec::Jobs(file) => {
-            // The ordered-write stacks are not stages of this path: such jobs run on the
-            // fabric's timed model.
-            if let Some(job) = file.jobs.iter().find(|j| j.ordering.is_some()) {
-                return Err(SimError::at(
-                    &job.location.path,
-                    job.location.line,
-                    format!(
-                        "job '{}': ordering={} runs on the fabric's timed model, not in qoslab sim: use `qoslab rio run --jobs FILE`",
-                        job.name,
-                        job.ordering.unwrap_or_default()
-                    ),
-                ));
-            }
             let mut out = Vec::new();
             let mut clones: u64 = 0;
             for job in &file.jobs {
@@ -159,6 +148,9 @@ fn build_jobs(
             let cores = PathPlan {
                 jobs_per_host: jobs_per_host.clone(),
                 seed,
+                orderings: Vec::new(),
+                record: false,
+                trace: false,
             }
             .cores(&opts.device);
             let mut on_host = vec![0u32; jobs_per_host.len()];
@@ -204,6 +196,33 @@ fn build_jobs(
                         job.write_barrier_every,
                         job.fua,
                     );
+                    // The job's writes are ordered by its own ordering, or the block layer's.
+                    let ordering = match job.ordering {
+                        Some(name) => Some(name),
+                        None if default_ordering != "none" => Some(default_ordering.as_str()),
+                        None => None,
+                    };
+                    let ops = ordering
+                        .map(qoslab_block::ordering::lookup)
+                        .transpose()
+                        .map_err(|e| {
+                            SimError::at(&job.location.path, job.location.line, e.message)
+                        })?;
+                    if let Some(o) = ops
+                        && o.needs_target
+                        && opts.device.targets_config().targets == 0
+                    {
+                        return Err(SimError::at(
+                            &job.location.path,
+                            job.location.line,
+                            format!(
+                                "job '{}': ordering={} needs target servers with a PMR: a device with [fabric] targets = 1 or more over an NVMe-oF transport (rio-flash, rio-optane, or --set fabric.targets=N --set path.transport=rdma)",
+                                job.name, o.name
+                            ),
+                        ));
+                    }
+                    run.ordered = ops.is_some();
+                    orderings.push(ops);
                     out.push(run);
                 }
             }
@@ -244,6 +263,7 @@ fn build_jobs(
                 );
                 run.host = i as u16;
                 out.push(run);
+                orderings.push(None);
             }
             out
         }
@@ -253,6 +273,9 @@ fn build_jobs(
         PathPlan {
             jobs_per_host,
             seed,
+            orderings,
+            record: opts.power_fail_at_ns.is_some(),
+            trace: false,
         },
     ))
 }
@@ -271,18 +294,18 @@ impl PathVisitor for Simulate<'_> {
     }
 }
 
-/// One seed of `opts` on media `dev`.
+/// One seed of `opts` on media `devs` (one per target server, or the one drive).
 fn run_with_media<D: qoslab_media::Device>(
     opts: &SimOptions,
     seed: u64,
-    dev: D,
+    devs: Vec<D>,
     loop_opts: LoopOptions,
     series: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
-    let (jobs, plan) = build_jobs(opts, seed, dev.capacity_bytes())?;
+    let (jobs, plan) = build_jobs(opts, seed, devs[0].capacity_bytes())?;
     path::build(
         &opts.device,
-        dev,
+        devs,
         &plan,
         Simulate {
             jobs,
@@ -290,6 +313,41 @@ fn run_with_media<D: qoslab_media::Device>(
             series,
         },
     )?
+}
+
+/// What recovery after a cut costs on `device`'s path with target servers, and whether its
+/// drives (`dev` is one) have power-loss protection; `None` without target servers.
+fn recovery_of<D: qoslab_media::Device>(
+    device: &DeviceConfig,
+    dev: &D,
+) -> Option<(qoslab_fabric::cut::RecoveryCosts, bool)> {
+    use qoslab_nvme::transport::{FabricModel, FabricVisitor, visit_fabric};
+    struct Costs<'a>(&'a DeviceConfig);
+    impl FabricVisitor for Costs<'_> {
+        type Output = Option<qoslab_nvme::transport::nvmeof::FabricCosts>;
+        fn visit<T: FabricModel>(self) -> Self::Output {
+            T::build(&self.0.transport, 1).ok().map(|t| t.costs())
+        }
+    }
+    let t = device.targets_config();
+    if t.targets == 0 {
+        return None;
+    }
+    let c = visit_fabric(&device.path_config().transport, Costs(device))??;
+    let caps = dev.caps();
+    let plp = caps.contains(qoslab_media::DeviceCaps::POWER_LOSS_PROTECTION)
+        || !caps.contains(qoslab_media::DeviceCaps::VOLATILE_WRITE_CACHE);
+    let costs = qoslab_fabric::cut::RecoveryCosts {
+        cfg: qoslab_fabric::cut::RecoveryConfig::from_settings(&device.recovery),
+        message_ns: c.message_ns,
+        link_gb_per_s: c.link_gb_per_s,
+        message_cycles: c.message_cycles,
+        submit_cycles: c.submit_cycles,
+        complete_cycles: c.complete_cycles,
+        cpu_ghz: t.cpu_ghz,
+        target_cores: t.cores,
+    };
+    Some((costs, plp))
 }
 
 /// One run with one seed on model `D`.
@@ -303,12 +361,22 @@ impl ModelVisitor for RunOnce<'_, '_> {
     type Output = Result<Outcome, SimError>;
     fn visit<D: DeviceModel>(self) -> Self::Output {
         qoslab_media::registry::check_model::<D>().map_err(SimError::new)?;
-        let dev: D = self.opts.device.build_media(self.seed)?;
+        // One drive per target server (each with its own seed), or the one drive.
+        let n = self.opts.device.targets_config().targets.max(1) as u64;
+        let devs = (0..n)
+            .map(|i| {
+                let seed = self
+                    .seed
+                    .wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                self.opts.device.build_media::<D>(seed)
+            })
+            .collect::<Result<Vec<D>, _>>()?;
         let loop_opts = LoopOptions {
             progress: self.opts.progress,
             power_fail_at_ns: self.opts.power_fail_at_ns,
+            recovery: recovery_of(&self.opts.device, &devs[0]),
         };
-        run_with_media(self.opts, self.seed, dev, loop_opts, self.series)
+        run_with_media(self.opts, self.seed, devs, loop_opts, self.series)
     }
 }
 
@@ -332,8 +400,9 @@ pub fn run_on_device<D: qoslab_media::Device>(
     let loop_opts = LoopOptions {
         progress: false,
         power_fail_at_ns: opts.power_fail_at_ns,
+        recovery: recovery_of(&opts.device, &dev),
     };
-    let outcome = run_with_media(opts, opts.seed, dev, loop_opts, None)?;
+    let outcome = run_with_media(opts, opts.seed, vec![dev], loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,
@@ -361,6 +430,7 @@ where
     let loop_opts = LoopOptions {
         progress: false,
         power_fail_at_ns: opts.power_fail_at_ns,
+        recovery: None,
     };
     let outcome = run::simulate(assemble(parts), jobs, loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;

@@ -3,6 +3,8 @@
 //! ```text
 //! jobs -> block layer -> NVMe host(s) -> transport -> NVMe controller -> media   (driver nvme)
 //! jobs -> block layer -> media                                        (driver ata or simple)
+//! jobs -> block layer -> fan-out -> per target: NVMe host -> transport -> target -> NVMe
+//!                                   controller -> media                ([fabric] targets >= 1)
 //! ```
 //!
 //! each stage a plug-in found in its registry: the scheduler by `[block] scheduler`, the
@@ -11,11 +13,17 @@
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
+use qoslab_block::ordering::{OrderConfig, OrderedStreams, OrderingOps};
 use qoslab_block::{BlockLayer, DriverLimits, QueueSetup, WriteCache};
-use qoslab_engine::{Chain, Stage};
+use qoslab_engine::order::Layout;
+use qoslab_engine::{Chain, Fanout, Ns, Stage};
+use qoslab_fabric::target::{Target, TargetSetup};
 use qoslab_media::{Device, DeviceCaps};
-use qoslab_nvme::transport::{TransportModel, TransportVisitor, visit_transport};
-use qoslab_nvme::{ControllerSetup, NvmeController, NvmeHost, QueueLayout};
+use qoslab_nvme::transport::nvmeof::FabricCosts;
+use qoslab_nvme::transport::{
+    FabricModel, FabricVisitor, TransportModel, TransportVisitor, visit_fabric, visit_transport,
+};
+use qoslab_nvme::{ControllerSetup, HostConfig, NvmeController, NvmeHost, QueueLayout};
 
 use crate::SimError;
 use crate::device::{DeviceConfig, Driver};
@@ -25,6 +33,13 @@ pub type NvmePath<T, D> = Chain<BlockLayer, Chain<NvmeHost, Chain<T, Chain<NvmeC
 
 /// A SATA disk's path, and a simple driver's: the media right below the block layer.
 pub type AtaPath<D> = Chain<BlockLayer, D>;
+
+/// One target server of a fabric path: the initiator's NVMe host for it, the transport, the
+/// target, its controller and its drive.
+pub type TargetPath<T, D> = Chain<NvmeHost, Chain<T, Chain<Target, Chain<NvmeController, D>>>>;
+
+/// The path with target servers: the block layer over a fan-out to each target's path.
+pub type FabricPath<T, D> = Chain<BlockLayer, Fanout<TargetPath<T, D>>>;
 
 /// What libata tells the block layer of a SATA disk: one hardware queue as deep as NCQ
 /// (ATA_MAX_QUEUE 32), transfers up to 65535 sectors (max_hw_sectors_kb 32767).
@@ -61,13 +76,57 @@ fn block_layer(
     }))
 }
 
+/// The ordered streams of the jobs whose writes `plan` orders, if any, on `targets` targets.
+fn ordered_streams(
+    device: &DeviceConfig,
+    plan: &PathPlan,
+    caps: DeviceCaps,
+    targets: u32,
+) -> Result<Option<OrderedStreams>, SimError> {
+    if plan.orderings.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let t = device.targets_config();
+    if targets == 0
+        && let Some(o) = plan.orderings.iter().flatten().find(|o| o.needs_target)
+    {
+        return Err(SimError::new(format!(
+            "{}: ordering '{}' needs target servers with a PMR ([fabric] targets = 1 or more, over an NVMe-oF transport)",
+            device.source, o.name
+        )));
+    }
+    let cfg = OrderConfig {
+        layout: Layout {
+            targets: targets.max(1),
+            chunk_blocks: (t.stripe_bytes / t.block_bytes).max(1),
+            merge_batch: t.merge_batch,
+        },
+        block_bytes: t.block_bytes,
+        plp: caps.contains(DeviceCaps::POWER_LOSS_PROTECTION)
+            || !caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
+        pmr_slots: t.pmr_slots(),
+        context_switch_ns: t.context_switch_ns,
+        record: plan.record || plan.trace,
+        trace: plan.trace,
+    };
+    let settings = |o: &'static OrderingOps| device.ordering_settings(o.name);
+    Ok(Some(OrderedStreams::new(cfg, &plan.orderings, &settings)))
+}
+
 /// What a path is built for besides the device file: the cores each host's jobs need (for
-/// `host.cores = 0`) and the run's seed.
+/// `host.cores = 0`), the run's seed, and the ordering of each job's writes.
 #[derive(Clone, Debug)]
 pub struct PathPlan {
     /// Job clones per host.
     pub jobs_per_host: Vec<u32>,
     pub seed: u64,
+    /// Per job (in the run's order), the ordering plug-in of its writes, if they are ordered.
+    pub orderings: Vec<Option<&'static OrderingOps>>,
+    /// A power cut will be observed: ordered streams keep what its check needs.
+    pub record: bool,
+    /// Ordered commands are traced step by step (the differential test against the crash
+    /// checker).
+    pub trace: bool,
 }
 
 impl PathPlan {
@@ -87,14 +146,46 @@ pub trait PathVisitor {
     fn visit<P: Stage>(self, path: P) -> Self::Output;
 }
 
-/// Builds the path of `device` over media `dev` and hands it to `visitor`.
+/// Builds the path of `device` over the media `devs` (one per target server when the path has
+/// some, else one) and hands it to `visitor`.
 pub fn build<D: Device, V: PathVisitor>(
     device: &DeviceConfig,
-    dev: D,
+    mut devs: Vec<D>,
     plan: &PathPlan,
     visitor: V,
 ) -> Result<V::Output, SimError> {
     let path = device.path_config();
+    let targets = device.targets_config().targets;
+    if targets > 0 {
+        if path.driver != Driver::Nvme {
+            return Err(SimError::new(format!(
+                "field 'fabric.targets': target servers are reached over NVMe-oF, not an {} device",
+                path.driver.name()
+            )));
+        }
+        if devs.len() != targets as usize {
+            return Err(SimError::new(format!(
+                "field 'fabric.targets': {targets} targets need a drive each, got {}",
+                devs.len()
+            )));
+        }
+        let name = path.transport;
+        return visit_fabric(
+            &name,
+            WithTargets {
+                device,
+                devs,
+                plan,
+                visitor,
+            },
+        )
+        .ok_or_else(|| {
+            device.locate(qoslab_engine::ConfigError::new(format!(
+                "field 'fabric.targets': target servers need an NVMe-oF transport (path.transport = rdma or tcp), got '{name}'"
+            )))
+        })?;
+    }
+    let dev = devs.remove(0);
     if path.driver != Driver::Nvme {
         if plan.jobs_per_host.len() > 1 || path.hosts > 1 {
             return Err(SimError::new(format!(
@@ -110,7 +201,10 @@ pub fn build<D: Device, V: PathVisitor>(
                 ..ATA_LIMITS
             },
         };
-        let block = block_layer(device, limits, dev.caps(), 1)?;
+        let mut block = block_layer(device, limits, dev.caps(), 1)?;
+        if let Some(o) = ordered_streams(device, plan, dev.caps(), 0)? {
+            block = block.with_ordered(o);
+        }
         let direct: AtaPath<D> = Chain::new(block, dev);
         return Ok(visitor.visit(direct));
     }
@@ -182,7 +276,7 @@ pub fn parts<T: TransportModel, D: Device>(
     jobs_per_host.resize(hosts as usize, 0);
     let plan = PathPlan {
         jobs_per_host,
-        seed: plan.seed,
+        ..plan.clone()
     };
     let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
     let foldable = transport.caps().foldable();
@@ -206,7 +300,10 @@ pub fn parts<T: TransportModel, D: Device>(
         max_hw_bytes: ctrl_cfg.mdts_bytes,
         rotational: false,
     };
-    let block = block_layer(device, limits, dev.caps(), hosts)?;
+    let mut block = block_layer(device, limits, dev.caps(), hosts)?;
+    if let Some(o) = ordered_streams(device, &plan, dev.caps(), 0)? {
+        block = block.with_ordered(o);
+    }
     let mut host = NvmeHost::new(host_cfg.clone(), layout.clone(), ctrl_cfg.mdts_bytes, early);
     if let Some(ops) =
         qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
@@ -249,4 +346,147 @@ pub fn parts<T: TransportModel, D: Device>(
         controller,
         media: dev,
     })
+}
+
+struct WithTargets<'a, D, V> {
+    device: &'a DeviceConfig,
+    devs: Vec<D>,
+    plan: &'a PathPlan,
+    visitor: V,
+}
+
+impl<D: Device, V: PathVisitor> FabricVisitor for WithTargets<'_, D, V> {
+    type Output = Result<V::Output, SimError>;
+
+    fn visit<T: FabricModel>(self) -> Self::Output {
+        let path = fabric_path::<T, D>(self.device, self.devs, self.plan)?;
+        Ok(self.visitor.visit(path))
+    }
+}
+
+/// Cycles at `ghz`, as time.
+fn cycles_ns(cycles: u64, ghz: f64) -> Ns {
+    (cycles as f64 / ghz).round() as Ns
+}
+
+/// The initiator's host driver over a fabric: each core a serial CPU, and the transport's
+/// initiator cycles of a command (submission, its capsule, its doorbell) and of a completion
+/// (the response, its handling) added to the host's own times at the cores' clock.
+pub fn fabric_host_config(cfg: &HostConfig, c: &FabricCosts, ghz: f64) -> HostConfig {
+    HostConfig {
+        submit_ns: cfg.submit_ns
+            + cycles_ns(c.submit_cycles + c.message_cycles + c.doorbell_cycles, ghz),
+        complete_ns: cfg.complete_ns + cycles_ns(c.complete_cycles + c.message_cycles, ghz),
+        ..cfg.clone()
+    }
+}
+
+/// The path of `device` with target servers, over fabric transport `T` and the drives `devs`.
+pub fn fabric_path<T: FabricModel, D: Device>(
+    device: &DeviceConfig,
+    devs: Vec<D>,
+    plan: &PathPlan,
+) -> Result<FabricPath<T, D>, SimError> {
+    let hosts = device.path_config().hosts;
+    if plan.jobs_per_host.len() > hosts as usize {
+        return Err(SimError::new(format!(
+            "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
+            plan.jobs_per_host.len() - 1
+        )));
+    }
+    let mut jobs_per_host = plan.jobs_per_host.clone();
+    jobs_per_host.resize(hosts as usize, 0);
+    let plan = PathPlan {
+        jobs_per_host,
+        ..plan.clone()
+    };
+    let t = device.targets_config();
+    let host_cfg = device.host_config();
+    if host_cfg.replicas != qoslab_nvme::replicas::NONE {
+        return Err(SimError::new(format!(
+            "{}: host.replicas = '{}' is not supported with target servers ([fabric] targets)",
+            device.source, host_cfg.replicas
+        )));
+    }
+    let ctrl_cfg = device.controller_config();
+    let order =
+        qoslab_nvme::order::lookup(&ctrl_cfg.completion_order).map_err(|e| device.locate(e))?;
+    let arbiter_ops =
+        qoslab_nvme::arbiter::lookup(&ctrl_cfg.arbitration).map_err(|e| device.locate(e))?;
+    let layout = QueueLayout::new(&plan.cores(device), arbiter_ops.sq_per_class);
+    let caps = devs[0].caps();
+    let mut children = Vec::with_capacity(devs.len());
+    for (i, dev) in devs.into_iter().enumerate() {
+        let mut transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
+        transport.pulled_by_target();
+        let costs = transport.costs();
+        let foldable = transport.caps().foldable();
+        let early = NvmeController::completes_early(&ctrl_cfg, order, foldable);
+        if !early {
+            return Err(SimError::new(format!(
+                "{}: target servers need completions handed up as the drive finishes (no controller.completion_order other than device, no interrupt coalescing)",
+                device.source
+            )));
+        }
+        let host = NvmeHost::new(
+            fabric_host_config(&host_cfg, &costs, t.cpu_ghz),
+            layout.clone(),
+            ctrl_cfg.mdts_bytes,
+            early,
+        )
+        .with_serial_cpu();
+        let horae = qoslab_block::ordering::horae::HoraeConfig::from_settings(
+            device.ordering_settings("horae"),
+        );
+        let target = Target::new(TargetSetup {
+            index: i as u16,
+            cores: t.cores,
+            cpu_ghz: t.cpu_ghz,
+            receive_cycles: costs.message_cycles,
+            pull_cycles: costs.message_cycles,
+            inline_bytes: costs.inline_data_bytes,
+            submit_cycles: costs.submit_cycles,
+            respond_cycles: costs.complete_cycles + costs.message_cycles,
+            pmr_write_ns: t.pmr_write_ns,
+            pmr_slots: t.pmr_slots(),
+            attr_bytes: t.attr_bytes,
+            meta_bytes: horae.meta_bytes,
+            plp: caps.contains(DeviceCaps::POWER_LOSS_PROTECTION),
+            trace: plan.trace,
+        });
+        let arbiter = NvmeController::arbiter_from(&ctrl_cfg, &device.arbiter)
+            .map_err(|e| device.locate(e))?;
+        let controller = NvmeController::new(
+            ctrl_cfg.clone(),
+            ControllerSetup {
+                layout: layout.clone(),
+                cq_depth: host_cfg.cq_depth,
+                arbiter,
+                order,
+                transport_foldable: foldable,
+                seed: plan.seed,
+            },
+        );
+        children.push(Chain::new(
+            host,
+            Chain::new(transport, Chain::new(target, Chain::new(controller, dev))),
+        ));
+    }
+    let sqs_per_core = if arbiter_ops.sq_per_class {
+        qoslab_nvme::SqClass::ALL.len() as u32
+    } else {
+        1
+    };
+    let limits = DriverLimits {
+        queue_per_core: true,
+        hw_queue_depth: (host_cfg.sq_depth - 1) * sqs_per_core,
+        driver_admits: true,
+        max_hw_bytes: ctrl_cfg.mdts_bytes.min(t.stripe_bytes).max(1),
+        rotational: false,
+    };
+    let mut block = block_layer(device, limits, caps, hosts)?;
+    if let Some(o) = ordered_streams(device, &plan, caps, t.targets)? {
+        block = block.with_ordered(o);
+    }
+    Ok(Chain::new(block, Fanout::new(children, t.stripe_bytes)))
 }

@@ -863,6 +863,24 @@ fn json_report(
             q.insert("durability".into(), Value::Array(durability));
         }
     }
+    let recovery: Vec<Value> = seeds
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(seed, o)| {
+            let mut v = serde_json::to_value(o.recovery.as_ref()?).ok()?;
+            v.as_object_mut()?.insert("seed".into(), json!(seed));
+            Some(v)
+        })
+        .collect();
+    match recovery.len() {
+        0 => {}
+        1 => {
+            q.insert("recovery".into(), recovery[0].clone());
+        }
+        _ => {
+            q.insert("recovery".into(), Value::Array(recovery));
+        }
+    }
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, per_run));
     }

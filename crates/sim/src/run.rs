@@ -64,6 +64,50 @@ impl Submitters {
     }
 }
 
+/// The hosts' cores as serial CPUs (`StageCtx::cpu`): when each is next free, and how long
+/// it has worked.
+#[derive(Debug, Default)]
+pub struct HostCpus {
+    /// [host][core] = (free at, busy time so far).
+    cores: Vec<Vec<(Ns, Ns)>>,
+}
+
+impl HostCpus {
+    fn book(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
+        let (h, c) = (host as usize, core as usize);
+        if self.cores.len() <= h {
+            self.cores.resize_with(h + 1, Vec::new);
+        }
+        if self.cores[h].len() <= c {
+            self.cores[h].resize(c + 1, (0, 0));
+        }
+        let slot = &mut self.cores[h][c];
+        slot.0 = start_ns.max(slot.0) + ns;
+        slot.1 += ns;
+        slot.0
+    }
+
+    /// The cores that ever worked and their busy time, for the report.
+    fn report(&self) -> Option<StageReport> {
+        let busy: Vec<Ns> = self.cores.iter().flatten().map(|&(_, b)| b).collect();
+        if busy.iter().all(|&b| b == 0) {
+            return None;
+        }
+        let used = busy.iter().filter(|&&b| b > 0).count();
+        Some(StageReport {
+            name: "host-cpus".into(),
+            counters: vec![
+                ("cores_used".into(), used as f64),
+                ("busy_ns".into(), busy.iter().sum::<Ns>() as f64),
+                (
+                    "busiest_core_ns".into(),
+                    busy.iter().copied().max().unwrap_or(0) as f64,
+                ),
+            ],
+        })
+    }
+}
+
 /// What the top of the path sees above it: the jobs.
 struct RootCtx<'a, PE> {
     now: Ns,
@@ -71,6 +115,7 @@ struct RootCtx<'a, PE> {
     reqs: &'a mut Requests,
     notices: &'a mut u64,
     submitters: &'a mut Submitters,
+    cpus: &'a mut HostCpus,
 }
 
 impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
@@ -115,15 +160,21 @@ impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
             _ => *self.notices += 1,
         }
     }
+    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
+        self.cpus.book(host, core, start_ns, ns)
+    }
 }
 
 /// Options of the loop itself.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LoopOptions {
     /// Show a progress bar on stderr once the run has taken a second.
     pub progress: bool,
     /// Cut the power at this simulated time.
     pub power_fail_at_ns: Option<Ns>,
+    /// At the cut, recover the ordered streams (the path has target servers): what recovery
+    /// costs, and whether the drives have power-loss protection.
+    pub recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
 }
 
 /// What a power failure did to one job's writes.
@@ -157,6 +208,8 @@ pub struct Outcome {
     /// Most requests ever outstanding at once.
     pub max_outstanding: usize,
     pub durability: Option<DurabilityReport>,
+    /// What recovery of the ordered streams found after the cut.
+    pub recovery: Option<qoslab_fabric::cut::Recovery>,
 }
 
 impl Outcome {
@@ -177,6 +230,8 @@ struct PowerFailMark {
     at_ns: Ns,
     jobs: Vec<(u64, Option<Ns>)>,
     lost_before: usize,
+    /// What the stages said of ordered writes just before the power failed.
+    order: Option<qoslab_engine::order::OrderState>,
 }
 
 struct Sim<'w, P: Stage> {
@@ -191,6 +246,8 @@ struct Sim<'w, P: Stage> {
     submitters: Submitters,
     at_power_fail: Option<PowerFailMark>,
     series_out: Option<&'w mut SeriesWriter>,
+    cpus: HostCpus,
+    recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
 }
 
 impl<P: Stage> Sim<'_, P> {
@@ -206,6 +263,7 @@ impl<P: Stage> Sim<'_, P> {
             path,
             notices,
             submitters,
+            cpus,
             ..
         } = self;
         if submitters.blocked(j) {
@@ -221,6 +279,7 @@ impl<P: Stage> Sim<'_, P> {
                 reqs,
                 notices,
                 submitters,
+                cpus,
             };
             path.submit(id, &mut ctx);
             !ctx.submitters.blocked(j)
@@ -316,6 +375,7 @@ impl<P: Stage> Sim<'_, P> {
                     reqs: &mut self.reqs,
                     notices: &mut self.notices,
                     submitters: &mut self.submitters,
+                    cpus: &mut self.cpus,
                 };
                 self.path.on_event(e, &mut ctx);
             }
@@ -378,10 +438,19 @@ impl<P: Stage> Sim<'_, P> {
             .collect();
         let mut before = Vec::new();
         self.path.collect_lost_writes(&mut before);
+        let order = self.recovery.as_ref().map(|_| {
+            let mut st = qoslab_engine::order::OrderState {
+                at_ns: now,
+                ..Default::default()
+            };
+            self.path.collect_order_state(&self.reqs, &mut st);
+            st
+        });
         self.at_power_fail = Some(PowerFailMark {
             at_ns: now,
             jobs: marks,
             lost_before: before.len(),
+            order,
         });
         let mut ctx = RootCtx {
             now,
@@ -389,9 +458,26 @@ impl<P: Stage> Sim<'_, P> {
             reqs: &mut self.reqs,
             notices: &mut self.notices,
             submitters: &mut self.submitters,
+            cpus: &mut self.cpus,
         };
         let mut msg = Control::new(now, 0, Command::PowerLoss);
         self.path.control(&mut msg, &mut ctx);
+    }
+
+    /// The ordered streams recovered from what the stages said at the cut and what the
+    /// drives lost.
+    fn recovered(&self) -> Option<qoslab_fabric::cut::Recovery> {
+        let mark = self.at_power_fail.as_ref()?;
+        let (costs, plp) = self.recovery.as_ref()?;
+        let state = mark.order.as_ref()?;
+        let mut lost: Vec<LostWrite> = Vec::new();
+        self.path.collect_lost_writes(&mut lost);
+        Some(qoslab_fabric::cut::recover(
+            state,
+            &lost[mark.lost_before..],
+            *plp,
+            costs,
+        ))
     }
 
     /// Each job's acknowledged writes at the power failure, against what it took.
@@ -505,6 +591,8 @@ pub fn simulate<P: Stage>(
         submitters: Submitters::default(),
         at_power_fail: None,
         series_out,
+        cpus: HostCpus::default(),
+        recovery: opts.recovery.clone(),
     };
     if let Some(t) = opts.power_fail_at_ns {
         sim.queue.schedule(t, Ev::Loop(LoopEv::PowerFail));
@@ -516,6 +604,7 @@ pub fn simulate<P: Stage>(
             reqs: &mut sim.reqs,
             notices: &mut sim.notices,
             submitters: &mut sim.submitters,
+            cpus: &mut sim.cpus,
         };
         sim.path.start(&mut ctx);
     }
@@ -532,9 +621,12 @@ pub fn simulate<P: Stage>(
     let end_ns = sim.now();
     let mut stages = Vec::new();
     sim.path.reports(&mut stages);
+    stages.extend(sim.cpus.report());
     let durability = sim.durability();
+    let recovery = sim.recovered();
     Ok(Outcome {
         durability,
+        recovery,
         stages,
         max_outstanding: sim.reqs.high_water(),
         jobs: sim.jobs.into_iter().map(JobRun::into_result).collect(),

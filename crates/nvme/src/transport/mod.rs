@@ -79,6 +79,37 @@ macro_rules! transports {
 
 transports!(pcie::Pcie, rdma::Rdma, tcp::Tcp);
 
+/// A transport between hosts and target servers over a network (NVMe over fabrics): what its
+/// operations cost, for the target servers' stages and recovery's messages.
+pub trait FabricModel: TransportModel {
+    fn costs(&self) -> nvmeof::FabricCosts;
+    /// A target server stage below pulls write data itself (`Payload::TargetPull`) before
+    /// the controller sees the command.
+    fn pulled_by_target(&mut self);
+}
+
+/// Code that is generic over a fabric transport.
+pub trait FabricVisitor {
+    type Output;
+    fn visit<T: FabricModel>(self) -> Self::Output;
+}
+
+/// Calls `visitor.visit::<T>()` for the fabric transport called `name`, or returns `None` (no
+/// such transport, or one that is not a fabric).
+pub fn visit_fabric<V: FabricVisitor>(name: &str, visitor: V) -> Option<V::Output> {
+    macro_rules! fabrics {
+        ($($t:ty),*) => {
+            $(
+                if name == <$t as TransportModel>::NAME {
+                    return Some(visitor.visit::<$t>());
+                }
+            )*
+        };
+    }
+    fabrics!(rdma::Rdma, tcp::Tcp);
+    None
+}
+
 /// (name, help, section, tunables) of the transport called `name`.
 pub fn transport_info(
     name: &str,

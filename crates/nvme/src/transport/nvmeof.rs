@@ -12,9 +12,10 @@
 
 use std::marker::PhantomData;
 
+use qoslab_engine::order::{OrderMsg, OrderOp};
 use qoslab_engine::{
-    Admission, ConfigError, Dma, Ns, Payload, ReqId, Requests, Settings, Stage, StageCtx, Transfer,
-    Tunable,
+    Admission, Command, ConfigError, Control, Dma, Ns, Payload, ReqId, Requests, Settings, Stage,
+    StageCtx, Transfer, Tunable,
 };
 
 use super::link::PcieLink;
@@ -98,6 +99,9 @@ pub struct NvmeOf<F> {
     messages: u64,
     doorbells: u64,
     cycles: Cycles,
+    /// A target server stage below pulls write data before its drive sees the command: the
+    /// controller's own data transfers then cross nothing.
+    pulled_by_target: bool,
 }
 
 impl<F: Fabric> TransportModel for NvmeOf<F> {
@@ -112,6 +116,16 @@ impl<F: Fabric> TransportModel for NvmeOf<F> {
 
     fn caps(&self) -> TransportCaps {
         TransportCaps::FIXED_LATENCY | TransportCaps::IN_ORDER
+    }
+}
+
+impl<F: Fabric> super::FabricModel for NvmeOf<F> {
+    fn costs(&self) -> FabricCosts {
+        self.costs
+    }
+
+    fn pulled_by_target(&mut self) {
+        self.pulled_by_target = true;
     }
 }
 
@@ -132,6 +146,7 @@ impl<F> NvmeOf<F> {
             messages: 0,
             doorbells: 0,
             cycles: Cycles::default(),
+            pulled_by_target: false,
         }
     }
 
@@ -202,6 +217,29 @@ impl<F: Fabric> Stage for NvmeOf<F> {
 
     fn on_event(&mut self, _: (), _: &mut impl StageCtx<()>) {}
 
+    /// An ordering message travels to the target server inside the next command (Rio's
+    /// attribute, Table 1; the initiator's acknowledgements), except HORAE's control path: a
+    /// SEND of its metadata and an answer, each a message of this fabric.
+    fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<()>) {
+        let Command::Ordering(OrderMsg {
+            op: OrderOp::Meta { bytes, .. },
+            ..
+        }) = msg.command
+        else {
+            ctx.control_below(msg);
+            return;
+        };
+        let host = msg.host as usize % self.links.len();
+        let sent = msg.at_ns;
+        self.ring(host, sent);
+        msg.at_ns = self.message(host, Dma::ToDevice, sent, bytes);
+        ctx.control_below(msg);
+        if let Command::Ordering(m) = &mut msg.command {
+            m.done_ns = self.message(host, Dma::ToHost, m.done_ns.max(msg.at_ns), RESPONSE_BYTES);
+        }
+        msg.at_ns = sent;
+    }
+
     fn abort(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) -> bool {
         ctx.abort_below(id)
     }
@@ -228,8 +266,11 @@ impl<F: Fabric> Stage for NvmeOf<F> {
                 self.cycles.initiator += c.complete_cycles;
                 self.message(host, Dma::ToHost, t.start_ns, RESPONSE_BYTES)
             }
-            (Payload::Data, Dma::ToDevice) if !c.pulls(t.bytes) => t.start_ns,
-            (Payload::Data, Dma::ToDevice) => {
+            (Payload::Data, Dma::ToDevice) if !c.pulls(t.bytes) || self.pulled_by_target => {
+                t.start_ns
+            }
+            (Payload::TargetPull, _) if !c.pulls(t.bytes) => t.start_ns,
+            (Payload::Data, Dma::ToDevice) | (Payload::TargetPull, _) => {
                 self.cycles.target += c.copy_cycles(t.bytes);
                 if c.one_sided_pull {
                     let asked = self.one_sided(host, Dma::ToHost, t.start_ns, 0);

@@ -5,6 +5,7 @@ mod durability;
 mod folds;
 mod jobs;
 mod nvme;
+mod ordering;
 mod queueing;
 mod schedulers;
 mod stages;

@@ -1,0 +1,44 @@
+//! `flush`: Linux's ordering over NVMe-oF (Rio 2.2): each ordered write goes only once the
+//! previous one is acknowledged, and is followed by a FLUSH to every target the stream wrote,
+//! sent once the write completed; the job's thread sleeps on each command.
+
+use qoslab_engine::order::PlanRules;
+
+use super::{CmdView, Ordering, OrderingOps, OrderingSetup, StreamView};
+
+pub static OPS: OrderingOps = OrderingOps {
+    name: "flush",
+    help: "Linux FLUSH ordering: one ordered write in flight, each followed by a FLUSH",
+    api_version: qoslab_engine::STAGE_API_VERSION,
+    needs_target: false,
+    tunables: &[],
+    build: Some(build),
+};
+
+fn build(_: &OrderingSetup<'_>) -> Box<dyn Ordering> {
+    Box::new(FlushOrdering)
+}
+
+struct FlushOrdering;
+
+impl Ordering for FlushOrdering {
+    fn rules(&self) -> PlanRules {
+        PlanRules {
+            merge: false,
+            flush_every_request: true,
+            separate_flush: true,
+        }
+    }
+
+    /// Synchronous transfer: every request before the command's is acknowledged; a FLUSH
+    /// waits for the writes it covers.
+    fn may_send(&self, s: &StreamView<'_>, cmd: &CmdView<'_>) -> bool {
+        let first = cmd.reqs.iter().copied().min().unwrap_or(s.first);
+        let before = first.saturating_sub(s.first) as usize;
+        s.requests.iter().take(before).all(|a| a.acked) && (!cmd.flush_only || cmd.lane_done)
+    }
+
+    fn sleeps_per_command(&self) -> bool {
+        true
+    }
+}

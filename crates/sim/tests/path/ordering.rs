@@ -1,0 +1,324 @@
+//! The ordered-write stacks as stages of the chain, held to the crash checker's rules: the
+//! chain and the checker's untimed machine run the same workloads, the machine replays the
+//! chain's every step (each must be one the machine allows), and at every event boundary the
+//! power is cut in the chain and the two crash images and acknowledgements must be the same.
+
+use qoslab_engine::order::{OrderAttr, OrderState, TraceKind};
+use qoslab_engine::{Command, Control, Harness, LostWrite, Op, ReqFlags, Request, Stage};
+use qoslab_fabric::FabricConfig;
+use qoslab_fabric::machine::{Action, Data, Machine};
+use qoslab_fabric::plan::Plan;
+use qoslab_fabric::stack::{self, StackOps};
+use qoslab_fabric::workload::{Shape, Workload};
+use qoslab_media::CachedDrive;
+use qoslab_nvme::transport::rdma::Rdma;
+use qoslab_sim::DeviceConfig;
+use qoslab_sim::path::{FabricPath, PathPlan, fabric_path};
+
+const BLOCK: u64 = 4096;
+
+/// Two targets with a small drive each, stripe units of 8 blocks (so writes split).
+fn device(plp: bool, in_order: bool) -> DeviceConfig {
+    let text = format!(
+        "description = \"test\"\n[path]\ntransport = \"rdma\"\n\
+         [fabric]\ntargets = 2\nstripe_bytes = 32768\nmerge_batch = 8\ncores = 2\n\
+         [block.rio]\nin_order_completion = {in_order}\n\
+         [media]\nmodel = \"cached\"\nunits = 2\nwrite_ns = 3000\nbandwidth = 4\n\
+         flush_ns = {}\nplp = {plp}\n",
+        if plp { 0 } else { 5000 }
+    );
+    DeviceConfig::from_text(&text, "ordering-test.toml", &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The checker's configuration of the same setup.
+fn checker_cfg(plp: bool, in_order: bool) -> FabricConfig {
+    let sets: Vec<(String, String)> = [
+        ("targets", "2".to_string()),
+        ("plp", plp.to_string()),
+        ("mdts_bytes", "32768".to_string()),
+        ("merge_batch", "8".to_string()),
+        ("in_order_completion", in_order.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    FabricConfig::with_overrides(&sets).unwrap()
+}
+
+/// The chain for `w`, every stream's writes submitted at once (one plug each), traced.
+fn chain(
+    dev: &DeviceConfig,
+    ordering: &str,
+    w: &Workload,
+) -> Harness<FabricPath<Rdma, CachedDrive>> {
+    let ops = qoslab_block::ordering::lookup(ordering).unwrap();
+    let streams = w.streams.len();
+    let plan = PathPlan {
+        jobs_per_host: vec![streams as u32],
+        seed: 1,
+        orderings: vec![Some(ops); streams],
+        record: true,
+        trace: true,
+    };
+    let drives = (0..2)
+        .map(|i| dev.build_media::<CachedDrive>(i).unwrap())
+        .collect();
+    let path =
+        fabric_path::<Rdma, CachedDrive>(dev, drives, &plan).unwrap_or_else(|e| panic!("{e}"));
+    let mut h = Harness::new(path);
+    let mut reqs = Vec::new();
+    for (s, stream) in w.streams.iter().enumerate() {
+        for (i, wr) in stream.iter().enumerate() {
+            let mut r = Request::new(
+                Op::Write,
+                wr.lba * BLOCK,
+                u64::from(wr.blocks) * BLOCK,
+                s as u32,
+                0,
+            );
+            r.core = s as u16;
+            r.flags = ReqFlags::ORDERED;
+            if !wr.group_end {
+                r.flags |= ReqFlags::GROUP_MORE;
+            }
+            if wr.persist {
+                r.flags |= ReqFlags::PREFLUSH | ReqFlags::FUA;
+            }
+            if i + 1 < stream.len() {
+                r.flags |= ReqFlags::BATCH_MORE;
+            }
+            reqs.push(r);
+        }
+    }
+    h.submit_batch(reqs);
+    h
+}
+
+/// What the stages say at `at`, then the power cut's lost writes.
+fn cut(h: &mut Harness<FabricPath<Rdma, CachedDrive>>, at: u64) -> (OrderState, Vec<LostWrite>) {
+    let mut st = OrderState {
+        at_ns: at,
+        ..OrderState::default()
+    };
+    h.stage.collect_order_state(&h.reqs, &mut st);
+    h.control(Control::new(at, 0, Command::PowerLoss));
+    let mut lost = Vec::new();
+    h.stage.collect_lost_writes(&mut lost);
+    (st, lost)
+}
+
+/// The machine's actions for the chain's trace, bucketed by time.
+fn actions(st: &OrderState, plan: &Plan) -> Vec<(u64, Vec<Action>)> {
+    let mut trace = st.trace.clone();
+    trace.sort_by_key(|e| (e.at_ns, e.kind));
+    let mut out: Vec<(u64, Vec<Action>)> = Vec::new();
+    // The command a request id stands for: the last one sent under it.
+    let mut live: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for e in &trace {
+        let acts: Vec<Action> = match e.kind {
+            TraceKind::Meta => vec![Action::Meta(e.stream as usize)],
+            TraceKind::Send | TraceKind::Ack => {
+                let c = plan.order[e.stream as usize][e.no as usize];
+                if e.kind == TraceKind::Send {
+                    // A request id freed by an acknowledgement may carry a command sent at the
+                    // same instant; the target's steps of it come later.
+                    live.insert(e.id.0, c);
+                    vec![Action::Send(c)]
+                } else {
+                    vec![Action::Ack(c)]
+                }
+            }
+            kind => {
+                let c = *live.get(&e.id.0).expect("a target step of a command sent");
+                match kind {
+                    TraceKind::Arrive => vec![Action::Arrive(c)],
+                    TraceKind::Log => vec![Action::Log(c)],
+                    TraceKind::Submit => vec![Action::Submit(c)],
+                    _ => vec![Action::Done(c), Action::Respond(c)],
+                }
+            }
+        };
+        match out.last_mut() {
+            Some((t, v)) if *t == e.at_ns => v.extend(acts),
+            _ => out.push((e.at_ns, acts)),
+        }
+    }
+    out
+}
+
+/// Runs `acts` on the machine in an order it allows (they happened at one instant).
+fn replay(m: &mut Machine<'_>, mut acts: Vec<Action>, at: u64, what: &str) {
+    while !acts.is_empty() {
+        let enabled: Vec<Action> = m.enabled(false).to_vec();
+        let Some(i) = acts.iter().position(|a| enabled.contains(a)) else {
+            panic!(
+                "{what}: at {at} ns the chain did {acts:?}, which the checker's machine does not allow (it allows {enabled:?})"
+            );
+        };
+        m.run(acts.remove(i));
+    }
+}
+
+/// The chain at `at` against the machine after the same steps: acknowledgements, data on the
+/// media, PMR logs, heads, HORAE's metadata.
+fn compare(
+    what: &str,
+    st: &OrderState,
+    lost: &[LostWrite],
+    plp: bool,
+    m: &Machine<'_>,
+    plan: &Plan,
+) {
+    let groups = qoslab_fabric::cut::groups(st, lost, plp);
+    assert!(groups.len() <= 1, "{what}: one ordering");
+    let Some(g) = groups.first() else {
+        return;
+    };
+    for (s, rec) in g.streams.iter().enumerate() {
+        let ms = rec.stream as usize;
+        let n = plan.requests[ms].len();
+        let k = rec.requests.len();
+        // The stream forgot the requests before its record: all acknowledged and durable.
+        assert!(
+            m.acked[ms][..n - k].iter().all(|&a| a),
+            "{what}: stream {ms} forgot an unacknowledged request"
+        );
+        assert_eq!(
+            g.acked[s],
+            m.acked[ms][n - k..],
+            "{what}: acknowledgements of stream {ms}"
+        );
+        let cmds = &plan.order[ms];
+        let kc = rec.cmds.len();
+        let first = cmds.len() - kc;
+        for (i, &c) in cmds[first..].iter().enumerate() {
+            let chain = g.image.data[g.plan.order[s][i]] == Data::Durable;
+            let checker = m.image.data[c] == Data::Durable && !plan.cmds[c].flush_only;
+            assert_eq!(chain, checker, "{what}: data of command {c} of stream {ms}");
+        }
+        for &c in &cmds[..first] {
+            assert!(
+                plan.cmds[c].flush_only || m.image.data[c] == Data::Durable,
+                "{what}: stream {ms} forgot command {c}, not durable"
+            );
+        }
+        for (r, req) in rec.requests.iter().enumerate() {
+            let meta_chain = g.image.meta[s][r];
+            let meta_checker = m.image.meta[ms][n - k + r];
+            assert_eq!(
+                meta_chain,
+                meta_checker,
+                "{what}: HORAE metadata of request {} (seq {})",
+                n - k + r,
+                req.seq
+            );
+        }
+    }
+    for p in &st.pmrs {
+        let t = p.target as usize;
+        let checker: Vec<OrderAttr> = m.image.logs[t].iter().map(|&c| m.image.attrs[c]).collect();
+        assert_eq!(p.log, checker, "{what}: PMR log of target {t}");
+        for &(s, h) in &p.head_seq {
+            assert_eq!(
+                h, m.image.head_seq[t][s as usize],
+                "{what}: head of target {t}, stream {s}"
+            );
+        }
+    }
+}
+
+/// One workload under one stack: the machine replays the chain, and every event boundary is
+/// a cut compared between the two. Returns the number of cuts.
+fn differential(
+    w: &Workload,
+    ordering: &str,
+    s: &'static StackOps,
+    plp: bool,
+    in_order: bool,
+    label: &str,
+) -> usize {
+    let dev = device(plp, in_order);
+    let cfg = checker_cfg(plp, in_order);
+    let plan = Plan::build(w, &cfg, s.plan);
+    let mut h = chain(&dev, ordering, w);
+    h.run_all();
+    let end = h.now_ns();
+    assert_eq!(
+        h.completed.len(),
+        w.writes(),
+        "{label}: every write completes"
+    );
+    let (whole, _) = cut(&mut h, end);
+    let steps = actions(&whole, &plan);
+    let mut m = Machine::new(&plan, s, &cfg, 0);
+    for (at, acts) in &steps {
+        replay(&mut m, acts.clone(), *at, label);
+    }
+    assert!(
+        m.finished(),
+        "{label}: the machine has commands left after the chain's trace"
+    );
+    let mut cuts = 0;
+    // Each boundary: a fresh chain run to it and cut; the machine replays up to it.
+    let mut m = Machine::new(&plan, s, &cfg, 0);
+    for (at, acts) in &steps {
+        replay(&mut m, acts.clone(), *at, label);
+        let mut h = chain(&dev, ordering, w);
+        h.run_until(*at);
+        let (st, lost) = cut(&mut h, *at);
+        compare(
+            &format!("{label}, cut at {at} ns"),
+            &st,
+            &lost,
+            plp,
+            &m,
+            &plan,
+        );
+        cuts += 1;
+    }
+    cuts
+}
+
+#[test]
+fn the_chain_keeps_the_crash_checkers_rules_at_every_event_boundary() {
+    // 1,000 seeded workloads of 2 streams of 4 writes (some split at the 8-block stripe
+    // unit, some merged, groups of several writes, FLUSHes), each under the four stacks,
+    // flash without PLP and Optane with it in turn.
+    let shape = Shape {
+        streams: 2,
+        writes_per_stream: 4,
+        max_blocks: 12,
+        ..Shape::default()
+    };
+    let stacks: [(&str, &'static StackOps); 4] = [
+        ("none", &stack::ORDERLESS),
+        ("flush", &stack::LINUX),
+        ("horae", &stack::HORAE),
+        ("rio", &stack::RIO),
+    ];
+    let mut cuts = 0;
+    for seed in 0..1000u64 {
+        let w = Workload::generate(seed, &shape);
+        let plp = seed % 2 == 1;
+        for (ordering, s) in stacks {
+            let label = format!("workload {seed}, {ordering}, plp {plp}");
+            cuts += differential(&w, ordering, s, plp, true, &label);
+        }
+    }
+    assert!(cuts > 50_000, "{cuts} cuts");
+}
+
+#[test]
+fn rio_without_in_order_completion_is_followed_too() {
+    let shape = Shape {
+        streams: 2,
+        writes_per_stream: 5,
+        max_blocks: 12,
+        ..Shape::default()
+    };
+    for seed in 0..100u64 {
+        let w = Workload::generate(seed, &shape);
+        let label = format!("workload {seed}, rio without in-order completion");
+        differential(&w, "rio", &stack::RIO, seed % 2 == 0, false, &label);
+    }
+}

@@ -45,6 +45,13 @@ def test_rio_without_in_order_completion_loses_acknowledged_writes(qoslab, tmp_p
     assert all(r["violations"][0]["kind"] == "acked_lost" for r in s["reproducers"])
 
 
+def test_rio_without_in_order_completion_is_caught_at_the_defaults(qoslab, tmp_path):
+    # Issue 32: at its defaults (50 workloads, seed 1) the checker once missed this mutant.
+    done = qoslab("rio", "crash-check", "--set", "in_order_completion=false")
+    assert done.returncode == 1, done.stdout
+    assert "rio: 50 workloads" in done.stdout
+
+
 def test_long_workloads_are_sampled_and_the_count_is_stated(qoslab, tmp_path):
     done, s, _ = _check(qoslab, tmp_path, "--exhaustive-limit", "10", "--samples", "7")
     assert done.returncode == 0
@@ -67,6 +74,8 @@ def test_the_summary_is_byte_identical_across_runs(qoslab, tmp_path):
         (["--set", "plp=maybe"], "field 'fabric.plp': expected true or false, got 'maybe'"),
         (["--set", "plp"], "--set: expected KEY=VALUE, got 'plp'"),
         (["--workloads", "0"], "--workloads: expected at least 1, got 0"),
+        # Memory grows with a workload's commands: 100,000,000 blocks took 5.7 GB.
+        (["--max-blocks", "100000000"], "--max-blocks: at most 65536 (a 256 MiB write), got"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path, args, message):

@@ -169,6 +169,37 @@ pub struct CheckSpec {
     pub reproducers: usize,
 }
 
+impl CheckSpec {
+    /// Workloads checked by default (`qoslab rio crash-check`'s `--workloads`): enough that
+    /// every known mutant (orderless, Rio without in-order completion, without replay on a
+    /// crashed target, Linux without its FLUSHes) is caught at the defaults (a test).
+    pub const DEFAULT_WORKLOADS: usize = 50;
+    pub const DEFAULT_SEED: u64 = 1;
+    pub const DEFAULT_EXHAUSTIVE_LIMIT: u64 = 100_000;
+    pub const DEFAULT_SAMPLES: u64 = 500;
+    pub const DEFAULT_REPRODUCERS: usize = 3;
+    /// Largest write a workload may draw, in blocks: 256 MiB of 4 KiB blocks, 4,096 commands
+    /// at a 64 KiB MDTS. Memory grows with the commands of a workload (`--max-blocks
+    /// 100000000` took 5.7 GB); at this bound a worker holds about 32 MB.
+    pub const MAX_BLOCKS: u32 = 1 << 16;
+
+    /// The checker's defaults for `stack` on `cfg`, the workloads of [`Shape::default`].
+    pub fn defaults(stack: &'static StackOps, cfg: FabricConfig, crash: Crash) -> Self {
+        CheckSpec {
+            stack,
+            cfg,
+            shape: Shape::default(),
+            workloads: Self::DEFAULT_WORKLOADS,
+            seed: Self::DEFAULT_SEED,
+            crash,
+            target: None,
+            exhaustive_limit: Self::DEFAULT_EXHAUSTIVE_LIMIT,
+            samples: Self::DEFAULT_SAMPLES,
+            reproducers: Self::DEFAULT_REPRODUCERS,
+        }
+    }
+}
+
 /// One workload's result.
 #[derive(Clone, Debug, Default)]
 struct Outcome {
@@ -404,6 +435,13 @@ fn workload_seed(seed: u64, w: usize) -> u64 {
 /// Runs the checker over `spec.workloads` seeded workloads (in parallel; the result does not
 /// depend on the thread count).
 pub fn crash_check(spec: &CheckSpec) -> Result<Summary, String> {
+    if spec.shape.max_blocks > CheckSpec::MAX_BLOCKS {
+        return Err(format!(
+            "--max-blocks: at most {} (a 256 MiB write), got {}",
+            CheckSpec::MAX_BLOCKS,
+            spec.shape.max_blocks
+        ));
+    }
     if spec.crash == Crash::Target
         && let Some(t) = spec.target
         && t >= spec.cfg.targets as usize

@@ -286,3 +286,62 @@ fn rio_replays_the_write_the_crashed_target_held_in_its_cache_as_the_document_ex
         }
     }
 }
+
+#[test]
+fn every_known_mutant_is_caught_at_the_checkers_defaults() {
+    let flash = FabricConfig::with_overrides(&[]).unwrap();
+    let no_in_order =
+        FabricConfig::with_overrides(&[("in_order_completion".into(), "false".into())]).unwrap();
+    let unreplayed: &'static StackOps = Box::leak(Box::new(StackOps {
+        replay_on_target: no_replay,
+        ..stack::RIO
+    }));
+    // Linux's ordering without the FLUSH after each write: nothing orders a write behind the
+    // previous one in a volatile cache.
+    let unflushed: &'static StackOps = Box::leak(Box::new(StackOps {
+        plan: qoslab_fabric::plan::PlanRules {
+            flush_every_request: false,
+            ..stack::LINUX.plan
+        },
+        ..stack::LINUX
+    }));
+    let mutants: [(&str, &'static StackOps, &FabricConfig, Crash); 4] = [
+        ("orderless", &stack::ORDERLESS, &flash, Crash::Power),
+        (
+            "rio without in-order completion",
+            &stack::RIO,
+            &no_in_order,
+            Crash::Power,
+        ),
+        ("rio without replay", unreplayed, &flash, Crash::Target),
+        ("linux without FLUSH", unflushed, &flash, Crash::Power),
+    ];
+    for (what, stack, cfg, crash) in mutants {
+        let s = crash_check(&CheckSpec::defaults(stack, cfg.clone(), crash)).unwrap();
+        assert!(s.prefix_violations + s.acked_lost > 0, "{what}: {s:?}");
+    }
+    // The stacks themselves pass at the same defaults.
+    for stack in [&stack::RIO, &stack::LINUX, &stack::HORAE] {
+        for crash in [Crash::Power, Crash::Target] {
+            let s = crash_check(&CheckSpec::defaults(stack, flash.clone(), crash)).unwrap();
+            assert_eq!(
+                s.prefix_violations + s.acked_lost,
+                0,
+                "{}: {s:?}",
+                stack.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_write_larger_than_the_bound_is_refused_before_any_work() {
+    let cfg = FabricConfig::with_overrides(&[]).unwrap();
+    let mut spec = CheckSpec::defaults(&stack::RIO, cfg, Crash::Power);
+    spec.shape.max_blocks = 100_000_000;
+    let err = crash_check(&spec).unwrap_err();
+    assert_eq!(
+        err,
+        "--max-blocks: at most 65536 (a 256 MiB write), got 100000000"
+    );
+}

@@ -199,6 +199,24 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
             .map(|t| (t.name, t.unit.label(), t.default.to_string(), t.help))
             .collect::<Vec<_>>(),
     )?;
+    // The crash checker's defaults, so the command line shows and uses the checker's own.
+    let shape = Shape::default();
+    m.add(
+        "CHECK_DEFAULTS",
+        [
+            ("workloads", CheckSpec::DEFAULT_WORKLOADS as u64),
+            ("seed", CheckSpec::DEFAULT_SEED),
+            ("streams", shape.streams as u64),
+            ("writes", shape.writes_per_stream as u64),
+            ("max_blocks", u64::from(shape.max_blocks)),
+            ("exhaustive_limit", CheckSpec::DEFAULT_EXHAUSTIVE_LIMIT),
+            ("samples", CheckSpec::DEFAULT_SAMPLES),
+            ("reproducers", CheckSpec::DEFAULT_REPRODUCERS as u64),
+        ]
+        .into_iter()
+        .collect::<std::collections::HashMap<_, _>>(),
+    )?;
+    m.add("MAX_BLOCKS", CheckSpec::MAX_BLOCKS)?;
     m.add(
         "STACKS",
         stack::STACKS

@@ -329,3 +329,23 @@ def test_bad_input_to_a_timed_run_is_one_line_and_exit_2(qoslab, args, message):
     r = qoslab("rio", "run", *args)
     assert r.returncode == 2
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("device", "targets", "gb_per_s"),
+    [("rio-flash", 1, 2.4), ("rio-optane", 1, 2.2), ("rio-flash", 2, 4.8)],
+)
+@pytest.mark.parametrize("ordering", ["none", "rio"])
+def test_a_64k_write_stream_never_exceeds_the_devices_bandwidth(
+    qoslab, tmp_path, device, targets, gb_per_s, ordering
+):
+    # Issue 31: the fabric's timed SSD booked bandwidth per unit, so its 2.4 GB/s flash drive
+    # wrote 64 KiB at 11.7 GB/s. The chain's drive has one device-wide channel (its preset's
+    # `bandwidth`), one per target server.
+    jobs = tmp_path / "w.fio"
+    jobs.write_text(f"[w]\nbs=64k\nrw=write\niodepth=32\nnumber_ios=2000\nordering={ordering}\n")
+    args = ["sim", str(jobs), "--device", device, "--set", f"fabric.targets={targets}"]
+    report = json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
+    bw = report["jobs"][0]["write"]["bw_bytes"] / 1e9
+    # Saturated (32 writes of 64 KiB outstanding), and never above the channels.
+    assert 0.95 * gb_per_s < bw <= gb_per_s, bw

@@ -349,3 +349,18 @@ def test_a_64k_write_stream_never_exceeds_the_devices_bandwidth(
     bw = report["jobs"][0]["write"]["bw_bytes"] / 1e9
     # Saturated (32 writes of 64 KiB outstanding), and never above the channels.
     assert 0.95 * gb_per_s < bw <= gb_per_s, bw
+
+
+def test_a_rio_stream_that_fills_the_pmr_log_without_a_flush_is_named(qoslab, tmp_path):
+    # Without PLP an ordering attribute is recycled only once a FLUSH covers it, so a Rio
+    # stream that never flushes fills the log (64 slots of 32 B here) and stops: the error
+    # names the cause. With a FLUSH every 16 writes the same stream runs to its end.
+    jobs = tmp_path / "w.fio"
+    args = ["sim", str(jobs), "--device", "rio-flash", "--set", "fabric.pmr_bytes=2KiB"]
+    jobs.write_text("[w]\nbs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\n")
+    r = qoslab(*args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "a target's PMR log is full and no FLUSH frees it" in r.stderr
+    jobs.write_text("[w]\nbs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\nfsync=16\n")
+    done = json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
+    assert done["jobs"][0]["write"]["total_ios"] == 200

@@ -555,8 +555,22 @@ impl<P: Stage> Sim<'_, P> {
     #[cold]
     fn stalled(&self) -> SimError {
         let stuck: u32 = self.jobs.iter().map(|j| j.inflight).sum();
+        // A target whose PMR log is full waits for a FLUSH to free it; without PLP nothing
+        // else does (crates/fabric/src/target.rs), so name that cause.
+        let mut stages = Vec::new();
+        self.path.reports(&mut stages);
+        let log_full = stages.iter().any(|r| {
+            r.counters
+                .iter()
+                .any(|(k, v)| k == "log_full_waits" && *v > 0.0)
+        });
+        let why = if log_full {
+            "a target's PMR log is full and no FLUSH frees it: without power-loss protection an ordering attribute is recycled only once a FLUSH covers it (give the ordered jobs fsync=N, or larger [fabric] pmr_bytes)"
+        } else {
+            "a device or policy that never completes?"
+        };
         SimError::new(format!(
-            "the simulation stalled at {} ns with {stuck} I/Os outstanding and nothing scheduled (a device or policy that never completes?)",
+            "the simulation stalled at {} ns with {stuck} I/Os outstanding and nothing scheduled ({why})",
             self.now()
         ))
     }

@@ -324,6 +324,24 @@ def test_an_unexpected_exception_is_one_line_with_the_command_and_a_traceback_fi
     assert "command: qoslab sim --name=x --number_ios=3" in text
 
 
+def test_a_study_whose_commands_fail_to_import_is_one_internal_error_line(tmp_path):
+    # Registering the study's commands runs before the command line is parsed: its failure is
+    # a bug like any other (one line, exit status 1), not a second traceback from main().
+    (tmp_path / "broken_study.py").write_text("raise RuntimeError('the study cannot load')\n")
+    patch = (
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import qoslab.cli as cli\n"
+        "cli.STUDIES = ((('broken',), cli._group('broken_study')),) + cli.STUDIES\n"
+    )
+    done = _main_with(tmp_path, patch, "broken", "--help")
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(
+        "qoslab: internal error, please report: RuntimeError: the study cannot load"
+    )
+    assert "reproduce with: qoslab broken --help" in done.stderr
+
+
 def test_bad_input_stays_exit_2_and_writes_no_traceback_file(qoslab, tmp_path):
     done = subprocess.run(
         [str(QOSLAB), *SIM_X, "--number_ios=3", "--set", "host.submit_ns=inf"],

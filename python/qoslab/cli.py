@@ -8,6 +8,11 @@ import sys
 
 import typer
 
+# `import typer` has loaded typer.main already. Imported here, not in main(): an import there
+# would make `typer` a name local to main(), unbound in its `except typer.Abort` when
+# registering a study fails first (a second traceback instead of the internal-error line).
+import typer.main
+
 from qoslab._core import __version__
 from qoslab.errors import EXIT_BAD_INPUT, InputError
 
@@ -132,8 +137,6 @@ def main(argv: list[str] | None = None) -> None:
     try:
         first = next((a for a in args if not a.startswith("-")), None)
         _register_studies(first)
-        import typer.main
-
         from qoslab.limits import bound_options
 
         command = typer.main.get_command(_app)

@@ -11,7 +11,7 @@ from qoslab.errors import InputError
 from qoslab.lab.analysis import KneeRule, add_littles_law, find_knee, knee_steps
 from qoslab.lab.plans import StudyOptions, plan, tails_depths
 from qoslab.lab.sched import prio_options
-from qoslab.lab.units import parse_duration, parse_size
+from qoslab.units import parse_duration, parse_size
 
 
 def saturating_sweep(capacity_qd: int, per_io_us: float = 100.0) -> pd.DataFrame:

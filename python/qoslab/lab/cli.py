@@ -134,7 +134,7 @@ def device_remove(
 def device_list() -> None:
     """List the loop devices and files qoslab created and has not removed."""
     from qoslab.lab.registry import Registry, loops_on
-    from qoslab.lab.units import human_bytes
+    from qoslab.units import human_bytes
 
     for e in Registry().entries():
         loops = ", ".join(loops_on(e)) or "-"

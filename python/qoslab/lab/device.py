@@ -17,7 +17,7 @@ from pathlib import Path
 from qoslab.errors import InputError
 from qoslab.lab.loops import run_tool
 from qoslab.lab.registry import Created, Registry, remove
-from qoslab.lab.units import human_bytes
+from qoslab.units import human_bytes
 
 DEFAULT_BACKING_DIR = Path("/var/tmp/qoslab")
 MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from qoslab.lab.analysis import KneeRule
 from qoslab.lab.runner import FioJob
-from qoslab.lab.units import fio_ms
+from qoslab.units import fio_ms
 
 STUDIES = ("baseline", "bs-sweep", "mix-sweep", "qd-sweep", "tails")
 KiB = 1024

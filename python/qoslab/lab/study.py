@@ -42,8 +42,8 @@ from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import Runner, find_fio
 from qoslab.lab.target import prepare_target, release_target
-from qoslab.lab.units import human_bytes
 from qoslab.report import Figure, Section, Text, write_report
+from qoslab.units import human_bytes
 
 FIO_START_S = 0.5  # fio's own start-up and teardown per run, for the time estimate
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.lab.progress import lab_progress
-from qoslab.lab.units import parse_duration
 from qoslab.outputs import staged_dir
 from qoslab.plm import report, study
+from qoslab.units import parse_duration
 
 OUTPUTS = ("report.html", "results.parquet", "fig6.csv", "targets.csv", "meta.json")
 

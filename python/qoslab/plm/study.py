@@ -128,7 +128,7 @@ class Workload:
 
 def parse_sizes(text: str) -> tuple[tuple[int, float], ...]:
     """`--sizes 4k:0.7,16k:0.2,64k:0.1`: request sizes (multiples of 4 KiB) and their weights."""
-    from qoslab.lab.units import parse_size
+    from qoslab.units import parse_size
 
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):

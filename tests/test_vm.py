@@ -12,8 +12,8 @@ import tomllib
 
 import pytest
 
+from qoslab import guest_devices
 from qoslab.errors import InputError
-from qoslab.vm import devices
 from qoslab.vm.run import check_job, job_seconds, parse_settings
 
 NULL_BLK = "null_blk:completion_nsec=4000000,hw_queue_depth=2,irqmode=2"
@@ -21,11 +21,11 @@ SCSI_DEBUG = "scsi_debug:ndelay=1000000,max_queue=16"
 
 
 def test_a_spec_is_the_module_and_its_parameters():
-    spec = devices.parse_spec(NULL_BLK)
+    spec = guest_devices.parse_spec(NULL_BLK)
     assert spec.module == "null_blk"
     assert spec.modprobe_args == ["completion_nsec=4000000", "hw_queue_depth=2", "irqmode=2"]
     assert spec.value("submit_queues") == 1  # the kernel's default where the SPEC is silent
-    spec = devices.parse_spec("scsi_debug:delay=1,max_queue=16,rotational=1")
+    spec = guest_devices.parse_spec("scsi_debug:delay=1,max_queue=16,rotational=1")
     assert spec.modprobe_args == ["delay=1", "max_queue=16"]
     assert spec.rotational == 1
 
@@ -46,11 +46,11 @@ def test_a_spec_is_the_module_and_its_parameters():
 )
 def test_a_bad_spec_names_what_is_wrong(text, message):
     with pytest.raises(InputError, match=message):
-        devices.parse_spec(text)
+        guest_devices.parse_spec(text)
 
 
 def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
-    twin = tomllib.loads(devices.twin_toml(devices.parse_spec(NULL_BLK)))
+    twin = tomllib.loads(guest_devices.twin_toml(guest_devices.parse_spec(NULL_BLK)))
     assert twin["path"] == {"driver": "simple", "hw_queue_depth": 2, "max_hw_sectors_kb": 127}
     assert twin["block"] == {
         "max_sectors_kb": 127,
@@ -62,15 +62,15 @@ def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
     assert (media["servers"], media["service"], media["service_mean_ns"]) == (2, "fixed", 4_000_000)
     assert media["capacity_bytes"] == 250 << 30
     # irqmode 1 (softirq) completes at once: the twin's device takes no time.
-    soft = tomllib.loads(devices.twin_toml(devices.parse_spec("null_blk:irqmode=1")))
+    soft = tomllib.loads(guest_devices.twin_toml(guest_devices.parse_spec("null_blk:irqmode=1")))
     assert soft["media"]["service_mean_ns"] == 0
 
 
 def test_scsi_debug_delay_is_in_jiffies_of_the_guest_kernel():
     # HZ=250 in Debian's 6.1 kernel: delay=1 is 4 ms; ndelay wins when given.
-    assert devices.completion_ns(devices.parse_spec("scsi_debug:delay=1")) == 4_000_000
-    assert devices.completion_ns(devices.parse_spec(SCSI_DEBUG)) == 1_000_000
-    assert devices.tags(devices.parse_spec(SCSI_DEBUG)) == 16
+    assert guest_devices.completion_ns(guest_devices.parse_spec("scsi_debug:delay=1")) == 4_000_000
+    assert guest_devices.completion_ns(guest_devices.parse_spec(SCSI_DEBUG)) == 1_000_000
+    assert guest_devices.tags(guest_devices.parse_spec(SCSI_DEBUG)) == 16
 
 
 def test_sim_runs_the_twin_of_a_spec(qoslab, tmp_path):

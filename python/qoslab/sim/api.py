@@ -269,7 +269,7 @@ def device_file(device: str, workload=None) -> tuple[str | None, str | None]:
     out (`workload`: `qoslab.sim.mqsim.Workload` of the flows, for preconditioning); for a
     preset or a TOML file (None, None). A guest device SPEC (`null_blk:...`, `scsi_debug:...`,
     docs/vm.md) gives its simulator twin's device file."""
-    from qoslab.vm.devices import is_spec, parse_spec, twin_toml
+    from qoslab.guest_devices import is_spec, parse_spec, twin_toml
 
     if is_spec(device):
         return twin_toml(parse_spec(device)), None

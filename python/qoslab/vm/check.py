@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from qoslab.guest_devices import parse_spec, queue_limits, rotational, tags
 from qoslab.vm import guest
-from qoslab.vm.devices import parse_spec, queue_limits, rotational, tags
 
 DEVICE = "null_blk:completion_nsec=2000000,hw_queue_depth=2,irqmode=2"
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "prio", "prio-advanced")

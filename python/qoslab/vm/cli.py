@@ -153,8 +153,8 @@ def fio_cmd(
     quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
 ) -> None:
     """Run a fio job file in the guest on a SPEC device under a scheduler, N times."""
+    from qoslab.guest_devices import parse_spec
     from qoslab.outputs import staged_dir
-    from qoslab.vm.devices import parse_spec
     from qoslab.vm.packages import fetch
     from qoslab.vm.run import check_scheduler, parse_settings, run_fio
 

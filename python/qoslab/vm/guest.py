@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qoslab.errors import InputError
+from qoslab.guest_devices import DeviceSpec
 from qoslab.vm import qemu
-from qoslab.vm.devices import DeviceSpec
 from qoslab.vm.image import build_image
 from qoslab.vm.packages import Kernel
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qoslab.errors import InputError
+from qoslab.guest_devices import DeviceSpec
 from qoslab.vm import guest
-from qoslab.vm.devices import DeviceSpec
 from qoslab.vm.packages import Kernel
 
 SCHEDULER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,15}$")

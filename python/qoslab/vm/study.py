@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from qoslab.errors import InputError
+from qoslab.guest_devices import DeviceSpec, parse_spec, twin_toml
 from qoslab.vm import guest
-from qoslab.vm.devices import DeviceSpec, parse_spec, twin_toml
 
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "prio", "prio-advanced")
 DEVICES = (

@@ -9,16 +9,50 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from conftest import QOSLAB, default_sigint
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="loop devices and sysfs need root")
 
 
 def lab_env(state_dir: Path) -> dict[str, str]:
     return {**os.environ, "QOSLAB_STATE_DIR": str(state_dir)}
+
+
+def interrupt_lab(
+    args: list, state_dir: Path, ready: Callable[[], bool], *, settle_s: float = 0.0
+) -> subprocess.CompletedProcess:
+    """Runs `qoslab ARGS` with the lab's state in STATE_DIR and presses Ctrl-C (SIGINT) once
+    `ready()` holds (within 30 s, while the command still runs) and `settle_s` more seconds have
+    passed; returns how the command ended. It is killed if it does not end."""
+    proc = subprocess.Popen(
+        [QOSLAB, *args],
+        env=lab_env(state_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(settle_s)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def loops_backed_by(path: Path) -> list[str]:

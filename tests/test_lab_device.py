@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import QOSLAB, default_sigint
 from lab_helpers import (
     foreign_loop,
+    interrupt_lab,
     lab_env,
     loops_backed_by,
     needs_root,
@@ -87,27 +85,15 @@ def test_create_refuses_an_existing_backing_file_and_tmpfs(qoslab, tmp_path):
 
 def test_ctrl_c_while_writing_the_backing_file_leaves_nothing(tmp_path):
     state, backing = tmp_path / "state", tmp_path / "big.img"
-    proc = subprocess.Popen(
-        [QOSLAB, "lab", "device", "create", "--size", "3G", "--backing", backing, "--quiet"],
-        env=lab_env(state),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
     try:
-        deadline = time.monotonic() + 30
-        while not backing.exists() or backing.stat().st_size < (64 << 20):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        done = interrupt_lab(
+            ["lab", "device", "create", "--size", "3G", "--backing", backing, "--quiet"],
+            state,
+            lambda: backing.exists() and backing.stat().st_size >= (64 << 20),
+        )
     finally:
-        if proc.poll() is None:
-            proc.kill()
         for dev in loops_backed_by(backing):
             subprocess.run(["losetup", "--detach", dev], check=False)
-    assert proc.returncode == 130, err
+    assert done.returncode == 130, done.stderr
     assert not backing.exists()
     assert registry_entries(state) == []

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import QOSLAB, default_sigint
 from lab_helpers import (
     foreign_loop,
+    interrupt_lab,
     lab_env,
     mounted,
     needs_root,
@@ -164,9 +162,8 @@ def test_sched_needs_a_block_device(qoslab, tmp_path):
 
 def test_ctrl_c_during_a_study_stops_fio_and_removes_the_scratch_file(tmp_path):
     state, target, out = tmp_path / "state", tmp_path / "scratch.img", tmp_path / "out"
-    proc = subprocess.Popen(
+    done = interrupt_lab(
         [
-            QOSLAB,
             "lab",
             "study",
             "qd-sweep",
@@ -184,25 +181,11 @@ def test_ctrl_c_during_a_study_stops_fio_and_removes_the_scratch_file(tmp_path):
             out,
             "--quiet",
         ],
-        env=lab_env(state),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
+        state,
+        lambda: bool(list(tmp_path.glob(".out.partial-*/jobs/qd-sweep/*.fio"))),
+        settle_s=1.0,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not list(tmp_path.glob(".out.partial-*/jobs/qd-sweep/*.fio")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130
+    assert done.returncode == 130, done.stderr
     assert not target.exists()
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
     assert registry_entries(state) == []

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import QOSLAB, default_sigint
-from lab_helpers import lab_env, needs_root, qoslab_device
+from lab_helpers import interrupt_lab, lab_env, needs_root, qoslab_device
 
 pytestmark = [pytest.mark.root, needs_root]
 
@@ -108,9 +105,8 @@ def test_two_schedulers_two_reps_and_the_scheduler_restored(
 def test_ctrl_c_stops_fio_and_restores_the_scheduler(tmp_path, device_with_tuned_deadline):
     device, state = device_with_tuned_deadline
     out = tmp_path / "sched"
-    proc = subprocess.Popen(
+    done = interrupt_lab(
         [
-            QOSLAB,
             "lab",
             "sched",
             "--target",
@@ -125,25 +121,11 @@ def test_ctrl_c_stops_fio_and_restores_the_scheduler(tmp_path, device_with_tuned
             out,
             "--quiet",
         ],
-        env=lab_env(state),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
+        state,
+        lambda: active_scheduler(device) == "kyber",
+        settle_s=1.0,  # fio is running now
     )
-    try:
-        deadline = time.monotonic() + 30
-        while active_scheduler(device) != "kyber":
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(1.0)  # fio is running now
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130
+    assert done.returncode == 130, done.stderr
     assert active_scheduler(device) == "mq-deadline"
     assert (queue(device) / "iosched" / "read_expire").read_text().strip() == "200"
     assert not out.exists()

@@ -25,8 +25,6 @@ with that very job file, files and loop devices qoslab's registry says it create
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import re
 import shutil
@@ -43,7 +41,7 @@ from qoslab.lab.queue import (
     scheduler_tunables,
     schedulers,
 )
-from qoslab.lab.registry import Registry, remove, state_dir
+from qoslab.lab.registry import Registry, locked_json, remove, state_dir
 
 _PARTIAL = re.compile(r"^\..+\.partial-")
 
@@ -74,30 +72,11 @@ class Journal:
         self.directory = directory or state_dir()
         self.path = self.directory / "journal.json"
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[list[dict]]:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as err:
-            raise InputError(
-                f"cannot create the state directory: {err.strerror}", path=self.directory
-            ) from None
-        with open(self.directory / "journal.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                entries = json.loads(self.path.read_text()) if self.path.exists() else []
-            except ValueError as err:
-                raise InputError(
-                    f"corrupt qoslab journal ({err}); inspect it, undo what it lists by hand "
-                    "and remove it",
-                    path=self.path,
-                ) from None
-            before = json.dumps(entries)
-            yield entries
-            if json.dumps(entries) != before:
-                tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(entries, indent=1) + "\n")
-                os.replace(tmp, self.path)
+    def _locked(self) -> contextlib.AbstractContextManager[list[dict]]:
+        return locked_json(
+            self.path,
+            "corrupt qoslab journal ({}); inspect it, undo what it lists by hand and remove it",
+        )
 
     def record(self, kind: str, **fields) -> str:
         """Writes down a change about to be made; returns its id for `drop`."""

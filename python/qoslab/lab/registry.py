@@ -35,6 +35,35 @@ def state_dir() -> Path:
     return Path(runtime) / "qoslab"
 
 
+@contextlib.contextmanager
+def locked_json(path: Path, corrupt: str) -> Iterator[list]:
+    """The JSON list in `path` (empty if there is none yet), held under an exclusive lock on the
+    `.lock` file beside it and written back whole, by rename, if the caller changed it. The
+    lab's state files (this registry, the journal) are kept so; `corrupt` is the error for a
+    file that is not JSON, with `{}` for what is wrong."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as err:
+        raise InputError(
+            f"cannot create the state directory: {err.strerror}", path=path.parent
+        ) from None
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entries = json.loads(path.read_text()) if path.exists() else []
+        except ValueError as err:
+            raise InputError(corrupt.format(err), path=path) from None
+        before = json.dumps(entries)
+        yield entries
+        if json.dumps(entries) != before:
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(entries, indent=1) + "\n")
+            os.replace(tmp, path)
+
+
+_CORRUPT = "corrupt qoslab state file ({}); inspect it and remove what it lists by hand"
+
+
 @dataclass
 class Created:
     """One file qoslab created and, for a loop device's backing file, the device."""
@@ -61,33 +90,15 @@ class Registry:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[Created]]:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as err:
-            raise InputError(
-                f"cannot create the state directory: {err.strerror}", path=self.directory
-            ) from None
-        with open(self.directory / "created.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            entries = self._load()
+        with locked_json(self.path, _CORRUPT) as raw:
+            try:
+                entries = [Created(**entry) for entry in raw]
+            except TypeError as err:
+                raise InputError(_CORRUPT.format(err), path=self.path) from None
             before = [asdict(e) for e in entries]
             yield entries
             if [asdict(e) for e in entries] != before:
-                tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps([asdict(e) for e in entries], indent=1) + "\n")
-                tmp.replace(self.path)
-
-    def _load(self) -> list[Created]:
-        if not self.path.exists():
-            return []
-        try:
-            raw = json.loads(self.path.read_text())
-            return [Created(**entry) for entry in raw]
-        except (ValueError, TypeError) as err:
-            raise InputError(
-                f"corrupt qoslab state file ({err}); inspect it and remove what it lists by hand",
-                path=self.path,
-            ) from None
+                raw[:] = [asdict(e) for e in entries]
 
     def entries(self) -> list[Created]:
         with self._locked() as entries:

@@ -11,11 +11,11 @@ from run to run. Target: mq-deadline at no less than half the I/Os per CPU secon
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from measured import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 QOSLAB = Path(sys.executable).parent / "qoslab"
@@ -37,13 +37,9 @@ def _run(job: Path, scheduler: str, out: Path) -> dict:
     cmd = [str(QOSLAB), "sim", str(job), "--device", "nvme-analytic",
            "--set", f"block.scheduler={scheduler}", "--output-format", "json",
            "--output", str(out)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, rusage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"qoslab sim failed: {proc.stderr.read().decode()}")
+    cpu = measure(cmd).cpu
     report = json.loads(out.read_text())
     ios = sum(j["read"]["total_ios"] for j in report["jobs"])
-    cpu = rusage.ru_utime + rusage.ru_stime
     shown = ["qoslab", "sim", "jobs.fio", *cmd[3:-2]]
     return {"cmd": " ".join(shown), "ios": ios, "cpu": cpu}
 

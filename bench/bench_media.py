@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from measured import measure
 from qoslab.sim.api import stage_counters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,14 +43,8 @@ def _run(job: str, number_ios: int, sets: list[str]) -> dict:
     env = {**os.environ, "NUMBER_IOS": str(number_ios)}
     out_path = ROOT / "out" / "bench-media.json"
     out_path.parent.mkdir(exist_ok=True)
-    start = time.perf_counter()
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE)
-        _, status, rusage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        raise RuntimeError(f"qoslab sim failed: {err}")
+        run = measure(cmd, env=env, stdout=out)
     report = json.loads(out_path.read_text())
     job_report = report["jobs"][0]
     ios = sum(job_report[op]["total_ios"] for op in ("read", "write"))
@@ -60,9 +53,9 @@ def _run(job: str, number_ios: int, sets: list[str]) -> dict:
         + str(number_ios)
         + " qoslab "
         + " ".join(cmd[1:]).replace(str(ROOT) + "/", ""),
-        "wall": wall,
-        "cpu": rusage.ru_utime + rusage.ru_stime,
-        "rss_mb": rusage.ru_maxrss / 1024,
+        "wall": run.wall,
+        "cpu": run.cpu,
+        "rss_mb": run.rss_mb,
         "ios": ios,
         "media": stage_counters(report, "media"),
         "iops_sim": sum(job_report[op]["iops"] for op in ("read", "write")),

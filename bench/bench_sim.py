@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from measured import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 QOSLAB = Path(sys.executable).parent / "qoslab"
@@ -28,20 +28,14 @@ def _run_measured(number_ios: int) -> dict:
     env = {**os.environ, "NUMBER_IOS": str(number_ios)}
     out_path = ROOT / "out" / "bench-sim.json"
     out_path.parent.mkdir(exist_ok=True)
-    start = time.perf_counter()
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE)
-        _, status, rusage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        raise RuntimeError(f"qoslab sim failed: {err}")
+        run = measure(cmd, env=env, stdout=out)
     report = json.loads(out_path.read_text())
     return {
         "cmd": cmd,
-        "wall": wall,
-        "cpu": rusage.ru_utime + rusage.ru_stime,
-        "rss_mb": rusage.ru_maxrss / 1024,
+        "wall": run.wall,
+        "cpu": run.cpu,
+        "rss_mb": run.rss_mb,
         "ios": report["jobs"][0]["read"]["total_ios"],
         "events": report["qoslab"]["events"],
         "iops_sim": report["jobs"][0]["read"]["iops"],

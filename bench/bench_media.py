@@ -14,12 +14,11 @@ system time, which other processes on a shared machine do not inflate).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
-from measured import measure
+from measured import measure_json
 from qoslab.sim.api import stage_counters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +40,7 @@ def _run(job: str, number_ios: int, sets: list[str]) -> dict:
         cmd += ["--set", s]
     cmd += ["--output-format", "json"]
     env = {**os.environ, "NUMBER_IOS": str(number_ios)}
-    out_path = ROOT / "out" / "bench-media.json"
-    out_path.parent.mkdir(exist_ok=True)
-    with open(out_path, "wb") as out:
-        run = measure(cmd, env=env, stdout=out)
-    report = json.loads(out_path.read_text())
+    run, report = measure_json(cmd, ROOT / "out" / "bench-media.json", env=env)
     job_report = report["jobs"][0]
     ios = sum(job_report[op]["total_ios"] for op in ("read", "write"))
     return {

@@ -9,12 +9,11 @@ system time, which a busy machine does not inflate), events per I/O, and peak RS
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
-from measured import measure
+from measured import measure_json
 
 ROOT = Path(__file__).resolve().parent.parent
 QOSLAB = Path(sys.executable).parent / "qoslab"
@@ -26,11 +25,7 @@ TARGET_RSS_MB = 100
 def _run_measured(number_ios: int) -> dict:
     cmd = [str(QOSLAB), "sim", str(JOB), "--device", "nvme-analytic", "--output-format", "json"]
     env = {**os.environ, "NUMBER_IOS": str(number_ios)}
-    out_path = ROOT / "out" / "bench-sim.json"
-    out_path.parent.mkdir(exist_ok=True)
-    with open(out_path, "wb") as out:
-        run = measure(cmd, env=env, stdout=out)
-    report = json.loads(out_path.read_text())
+    run, report = measure_json(cmd, ROOT / "out" / "bench-sim.json", env=env)
     return {
         "cmd": cmd,
         "wall": run.wall,

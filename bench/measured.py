@@ -4,11 +4,13 @@ machine do not inflate."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -32,3 +34,11 @@ def measure(cmd: list, *, env: dict | None = None, stdout=subprocess.DEVNULL, ok
             name = f"{os.path.basename(cmd[0])} {cmd[1]}"
             raise RuntimeError(f"{name} failed: {err.read().decode()}")
     return Measured(wall, rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss / 1024)
+
+
+def measure_json(cmd: list, out_path: Path, *, env: dict | None = None) -> tuple[Measured, dict]:
+    """`measure` of a command that prints JSON: kept in `out_path`, and returned parsed."""
+    out_path.parent.mkdir(exist_ok=True)
+    with open(out_path, "wb") as out:
+        run = measure(cmd, env=env, stdout=out)
+    return run, json.loads(out_path.read_text())

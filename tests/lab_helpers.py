@@ -26,12 +26,29 @@ def lab_env(state_dir: Path) -> dict[str, str]:
     return {**os.environ, "QOSLAB_STATE_DIR": str(state_dir)}
 
 
+def queue(device: str) -> Path:
+    """The disk's request queue in sysfs."""
+    return Path("/sys/block") / Path(device).name / "queue"
+
+
+def active_scheduler(device: str) -> str:
+    text = (queue(device) / "scheduler").read_text()
+    return text[text.index("[") + 1 : text.index("]")]
+
+
 def interrupt_lab(
-    args: list, state_dir: Path, ready: Callable[[], bool], *, settle_s: float = 0.0
+    args: list,
+    state_dir: Path,
+    ready: Callable[[], bool],
+    *,
+    settle_s: float = 0.0,
+    sig: int = signal.SIGINT,
+    within_s: float = 30.0,
 ) -> subprocess.CompletedProcess:
-    """Runs `qoslab ARGS` with the lab's state in STATE_DIR and presses Ctrl-C (SIGINT) once
-    `ready()` holds (within 30 s, while the command still runs) and `settle_s` more seconds have
-    passed; returns how the command ended. It is killed if it does not end."""
+    """Runs `qoslab ARGS` with the lab's state in STATE_DIR and sends it `sig` (Ctrl-C's SIGINT,
+    or SIGKILL for a `kill -9`) once `ready()` holds (within `within_s`, while the command still
+    runs) and `settle_s` more seconds have passed; returns how the command ended. It is killed
+    if it does not end."""
     proc = subprocess.Popen(
         [QOSLAB, *args],
         env=lab_env(state_dir),
@@ -41,13 +58,13 @@ def interrupt_lab(
         preexec_fn=default_sigint,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + within_s
         while not ready():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(settle_s)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

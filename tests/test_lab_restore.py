@@ -13,18 +13,17 @@ from pathlib import Path
 import pytest
 
 from conftest import QOSLAB
-from lab_helpers import lab_env, needs_root, qoslab_device, registry_entries
+from lab_helpers import (
+    active_scheduler,
+    interrupt_lab,
+    lab_env,
+    needs_root,
+    qoslab_device,
+    queue,
+    registry_entries,
+)
 
 pytestmark = [pytest.mark.root, needs_root]
-
-
-def queue(device: str) -> Path:
-    return Path("/sys/block") / Path(device).name / "queue"
-
-
-def active_scheduler(device: str) -> str:
-    text = (queue(device) / "scheduler").read_text()
-    return text[text.index("[") + 1 : text.index("]")]
 
 
 def fio_running(folder: Path) -> list[str]:
@@ -44,23 +43,16 @@ def fio_running(folder: Path) -> list[str]:
 
 def _killed_mid_run(device: str, state: Path, out: Path, schedulers: str) -> None:
     """Starts `lab sched` and kills it (-9) while fio runs on the second scheduler."""
-    proc = subprocess.Popen(
-        [QOSLAB, "lab", "sched", "--target", device, "--schedulers", schedulers,
+    first = schedulers.split(",")[0]
+    interrupt_lab(
+        ["lab", "sched", "--target", device, "--schedulers", schedulers,
          "--reps", "1", "--runtime", "20s", "--ramp", "0s", "--out", out, "--quiet"],
-        env=lab_env(state),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        state,
+        lambda: active_scheduler(device) == first and bool(fio_running(out.parent)),
+        settle_s=0.5,
+        sig=signal.SIGKILL,
+        within_s=60,
     )  # fmt: skip
-    try:
-        deadline, first = time.monotonic() + 60, schedulers.split(",")[0]
-        while not (active_scheduler(device) == first and fio_running(out.parent)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.5)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
 
 
 def test_restore_after_kill_9_of_lab_sched(qoslab, tmp_path):

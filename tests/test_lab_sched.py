@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from lab_helpers import interrupt_lab, lab_env, needs_root, qoslab_device
+from lab_helpers import active_scheduler, interrupt_lab, lab_env, needs_root, qoslab_device, queue
 
 pytestmark = [pytest.mark.root, needs_root]
-
-
-def queue(device: str) -> Path:
-    return Path("/sys/block") / Path(device).name / "queue"
-
-
-def active_scheduler(device: str) -> str:
-    text = (queue(device) / "scheduler").read_text()
-    return text[text.index("[") + 1 : text.index("]")]
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -83,13 +84,15 @@ def test_create_refuses_an_existing_backing_file_and_tmpfs(qoslab, tmp_path):
     assert registry_entries(state) == []
 
 
-def test_ctrl_c_while_writing_the_backing_file_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_while_writing_the_backing_file_leaves_nothing(tmp_path, sig):
     state, backing = tmp_path / "state", tmp_path / "big.img"
     try:
         done = interrupt_lab(
             ["lab", "device", "create", "--size", "3G", "--backing", backing, "--quiet"],
             state,
             lambda: backing.exists() and backing.stat().st_size >= (64 << 20),
+            sig=sig,
         )
     finally:
         for dev in loops_backed_by(backing):

@@ -6,13 +6,12 @@ Only typer is imported here; each command imports its machinery when it runs, so
 
 from __future__ import annotations
 
-import contextlib
-import signal
 from pathlib import Path
 
 import typer
 
 from qoslab.errors import InputError, did_you_mean
+from qoslab.interrupts import terminable
 from qoslab.options import duration_option, int_list_option, size_option
 from qoslab.outputs import staged_file
 
@@ -49,20 +48,6 @@ def _undo_what_a_killed_command_left(ctx: typer.Context) -> None:
         typer.echo(f"qoslab: warning: undone after a killed qoslab lab command: {line}", err=True)
 
 
-@contextlib.contextmanager
-def _terminable():
-    """SIGTERM behaves like Ctrl-C, so clean-up (fio, loop devices, schedulers) still runs."""
-
-    def _raise(_sig, _frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _mixes(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
@@ -93,7 +78,7 @@ def device_create(
     from qoslab.lab.registry import Registry
 
     nbytes = size_option(size, "--size")
-    with _terminable(), lab_progress(quiet) as progress:
+    with terminable(), lab_progress(quiet) as progress:
         entry = create_loop_device(nbytes, backing, Registry(), progress)
     typer.echo(entry.loop)
 
@@ -124,7 +109,7 @@ def device_remove(
             raise InputError(
                 "qoslab did not create this; it removes only what it created", path=what
             )
-    with _terminable():
+    with terminable():
         for entry in entries:
             for line in remove(entry, registry):
                 typer.echo(line)
@@ -251,7 +236,7 @@ def study(
     )
     if opts.runtime_s < 0.1:
         raise InputError(f"--runtime: expected at least 100ms, got {runtime!r}")
-    with _terminable():
+    with terminable():
         path = run_study(
             name,
             target,
@@ -319,7 +304,7 @@ def sched(
         backup_iodepth=backup_iodepth,
         log_msec=log_msec,
     )
-    with _terminable():
+    with terminable():
         path = run_sched(
             target,
             out=out,
@@ -386,7 +371,7 @@ def restore() -> None:
     from qoslab.lab.journal import Journal
 
     journal = Journal()
-    with _terminable():
+    with terminable():
         done = journal.recover()
     for line in done:
         typer.echo(line)

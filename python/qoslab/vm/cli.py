@@ -5,9 +5,7 @@ Only typer is imported here; each command imports its machinery when it runs.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import typer
 
 from qoslab.errors import InputError
+from qoslab.interrupts import terminable
 
 app = typer.Typer(
     name="vm",
@@ -24,20 +23,6 @@ app = typer.Typer(
 )
 
 ACCEL_HELP = "auto (KVM if a probe boot works, else TCG), kvm or tcg."
-
-
-@contextlib.contextmanager
-def _terminable():
-    """SIGTERM behaves like Ctrl-C, so QEMU is killed and scratch folders go."""
-
-    def _raise(_sig, _frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _say(quiet: bool):
@@ -86,7 +71,7 @@ def fetch_cmd(quiet: bool = typer.Option(False, "--quiet", help="Say nothing."))
     """Download and unpack the pinned guest kernel and busybox (cached); print where they are."""
     from qoslab.vm.packages import fetch
 
-    with _terminable():
+    with terminable():
         kernel = fetch(_say(quiet))
     typer.echo(f"{kernel.release} ({kernel.version}) {kernel.root}")
 
@@ -104,7 +89,7 @@ def build_cmd(
     from qoslab.vm import kbuild
     from qoslab.vm.packages import fetch
 
-    with _terminable():
+    with terminable():
         kernel = fetch(_say(quiet))
         kos = kbuild.build_modules(kernel, src, out)
         if checkpatch:
@@ -162,7 +147,7 @@ def fio_cmd(
     check_scheduler(scheduler)
     settings = parse_settings(sets)
     say = _say(quiet)
-    with _terminable():
+    with terminable():
         kernel = fetch(say)
         modules = _modules_for(kernel, scheduler, module, say)
         with staged_dir(
@@ -197,7 +182,7 @@ def check_cmd(
     from qoslab.vm.packages import fetch
 
     say = _say(False)
-    with _terminable():
+    with terminable():
         try:
             qemu.qemu_binary()
             kernel = fetch(say)
@@ -280,7 +265,7 @@ def study_cmd(
     )
     say = _say(quiet)
     per_run = runtime + ramp + 4.0
-    with _terminable():
+    with terminable():
         kernel = fetch(say)
         modules = list(own_modules(kernel, say).values())
         with (

@@ -92,7 +92,7 @@ def test_a_cycle_is_found_when_there_is_one():
 LAYERS = (
     ("errors", "interrupts"),
     ("limits", "outputs", "fio"),
-    ("units", "store", "guest_devices"),
+    ("units", "store", "guest_devices", "yamlnodes"),
     ("options", "report", "sim"),
     ("nvmelite", "rio", "fs"),
     ("dut", "lab"),

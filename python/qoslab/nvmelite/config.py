@@ -12,6 +12,7 @@ from pathlib import Path
 from qoslab._core import nvmelite as _core
 from qoslab.errors import InputError
 from qoslab.limits import MAX_INT
+from qoslab.yamlnodes import compose_yaml
 
 REQUIRED_KEYS = ("seeds", "policies", "bounds", "faults", "schedule_seeds", "scheduler_version")
 LIST_KEYS = ("seeds", "policies", "bounds", "faults")
@@ -67,20 +68,7 @@ class _Scalar:
 
 
 def _compose(path: Path):
-    import yaml
-
-    text = read_input(path)
-    try:
-        return yaml.compose(text.decode("utf-8"), Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=path) from None
-    except RecursionError:
-        raise InputError("invalid YAML: nested too deeply", path=path) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(err, "problem", None) or str(err)
-        raise InputError(f"invalid YAML: {problem}", path=path, line=line) from None
+    return compose_yaml(read_input(path), path)
 
 
 def _config_values(path: Path) -> dict[str, _Scalar | list[_Scalar]]:

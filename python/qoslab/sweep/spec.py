@@ -33,6 +33,7 @@ from typing import Any
 
 from qoslab.errors import InputError
 from qoslab.sweep.study import KindError, Param, Study, integer
+from qoslab.yamlnodes import compose_yaml
 
 TOP_KEYS = ("study", "name", "parameters", "zip", "sample", "seeds", "details")
 SAMPLE_METHODS = ("random", "lhs")
@@ -59,23 +60,11 @@ class Node:
 
 
 def _read_yaml(path: Path) -> Node:
-    import yaml
-
     try:
         data = path.read_bytes()
     except OSError as err:
         raise InputError(f"cannot read the spec: {err.strerror}", path=path) from None
-    try:
-        root = yaml.compose(data.decode("utf-8"), Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=path) from None
-    except RecursionError:
-        raise InputError("invalid YAML: nested too deeply", path=path) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None) or str(err)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(f"invalid YAML: {problem}", path=path, line=line) from None
+    root = compose_yaml(data, path)
     if root is None:
         raise InputError("empty spec: expected a mapping with 'study' and 'parameters'", path=path)
     try:

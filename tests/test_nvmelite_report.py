@@ -7,44 +7,15 @@ from __future__ import annotations
 import gzip
 import io
 import itertools
-import json
-import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
 
+from chromium import chromium_probe, needs_chromium
 from conftest import ROOT
 
-CHROMIUM = shutil.which("chromium")
 EXPECTED = ROOT / "tests" / "data" / "nvmelite" / "expected"
-
-# Injected at the top of a copy of the report: records script errors, failed loads and
-# console errors, and on load writes what it found (every image, every SVG's drawn size)
-# into the page for --dump-dom to return.
-PROBE = """<script>
-window.__errors = [];
-window.addEventListener(
-  "error", e => window.__errors.push(String(e.message || e.target.src)), true);
-const consoleError = console.error;
-console.error = (...a) => { window.__errors.push(a.join(" ")); consoleError(...a); };
-window.addEventListener("load", () => {
-  const found = {
-    errors: window.__errors,
-    images: [...document.images].map(i => i.complete && i.naturalWidth > 0),
-    svgs: [...document.querySelectorAll("figure svg")].map(s => {
-      const r = s.getBoundingClientRect(); return r.width > 0 && r.height > 0; }),
-    code: [...document.querySelectorAll("code")].length,
-    text: document.body.innerText,
-  };
-  const out = document.createElement("pre");
-  out.id = "qoslab-probe";
-  out.textContent = JSON.stringify(found);
-  document.body.appendChild(out);
-});
-</script>"""
 
 
 @pytest.fixture(scope="module")
@@ -100,24 +71,9 @@ class _Links(HTMLParser):
             self.hrefs += [v for k, v in attrs if k == "href"]
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is installed by make tools")
+@needs_chromium
 def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(report, tmp_path):
-    page = (report / "report.html").read_text()
-    probe = report / "probe.html"
-    probe.write_text(page.replace("<head>", "<head>" + PROBE, 1))
-    try:
-        done = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-             f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", probe.as_uri()],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-    finally:
-        probe.unlink()
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(
-        re.search(r'<pre id="qoslab-probe">(.*?)</pre>', done.stdout, re.S).group(1)
-        .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    )  # fmt: skip
+    found = chromium_probe(report / "report.html", tmp_path / "profile")
     assert found["errors"] == []
     assert all(found["images"])
     # RD vs k, p95 by policy, and a heatmap per fault mode, each drawn with a size.
@@ -127,6 +83,6 @@ def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(report, 
     assert "version 0.1.0" in footer and "command qoslab nvmelite matrix" in footer
     # Every link points at a file beside the report.
     links = _Links()
-    links.feed(page)
+    links.feed((report / "report.html").read_text())
     local = [h for h in links.hrefs if not h.startswith("#")]
     assert local and all((report / h).exists() for h in local), local

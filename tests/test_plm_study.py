@@ -280,7 +280,7 @@ def test_the_report_is_written_again_from_the_tables_alone(qoslab, reduced, tmp_
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")
 def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced, tmp_path):
-    from test_nvmelite_report import PROBE
+    from chromium import PROBE
 
     probe = reduced / "probe.html"
     probe.write_text((reduced / "report.html").read_text().replace("<head>", "<head>" + PROBE, 1))

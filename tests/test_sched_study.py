@@ -5,16 +5,13 @@ Each check runs real simulations of the hdd-7200 preset behind libata (a few sec
 
 from __future__ import annotations
 
-import html
-import json
 import re
-import shutil
-import subprocess
 
 import duckdb
 import pandas as pd
 import pytest
 
+from chromium import chromium_probe, needs_chromium
 from conftest import ROOT
 from qoslab.lab.sched import SchedOptions
 from qoslab.sched.study import (
@@ -139,37 +136,9 @@ def test_the_cli_writes_parquet_duckdb_reads_and_a_report(study_out):
     assert set(series.job) == {"database_sim", "backup_sim"} and series.time_ms.max() >= 900
 
 
-# Records script errors and, on load, every inline SVG's drawn size, for --dump-dom.
-PROBE = """<script>
-window.__errors = [];
-window.addEventListener("error", e => window.__errors.push(String(e.message)), true);
-window.addEventListener("load", () => {
-  const svgs = [...document.querySelectorAll("figure svg")].map(s => {
-    const r = s.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
-  const pre = document.createElement("pre"); pre.id = "probe";
-  pre.textContent = JSON.stringify({errors: window.__errors, svgs: svgs});
-  document.body.appendChild(pre);
-});
-</script>"""
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")
+@needs_chromium
 def test_chromium_draws_every_figure_of_the_report(study_out, tmp_path):
-    probe = study_out / "probe.html"
-    probe.write_text((study_out / "report.html").read_text().replace("<head>", "<head>" + PROBE, 1))
-    try:
-        done = subprocess.run(
-            ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-             "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}",
-             "--dump-dom", probe.as_uri()],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-    finally:
-        probe.unlink()
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(
-        html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S).group(1))
-    )
+    found = chromium_probe(study_out / "report.html", tmp_path / "profile")
     assert found["errors"] == []
     # The device's bars, where reads wait, and the time series.
     assert found["svgs"] == [True] * 3

@@ -149,6 +149,22 @@ def write_file(path: Path | str, data: bytes | str) -> Path:
     return Path(path)
 
 
+def splice_generated(path: Path, parts: dict[str, str]) -> bool:
+    """Puts each generated part of the document `path` (the text between `<!-- NAME:begin -->`
+    and `<!-- NAME:end -->`, for NAME in `parts`) in place; writes the file only if it changed
+    and says whether it did."""
+    text = path.read_text()
+    new = text
+    for name, body in parts.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        head, rest = new.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        new = f"{head}{begin}\n{body}{end}{tail}"
+    if new != text:
+        write_file(path, new)
+    return new != text
+
+
 @contextlib.contextmanager
 def staged_file(path: Path | str) -> Iterator[Path]:
     """Yields a temporary path for a library to write (`DataFrame.to_parquet`, ...); when the

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qoslab.outputs import write_file
+from qoslab.outputs import splice_generated
 from qoslab.sim.api import DEFAULT_DEVICE, presets, run, tunables_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,13 +19,6 @@ TOUR_JOB = ROOT / "configs" / "jobs" / "tour.fio"
 EXCERPT_LINES = 32
 # The models documented here; the SSD and HDD models have their own page (docs/media.md).
 MODELS = ["analytic", "empirical", "null"]
-
-
-def _splice(text: str, name: str, body: str) -> str:
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{begin}\n{body}{end}{tail}"
 
 
 def presets_table() -> str:
@@ -47,10 +40,11 @@ def tour_excerpt() -> str:
 
 def update(path: Path, figure: bool = True) -> bool:
     """Rewrites the generated parts of `path`; returns whether the text changed."""
-    text = path.read_text()
-    new = _splice(text, "tunables", tunables_markdown(MODELS))
-    new = _splice(new, "presets", presets_table())
-    new = _splice(new, "tour", tour_excerpt())
+    parts = {
+        "tunables": tunables_markdown(MODELS),
+        "presets": presets_table(),
+        "tour": tour_excerpt(),
+    }
     if figure:
         from qoslab.sim.plot import timeseries_figure
 
@@ -61,9 +55,7 @@ def update(path: Path, figure: bool = True) -> bool:
             timeseries_figure(
                 series, path.parent / "img" / "sim-tour.png", title="configs/jobs/tour.fio"
             )
-    if new != text:
-        write_file(path, new)
-    return new != text
+    return splice_generated(path, parts)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from qoslab.outputs import write_file
+from qoslab.outputs import splice_generated
 
 
 def _default(p) -> str:
@@ -72,19 +72,8 @@ def studies_markdown() -> str:
     return "\n".join(out)
 
 
-def _splice(text: str, name: str, body: str) -> str:
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{begin}\n{body}{end}{tail}"
-
-
 def update(path: Path) -> bool:
-    text = path.read_text()
-    new = _splice(text, "studies", studies_markdown())
-    if new != text:
-        write_file(path, new)
-    return new != text
+    return splice_generated(path, {"studies": studies_markdown()})
 
 
 if __name__ == "__main__":

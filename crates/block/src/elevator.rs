@@ -90,6 +90,13 @@ pub trait Elevator {
         u32::MAX
     }
 
+    /// The fewest tags per sbitmap word of its `bits_per_word` this scheduler lets any request
+    /// use (its `depth_updated` hook's `sbitmap_queue_min_shallow_depth`); `u32::MAX` if it
+    /// sets none. It decides how many freed tags wake a sleeping submitter (the wake batch).
+    fn min_shallow_depth(&self, _bits_per_word: u32) -> u32 {
+        u32::MAX
+    }
+
     /// A wake-up asked for with [`SchedCtx::wake_at`] is due (the block layer runs the
     /// dispatch loop afterwards).
     fn timer(&mut self, _cx: &mut SchedCtx<'_>) {}

@@ -125,11 +125,49 @@ struct Hctx {
     host: u16,
     /// Requests for the driver ahead of the scheduler (hctx->dispatch).
     dispatch: VecDeque<ReqId>,
-    /// Bios waiting for a scheduler tag, in arrival order, each with the tags it may find in
-    /// use (its scheduler's limit_depth).
-    tag_wait: VecDeque<(ReqId, u32)>,
+    /// Bios waiting for a scheduler tag, in arrival order.
+    tag_wait: VecDeque<TagWaiter>,
     sched_tags: u32,
     in_driver: u32,
+    /// Tags freed while someone slept since the last wake-up (sbitmap's completion count).
+    frees: u32,
+    /// The wait queue the next sleeper goes to (hctx->wait_index) and the one the next
+    /// wake-up looks at first (the sbitmap's wake_index).
+    wait_index: u8,
+    wake_index: u8,
+}
+
+/// A bio asleep for a tag.
+#[derive(Clone, Copy, Debug)]
+struct TagWaiter {
+    id: ReqId,
+    /// The tags it may find in use (its scheduler's limit_depth).
+    depth: u32,
+    /// Its sbitmap wait queue.
+    queue: u8,
+}
+
+/// sbitmap's wait queues per tag map (SBQ_WAIT_QUEUES) and the most tags one wake-up is for
+/// (SBQ_WAKE_BATCH).
+const SBQ_WAIT_QUEUES: u32 = 8;
+const SBQ_WAKE_BATCH: u32 = 8;
+
+/// How many freed tags wake sleepers, for a tag map of `depth` whose scheduler lets no request
+/// use fewer than `min_shallow` tags of a word (sbq_calc_wake_batch): every word's share, at
+/// most `min_shallow`, over the 8 wait queues, within 1..=8. The map's words have
+/// 2^shift bits, shift the largest at most 6 with 4 x 2^shift <= depth
+/// (sbitmap_calculate_shift on a 64-bit machine).
+pub fn sbitmap_wake_batch(depth: u32, min_shallow: impl Fn(u32) -> u32) -> u32 {
+    let mut shift = 6;
+    if depth >= 4 {
+        while (4 << shift) > depth {
+            shift -= 1;
+        }
+    }
+    let word = 1u32 << shift;
+    let shallow = word.min(min_shallow(word));
+    let usable = (depth >> shift) * shallow + (depth & (word - 1)).min(shallow);
+    (usable / SBQ_WAIT_QUEUES).clamp(1, SBQ_WAKE_BATCH)
 }
 
 /// The scheduler side of one host.
@@ -139,6 +177,8 @@ struct HostQueue {
     /// Wake-ups already scheduled.
     wakes: BTreeSet<Ns>,
     ops: OpCount,
+    /// Freed tags per wake-up of a sleeper ([`sbitmap_wake_batch`]).
+    wake_batch: u32,
 }
 
 /// A job's submission in progress.
@@ -259,14 +299,23 @@ impl BlockLayer {
     ) -> Self {
         let build = sched.build.expect("checked by the registry");
         let hosts = (0..hosts.max(1))
-            .map(|_| HostQueue {
-                elevator: build(&SchedSetup {
+            .map(|_| {
+                let elevator = build(&SchedSetup {
                     settings: sched_settings,
                     queue: &setup,
-                }),
-                merges: MergeIndex::default(),
-                wakes: BTreeSet::new(),
-                ops: OpCount::default(),
+                });
+                let wake_batch = sbitmap_wake_batch(setup.nr_requests, |word| {
+                    elevator
+                        .as_deref()
+                        .map_or(u32::MAX, |e| e.min_shallow_depth(word))
+                });
+                HostQueue {
+                    elevator,
+                    merges: MergeIndex::default(),
+                    wakes: BTreeSet::new(),
+                    ops: OpCount::default(),
+                    wake_batch,
+                }
             })
             .collect::<Vec<_>>();
         let scheduled = hosts.iter().any(|h| h.elevator.is_some());
@@ -495,17 +544,15 @@ impl BlockLayer {
                 .as_deref()
                 .map_or(u32::MAX, |e| e.limit_depth(&ctx.reqs()[id]))
                 .min(self.setup.nr_requests);
-            let hc = &self.hctxs[h];
-            // First come, first served among requests allowed as deep or deeper; a request
-            // allowed deeper passes those held to a shallow depth (async writes), as the
-            // kernel's shallow sbitmap waits do.
-            if hc.sched_tags >= depth || hc.tag_wait.iter().any(|&(_, d)| d >= depth) {
+            // A free tag goes to whoever asks (sbitmap: a new request does not queue behind
+            // sleeping ones); sleepers get tags as `release_tag` wakes them.
+            if self.hctxs[h].sched_tags >= depth {
                 if plugged {
                     self.flush_plug(job, ctx);
                 }
                 self.stats.tag_waits += 1;
                 self.rq[id.index()].place = Place::TagWait;
-                self.hctxs[h].tag_wait.push_back((id, depth));
+                self.sleep(h, id, depth);
                 self.hold();
                 self.plugs[job].waiting += 1;
                 if self.plugs[job].waiting == 1 {
@@ -908,13 +955,59 @@ impl BlockLayer {
 
     // ---- completion ------------------------------------------------------------------------
 
+    /// Bio `id` sleeps for a tag on the hardware queue's next wait queue (bt_wait_ptr: the
+    /// queues are taken in turn).
+    fn sleep(&mut self, h: usize, id: ReqId, depth: u32) {
+        let hc = &mut self.hctxs[h];
+        let queue = hc.wait_index;
+        hc.wait_index = (hc.wait_index + 1) % SBQ_WAIT_QUEUES as u8;
+        hc.tag_wait.push_back(TagWaiter { id, depth, queue });
+    }
+
     fn release_tag(&mut self, h: usize, ctx: &mut impl StageCtx<BlockEvent>) {
-        self.hctxs[h].sched_tags -= 1;
-        let tags = self.hctxs[h].sched_tags;
-        let Some(k) = self.hctxs[h].tag_wait.iter().position(|&(_, d)| tags < d) else {
+        let hc = &mut self.hctxs[h];
+        hc.sched_tags -= 1;
+        if hc.tag_wait.is_empty() {
             return;
-        };
-        let (id, _) = self.hctxs[h].tag_wait.remove(k).expect("found");
+        }
+        // sbitmap_queue_wake_up: while someone sleeps, every wake_batch freed tags wake up to
+        // wake_batch sleepers of one wait queue, the first from wake_index that has any. The
+        // sleepers of a hardware queue sit in its wait queues in turn, so with up to 8 of
+        // them that is one sleeper per wake_batch tags; a tag freed meanwhile goes to
+        // whoever asks first.
+        let batch = self.hosts[usize::from(hc.host)].wake_batch;
+        hc.frees += 1;
+        if hc.frees < batch {
+            return;
+        }
+        hc.frees = 0;
+        let n = SBQ_WAIT_QUEUES as u8;
+        let queue = (0..n)
+            .map(|k| (hc.wake_index + k) % n)
+            .find(|&q| hc.tag_wait.iter().any(|w| w.queue == q))
+            .expect("someone sleeps");
+        hc.wake_index = (queue + 1) % n;
+        let woken: Vec<TagWaiter> = hc
+            .tag_wait
+            .iter()
+            .filter(|w| w.queue == queue)
+            .take(batch as usize)
+            .copied()
+            .collect();
+        hc.tag_wait
+            .retain(|w| w.queue != queue || !woken.iter().any(|x| x.id == w.id));
+        for w in woken {
+            // The woken task tries again (blk_mq_get_tag's loop): a tag within its depth, or
+            // back to sleep on the next wait queue.
+            if self.hctxs[h].sched_tags < w.depth {
+                self.grant_tag(h, w.id, ctx);
+            } else {
+                self.sleep(h, w.id, w.depth);
+            }
+        }
+    }
+
+    fn grant_tag(&mut self, h: usize, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         self.held -= 1;
         self.take_tag(h);
         self.rq[id.index()].has_tag = true;
@@ -1254,6 +1347,10 @@ impl Stage for BlockLayer {
             s.ticks_ns.iter().sum::<u128>() as f64 / 1e6,
         );
         put("nr_requests", f64::from(self.setup.nr_requests));
+        put(
+            "wake_batch",
+            self.hosts.first().map_or(0.0, |h| f64::from(h.wake_batch)),
+        );
         put("max_sectors_kb", (self.setup.split_bytes / 1024) as f64);
         put("max_segments", f64::from(self.setup.max_segments));
         put("queue_depth", self.setup.queue_depth.map_or(0.0, f64::from));
@@ -1330,7 +1427,7 @@ fn pct(h: &LatencyHist, p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use crate::testbed::*;
-    use qoslab_engine::{Op, ReqFlags};
+    use qoslab_engine::{Ns, Op, ReqFlags};
 
     #[test]
     fn sequential_4k_writes_merge_into_max_sectors_kb_requests() {
@@ -1424,6 +1521,66 @@ mod tests {
         assert_eq!(counter(&h, "tag_waits"), 6.0);
         assert_eq!(counter(&h, "read_ios"), 10.0);
         assert_eq!(counter(&h, "nr_requests"), 4.0);
+    }
+
+    /// A read of job `job` (each job's submission call sleeps on its own).
+    fn read_of(job: u32, offset_bytes: u64) -> qoslab_engine::Request {
+        let mut r = io(Op::Read, offset_bytes, 4 * KIB, BE4);
+        r.job = job;
+        r
+    }
+
+    #[test]
+    fn a_sleeper_is_woken_every_wake_batch_freed_tags() {
+        // No scheduler, 16 driver tags: sbitmap's wake batch is 16 / 8 = 2. Job 0 holds all
+        // 16 tags at a disk serving one request per ms (a tag frees at 1, 2, 3, ... ms); jobs
+        // 1 to 4 each sleep for a tag, one per wait queue, and one of them wakes every second
+        // freed tag, at 2, 4, 6 and 8 ms, although a tag is free from 1 ms on.
+        let mut h = rig("none", &[], 16, MS);
+        assert_eq!(counter(&h, "wake_batch"), 2.0);
+        for k in 0..16 {
+            h.submit_at(0, read_of(0, k * MIB));
+        }
+        for job in 1..=4 {
+            h.submit_at(0, read_of(job, (100 + u64::from(job)) * MIB));
+        }
+        h.run_all();
+        assert_eq!(counter(&h, "tag_waits"), 4.0);
+        let woken: Vec<Ns> = (1..=4).map(|j| served_at(&h, (100 + j) * MIB)).collect();
+        assert_eq!(woken, vec![2 * MS, 4 * MS, 6 * MS, 8 * MS]);
+    }
+
+    #[test]
+    fn a_new_request_takes_a_free_tag_ahead_of_a_sleeper() {
+        // As above with one sleeper (job 1, from 0 ms): the tag freed at 1 ms stays free until
+        // the second frees at 2 ms wakes it, and job 2 asking at 1.5 ms takes it at once.
+        let mut h = rig("none", &[], 16, MS);
+        for k in 0..16 {
+            h.submit_at(0, read_of(0, k * MIB));
+        }
+        h.submit_at(0, read_of(1, 101 * MIB));
+        h.submit_at(3 * MS / 2, read_of(2, 102 * MIB));
+        h.run_all();
+        assert_eq!(counter(&h, "tag_waits"), 1.0);
+        assert_eq!(served_at(&h, 102 * MIB), 3 * MS / 2);
+        assert_eq!(served_at(&h, 101 * MIB), 2 * MS);
+    }
+
+    #[test]
+    fn the_wake_batch_follows_the_tag_map_and_the_schedulers_shallow_depth() {
+        // sbq_calc_wake_batch over the pinned kernel's schedulers (depth_updated hooks):
+        // mq-deadline and bfq set a minimum shallow depth of 1 (one tag per word: 32 tags in
+        // 4 words of 8 give 4 / 8, at least 1), kyber 75 % of a word (6 of 8: 24 / 8 = 3).
+        assert_eq!(super::sbitmap_wake_batch(16, |_| u32::MAX), 2);
+        assert_eq!(super::sbitmap_wake_batch(4, |_| u32::MAX), 1);
+        assert_eq!(super::sbitmap_wake_batch(32, |_| u32::MAX), 4);
+        assert_eq!(super::sbitmap_wake_batch(256, |_| u32::MAX), 8);
+        let batch =
+            |sched: &str| counter(&rig(sched, &["block.nr_requests=32"], 16, MS), "wake_batch");
+        assert_eq!(batch("mq-deadline"), 1.0);
+        assert_eq!(batch("bfq"), 1.0);
+        assert_eq!(batch("kyber"), 3.0);
+        assert_eq!(batch("prio"), 4.0);
     }
 
     #[test]

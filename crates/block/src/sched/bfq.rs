@@ -280,6 +280,11 @@ impl Bfq {
 }
 
 impl Elevator for Bfq {
+    fn min_shallow_depth(&self, _bits_per_word: u32) -> u32 {
+        // bfq_depth_updated sets 1.
+        1
+    }
+
     fn insert(&mut self, rq: ReqId, at_head: bool, cx: &mut SchedCtx<'_>) {
         let now = cx.now_ns();
         // A request the driver gave back is no longer at the device (requeue_request).

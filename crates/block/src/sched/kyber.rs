@@ -316,6 +316,11 @@ impl Elevator for Kyber {
         }
     }
 
+    fn min_shallow_depth(&self, bits_per_word: u32) -> u32 {
+        // kyber_depth_updated: KYBER_ASYNC_PERCENT (75) of a word.
+        bits_per_word * 75 / 100
+    }
+
     fn timer(&mut self, cx: &mut SchedCtx<'_>) {
         let now = cx.now_ns();
         if self.timer_at != Some(now) {

@@ -338,6 +338,11 @@ impl Elevator for MqDeadline {
         }
     }
 
+    fn min_shallow_depth(&self, _bits_per_word: u32) -> u32 {
+        // dd_depth_updated in the pinned kernel (6.1.176) sets 1.
+        1
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
         for (c, name) in ["rt", "be", "idle"].iter().enumerate() {

@@ -53,7 +53,7 @@ def _study_rss(duration: str) -> tuple[float, float]:
     """(peak RSS in MB, wall s) of a one-worker study of DS1, Config 2, sp at `duration`."""
     with tempfile.TemporaryDirectory(prefix="qoslab-bench-plm-") as d:
         cmd = [str(QOSLAB), "plm", "study", "--out", str(Path(d) / "s"), "--datasets", "DS1",
-               "--configs", "2", "--policies", "sp", "--write-sensitivity", "",
+               "--configs", "2", "--policies", "sp", "--write-sensitivity", "", "--seeds", "1",
                "--workers", "1", "--duration", duration]  # fmt: skip
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -84,7 +84,8 @@ def run() -> list[str]:
         "| figure | value |\n|---|---|\n" + "\n".join(rows) + "\n",
         "## PLM study: memory against simulated time\n\n"
         "Command: `qoslab plm study --datasets DS1 --configs 2 --policies sp "
-        "--write-sensitivity '' --workers 1 --duration D` (7 runs). Peak RSS at 900 s within "
+        "--write-sensitivity '' --seeds 1 --workers 1 --duration D` (7 runs). Peak RSS at "
+        "900 s within "
         f"{RSS_BAND:.0%} of the peak at 60 s: {verdict} ({spread:.1%}; load average "
         f"{load:.1f} when measured).\n\n"
         "| figure | value |\n|---|---|\n"

@@ -1,11 +1,12 @@
 """`qoslab plm study`: the document's evaluation on a reduced setting, end to end, and its
 demand (the generator calibrated to Table I; the SYSTOR '17 reader for a user's trace).
 
-Cost: about 30 s (18 simulations of 2 s on two workers)."""
+Cost: about 45 s (21 simulations of 2 s, one seed, and 3 x 7 of 1 s, on two workers)."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -29,7 +30,24 @@ def reduced(tmp_path_factory):
     done = CliRunner().invoke(
         app,
         ["plm", "study", "--out", str(out), "--datasets", "DS1,DS4", "--configs", "2",
-         "--quick", "--slow-reads", "20", "--write-sensitivity", "0.1"],
+         "--quick", "--slow-reads", "20", "--write-sensitivity", "0.1", "--seeds", "1"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory):
+    """DS1, Config 2, sp, 1 s per run, on three seeds: 7 runs each."""
+    from typer.testing import CliRunner
+
+    from qoslab.cli import app
+
+    out = tmp_path_factory.mktemp("plm") / "seeds"
+    done = CliRunner().invoke(
+        app,
+        ["plm", "study", "--out", str(out), "--datasets", "DS1", "--configs", "2",
+         "--policies", "sp", "--write-sensitivity", "", "--duration", "1s", "--seed", "4"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
@@ -77,6 +95,76 @@ def test_the_study_writes_the_report_and_its_tables(reduced):
     meta = json.loads((reduced / "meta.json").read_text())
     assert meta["configs"] == [2] and meta["duration_ms"] == study.QUICK_DURATION_MS
     assert meta["workload"]["write_fraction"] == 0 and meta["write_sensitivity"] == [0.1]
+
+
+def test_one_seed_gives_values_but_no_verdict_and_no_why(reduced):
+    # No verdict, interval or error bar from fewer than 3 repetitions.
+    tg = pd.read_csv(reduced / "targets.csv", keep_default_na=False)
+    assert len(tg) > 10
+    assert (tg["seeds"] == 1).all() and (tg["ci95"] == "").all()
+    assert (tg["inside"] == "no verdict (1 seed)").all()
+    assert (tg["why"] == "").all()
+    assert not tg["qoslab"].str.contains(r"\[").any()
+
+
+def test_every_run_is_repeated_on_each_seed_with_its_own_demand(repeated):
+    results = pd.read_parquet(repeated / "results.parquet")
+    assert sorted(results["seed"].unique()) == [4, 5, 6]
+    assert (results.groupby(["run", "cls"])["seed"].nunique() == 3).all()
+    assert results["run"].nunique() == 1 + 3 + 2 + 1
+    shared = results[(results["run"] == "DS1-shared") & (results["cls"] == "high")]
+    assert shared["reads"].nunique() == 3
+    series = pd.read_parquet(repeated / "series.parquet")
+    assert sorted(series["seed"].unique()) == [4, 5, 6]
+    meta = json.loads((repeated / "meta.json").read_text())
+    assert meta["seed"] == 4 and meta["seeds"] == [4, 5, 6]
+
+
+# The 97.5th percentile of Student's t with 2 degrees of freedom (tables: 4.303).
+T_975_2 = 4.302652729911275
+
+
+def test_each_claim_is_the_mean_over_the_seeds_with_the_95_percent_interval(repeated):
+    results = pd.read_parquet(repeated / "results.parquet")
+    tg = pd.read_csv(repeated / "targets.csv", keep_default_na=False).set_index("shape")
+    high = results[results["cls"] == "high"].set_index(["seed", "run"])["p9999_per_dtwin_us"]
+    ratios = np.array([high[s, "DS1-shared"] / high[s, "DS1-isolated-high"] for s in (4, 5, 6)])
+    half = T_975_2 * ratios.std(ddof=1) / np.sqrt(3)
+    row = tg.loc["High's p99.99 per DTWin, shared / isolated (bare SSD)"]
+    assert row["seeds"] == 3
+    assert float(row["measured"]) == pytest.approx(ratios.mean(), abs=1e-6)
+    assert float(row["ci95"]) == pytest.approx(half, abs=1e-6)
+    lo, hi = ratios.mean() - half, ratios.mean() + half
+    want = "yes" if lo >= 3 and hi <= 12 else "no" if hi < 3 or lo > 12 else "straddles"
+    assert row["inside"] == want
+    assert row["qoslab"] == f"{ratios.mean():.2f}x [{lo:.2f}x, {hi:.2f}x]"
+    # Every claim has a verdict from 3 seeds, and a why exactly where it is not yes.
+    assert set(tg["inside"]) <= {"yes", "no", "straddles"}
+    assert ((tg["why"] != "") == (tg["inside"] != "yes")).all()
+    html = (repeated / "report.html").read_text()
+    assert "95 % t-interval" in html and f"{ratios.mean():.2f}x [{lo:.2f}x, {hi:.2f}x]" in html
+
+
+def test_a_verdict_is_the_whole_interval_against_the_band():
+    from qoslab.plm.report import Target
+
+    def verdict(values, band, kind="num"):
+        return Target("k", "n", "d", values, band, kind).inside
+
+    # Mean 2, sd 1, 3 seeds: 2 +- 4.303 / sqrt(3) = [-0.484, 4.484].
+    assert verdict([1.0, 2.0, 3.0], (-1.0, 5.0)) == "yes"
+    assert verdict([1.0, 2.0, 3.0], (0.0, 5.0)) == "straddles"
+    assert verdict([1.0, 2.0, 3.0], (4.5, 9.0)) == "no"
+    assert verdict([1.0, 2.0, 3.0], (-9.0, -0.5)) == "no"
+    assert verdict([1.0, 2.0], (-9.0, 9.0)) == "no verdict (2 seeds)"
+    assert verdict([1.0, 2.0, 3.0, math.nan], (-1.0, 5.0)) == "yes"
+    # A yes-or-no claim: yes only when every seed says yes.
+    assert verdict([1.0, 1.0, 1.0], (1.0, 1.0), "bool") == "yes"
+    assert verdict([0.0, 0.0, 0.0], (1.0, 1.0), "bool") == "no"
+    assert verdict([1.0, 0.0, 1.0], (1.0, 1.0), "bool") == "straddles"
+    t = Target("k", "n", "d", [1.0, 2.0, 3.0], (0.0, 5.0), "pct")
+    assert t.shown == "2.0 % [-0.5 %, 4.5 %]"
+    assert Target("k", "n", "d", [1.0, 0.0, 1.0], (1, 1), "bool").shown == "yes in 2 of 3 seeds"
 
 
 def test_reads_alone_collect_nothing_on_the_bare_drive_or_under_plm(reduced):
@@ -250,6 +338,8 @@ def test_bad_options_are_one_line_and_write_nothing(qoslab, tmp_path):
         (["--sizes", "6k:1"], "--sizes: a size must be a multiple of 4 KiB, got '6k'"),
         (["--quick", "--duration", "1s"], "--quick: sets the duration itself; give --quick or "
          "--duration"),
+        (["--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range 1<=x<=1000."),
+        (["--seed", str(2**64 - 2)], f"--seeds: the last seed, --seed + 2, is above {2**64 - 1}"),
     ):  # fmt: skip
         done = qoslab("plm", "study", "--out", tmp_path / "o", *args)
         assert done.returncode == 2
@@ -301,7 +391,7 @@ def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced,
     assert found["errors"] == []
     # p99.99 per run and class, and the latency series, each drawn with a size.
     assert found["svgs"] == [True] * 2
-    assert "Document vs qoslab" in found["text"] and "about 6x (Fig. 4)" in found["text"]
+    assert "Document vs qoslab" in found["text"] and "about 6x (Fig. 4;" in found["text"]
 
 
 def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path):
@@ -331,9 +421,12 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
         "trace-isolated-low", "trace-isolated-medium", "trace-shared",
         "trace-uncoordinated-config2",
     ]  # fmt: skip
-    # Every read of each file's first second was replayed, on its own host.
-    shared = results[results["run"] == "trace-shared"].set_index("cls")["reads"]
-    assert [shared[c] for c in study.CLASSES] == [n for _, n in traces]
+    # Every read of each file's first second was replayed, on its own host, on each of the
+    # three seeds (the trace is the same demand on every seed).
+    assert sorted(results["seed"].unique()) == [1, 2, 3]
+    for _, one in results[results["run"] == "trace-shared"].groupby("seed"):
+        shared = one.set_index("cls")["reads"]
+        assert [shared[c] for c in study.CLASSES] == [n for _, n in traces]
     assert (results["writes"] > 0).all()
     hod = results[results["variant"] == "HoD"]
     assert (hod["utilization_min"] == 1.0).all()

@@ -80,7 +80,17 @@ def study_cmd(
     quick: bool = typer.Option(
         False, "--quick", help="2 s of simulated time per run: a check that it all runs."
     ),
-    seed: int = typer.Option(1, "--seed", help="Seed of the demand generator and the runs."),
+    seed: int = typer.Option(
+        1, "--seed", help="Seed of the first repetition's demand generator and runs."
+    ),
+    seeds: int = typer.Option(
+        3,
+        "--seeds",
+        min=1,
+        max=1000,
+        help="Repetitions of every run, seeds --seed, --seed + 1, ... (each its own demand); "
+        "the report gives means and 95 % intervals over them, and a verdict only from 3 or more.",
+    ),
     trace: list[Path] | None = typer.Option(
         None,
         "--trace",
@@ -138,6 +148,7 @@ def study_cmd(
         duration=duration,
         quick=quick,
         seed=seed,
+        seeds=seeds,
         traces=trace or None,
         workers=workers,
         writes=writes,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.lab.progress import lab_progress
+from qoslab.limits import MAX_SEED
 from qoslab.outputs import staged_dir
 from qoslab.plm import report, study
 from qoslab.units import parse_duration
@@ -53,6 +54,7 @@ def main(
     duration: str | None,
     quick: bool = False,
     seed: int,
+    seeds: int = study.SEEDS,
     traces: list[Path] | None,
     workers: int,
     writes: str = "0",
@@ -85,6 +87,11 @@ def main(
         ms = round(seconds * 1000)
     if seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, got {seed}")
+    if seeds < 1:
+        raise InputError(f"--seeds: expected at least 1, got {seeds}")
+    if seed + seeds - 1 > MAX_SEED:
+        raise InputError(f"--seeds: the last seed, --seed + {seeds - 1}, is above {MAX_SEED}")
+    repetitions = list(range(seed, seed + seeds))
     if traces is not None:
         if len(traces) != 3:
             raise InputError(
@@ -130,7 +137,7 @@ def main(
             configs=cs,
             policies=ps,
             duration_ms=ms,
-            seed=seed,
+            seeds=repetitions,
             traces=traces,
             workers=workers,
             scratch=Path(scratch),
@@ -151,6 +158,7 @@ def main(
             policies=ps,
             duration_ms=ms,
             seed=seed,
+            seeds=repetitions,
             traces=[str(t) for t in traces] if traces else None,
             device=study.DEVICE,
             workload=dict(
@@ -177,11 +185,17 @@ def _report(folder: Path, results, meta: dict) -> None:
         "configs": ", ".join(map(str, meta["configs"])),
         "policies": ", ".join(meta["policies"]),
         "simulated time per run": f"{meta['duration_ms'] / 1000:g} s",
-        "seed": meta["seed"],
+        "seeds": _seeds_text(meta.get("seeds", [meta["seed"]])),
         "device": meta["device"],
         "demand": "SYSTOR '17 trace" if meta["traces"] else "generator: " + workload.describe(),
     }
     report.write(folder, results, folder / "series.parquet", facts, workload)
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    n = len(seeds)
+    first = f"{seeds[0]}" if n == 1 else f"{seeds[0]} to {seeds[-1]}"
+    return f"{first} ({n} repetition{'s' if n > 1 else ''} of every run)"
 
 
 def rewrite(folder: Path) -> None:

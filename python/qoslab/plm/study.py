@@ -71,6 +71,10 @@ CHUNK_SLOTS = 1000
 
 DEFAULT_DURATION_MS = 15 * 60_000
 QUICK_DURATION_MS = 2_000
+# Repetitions of every run (seeds --seed, --seed + 1, ...): the report's means and intervals
+# are over them, and it gives no verdict from fewer than MIN_SEEDS.
+SEEDS = 3
+MIN_SEEDS = 3
 
 DEVICE = "mqsim-default"
 # The drive in use, not fresh: 75 % of its logical pages written (MQSim's workload.xml sets
@@ -613,6 +617,7 @@ def summarise(job: Job, report: dict, frame) -> dict:
         reads = int(read["total_ios"])
         row = dict(
             run=run.name,
+            seed=job.seed,
             dataset=run.dataset,
             variant=run.variant,
             config=run.config or 0,
@@ -655,18 +660,16 @@ def summarise(job: Job, report: dict, frame) -> dict:
     series = reads_series[cols].copy()
     series["cls"] = [CLASSES[hosts[int(j)]] for j in series["job_index"]]
     series["run"] = run.name
+    series["seed"] = job.seed
     series = series.drop(columns=["job_index"])
     # The slow-read diagnostic (media.diag.slow_reads), when a run asked for it.
     slow = {k: v for k, v in ssd.items() if k.startswith("slowest")}
     if slow:
-        slow = dict(run=run.name, **slow)
+        slow = dict(run=run.name, seed=job.seed, **slow)
         for key in ("plm_reads_to_dtwin", "plm_reads_to_ndwin", "plm_late_windows"):
             if key in host:
                 slow[key] = host[key]
     return dict(rows=rows, series=series, slow=slow)
-
-
-SERIES_SCHEMA = None
 
 
 def _series_schema():
@@ -675,6 +678,7 @@ def _series_schema():
     return pa.schema(
         [
             ("run", pa.string()),
+            ("seed", pa.int64()),
             ("cls", pa.string()),
             ("time_ms", pa.int64()),
             ("ios", pa.int64()),
@@ -691,7 +695,7 @@ def run_study(
     configs: list[int],
     policies: list[str],
     duration_ms: int,
-    seed: int,
+    seeds: list[int],
     traces: list[Path] | None,
     workers: int,
     scratch: Path,
@@ -701,47 +705,56 @@ def run_study(
     sets: list[str] = (),
     progress=None,
 ):
-    """Runs every simulation of the plan with the device keys `sets` added to each; writes
-    each run's per-window series to `series_path` (Parquet) as it finishes and returns
-    (results, slow reads) DataFrames (the second empty unless `sets` turned on the slow-read
-    diagnostic, media.diag.slow_reads), and the demands by name. `progress(done, total)`, if
-    given, is called before the first run and after each."""
+    """Runs every simulation of the plan once per seed of `seeds` (seed by seed, each in
+    plan order; a seed draws its own demand and seeds the simulator), with the device keys
+    `sets` added to each; writes each run's per-window series to `series_path` (Parquet) as it
+    finishes and returns (results, slow reads) DataFrames, each row with its `seed` (the second
+    empty unless `sets` turned on the slow-read diagnostic, media.diag.slow_reads), and the
+    demands by (name, seed). `progress(done, total)`, if given, is called before the first run
+    and after each."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    demands: dict[str, Traces] = {}
+    demands: dict[tuple[str, int], Traces] = {}
+    replayed = replay(traces, duration_ms, scratch) if traces else None
     if traces:
-        demands["trace"] = replay(traces, duration_ms, scratch)
         datasets = ["trace"]
         sensitivity = []
     runs = plan(datasets, configs, policies, sensitivity)
-    for run in runs:
-        if run.demand in demands:
-            continue
-        wl = workload
-        if run.write_fraction is not None:
-            wl = Workload(run.write_fraction, wl.sizes, wl.burst_sigma, wl.own_sigma)
-        demands[run.demand] = generate(run.dataset, duration_ms, seed, wl, scratch, run.demand)
-    demand_files: dict[tuple[str, int], str] = {}
+    demand_files: dict[tuple[str, int, int], str] = {}
     jobs = []
-    for run in runs:
-        t = demands[run.demand]
-        window_ms = CONFIGS[run.config][1] if run.config is not None else SLOT_MS
-        capacity = t.capacity(run.config) if run.config is not None else 0
-        demand_file = None
-        if run.variant == "HoD":
-            key = (run.demand, window_ms)
-            if key not in demand_files:
-                p = scratch / f"demands-{run.demand}-{window_ms}ms.csv"
-                # Every window the replay reaches, the last partial one too.
-                write_demands(p, _all_windows(t, window_ms))
-                demand_files[key] = str(p)
-            demand_file = demand_files[key]
-        jobs.append(
-            Job(run, tuple(t.paths), window_ms, capacity, demand_file, seed, tuple(sets),
-                t.span_ns + 1)
-        )  # fmt: skip
+    for seed in seeds:
+        for run in runs:
+            key = (run.demand, seed)
+            if key not in demands:
+                if replayed is not None:
+                    # A trace is the same demand whatever the seed: only the simulator's draws
+                    # differ from one repetition to the next.
+                    demands[key] = replayed
+                else:
+                    wl = workload
+                    if run.write_fraction is not None:
+                        wl = Workload(run.write_fraction, wl.sizes, wl.burst_sigma, wl.own_sigma)
+                    demands[key] = generate(
+                        run.dataset, duration_ms, seed, wl, scratch, f"{run.demand}-seed{seed}"
+                    )
+            t = demands[key]
+            window_ms = CONFIGS[run.config][1] if run.config is not None else SLOT_MS
+            capacity = t.capacity(run.config) if run.config is not None else 0
+            demand_file = None
+            if run.variant == "HoD":
+                fkey = (run.demand, seed, window_ms)
+                if fkey not in demand_files:
+                    p = scratch / f"demands-{run.demand}-seed{seed}-{window_ms}ms.csv"
+                    # Every window the replay reaches, the last partial one too.
+                    write_demands(p, _all_windows(t, window_ms))
+                    demand_files[fkey] = str(p)
+                demand_file = demand_files[fkey]
+            jobs.append(
+                Job(run, tuple(t.paths), window_ms, capacity, demand_file, seed, tuple(sets),
+                    t.span_ns + 1)
+            )  # fmt: skip
     rows: list[dict] = []
     slow: list[dict] = []
     writer = pq.ParquetWriter(series_path, _series_schema())

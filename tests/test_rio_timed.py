@@ -351,16 +351,50 @@ def test_a_64k_write_stream_never_exceeds_the_devices_bandwidth(
     assert 0.95 * gb_per_s < bw <= gb_per_s, bw
 
 
-def test_a_rio_stream_that_fills_the_pmr_log_without_a_flush_is_named(qoslab, tmp_path):
-    # Without PLP an ordering attribute is recycled only once a FLUSH covers it, so a Rio
-    # stream that never flushes fills the log (64 slots of 32 B here) and stops: the error
-    # names the cause. With a FLUSH every 16 writes the same stream runs to its end.
+def _counter(report, name):
+    return sum(st["counters"].get(name, 0) for st in report["qoslab"]["stages"])
+
+
+def test_a_rio_stream_without_a_flush_gets_one_before_the_pmr_log_fills(qoslab, tmp_path):
+    # Without PLP an ordering attribute is recycled only once an acknowledged FLUSH covers it
+    # (the crash checker shows that recycling at acknowledgement breaks the prefix), so a Rio
+    # stream that never flushes would fill the log (64 slots of 32 B here) and stop. Rio adds
+    # a FLUSH to the stream's write when a log is three quarters full: the stream runs to its
+    # end, the log never holds more than its slots, and a cut still recovers to a prefix.
     jobs = tmp_path / "w.fio"
-    args = ["sim", str(jobs), "--device", "rio-flash", "--set", "fabric.pmr_bytes=2KiB"]
     jobs.write_text("[w]\nbs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\n")
+
+    def run(device, *more):
+        args = ["sim", str(jobs), "--device", device, "--set", "fabric.pmr_bytes=2KiB", *more]
+        return json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
+
+    done = run("rio-flash")
+    assert done["jobs"][0]["write"]["total_ios"] == 200
+    assert _counter(done, "ordered_forced_flushes") > 0
+    assert 48 <= _counter(done, "log_max") <= 64
+    assert _counter(done, "attributes_recycled") > 100
+    rec = run("rio-flash", "--power-fail-at", "2ms")["qoslab"]["recovery"]
+    assert rec["prefix_ok"] and rec["acked_lost"] == 0
+    # With PLP an acknowledged write is durable and its attribute goes at acknowledgement:
+    # no FLUSH is added.
+    optane = run("rio-optane")
+    assert optane["jobs"][0]["write"]["total_ios"] == 200
+    assert _counter(optane, "ordered_forced_flushes") == 0
+
+
+def test_a_rio_log_held_by_a_stream_that_stopped_writing_is_named(qoslab, tmp_path):
+    # A stream that stopped writing keeps its unflushed attributes at the head of the log, so
+    # another stream's FLUSHes free nothing behind them: the run stops, and the error says why
+    # (open in docs/rio.md). A FLUSH at the end of each job (end_fsync=1) frees it.
+    jobs = tmp_path / "w.fio"
+    two = "[a]\nnumber_ios=10\n[b]\nnumber_ios=400\n"
+    jobs.write_text("[global]\nbs=4k\nrw=write\niodepth=8\nordering=rio\n" + two)
+    args = ["sim", str(jobs), "--device", "rio-flash", "--set", "fabric.pmr_bytes=2KiB"]
     r = qoslab(*args)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "a target's PMR log is full and no FLUSH frees it" in r.stderr
-    jobs.write_text("[w]\nbs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\nfsync=16\n")
+    assert "a stream that stopped writing without a FLUSH holds the log's head" in r.stderr
+    assert "end_fsync=1" in r.stderr
+    jobs.write_text("[global]\nbs=4k\nrw=write\niodepth=8\nordering=rio\nend_fsync=1\n" + two)
     done = json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
-    assert done["jobs"][0]["write"]["total_ios"] == 200
+    assert [j["write"]["total_ios"] for j in done["jobs"]] == [10, 400]

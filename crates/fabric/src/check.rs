@@ -172,7 +172,8 @@ pub struct CheckSpec {
 impl CheckSpec {
     /// Workloads checked by default (`qoslab rio crash-check`'s `--workloads`): enough that
     /// every known mutant (orderless, Rio without in-order completion, without replay on a
-    /// crashed target, Linux without its FLUSHes) is caught at the defaults (a test).
+    /// crashed target, Linux without its FLUSHes, Rio moving the PMR head at acknowledgement
+    /// without PLP) is caught at the defaults (a test).
     pub const DEFAULT_WORKLOADS: usize = 50;
     pub const DEFAULT_SEED: u64 = 1;
     pub const DEFAULT_EXHAUSTIVE_LIMIT: u64 = 100_000;

@@ -42,6 +42,7 @@ qoslab_engine::settings! {
         in_order_completion: bool = flag(true, "Rio acknowledges requests to the application in sequence order (document 4.1, step 9)"),
         pmr_bytes: u64 = bytes(2097152, "PMR per target, used as a circular log of ordering attributes (document: 2 MB)").range(32.0, 1073741824.0),
         attr_bytes: u64 = bytes(32, "one ordering attribute in the PMR (document 6.1: 32 B)").range(16.0, 4096.0),
+        recycle_at_ack: bool = flag(false, "move a PMR log's head past an attribute once its request is acknowledged, durable or not (Rio 4.3.2 read literally); without PLP the checker shows it breaks the prefix, so by default the head waits for an acknowledged FLUSH"),
     }
 }
 
@@ -86,6 +87,7 @@ impl FabricConfig {
             self.in_order_completion.to_string(),
             self.pmr_bytes.to_string(),
             self.attr_bytes.to_string(),
+            self.recycle_at_ack.to_string(),
         ];
         FABRIC_TUNABLES
             .iter()

@@ -464,9 +464,15 @@ impl<'p> Machine<'p> {
     }
 
     /// The highest sequence number whose whole group is acknowledged and known durable: the
-    /// PMR head may move past its attributes.
+    /// PMR head may move past its attributes. Rio 4.3.2 moves the head "once the completion
+    /// response ... is returned to the application (indicating that the storage order is
+    /// satisfied)": with PLP a completed write is durable, so acknowledged is enough; without
+    /// PLP only an acknowledged FLUSH makes the writes before it durable (the same section sets
+    /// `persist` only then), and recycling an acknowledged write still in a volatile cache
+    /// forgets the one record that lets recovery discard a later write that reached the media
+    /// first (`recycle_at_ack`, the checker's mutant, shows it).
     pub fn recyclable_seq(&self, s: usize) -> u64 {
-        if !self.cfg.plp {
+        if !self.cfg.plp && !self.cfg.recycle_at_ack {
             return self.last_persist_acked[s];
         }
         let reqs = &self.plan.requests[s];

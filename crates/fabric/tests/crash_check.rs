@@ -102,6 +102,27 @@ fn rio_without_in_order_completion_loses_acknowledged_writes() {
 }
 
 #[test]
+fn the_pmr_head_moves_at_acknowledgement_only_with_plp() {
+    // Rio 4.3.2 recycles an attribute "once the completion response ... is returned to the
+    // application (indicating that the storage order is satisfied)". With PLP an acknowledged
+    // write is durable and that rule keeps a prefix; without PLP an acknowledged write may
+    // still be in the volatile cache, and once its attribute is gone a later write that
+    // reached the media first cannot be discarded: the prefix breaks. So without PLP the head
+    // waits for an acknowledged FLUSH (the default).
+    let mut flash = FLASH.to_vec();
+    flash.push(("recycle_at_ack", "true"));
+    let s = check(&stack::RIO, &flash, 40);
+    assert!(s.prefix_violations > 0, "{s:?}");
+    let r = &s.reproducers[0];
+    assert_eq!(replay(r).unwrap(), r.violations);
+    assert!(r.violations.iter().any(|v| v.kind == "prefix"), "{r:?}");
+    assert!(r.config.contains(&("recycle_at_ack".into(), "true".into())));
+    let mut optane = OPTANE.to_vec();
+    optane.push(("recycle_at_ack", "true"));
+    assert_intact(&check(&stack::RIO, &optane, 40));
+}
+
+#[test]
 fn the_summary_does_not_depend_on_the_thread_count() {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -305,7 +326,9 @@ fn every_known_mutant_is_caught_at_the_checkers_defaults() {
         },
         ..stack::LINUX
     }));
-    let mutants: [(&str, &'static StackOps, &FabricConfig, Crash); 4] = [
+    let head_at_ack =
+        FabricConfig::with_overrides(&[("recycle_at_ack".into(), "true".into())]).unwrap();
+    let mutants: [(&str, &'static StackOps, &FabricConfig, Crash); 5] = [
         ("orderless", &stack::ORDERLESS, &flash, Crash::Power),
         (
             "rio without in-order completion",
@@ -315,6 +338,12 @@ fn every_known_mutant_is_caught_at_the_checkers_defaults() {
         ),
         ("rio without replay", unreplayed, &flash, Crash::Target),
         ("linux without FLUSH", unflushed, &flash, Crash::Power),
+        (
+            "rio recycling at acknowledgement without PLP",
+            &stack::RIO,
+            &head_at_ack,
+            Crash::Power,
+        ),
     ];
     for (what, stack, cfg, crash) in mutants {
         let s = crash_check(&CheckSpec::defaults(stack, cfg.clone(), crash)).unwrap();

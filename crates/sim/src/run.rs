@@ -565,7 +565,7 @@ impl<P: Stage> Sim<'_, P> {
                 .any(|(k, v)| k == "log_full_waits" && *v > 0.0)
         });
         let why = if log_full {
-            "a target's PMR log is full and no FLUSH frees it: without power-loss protection an ordering attribute is recycled only once a FLUSH covers it (give the ordered jobs fsync=N, or larger [fabric] pmr_bytes)"
+            "a target's PMR log is full and no FLUSH frees it: without power-loss protection an ordering attribute is recycled only once an acknowledged FLUSH covers it; Rio adds one to a stream's write when a log is three quarters full, but a stream that stopped writing without a FLUSH holds the log's head (give the ordered jobs end_fsync=1, or larger [fabric] pmr_bytes)"
         } else {
             "a device or policy that never completes?"
         };

@@ -229,6 +229,10 @@ struct Stream {
     /// A FLUSH request waiting in the batch (planned after the writes before it).
     reqs: VecDeque<AppReq>,
     first: u64,
+    /// The first request not yet acknowledged (a request number): acknowledging starts
+    /// there, so a stream that keeps many acknowledged requests for a cut's check costs no
+    /// more per completion.
+    unacked: u64,
     cmds: VecDeque<StreamCmd>,
     cmd_first: u64,
     /// The next command to send (a command number).
@@ -247,6 +251,11 @@ struct Stream {
     /// The driver was busy: try again on `pull`.
     blocked: bool,
     force_flush: bool,
+    /// The sequence number of the last FLUSH asked for because a log filled: no other is
+    /// asked for until it is acknowledged.
+    forced_seq: u64,
+    /// Rio: its attributes sent and not yet recycled, in order (`seq_end`, target).
+    in_logs: VecDeque<(u64, u16)>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -356,6 +365,7 @@ impl OrderedStreams {
             batch: Vec::new(),
             reqs: VecDeque::new(),
             first: 0,
+            unacked: 0,
             cmds: VecDeque::new(),
             cmd_first: 0,
             next_send: 0,
@@ -367,6 +377,8 @@ impl OrderedStreams {
             woken: false,
             blocked: false,
             force_flush: false,
+            forced_seq: 0,
+            in_logs: VecDeque::new(),
         })
     }
 
@@ -397,12 +409,20 @@ impl OrderedStreams {
     fn plan_batch(&mut self, j: usize, ctx: &mut impl StageCtx<BlockEvent>) {
         let cfg = self.cfg;
         let mut batch = std::mem::take(&mut self.streams[j].as_mut().expect("stream").batch);
-        // Rio's log space: a FLUSH before any target's log fills, so attributes can go.
+        // Rio's log space. Without PLP an attribute is recycled only once an acknowledged
+        // FLUSH covers it (`acknowledge`), so a stream that never flushes would fill the logs
+        // and stop: once a target's log (with this batch) reaches three quarters, the
+        // stream's last write of the batch carries a FLUSH, one such FLUSH in flight at a
+        // time. The document does not say what Rio does with a full log; this is the
+        // model's rule, and the crash checker's workloads draw FLUSHes at any group end.
         let threshold = (cfg.pmr_slots as u64 * 3 / 4).max(1);
-        let full = self.log_live.iter().any(|&n| n >= threshold);
         let s = self.streams[j].as_mut().expect("stream");
+        let logs = self.kinds[s.kind].1.logs_attributes() && !cfg.plp;
+        let incoming = batch.len() as u64;
+        let full = logs && self.log_live.iter().any(|&n| n + incoming >= threshold);
         let rules = self.kinds[s.kind].1.rules();
-        if full || s.force_flush {
+        let mut forced = None;
+        if (full && s.forced_seq <= s.last_persist_acked) || s.force_flush {
             s.force_flush = false;
             if let Some(last) = batch
                 .iter_mut()
@@ -412,6 +432,7 @@ impl OrderedStreams {
                 && last.1.group_end
             {
                 last.1.persist = true;
+                forced = Some(last.0);
                 self.stats.forced_flushes += 1;
             } else if batch.iter().all(|(_, w)| !w.group_end) {
                 s.force_flush = true;
@@ -435,6 +456,10 @@ impl OrderedStreams {
                 (s.seq.plan(&writes, &cfg.layout, rules), ids)
             };
             self.enqueue(j, planned.0, &planned.1, ctx);
+        }
+        let s = self.streams[j].as_mut().expect("stream");
+        if let Some(a) = forced.and_then(|id| s.reqs.iter().rev().find(|a| a.id == id)) {
+            s.forced_seq = a.seq;
         }
         batch.clear();
         self.streams[j].as_mut().expect("stream").batch = batch;
@@ -632,6 +657,10 @@ impl OrderedStreams {
             });
         }
         s.next_send += 1;
+        if self.kinds[s.kind].1.logs_attributes() && !cmd.flush_only {
+            s.in_logs.push_back((cmd.attr.seq_end, cmd.target));
+            self.log_live[cmd.target as usize] += 1;
+        }
         let first = s.first;
         let reqs: Vec<u64> = cmd.reqs.clone();
         for r in reqs {
@@ -775,7 +804,7 @@ impl OrderedStreams {
         let s = self.streams[j].as_mut().expect("stream");
         let ops = &self.kinds[s.kind].1;
         let in_order = ops.in_order_ack();
-        for i in 0..s.reqs.len() {
+        for i in (s.unacked - s.first) as usize..s.reqs.len() {
             let a = s.reqs[i];
             if a.acked {
                 continue;
@@ -796,11 +825,18 @@ impl OrderedStreams {
             req.t.completed_ns = now;
             ctx.complete(a.id);
         }
+        while s
+            .reqs
+            .get((s.unacked - s.first) as usize)
+            .is_some_and(|a| a.acked)
+        {
+            s.unacked += 1;
+        }
         // The highest sequence number acknowledged and durable.
-        let acked_to = s.reqs.iter().position(|a| !a.acked).map_or_else(
-            || s.reqs.back().map_or(s.told, |a| a.seq),
-            |i| s.reqs[i].seq - 1,
-        );
+        let acked_to = s
+            .reqs
+            .get((s.unacked - s.first) as usize)
+            .map_or_else(|| s.reqs.back().map_or(s.told, |a| a.seq), |a| a.seq - 1);
         let durable = if self.cfg.plp {
             acked_to
         } else if ops.flush_covers_prefix() {
@@ -828,8 +864,12 @@ impl OrderedStreams {
                     ctx.control_below(&mut msg);
                 }
             }
-            if ops.logs_attributes() {
-                self.recount_log();
+            while let Some(&(seq_end, t)) = s.in_logs.front() {
+                if seq_end > durable {
+                    break;
+                }
+                s.in_logs.pop_front();
+                self.log_live[t as usize] -= 1;
             }
         }
         self.forget(j);
@@ -860,22 +900,6 @@ impl OrderedStreams {
             s.cmds.pop_front();
             s.cmd_first += 1;
         }
-    }
-
-    /// Rio: attributes live in each target's log (sent, not yet recycled).
-    fn recount_log(&mut self) {
-        let mut live = vec![0u64; self.log_live.len()];
-        for s in self.streams.iter().flatten() {
-            if !self.kinds[s.kind].1.logs_attributes() {
-                continue;
-            }
-            for c in &s.cmds {
-                if c.phase != CmdPhase::Planned && c.attr.seq_end > s.told {
-                    live[c.target as usize] += 1;
-                }
-            }
-        }
-        self.log_live = live;
     }
 
     /// The record of every ordered stream (for a power cut's check).

@@ -14,7 +14,8 @@ import pytest
 
 from qoslab import guest_devices
 from qoslab.errors import InputError
-from qoslab.vm.run import check_job, job_seconds, parse_settings
+from qoslab.vm.run import check_job, fio_steps, job_seconds, parse_settings
+from qoslab.vm.trace import read_events, summary
 
 NULL_BLK = "null_blk:completion_nsec=4000000,hw_queue_depth=2,irqmode=2"
 SCSI_DEBUG = "scsi_debug:ndelay=1000000,max_queue=16"
@@ -106,6 +107,55 @@ def test_settings_are_iosched_or_queue_files():
     assert s.path == "queue/iosched/aging_expire"
     with pytest.raises(InputError, match=r"expected iosched\.NAME=VALUE"):
         parse_settings(["aging_expire=100"])
+
+
+def test_a_traced_run_records_each_repetition_on_its_own():
+    steps = fio_steps("mq-deadline", [], 2, "job.fio", trace=True)
+    enable = steps.index("echo 1 > /sys/kernel/tracing/events/block/block_rq_issue/enable")
+    runs = [i for i, s in enumerate(steps) if s.startswith("fio_rep ")]
+    assert enable < runs[0]
+    for rep, i in zip((1, 2), runs, strict=True):
+        assert steps[i - 2 : i] == [
+            "echo > /sys/kernel/tracing/trace",
+            "echo 1 > /sys/kernel/tracing/tracing_on",
+        ]
+        assert steps[i + 1] == "echo 0 > /sys/kernel/tracing/tracing_on"
+        assert steps[i + 2] == f"cat /sys/kernel/tracing/trace > $OUT/rep-{rep}.trace"
+    assert not any("tracing" in s for s in fio_steps("mq-deadline", [], 2, "job.fio"))
+
+
+TRACE = """\
+# tracer: nop
+             fio-269     [000] .....   10.000000: block_bio_queue: 8,0 R 984 + 8 [fio]
+             fio-269     [000] ...1.   10.000002: block_rq_insert: 8,0 R 4096 () 984 + 8 [fio]
+         kworker-37      [000] .....   10.000010: block_rq_issue: 8,0 R 4096 () 984 + 8 [kworker]
+             fio-269     [000] .....   10.000022: block_bio_queue: 8,0 R 12128 + 8 [fio]
+             fio-269     [000] ...1.   10.000024: block_rq_insert: 8,0 R 4096 () 12128 + 8 [fio]
+             fio-270     [000] .....   10.000100: block_bio_queue: 8,0 R 0 + 256 [fio]
+             fio-270     [000] ...1.   10.000102: block_rq_insert: 8,0 R 131072 () 0 + 256 [fio]
+             fio-270     [000] .....   10.000150: block_bio_queue: 8,0 R 256 + 256 [fio]
+             fio-270     [000] ...1.   10.000152: block_bio_backmerge: 8,0 R 256 + 256 [fio]
+          <idle>-0       [000] d.h1.   10.004010: block_rq_complete: 8,0 R () 984 + 8 [0]
+         kworker-37      [000] .....   10.004024: block_rq_issue: 8,0 R 4096 () 12128 + 8 [kworker]
+         kworker-37      [000] .....   10.004030: block_rq_issue: 8,0 R 262144 () 0 + 512 [kworker]
+             fio-269     [000] .....   10.009000: block_bio_queue: 8,0 R 7696 + 8 [fio]
+"""
+
+
+def test_a_trace_gives_the_waits_per_request_size_and_the_gaps_between_bios(tmp_path):
+    path = tmp_path / "rep-1.trace"
+    path.write_text(TRACE)
+    s = summary(read_events(path))
+    # 4 KiB: one waited 8 us (insert to issue), one 4 ms (until the first completion).
+    assert s["wait"][4]["n"] == 2
+    assert s["wait"][4]["mean_ms"] == pytest.approx((0.008 + 4.000) / 2)
+    assert s["wait"][4]["max_ms"] == pytest.approx(4.000)
+    # The 128 KiB request took a second bio (512 sectors when issued), counted at insertion.
+    assert s["wait"][128]["mean_ms"] == pytest.approx(3.928)
+    assert s["device"] == {4: pytest.approx({"n": 1, "mean_ms": 4.0, "p99_ms": 4.0,
+                                             "max_ms": 4.0})}  # fmt: skip
+    # Gaps within a burst only: 22 us and 50 us; the 4.98 ms pause is waiting, not CPU.
+    assert s["bio_gap_us"] == {"fio-269": pytest.approx(22.0), "fio-270": pytest.approx(50.0)}
 
 
 def test_vm_fio_without_qemu_is_one_line(qoslab, tmp_path):

@@ -135,6 +135,12 @@ def fio_cmd(
         help="Seconds the whole guest run may take.",
         show_default="90 s + 1.5 x each repetition's runtime + 20 s",
     ),
+    trace: bool = typer.Option(
+        False,
+        "--trace",
+        help="Record the block layer's tracepoints (bio queued and merged, request inserted, "
+        "issued, completed) of each repetition as rep-N.trace (ftrace's text).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
 ) -> None:
     """Run a fio job file in the guest on a SPEC device under a scheduler, N times."""
@@ -157,7 +163,7 @@ def fio_cmd(
         ) as staged:
             meta = run_fio(
                 kernel, job, spec, scheduler, reps, staged, settings=settings,
-                modules=modules, accel=accel, timeout_s=timeout, say=say,
+                modules=modules, accel=accel, timeout_s=timeout, say=say, trace=trace,
             )  # fmt: skip
     say(f"{reps} repetition(s) in {meta['wall_seconds']:.0f} s under {meta['accel']}: {out}")
 
@@ -332,3 +338,31 @@ def study_cmd(
             (staged / "study.json").write_text(_json.dumps(meta, indent=1) + "\n")
             study.write_report(staged, compared, meta)
     say(f"report: {out / 'report.html'}")
+
+
+@app.command("trace")
+def trace_cmd(
+    out: Path = typer.Argument(..., help="A `qoslab vm fio --trace` output directory."),
+    skip: float = typer.Option(
+        0.0, "--skip", help="Seconds at the start of each trace to leave out (the job's ramp)."
+    ),
+) -> None:
+    """Per repetition of a traced run: scheduler wait and device time per request size, and
+    each fio process's time between one bio and its next in a burst (its CPU time per I/O)."""
+    from qoslab.vm.trace import read_events, summary
+
+    traces = sorted(out.glob("rep-*.trace"), key=lambda p: int(p.stem.split("-")[1]))
+    if not traces:
+        raise InputError("no rep-N.trace here: run qoslab vm fio --trace", path=out)
+    for path in traces:
+        s = summary(read_events(path), skip)
+        typer.echo(f"{path.name}:")
+        for kib, w in s["wait"].items():
+            d = s["device"].get(kib, {})
+            typer.echo(
+                f"  {kib:>5} KiB requests {w['n']:>6}: scheduler wait mean {w['mean_ms']:.3f} ms "
+                f"p99 {w['p99_ms']:.3f} max {w['max_ms']:.3f}; "
+                f"device mean {d.get('mean_ms', float('nan')):.3f} ms"
+            )
+        for proc, gap in s["bio_gap_us"].items():
+            typer.echo(f"  {proc}: {gap:.1f} us from one bio to the next (median, in a burst)")

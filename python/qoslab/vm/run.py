@@ -4,7 +4,8 @@ Every repetition's fio JSON comes back as `rep-N.json`; beside it the scheduler'
 counters after it (`rep-N.iosched`), the device's `/proc/diskstats` line before and after
 (`rep-N.diskstats-before|after`), `/sys/block/DEV/stat` (`rep-N.stat`), the queue's settings
 (`queue.txt`), the console, `dmesg.txt` and `meta.json` (kernel, accelerator, device, scheduler,
-tunables, timings).
+tunables, timings). With `--trace`, the block layer's tracepoints of each repetition as
+`rep-N.trace` (`qoslab vm trace` sums them up).
 """
 
 from __future__ import annotations
@@ -93,16 +94,51 @@ def job_seconds(text: str) -> float:
     return longest["runtime"] + longest["ramp_time"]
 
 
+# The block layer's tracepoints `--trace` records: a bio arriving, merging into a queued
+# request, a request inserted into the scheduler, issued to the driver, completed.
+TRACE_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_rq_insert", "block_rq_issue",
+                "block_rq_complete")  # fmt: skip
+TRACEFS = "/sys/kernel/tracing"
+TRACE_BUFFER_KB = 131072  # a 5 s run of the study's jobs on scsi_debug writes about 25 MB
+
+
+def trace_steps() -> list[str]:
+    """Mount tracefs and enable the block tracepoints (recording starts per repetition)."""
+    return [
+        f"mount -t tracefs nodev {TRACEFS} 2>/dev/null; [ -d {TRACEFS}/events/block ] "
+        "|| fail 'the guest kernel has no block tracepoints in tracefs'",
+        f"echo {TRACE_BUFFER_KB} > {TRACEFS}/buffer_size_kb",
+        *[f"echo 1 > {TRACEFS}/events/block/{e}/enable" for e in TRACE_EVENTS],
+    ]
+
+
 def fio_steps(
-    scheduler: str, settings: list[Setting], reps: int, job_name: str, prefix: str = ""
+    scheduler: str,
+    settings: list[Setting],
+    reps: int,
+    job_name: str,
+    prefix: str = "",
+    trace: bool = False,
 ) -> list[str]:
     steps = [f"say 'scheduler {scheduler}'", f"scheduler {scheduler}"]
     for s in settings:
         steps.append(f"setting {s.path} {s.value}")
     steps.append(f"snapshot /sys/block/$DEV/queue $OUT/{prefix}queue.txt")
+    if trace:
+        steps += trace_steps()
     for rep in range(1, reps + 1):
+        base = f"$OUT/{prefix}rep-{rep}"
         steps.append(f"say 'fio repetition {rep} of {reps} ({scheduler})'")
-        steps.append(f"fio_rep $OUT/{prefix}rep-{rep} $IN/{job_name} {rep}")
+        if trace:
+            steps += [f"echo > {TRACEFS}/trace", f"echo 1 > {TRACEFS}/tracing_on"]
+        steps.append(f"fio_rep {base} $IN/{job_name} {rep}")
+        if trace:
+            # The events in order, and the buffer's statistics (overrun: events lost).
+            steps += [
+                f"echo 0 > {TRACEFS}/tracing_on",
+                f"cat {TRACEFS}/trace > {base}.trace",
+                f"cat {TRACEFS}/per_cpu/cpu0/stats > {base}.trace-stats",
+            ]
     return steps
 
 
@@ -119,6 +155,7 @@ def run_fio(
     accel: str,
     timeout_s: float | None,
     say: Callable[[str], None],
+    trace: bool = False,
 ) -> dict:
     """Runs it and fills `out` (an empty staged directory); returns the meta record."""
     text = check_job(job)
@@ -129,7 +166,7 @@ def run_fio(
     session = guest.Session(
         kernel,
         spec,
-        steps=fio_steps(scheduler, settings, reps, "job.fio"),
+        steps=fio_steps(scheduler, settings, reps, "job.fio", trace=trace),
         inputs={"job.fio": job},
         modules=modules,
     )
@@ -160,6 +197,7 @@ def run_fio(
         "settings": [f"{s.where}.{s.name}={s.value}" for s in settings],
         "modules": [m.name for m in modules],
         "reps": reps,
+        "trace": trace,
         "job": job.name,
         "started_unix": round(started, 3),
         "wall_seconds": round(result.boot.seconds, 3),

@@ -179,6 +179,8 @@ def targets(seed_dir: Path) -> dict[str, Target]:
             lambda f, d: [
                 "sim",
                 "--name=x",
+                "--ioengine=libaio",
+                "--direct=1",
                 f"--rw={pick(d, ['randread', 'randwrite', 'randrw'])}",
                 "--bs=4k",
                 "--iodepth=8",
@@ -208,6 +210,7 @@ def targets(seed_dir: Path) -> dict[str, Target]:
             lambda f, d: [
                 "sim",
                 "--name=x",
+                "--direct=1",
                 "--rw=randrw",
                 "--bs=4k",
                 "--number_ios=300",

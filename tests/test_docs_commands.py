@@ -33,7 +33,7 @@ FENCE = re.compile(r"^```([\w+-]*)\n(.*?)^```", re.S | re.M)
 
 # What a reader brings of their own, by the name the documents give it.
 READER_FILES = {
-    "job.fio": "[job]\nrw=randread\niodepth=4\nnumber_ios=2000\n",
+    "job.fio": "[job]\nioengine=libaio\ndirect=1\nrw=randread\niodepth=4\nnumber_ios=2000\n",
     "my-firmware-model": f'#!/bin/sh\nexec "{ROOT}/build/dut/nvmelite-c" "$@"\n',
 }
 

@@ -186,7 +186,8 @@ def field_kind(name: str, value: str) -> str:
 
 
 def test_terse_lines_have_fios_fields_and_agree_with_the_json(qoslab, tmp_path):
-    jobs = ["--name=mixed", "--rw=randrw", "--number_ios=300", "--name=reader", "--rw=read"]
+    jobs = ["--direct=1", "--name=mixed", "--rw=randrw", "--number_ios=300", "--name=reader"]
+    jobs += ["--rw=read"]
     jobs += ["--bs=16k", "--number_ios=200"]
     real = subprocess.run(
         [FIO, f"--filename={tmp_path / 'data'}", "--size=8m", *jobs, "--output-format=terse"],

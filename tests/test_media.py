@@ -20,7 +20,8 @@ number_ios={n}
 
 def run_json(qoslab, tmp_path, job: str, device: str, *sets: str) -> dict:
     jobfile = tmp_path / "job.fio"
-    jobfile.write_text(job)
+    # At the depth each test asks for, straight to the device.
+    jobfile.write_text("[global]\nioengine=libaio\ndirect=1\n" + job)
     args = ["sim", str(jobfile), "--device", device, "--output-format", "json"]
     for s in sets:
         args += ["--set", s]

@@ -35,7 +35,8 @@ JOBS = {
 
 def iops_and_mean_us(qoslab, tmp_path, name: str, *sets: str) -> tuple[float, float]:
     job = tmp_path / f"{name}.fio"
-    job.write_text(f"[{name}]\n{JOBS[name]}")
+    # As MQSim's host: asynchronous, direct, each request timed at its own completion.
+    job.write_text(f"[{name}]\nioengine=libaio\ndirect=1\nio_submit_mode=offload\n{JOBS[name]}")
     args = ["sim", str(job), "--device", "mqsim-default", "--output-format", "json"]
     for s in sets:
         args += ["--set", s]

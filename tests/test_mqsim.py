@@ -16,7 +16,15 @@ from conftest import ROOT
 
 MQSIM = ROOT / "configs" / "devices" / "mqsim"
 SSDCONFIG, WORKLOAD = MQSIM / "ssdconfig.xml", MQSIM / "workload.xml"
-MIXED = ["--name=mixed", "--rw=randrw", "--rwmixread=70", "--iodepth=32", "--number_ios=20000"]
+MIXED = [
+    "--name=mixed",
+    "--ioengine=libaio",
+    "--direct=1",
+    "--rw=randrw",
+    "--rwmixread=70",
+    "--iodepth=32",
+    "--number_ios=20000",
+]
 
 
 def run_json(qoslab, *args, cwd=None):
@@ -116,7 +124,9 @@ def test_flows_become_fio_jobs_by_mqsims_own_rules(tmp_path):
     flows += FLOW.format(generator="QUEUE_DEPTH", distribution="STREAMING")
     path.write_text(f"<MQSim_IO_Scenarios><IO_Scenario>{flows}</IO_Scenario></MQSim_IO_Scenarios>")
     converted, info = jobs_from_workload(path)
-    bandwidth, streaming = converted.text.split("\n\n")
+    head, bandwidth, streaming = converted.text.split("\n\n")
+    # MQSim's host: asynchronous, direct, each request timed at its own completion.
+    assert "\nioengine=libaio\ndirect=1\nio_submit_mode=offload" in head
     # 81,920,000 B/s of 16-sector (8 KiB) requests: 10,000 requests per second, exponential gaps.
     for line in ["rate_iops=10000", "rate_process=poisson", "rw=randrw", "rwmixread=70"]:
         assert f"\n{line}\n" in bandwidth, line

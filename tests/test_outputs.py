@@ -116,7 +116,7 @@ def test_a_device_node_is_written_in_place_never_replaced(tmp_path):
 def test_sim_outputs_to_dev_null_leave_the_device_node(qoslab, tmp_path):
     before = os.stat("/dev/null")
     job = tmp_path / "job.fio"
-    job.write_text("[r]\nrw=randread\nbs=4k\nsize=1m\nnumber_ios=1000\n")
+    job.write_text("[r]\ndirect=1\nrw=randread\nbs=4k\nsize=1m\nnumber_ios=1000\n")
     done = qoslab(
         "sim", job, "--output-format", "json", "--output", "/dev/null", "--timeseries", "/dev/null"
     )

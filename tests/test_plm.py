@@ -199,6 +199,8 @@ def test_bad_input_is_one_line_naming_the_file_and_line(qoslab, tmp_path):
 
 
 PLM_JOBS = """[global]
+ioengine=libaio
+direct=1
 bs=4k
 time_based=1
 runtime=400ms

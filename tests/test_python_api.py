@@ -59,7 +59,7 @@ def test_the_worked_example_prints_what_the_docs_show_and_obeys_the_closed_forms
 
 
 def test_sim_json_is_the_report_and_the_frame_has_units_in_its_columns():
-    job = "[w]\nrw=randwrite\nbs=8k\niodepth=2\nnumber_ios=5000\n"
+    job = "[w]\nioengine=libaio\ndirect=1\nrw=randwrite\nbs=8k\niodepth=2\nnumber_ios=5000\n"
     report = qoslab.sim_json(text=job, device="ideal", set={"media.service_mean_ns": 20_000})
     write = report["jobs"][0]["write"]
     assert write["total_ios"] == 5000 and write["io_bytes"] == 5000 * 8192
@@ -75,7 +75,7 @@ def test_sim_json_is_the_report_and_the_frame_has_units_in_its_columns():
 
 def test_warnings_and_errors_are_pythons():
     with pytest.warns(UserWarning, match="ignored by the simulator: thread"):
-        qoslab.sim(text="[j]\nthread\nnumber_ios=10\n", device="ideal")
+        qoslab.sim(text="[j]\nthread\ndirect=1\nnumber_ios=10\n", device="ideal")
     with pytest.raises(InputError, match="<text>:2: option 'bs'"):
         qoslab.sim(text="[j]\nbs=4q\n")
     with pytest.raises(InputError, match="give a job file"):

@@ -21,7 +21,7 @@ import pytest
 from conftest import QOSLAB, ROOT, run_qoslab
 
 SSDCONFIG = ROOT / "configs/devices/mqsim/ssdconfig.xml"
-SIM_X = ("sim", "--name=x", "--rw=randread", "--bs=4k")
+SIM_X = ("sim", "--name=x", "--ioengine=libaio", "--direct=1", "--rw=randread", "--bs=4k")
 
 
 def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> str:
@@ -110,8 +110,8 @@ def test_a_faster_mqsim_channel_never_reads_slower(qoslab, tmp_path):
     for rate in ("500", "1000", "1001", "2400"):
         xml = mqsim_config(tmp_path, "Channel_Transfer_Rate", rate)
         done = qoslab(
-            "sim", "--name=x", "--rw=read", "--bs=128k", "--number_ios=200", "--device", xml,
-            "--output-format", "json", check=True,
+            "sim", "--name=x", "--direct=1", "--rw=read", "--bs=128k", "--number_ios=200",
+            "--device", xml, "--output-format", "json", check=True,
         )  # fmt: skip
         bandwidth.append(json.loads(done.stdout)["jobs"][0]["read"]["bw_bytes"])
     assert bandwidth == sorted(bandwidth), bandwidth
@@ -363,9 +363,12 @@ def test_the_rust_core_keeps_a_panics_place_for_the_report():
 
 
 def test_a_job_file_asking_for_more_clones_than_fio_allows_is_refused(qoslab):
-    job = "[j]\nrw=randread\nbs=4k\nnumber_ios=10\nnumjobs=4000\n[k]\nrw=read\nnumjobs=97\n"
+    job = (
+        "[global]\ndirect=1\n"
+        "[j]\nrw=randread\nbs=4k\nnumber_ios=10\nnumjobs=4000\n[k]\nrw=read\nnumjobs=97\n"
+    )
     done = run_qoslab("sim", "-", input=job)
-    one_line_error(done, "<stdin>:6:", "job 'k'", "4097", "4096")
+    one_line_error(done, "<stdin>:8:", "job 'k'", "4097", "4096")
 
 
 @pytest.mark.parametrize(
@@ -381,7 +384,7 @@ def test_a_repeat_or_cap_beyond_what_a_run_can_hold_is_refused(qoslab, args, nee
 
 
 def test_repeats_times_clones_are_bounded_by_the_results_a_report_holds(qoslab):
-    job = "[j]\nrw=randread\nbs=4k\nnumber_ios=10\nnumjobs=8\n"
+    job = "[j]\ndirect=1\nrw=randread\nbs=4k\nnumber_ios=10\nnumjobs=8\n"
     done = run_qoslab("sim", "-", "--repeat", "2049", input=job)
     one_line_error(done, "--repeat 2049 with 8 job clones", "16392")
 

@@ -6,6 +6,8 @@ import json
 import pytest
 
 WRITES = """[global]
+ioengine=libaio
+direct=1
 bs=4k
 rw=randwrite
 iodepth=1
@@ -176,6 +178,8 @@ def test_recovery_after_a_cut_is_timed_from_what_the_logs_held(qoslab):
 
 
 ORDERED_JOBS = """[global]
+ioengine=libaio
+direct=1
 bs=4k
 number_ios=40
 iodepth=8
@@ -256,12 +260,14 @@ def test_an_ordering_job_is_refused_clearly_where_it_cannot_run(qoslab, tmp_path
     # Rio needs target servers with a PMR: on a device without, qoslab sim names the job.
     r = qoslab("sim", str(good), "--device", "ideal")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert f"{good}:6: job 'log': ordering=rio needs target servers with a PMR" in r.stderr
+    assert f"{good}:8: job 'log': ordering=rio needs target servers with a PMR" in r.stderr
     r = qoslab("rio", "run", "--jobs", str(good), "--stack", "horae")
     assert r.returncode == 2 and "--jobs: the job file gives the workload; drop --stack" in r.stderr
 
 
 ORDERED_SIM_JOBS = """[global]
+ioengine=libaio
+direct=1
 bs=4k
 number_ios=200
 iodepth=8
@@ -343,7 +349,10 @@ def test_a_64k_write_stream_never_exceeds_the_devices_bandwidth(
     # wrote 64 KiB at 11.7 GB/s. The chain's drive has one device-wide channel (its preset's
     # `bandwidth`), one per target server.
     jobs = tmp_path / "w.fio"
-    jobs.write_text(f"[w]\nbs=64k\nrw=write\niodepth=32\nnumber_ios=2000\nordering={ordering}\n")
+    jobs.write_text(
+        "[w]\nioengine=libaio\ndirect=1\nbs=64k\nrw=write\niodepth=32\nnumber_ios=2000\n"
+        f"ordering={ordering}\n"
+    )
     args = ["sim", str(jobs), "--device", device, "--set", f"fabric.targets={targets}"]
     report = json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
     bw = report["jobs"][0]["write"]["bw_bytes"] / 1e9
@@ -362,7 +371,8 @@ def test_a_rio_stream_without_a_flush_gets_one_before_the_pmr_log_fills(qoslab, 
     # a FLUSH to the stream's write when a log is three quarters full: the stream runs to its
     # end, the log never holds more than its slots, and a cut still recovers to a prefix.
     jobs = tmp_path / "w.fio"
-    jobs.write_text("[w]\nbs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\n")
+    aio = "[w]\nioengine=libaio\ndirect=1\n"
+    jobs.write_text(aio + "bs=4k\nrw=write\niodepth=8\nnumber_ios=200\nordering=rio\n")
 
     def run(device, *more):
         args = ["sim", str(jobs), "--device", device, "--set", "fabric.pmr_bytes=2KiB", *more]
@@ -388,13 +398,14 @@ def test_a_rio_log_held_by_a_stream_that_stopped_writing_is_named(qoslab, tmp_pa
     # (open in docs/rio.md). A FLUSH at the end of each job (end_fsync=1) frees it.
     jobs = tmp_path / "w.fio"
     two = "[a]\nnumber_ios=10\n[b]\nnumber_ios=400\n"
-    jobs.write_text("[global]\nbs=4k\nrw=write\niodepth=8\nordering=rio\n" + two)
+    aio = "[global]\nioengine=libaio\ndirect=1\n"
+    jobs.write_text(aio + "bs=4k\nrw=write\niodepth=8\nordering=rio\n" + two)
     args = ["sim", str(jobs), "--device", "rio-flash", "--set", "fabric.pmr_bytes=2KiB"]
     r = qoslab(*args)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "a target's PMR log is full and no FLUSH frees it" in r.stderr
     assert "a stream that stopped writing without a FLUSH holds the log's head" in r.stderr
     assert "end_fsync=1" in r.stderr
-    jobs.write_text("[global]\nbs=4k\nrw=write\niodepth=8\nordering=rio\nend_fsync=1\n" + two)
+    jobs.write_text(aio + "bs=4k\nrw=write\niodepth=8\nordering=rio\nend_fsync=1\n" + two)
     done = json.loads(qoslab(*args, "--output-format", "json", check=True).stdout)
     assert [j["write"]["total_ios"] for j in done["jobs"]] == [10, 400]

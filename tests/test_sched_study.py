@@ -160,7 +160,7 @@ def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path):
 def test_lat_percentiles_report_the_total_latency_a_scheduler_wait_is_part_of():
     from qoslab.sim.api import sim_json
 
-    job = "[j]\nrw=randread\nbs=4k\niodepth=1\nnumber_ios=2000\n"
+    job = "[j]\ndirect=1\nrw=randread\nbs=4k\niodepth=1\nnumber_ios=2000\n"
     plain = sim_json(text=job, device="ideal")["jobs"][0]["read"]
     assert "percentile" not in plain["lat_ns"]
     # Nothing waits at QD 1 on an ideal device: the total latency is the completion latency.

@@ -148,7 +148,7 @@ def test_output_and_timeseries_files(qoslab, tmp_path):
     job = write(
         tmp_path,
         "paced.fio",
-        "[paced]\nrw=randread\nbs=4k\nsize=1g\nrate_iops=1000\nnumber_ios=1000\n",
+        "[paced]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=1g\nrate_iops=1000\nnumber_ios=1000\n",
     )
     out = tmp_path / "r.json"
     series = tmp_path / "s.csv"
@@ -184,7 +184,10 @@ def test_a_long_series_in_parquet_is_the_csv_batch_by_batch(qoslab, tmp_path):
     import pandas as pd
     import pyarrow.parquet as papq
 
-    text = "[paced]\nrw=randrw\nbs=4k\nsize=1g\nrate_iops=500,500\ntime_based=1\nruntime=1s\n"
+    text = (
+        "[paced]\nioengine=libaio\ndirect=1\nrw=randrw\nbs=4k\nsize=1g\nrate_iops=500,500\n"
+        "time_based=1\nruntime=1s\n"
+    )
     job = write(tmp_path, "paced.fio", text)
     args = ["--set", "media.service=fixed", "--repeat", "2", "--log-avg-msec", "0.05"]
     for name in ("s.csv", "s.parquet"):
@@ -228,7 +231,10 @@ def test_the_series_memory_does_not_grow_with_the_run(tmp_path):
     from conftest import QOSLAB
 
     # 1000 I/Os at 1000 per second: one simulated second, cut into 1 ms or 1 us intervals.
-    text = "[paced]\nrw=randread\nbs=4k\nsize=1g\nrate_iops=1000\nnumber_ios=1000\n"
+    text = (
+        "[paced]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=1g\nrate_iops=1000\n"
+        "number_ios=1000\n"
+    )
     job = write(tmp_path, "paced.fio", text)
     peak_mb, size_mb = {}, {}
     for interval_ms in ("1", "0.001"):
@@ -514,7 +520,7 @@ def test_an_empirical_device_fitted_from_a_real_fio_run_reproduces_its_latencies
         tmp_path,
         "qd1.fio",
         # io_size: 200 passes over the 16 MiB region, 204,800 draws from the profile.
-        f"[qd1]\nrw=randread\nbs=4k\nsize=16m\nio_size=800m\nnorandommap=1\n"
+        f"[qd1]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=16m\nio_size=800m\nnorandommap=1\n"
         f"percentile_list={plist}\n",
     )
     read = sim_json(qoslab, job, "--device", device)["jobs"][0]["read"]
@@ -545,7 +551,7 @@ def test_power_fail_at_reports_what_each_job_lost(qoslab, tmp_path):
     job = write(
         tmp_path,
         "w.fio",
-        "[global]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=8\ntime_based=1\nruntime=30ms\n"
+        "[global]\nioengine=libaio\ndirect=1\nrw=randwrite\nbs=4k\nsize=1g\niodepth=8\ntime_based=1\nruntime=30ms\n"
         "[plain]\n[synced]\noffset=2g\nfsync=1\n",
     )
     report = sim_json(qoslab, str(job), "--device", "consumer-tlc", "--power-fail-at", "20ms")

@@ -13,9 +13,12 @@ import pytest
 from conftest import ROOT
 from qoslab.fio.logs import read_fio_log
 
-TWO_JOBS = "[global]\nbs=8k\n[a]\nrw=randread\nnumber_ios=300\n[b]\nrw=write\nnumber_ios=200\n"
+TWO_JOBS = (
+    "[global]\nbs=8k\ndirect=1\n[a]\nrw=randread\nnumber_ios=300\n[b]\nrw=write\nnumber_ios=200\n"
+)
 TWO_JOBS_AS_OPTIONS = [
     "--bs=8k",
+    "--direct=1",
     "--name=a",
     "--rw",
     "randread",
@@ -38,7 +41,7 @@ def test_fio_command_line_options_are_the_job_file_they_stand_for(qoslab, tmp_pa
     from_line = ok(qoslab("sim", *TWO_JOBS_AS_OPTIONS, "--output-format", "json"))
     assert from_line == from_file
     report = json.loads(from_line)
-    assert report["global options"] == {"bs": "8k"}
+    assert report["global options"] == {"bs": "8k", "direct": "1"}
     assert [j["jobname"] for j in report["jobs"]] == ["a", "b"]
 
 
@@ -90,7 +93,7 @@ def test_normal_output_prints_bandwidth_in_fios_units_and_the_group_footer(qosla
     # 200 reads of 4 KiB capped at 100 KiB/s, one every 40 ms: the last is issued at
     # 199 x 40 ms, so 800 KiB move in 7.96 s plus one latency: 102,914 B/s, which fio prints
     # as 101KiB/s (103kB/s).
-    args = ["sim", "--name=slow", "--rw=read", "--rate=100k", "--number_ios=200"]
+    args = ["sim", "--name=slow", "--direct=1", "--rw=read", "--rate=100k", "--number_ios=200"]
     normal = ok(qoslab(*args))
     assert "  read: IOPS=25, BW=101KiB/s (103kB/s)(800KiB/7960msec)" in normal
     footer = normal[normal.index("Run status group 0 (all jobs):") :].splitlines()
@@ -102,24 +105,65 @@ def test_normal_output_prints_bandwidth_in_fios_units_and_the_group_footer(qosla
     assert (read["io_bytes"], read["runtime"]) == (200 * 4096, 7960)
 
 
-def test_ignored_options_are_named_once_on_stderr(qoslab, tmp_path):
+def test_ignored_options_are_named_in_one_line_per_job(qoslab, tmp_path):
     job = tmp_path / "host.fio"
     job.write_text(
-        "[global]\nthread\nnumber_ios=10\n[a]\ngtod_reduce=1\n[b]\nwrite_lat_log=b\n[c]\n"
+        "[global]\nthread\nnumber_ios=10\ndirect=1\n[a]\ngtod_reduce=1\n[b]\nwrite_lat_log=b\n[c]\n"
     )
     done = qoslab("sim", job)
     assert done.returncode == 0, done.stderr
     assert done.stderr == (
-        "qoslab: warning: options accepted but ignored by the simulator: "
-        f"thread ({job}:2), gtod_reduce ({job}:5), write_lat_log without log_avg_msec "
-        f"({job}:6: fio's log of every I/O is not simulated; set log_avg_msec for the "
-        "averaged log)\n"
+        "qoslab: warning: job 'a': options accepted but ignored by the simulator: "
+        f"thread ({job}:2), gtod_reduce ({job}:6)\n"
+        "qoslab: warning: job 'b': options accepted but ignored by the simulator: "
+        f"thread ({job}:2), write_lat_log without log_avg_msec ({job}:7: fio's log of every "
+        "I/O is not simulated; set log_avg_msec for the averaged log)\n"
+        "qoslab: warning: job 'c': options accepted but ignored by the simulator: "
+        f"thread ({job}:2)\n"
     )
+    report = json.loads(ok(qoslab("sim", job, "--output-format", "json")))
+    listed = [(i["job"], i["option"]) for i in report["qoslab"]["ignored_options"]]
+    assert listed == [("a", "thread"), ("a", "gtod_reduce"), ("b", "thread"), ("c", "thread")]
+
+
+def test_a_synchronous_engine_at_depth_is_capped_with_fios_note(qoslab):
+    done = qoslab(
+        "sim",
+        "--name=p",
+        "--direct=1",
+        "--rw=randread",
+        "--iodepth=32",
+        "--number_ios=500",
+        "--output-format=json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "qoslab: warning: job 'p': ioengine=psync is synchronous: iodepth=32 is capped at 1, "
+        'as fio does (fio: "queue depth will be capped at 1"); ioengine=libaio or io_uring '
+        "keeps that many in flight\n"
+    )
+    job = json.loads(done.stdout)["jobs"][0]
+    assert job["iodepth_level"]["1"] == 100.0
+    assert job["read"]["slat_ns"]["N"] == 0
+
+
+def test_buffered_io_and_non_block_engines_are_refused_in_one_line(qoslab):
+    done = qoslab("sim", "--name=b", "--rw=randread", "--number_ios=10")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "qoslab: error: --name=b: job 'b': direct=0 (fio's default: buffered I/O through "
+        "the page cache) is not simulated: the page cache will come with the file system "
+        "(issue 35); set direct=1 for I/O straight to the device\n"
+    )
+    done = qoslab("sim", "--name=h", "--ioengine=libhdfs", "--rw=read")
+    assert done.returncode == 2
+    assert "ioengine=libhdfs: an object-store or distributed file-system client" in done.stderr
 
 
 def test_logs_are_fios_averaged_logs(qoslab, tmp_path):
     # 1000 reads/s, evenly spaced, for one second, logged every 100 ms.
-    args = ["--name=paced", "--rw=randread", "--rate_iops=1000", "--runtime=1s", "--time_based"]
+    args = ["--name=paced", "--direct=1", "--rw=randread", "--rate_iops=1000", "--runtime=1s"]
+    args += ["--time_based"]
     args += [
         "--log_avg_msec=100",
         "--write_iops_log=p",

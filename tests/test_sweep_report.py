@@ -49,7 +49,9 @@ SPECS = {
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
-    (d / "qd.fio").write_text("[r]\nrw=randread\nbs=4k\nsize=1g\niodepth=${QD}\nnumber_ios=2000\n")
+    (d / "qd.fio").write_text(
+        "[r]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=1g\niodepth=${QD}\nnumber_ios=2000\n"
+    )
     (d / "matrix.yaml").write_text(
         f'seeds: ["{WORKLOAD}"]\npolicies: [FIFO, RANDOM]\nbounds: ["0", "inf"]\n'
         'faults: [NONE]\nschedule_seeds: "0-9"\nscheduler_version: "v1.0"\n'

@@ -130,7 +130,8 @@ def test_sim_points_follow_the_closed_loop_laws_of_the_ideal_device(tmp_path):
     # N I/Os always outstanding (no think time) at c exponential servers of mean S: the
     # throughput is min(N, c) / S and, by Little's law, the mean latency N / throughput.
     (tmp_path / "qd.fio").write_text(
-        "[reader]\nrw=randread\nbs=4k\nsize=1g\niodepth=${QD}\nnumber_ios=20000\n"
+        "[reader]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\nsize=1g\niodepth=${QD}\n"
+        "number_ios=20000\n"
     )
     spec = write_spec(
         tmp_path,

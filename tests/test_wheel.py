@@ -22,7 +22,7 @@ assert pathlib.Path(sys.argv[1]) in pathlib.Path(qoslab.__file__).parents, qosla
 df = qoslab.sim(text=sys.argv[2], device="mqsim-default")
 print(len(df), df.op[0], df.total_ios[0], repr(df.iops[0]))
 """
-JOB = "[r]\nrw=randread\niodepth=32\nnumber_ios=20000\n"
+JOB = "[r]\nioengine=libaio\ndirect=1\nrw=randread\niodepth=32\nnumber_ios=20000\n"
 
 
 def test_pip_install_makes_a_working_qoslab_in_a_fresh_venv(tmp_path):
@@ -49,7 +49,14 @@ def test_pip_install_makes_a_working_qoslab_in_a_fresh_venv(tmp_path):
     here = qoslab.sim(text=JOB, device="mqsim-default")
     assert done.stdout.split() == ["1", "read", "20000", repr(here.iops[0])]
     command = subprocess.run(
-        [venv / "bin" / "qoslab", "sim", "--name=x", "--number_ios=100", "--output-format=terse"],
+        [
+            venv / "bin" / "qoslab",
+            "sim",
+            "--name=x",
+            "--direct=1",
+            "--number_ios=100",
+            "--output-format=terse",
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -106,6 +106,7 @@ fn job_json(j: &Job) -> Value {
         "location": format!("{}:{}", j.location.path.display(), j.location.line),
         "rw": rw,
         "rw_modifier": j.rw_modifier,
+        "rw_backward": j.rw_backward,
         "rw_sequencer": if j.rw_identical { "identical" } else { "sequential" },
         "rwmixread_pct": j.rwmixread,
         "bs_bytes": j.bs,
@@ -148,6 +149,18 @@ fn job_json(j: &Job) -> Value {
         "percentile_list": j.percentile_list,
         "direct": j.direct,
         "ioengine": j.ioengine,
+        "engine_class": format!("{:?}", j.engine).to_lowercase(),
+        "io_submit_mode": format!("{:?}", j.submit_mode).to_lowercase(),
+        "iodepth_batch_complete_min": j.iodepth_batch_complete_min,
+        "iodepth_batch_complete_max": j.iodepth_batch_complete_max,
+        "iodepth_low": j.iodepth_low,
+        "wait_for": j.wait_for,
+        "startdelay_ns": j.startdelay_ns,
+        "exitall": j.exitall,
+        "nrfiles": j.nrfiles,
+        "directory": j.directory,
+        "filename_format": j.filename_format,
+        "ioscheduler": j.ioscheduler,
         "filename": j.filename,
         "log_avg_msec": j.log_avg_msec,
         "write_lat_log": j.logs.lat,
@@ -283,6 +296,30 @@ fn sim_run<'py>(
             )));
         }
     };
+    // fio's `ioscheduler`: the jobs switch their device's scheduler for the run.
+    let mut sets = sets;
+    if let WorkloadSpec::Jobs(file) = &workload {
+        let mut chosen: Option<&str> = None;
+        for job in &file.jobs {
+            if let Some(s) = job.ioscheduler.as_deref() {
+                if chosen.is_some_and(|c| c != s) {
+                    return Err(to_py(SimError::at(
+                        &job.location.path,
+                        job.location.line,
+                        format!(
+                            "job '{}': ioscheduler={s}, but an earlier job set {}: one device has one scheduler",
+                            job.name,
+                            chosen.unwrap_or_default()
+                        ),
+                    )));
+                }
+                chosen = Some(s);
+            }
+        }
+        if let Some(s) = chosen {
+            sets.push(format!("block.scheduler={s}"));
+        }
+    }
     // A device file made from another format (MQSim's XML) comes as text, named `device`.
     let device = match device_text {
         Some(text) => DeviceConfig::from_text(&text, device, &sets),

@@ -7,6 +7,7 @@ use std::io::BufRead;
 use qoslab_engine::time::MAX_TIME_TEXT;
 use qoslab_engine::{IntervalSeries, IoStatus, LatencyHist, Moments, Ns, Op, ReqFlags, Request};
 use qoslab_workload::WorkloadError;
+use qoslab_workload::fio::{EngineClass, ExitWhat, Job, SteadyState, SubmitMode};
 use qoslab_workload::generator::{GenIo, JobGen};
 use qoslab_workload::trace::{ReplaySpeed, TraceReader};
 
@@ -51,8 +52,6 @@ impl Source {
                     len_bytes: len,
                     prio: Default::default(),
                     not_before_ns,
-                    think_before_ns: 0,
-                    drain_before: false,
                 }))
             }
         }
@@ -127,6 +126,13 @@ pub struct JobStats {
     pub runtime_ns: Ns,
     /// Per op, the end-to-end latency split into its [`LatencyPart`]s.
     pub split: [SplitSums; 4],
+    /// fio's error number when the job failed (5: EIO, a `rate_min` not met; 110:
+    /// ETIMEDOUT, a latency above `max_latency` or `latency_target` at depth 1), else 0.
+    pub error: i32,
+    /// The depth the job ended at: `iodepth`, or where `latency_target`'s search settled.
+    pub latency_depth: u32,
+    /// The steady-state check, if the job had one.
+    pub steadystate: Option<SteadyStateReport>,
 }
 
 /// One op's latencies split into their [`LatencyPart`]s and added up: the report gives each
@@ -168,7 +174,8 @@ impl SplitSums {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LatencyPart {
     /// Host CPU: issuing and submitting (queued to dispatched, including a wait for a command
-    /// id), and handling the completion (interrupt to completed).
+    /// id), handling the completion (interrupt to completed) and the wait until the job's loop
+    /// reaps it.
     Host = 0,
     /// Crossing the transport: dispatched to arrived (the doorbell or capsule), CQ posted to
     /// interrupt.
@@ -221,22 +228,41 @@ impl JobStats {
         }
         self.errors += o.errors;
         self.runtime_ns = self.runtime_ns.max(o.runtime_ns);
+        if self.error == 0 {
+            self.error = o.error;
+        }
+        self.latency_depth = self.latency_depth.max(o.latency_depth);
+        if self.steadystate.is_none() {
+            self.steadystate.clone_from(&o.steadystate);
+        }
     }
 }
 
-/// Bandwidth sampling over fixed windows, as fio's `bw_avg_time` (500 ms).
+/// Bandwidth or IOPS sampling over fixed windows, as fio's `bwavgtime` and `iopsavgtime`
+/// (500 ms each by default).
 #[derive(Clone, Debug)]
 struct Sampler {
     window_ns: Ns,
     start_ns: Ns,
-    ios: [u64; 4],
-    bytes: [u64; 4],
+    /// Bytes (bandwidth) or I/Os (IOPS) per direction in the current window.
+    amount: [u64; 4],
     active: [bool; 4],
+    bw: bool,
 }
 
 pub const BW_WINDOW_NS: Ns = 500_000_000;
 
 impl Sampler {
+    fn new(window_ns: Ns, active: [bool; 4], bw: bool) -> Self {
+        Sampler {
+            window_ns,
+            start_ns: 0,
+            amount: [0; 4],
+            active,
+            bw,
+        }
+    }
+
     /// Closes the windows that end by `t` (one every half second: most calls close none).
     #[inline(always)]
     fn close_until(&mut self, t: Ns, stats: &mut JobStats) {
@@ -252,13 +278,15 @@ impl Sampler {
         for k in 0..4 {
             if self.active[k] {
                 let op = &mut stats.ops[k];
-                op.bw_samples
-                    .record((self.bytes[k] as f64 / 1024.0 / secs).round() as u64);
-                op.iops_samples
-                    .record((self.ios[k] as f64 / secs).round() as u64);
+                if self.bw {
+                    op.bw_samples
+                        .record((self.amount[k] as f64 / 1024.0 / secs).round() as u64);
+                } else {
+                    op.iops_samples
+                        .record((self.amount[k] as f64 / secs).round() as u64);
+                }
             }
-            self.ios[k] = 0;
-            self.bytes[k] = 0;
+            self.amount[k] = 0;
         }
         self.start_ns += self.window_ns;
         // The idle windows between it and `t` each sample 0, all at once: an idle stretch of
@@ -268,8 +296,11 @@ impl Sampler {
         if idle > 0 {
             for k in 0..4 {
                 if self.active[k] {
-                    stats.ops[k].bw_samples.record_n(0, idle);
-                    stats.ops[k].iops_samples.record_n(0, idle);
+                    if self.bw {
+                        stats.ops[k].bw_samples.record_n(0, idle);
+                    } else {
+                        stats.ops[k].iops_samples.record_n(0, idle);
+                    }
                 }
             }
             self.start_ns += idle * self.window_ns;
@@ -288,7 +319,274 @@ pub struct JobResult {
     pub issued: u64,
 }
 
-/// One running job clone.
+/// How a job clone issues and reaps its I/O: its engine and fio's options for its queue
+/// (fio's `do_io` loop, backend.c).
+#[derive(Clone, Copy, Debug)]
+pub struct HostLoop {
+    pub engine: EngineClass,
+    /// I/Os the job may hold at once (fio's io_u pool): 1 for a synchronous engine.
+    pub iodepth: u32,
+    /// `iodepth_batch_submit`: I/Os queued before they are submitted together.
+    pub batch: u32,
+    /// `iodepth_batch_complete_min` and `_max`.
+    pub complete_min: u32,
+    pub complete_max: u32,
+    /// `iodepth_low`: once full, the queue drains to this depth before it is refilled.
+    pub low: u32,
+    /// `io_submit_mode=offload`: I/Os leave at their scheduled times, whatever is in flight.
+    pub offload: bool,
+    /// For the `null` engine: the host's cost to issue and to complete an I/O.
+    pub null_costs: Option<(Ns, Ns)>,
+    /// Whether fio records a submission latency: not for a synchronous call (a sync engine,
+    /// or `null` at depth 1), whose whole time is its completion latency.
+    pub slat: bool,
+}
+
+impl HostLoop {
+    /// fio's rules (init.c `fixup_options`, the engines' own): a synchronous engine has one
+    /// I/O at a time; batches and the low mark fit inside `iodepth` (0 meaning `iodepth`);
+    /// the reaping maximum is at least its minimum; `posixaio` has no commit and so submits
+    /// each I/O by itself; `null` at a depth above 1 completes a batch at its commit and
+    /// takes no more until it is reaped.
+    pub fn of_job(job: &Job, null_costs: (Ns, Ns)) -> Self {
+        let depth = job.iodepth.max(1);
+        let fit = |v: u32| if v == 0 || v > depth { depth } else { v };
+        let mut batch = fit(job.iodepth_batch_submit);
+        if job.ioengine == "posixaio" {
+            batch = 1;
+        }
+        let complete_min = job.iodepth_batch_complete_min;
+        let complete_max = job.iodepth_batch_complete_max.max(complete_min);
+        let (iodepth, batch) = match job.engine {
+            EngineClass::Sync => (1, 1),
+            EngineClass::Null if depth > 1 => (batch, batch),
+            EngineClass::Null => (1, 1),
+            EngineClass::Async => (depth, batch),
+        };
+        HostLoop {
+            engine: job.engine,
+            iodepth,
+            batch,
+            complete_min,
+            complete_max,
+            low: fit(job.iodepth_low).min(iodepth),
+            offload: job.submit_mode == SubmitMode::Offload,
+            null_costs: (job.engine == EngineClass::Null).then_some(null_costs),
+            slat: match job.engine {
+                EngineClass::Sync => false,
+                EngineClass::Null => depth > 1,
+                EngineClass::Async => true,
+            },
+        }
+    }
+
+    /// An open-loop replay (a trace): every I/O leaves at its time, up to `depth` in flight,
+    /// each reaped as it completes.
+    pub fn replay(depth: u32) -> Self {
+        HostLoop {
+            engine: EngineClass::Async,
+            iodepth: depth.max(1),
+            batch: 1,
+            complete_min: 1,
+            complete_max: 1,
+            low: depth.max(1),
+            offload: true,
+            null_costs: None,
+            slat: true,
+        }
+    }
+}
+
+/// `thinktime` and its companions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Think {
+    pub ns: Ns,
+    /// A stall every `blocks` I/Os issued (`issue`) or completed (`complete`).
+    pub blocks: u64,
+    pub on_complete: bool,
+    /// `thinktime_iotime`: a stall also after this long of I/O.
+    pub iotime_ns: Ns,
+    /// `rate_ignore_thinktime`.
+    pub ignore_in_rate: bool,
+}
+
+/// What fio's loop is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    Nothing,
+    /// `wait_for_completions`: at least `min` completions to reap, at most `max` per call;
+    /// with `full`, reaping goes on until the queue is down to `iodepth_low`.
+    Reap {
+        min: u32,
+        max: u32,
+        full: bool,
+    },
+    /// `io_u_quiesce`: every I/O in flight, each reaped as it completes; then `then`.
+    Quiesce(AfterQuiesce),
+    /// Asleep until the time (a rate or a think time).
+    Until(Ns),
+    /// Its flow is ahead of its share: it waits for the other jobs of its flow.
+    Flow,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterQuiesce {
+    /// Go on with the loop (a rate's sleep or a flush comes next).
+    Continue,
+    /// Think for this long.
+    Think(Ns),
+    /// Sleep this long (`flow_sleep`).
+    Sleep(Ns),
+}
+
+/// fio's `latency_target` search for the deepest queue that meets the target (io_u.c).
+#[derive(Clone, Debug)]
+pub struct LatencyTarget {
+    pub target_ns: Ns,
+    pub window_ns: Ns,
+    pub percentile: f64,
+    pub run: bool,
+    qd: u32,
+    low: u32,
+    high: u32,
+    stable: u32,
+    end_run: bool,
+    window_start_ns: Ns,
+    window_ios: u64,
+    window_failed: u64,
+}
+
+impl LatencyTarget {
+    pub fn new(target_ns: Ns, window_ns: Ns, percentile: f64, run: bool, depth: u32) -> Self {
+        LatencyTarget {
+            target_ns,
+            window_ns,
+            percentile,
+            run,
+            qd: 1,
+            low: 1,
+            high: depth,
+            stable: 0,
+            end_run: false,
+            window_start_ns: 0,
+            window_ios: 0,
+            window_failed: 0,
+        }
+    }
+}
+
+/// The steady-state check of a job (fio's steadystate.c): a sample of its IOPS and
+/// bandwidth each second, the last `dur` of them judged against the limit.
+#[derive(Clone, Debug)]
+pub struct SteadyStateCheck {
+    pub spec: SteadyState,
+    pub dur: usize,
+    pub ramp_ns: Ns,
+    samples: std::collections::VecDeque<(u64, u64)>,
+    prev: (u64, u64),
+    prev_ns: Ns,
+    ramp_over: bool,
+    pub report: SteadyStateReport,
+}
+
+/// What the steady-state check found, as fio's JSON `steadystate` gives it.
+#[derive(Clone, Debug, Default)]
+pub struct SteadyStateReport {
+    pub spec: Option<SteadyState>,
+    pub dur_s: u64,
+    pub attained: bool,
+    pub criterion: f64,
+    pub max_deviation: f64,
+    pub slope: f64,
+    /// The last samples, oldest first: (IOPS, bandwidth in bytes per second).
+    pub data: Vec<(u64, u64)>,
+}
+
+impl SteadyStateCheck {
+    pub fn new(spec: SteadyState, dur_ns: Ns, ramp_ns: Ns) -> Self {
+        let dur = (dur_ns / 1_000_000_000) as usize;
+        SteadyStateCheck {
+            spec,
+            dur,
+            ramp_ns,
+            samples: std::collections::VecDeque::with_capacity(dur),
+            prev: (0, 0),
+            prev_ns: 0,
+            ramp_over: ramp_ns == 0,
+            report: SteadyStateReport {
+                spec: Some(spec),
+                dur_s: dur as u64,
+                ..SteadyStateReport::default()
+            },
+        }
+    }
+
+    /// One sample at `now` of a job (or group) that has completed `ios` I/Os and `bytes`
+    /// bytes since it started `since_start_ns` ago; whether the steady state is reached.
+    pub fn sample(&mut self, now: Ns, since_start_ns: Ns, ios: u64, bytes: u64) -> bool {
+        if self.dur == 0 || self.report.attained {
+            return false;
+        }
+        // fio starts sampling one second after `ss_ramp`.
+        if !self.ramp_over && since_start_ns >= self.ramp_ns + 1_000_000_000 {
+            self.ramp_over = true;
+        }
+        let spent_ms = (now - self.prev_ns) / 1_000_000;
+        let (dios, dbytes) = (ios - self.prev.0, bytes - self.prev.1);
+        self.prev = (ios, bytes);
+        self.prev_ns = now;
+        if !self.ramp_over || spent_ms == 0 {
+            return false;
+        }
+        let iops = 1000 * dios / spent_ms;
+        let bw = 1000 * dbytes / spent_ms;
+        if self.samples.len() == self.dur {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((iops, bw));
+        self.report.data = self.samples.iter().copied().collect();
+        if self.samples.len() < self.dur {
+            return false;
+        }
+        let ys: Vec<f64> = self
+            .samples
+            .iter()
+            .map(|&(i, b)| if self.spec.iops { i as f64 } else { b as f64 })
+            .collect();
+        let n = ys.len() as f64;
+        let mean = ys.iter().sum::<f64>() / n;
+        let value = if self.spec.slope {
+            // Least squares over x = 0, 1, ..., n - 1 (fio assumes evenly spaced samples).
+            let mx = (n - 1.0) / 2.0;
+            let sxy: f64 = ys
+                .iter()
+                .enumerate()
+                .map(|(x, y)| (x as f64 - mx) * (y - mean))
+                .sum();
+            let sxx: f64 = (0..ys.len()).map(|x| (x as f64 - mx).powi(2)).sum();
+            self.report.slope = sxy / sxx;
+            self.report.slope.abs()
+        } else {
+            self.report.max_deviation = ys.iter().map(|y| (y - mean).abs()).fold(0.0, f64::max);
+            self.report.max_deviation
+        };
+        self.report.criterion = if self.spec.percent {
+            if mean > 0.0 {
+                100.0 * value / mean
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            value
+        };
+        if self.report.criterion < self.spec.limit {
+            self.report.attained = true;
+        }
+        self.report.attained
+    }
+}
+
+/// One running job clone: fio's `do_io` loop for it, driven by events.
 pub struct JobRun {
     /// Name shown in the report.
     pub name: String,
@@ -299,45 +597,94 @@ pub struct JobRun {
     pub group: u32,
     /// Reporting group (`stonewall` or `new_group`), for `group_reporting`.
     pub report_group: u32,
+    /// The job reports with its group (`group_reporting`).
+    pub group_reporting: bool,
     /// The host the job runs on, and its CPU there.
     pub host: u16,
     pub core: u16,
     source: Source,
-    iodepth: u32,
-    batch: u32,
+    pub host_loop: HostLoop,
+    pub think: Think,
     pub start_ns: Ns,
     ramp_ns: Ns,
     /// End of the run time after the start (None: until the I/O amount is done).
     end_after_ns: Option<Ns>,
+    /// I/Os handed to the path and not yet completed by it.
     pub inflight: u32,
+    /// I/Os the job holds: queued, in flight, or completed and not yet reaped (fio's
+    /// `cur_depth`).
+    allocated: u32,
+    /// Queued, not yet submitted (waiting for their batch).
+    staged: Vec<Request>,
+    /// Committed in a submission call that slept before handing them all to the path.
+    in_call: std::collections::VecDeque<Request>,
+    /// Completed by the path, not yet reaped by the job.
+    done: std::collections::VecDeque<Request>,
+    wait: Wait,
     pending: Option<GenIo>,
-    think_until: Option<Ns>,
+    /// Think time: whether the pending stall has been served; counts since the last one.
+    thought: bool,
+    since_think_issued: u64,
+    since_think_reaped: u64,
+    last_think_ns: Ns,
+    /// How far the rate schedule is pushed back by think times (`rate_ignore_thinktime`).
+    rate_shift_ns: Ns,
     /// Earliest time a wake-up is scheduled for (to avoid duplicates).
     pub wake_at: Option<Ns>,
     exhausted: bool,
+    /// Told to stop (`exitall`, a steady state, the end of a latency search).
+    pub terminated: bool,
     pub started: bool,
     pub finished: bool,
+    /// The run has acted on the job's end (its group, `exitall`, its flow).
+    pub end_noted: bool,
     pub stats: JobStats,
     pub series: Option<IntervalSeries>,
     /// Interval of the time series, if one is kept.
     series_interval_ns: Option<Ns>,
     issues: [bool; 4],
-    sampler: Sampler,
+    bw_sampler: Sampler,
+    iops_sampler: Sampler,
     pub last_complete_ns: Ns,
-    last_complete_batch: (Ns, u32),
     pub issued: u64,
+    /// Completed I/Os (and bytes) reaped since the start, ramp included (fio's `io_blocks`).
+    pub reaped_ios: u64,
+    pub reaped_bytes: u64,
     pub durability: Durability,
     /// Some job of the run asks for percentiles of the total latency (fio's
     /// `lat_percentiles=1`): only then is its histogram kept.
     pub lat_percentiles: bool,
     /// Whether writes are synchronous (`direct=1`): Linux marks an O_DIRECT write REQ_SYNC
     /// (block/fops.c, `dio_bio_write_op`), which kyber and bfq treat apart from the page
-    /// cache's asynchronous writeback. Buffered writes (`direct=0`, fio's default) stay
-    /// asynchronous; the simulator has no page cache, so only their flag differs.
+    /// cache's asynchronous writeback.
     pub sync_writes: bool,
     /// The job's writes and flushes form an ordered stream (its `ordering=`, or the block
     /// layer's): they carry `ReqFlags::ORDERED`.
     pub ordered: bool,
+    /// The job's flow (shared with the other jobs of its `flow_id`) and its weight, and the
+    /// I/Os it has counted in it.
+    pub flow: Option<(std::rc::Rc<std::cell::Cell<FlowCounts>>, u64)>,
+    pub flow_id: u32,
+    pub flow_counter: u64,
+    pub flow_sleep_ns: Ns,
+    /// `rate_min`/`rate_iops_min` per direction, the cycle, and the last check.
+    pub rate_min: [(Option<u64>, Option<u64>); 3],
+    pub rate_cycle_ns: Ns,
+    rate_check: [Option<(Ns, u64, u64)>; 3],
+    /// `max_latency` per direction.
+    pub max_latency_ns: [Option<Ns>; 3],
+    pub latency_target: Option<LatencyTarget>,
+    pub steadystate: Option<SteadyStateCheck>,
+    /// fio's errno once the job failed.
+    pub error: i32,
+    /// `exitall` / `exitall_on_error` and `exit_what` of the job.
+    pub exitall: bool,
+    pub exitall_on_error: bool,
+    pub exit_what: ExitWhat,
+    /// When the job may start, after the run's start (`startdelay`), and the job it waits
+    /// for (`wait_for`, an index into the run's jobs).
+    pub start_delay_ns: Ns,
+    pub wait_for: Vec<usize>,
 }
 
 /// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
@@ -420,11 +767,21 @@ impl Durability {
 }
 
 /// What the job asks of the simulator after it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pump {
     /// Wake the job at this time.
     WakeAt(Ns),
-    /// Nothing: it waits for completions (or is done).
+    /// Nothing: it waits for completions, for its flow, or is done.
     Wait,
+}
+
+/// What a pump did that the run must act on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PumpNotes {
+    /// I/Os counted in the job's flow (the flow's other jobs may go on).
+    pub flow_counted: u64,
+    /// The job failed in this pump (its `error` is set).
+    pub failed: bool,
 }
 
 impl JobRun {
@@ -436,8 +793,7 @@ impl JobRun {
         (group, report_group): (u32, u32),
         core: u16,
         source: Source,
-        iodepth: u32,
-        batch: u32,
+        host_loop: HostLoop,
         ramp_ns: Ns,
         end_after_ns: Option<Ns>,
         issues: [bool; 4],
@@ -449,46 +805,78 @@ impl JobRun {
             clone,
             group,
             report_group,
+            group_reporting: false,
             host: 0,
             core,
             source,
-            iodepth: iodepth.max(1),
-            batch: batch.clamp(1, iodepth.max(1)),
+            host_loop,
+            think: Think::default(),
             start_ns: 0,
             ramp_ns,
             end_after_ns,
             inflight: 0,
+            allocated: 0,
+            staged: Vec::new(),
+            in_call: std::collections::VecDeque::new(),
+            done: std::collections::VecDeque::new(),
+            wait: Wait::Nothing,
             pending: None,
-            think_until: None,
+            thought: false,
+            since_think_issued: 0,
+            since_think_reaped: 0,
+            last_think_ns: 0,
+            rate_shift_ns: 0,
             wake_at: None,
             exhausted: false,
+            terminated: false,
             started: false,
             finished: false,
+            end_noted: false,
             stats: JobStats::default(),
             series: None,
             series_interval_ns,
             issues,
-            sampler: Sampler {
-                window_ns: BW_WINDOW_NS,
-                start_ns: 0,
-                ios: [0; 4],
-                bytes: [0; 4],
-                active: issues,
-            },
+            bw_sampler: Sampler::new(BW_WINDOW_NS, issues, true),
+            iops_sampler: Sampler::new(BW_WINDOW_NS, issues, false),
             last_complete_ns: 0,
-            last_complete_batch: (Ns::MAX, 0),
             issued: 0,
+            reaped_ios: 0,
+            reaped_bytes: 0,
             durability: Durability::default(),
             lat_percentiles: false,
             sync_writes: false,
             ordered: false,
+            flow: None,
+            flow_id: 0,
+            flow_counter: 0,
+            flow_sleep_ns: 0,
+            rate_min: [(None, None); 3],
+            rate_cycle_ns: 1_000_000_000,
+            rate_check: [None; 3],
+            max_latency_ns: [None; 3],
+            latency_target: None,
+            steadystate: None,
+            error: 0,
+            exitall: false,
+            exitall_on_error: false,
+            exit_what: ExitWhat::Group,
+            start_delay_ns: 0,
+            wait_for: Vec::new(),
         }
+    }
+
+    /// The bandwidth and IOPS sample windows (`bwavgtime`, `iopsavgtime`).
+    pub fn set_sample_windows(&mut self, bw_ns: Ns, iops_ns: Ns) {
+        self.bw_sampler.window_ns = bw_ns.max(1);
+        self.iops_sampler.window_ns = iops_ns.max(1);
     }
 
     pub fn start(&mut self, now: Ns) {
         self.started = true;
         self.start_ns = now;
-        self.sampler.start_ns = now + self.ramp_ns;
+        self.bw_sampler.start_ns = now + self.ramp_ns;
+        self.iops_sampler.start_ns = now + self.ramp_ns;
+        self.last_think_ns = now;
         if let Some(interval) = self.series_interval_ns {
             let ops: Vec<Op> = Op::ALL
                 .into_iter()
@@ -497,17 +885,44 @@ impl JobRun {
             self.series = Some(IntervalSeries::new(interval, now + self.ramp_ns, &ops));
         }
         self.last_complete_ns = now + self.ramp_ns;
+        if let Some(lt) = &mut self.latency_target {
+            lt.window_start_ns = now;
+        }
+        if let Some(ss) = &mut self.steadystate {
+            ss.prev_ns = now;
+        }
     }
 
     fn ramp_end(&self) -> Ns {
         self.start_ns + self.ramp_ns
     }
 
-    /// Whether the `submitted`th I/O of a pump starts an io_submit batch (every one does
-    /// without iodepth_batch_submit: no division then, as this runs for every I/O).
-    #[inline]
-    fn batch_starts(&self, submitted: u32) -> bool {
-        self.batch == 1 || submitted.is_multiple_of(self.batch)
+    /// The depth the job fills its queue to: `iodepth`, or the depth a latency search is at.
+    fn depth(&self) -> u32 {
+        match &self.latency_target {
+            Some(lt) => lt.qd.min(self.host_loop.iodepth),
+            None => self.host_loop.iodepth,
+        }
+    }
+
+    /// fio's `wait_for_completions`: how many completions to wait for.
+    fn reap_wait(&self, full: bool) -> Wait {
+        let hl = &self.host_loop;
+        let mut min = hl.complete_min.min(self.allocated);
+        if (full && min == 0) || hl.complete_min == 0 {
+            min = 1;
+        }
+        Wait::Reap {
+            min,
+            max: hl.complete_max.max(min),
+            full,
+        }
+    }
+
+    /// Tells the job to stop (`exitall`, its steady state, ...): it issues nothing more and
+    /// ends once what it has in flight is reaped.
+    pub fn terminate(&mut self) {
+        self.terminated = true;
     }
 
     /// Issues what the job may issue now, through `submit`; says when to wake it next.
@@ -517,12 +932,80 @@ impl JobRun {
         &mut self,
         now: Ns,
         mut submit: impl FnMut(Request) -> bool,
-    ) -> Result<Pump, WorkloadError> {
-        let mut submitted = 0u32;
+    ) -> Result<(Pump, PumpNotes), WorkloadError> {
+        let mut notes = PumpNotes::default();
+        if self.host_loop.offload {
+            // Offload workers (and a trace's replay) reap each I/O as it completes.
+            while !self.done.is_empty() {
+                self.reap(now, 1, &mut notes);
+            }
+        }
         let result = loop {
+            // 0. A submission call that slept for a tag goes on first.
+            if !self.continue_call(&mut submit) {
+                break Pump::Wait;
+            }
+            // 1. What the loop is waiting for.
+            match self.wait {
+                Wait::Nothing => {}
+                Wait::Reap { .. } if self.host_loop.offload => {
+                    // The workers have reaped (above): a free slot is all the job waits for.
+                    if self.allocated >= self.depth() && !self.stopping() {
+                        break Pump::Wait;
+                    }
+                    self.wait = Wait::Nothing;
+                }
+                Wait::Reap { min, max, full } => {
+                    if (self.done.len() as u32) < min {
+                        self.commit(&mut submit);
+                        break Pump::Wait;
+                    }
+                    self.reap(now, max, &mut notes);
+                    if full && self.allocated > self.host_loop.low && !self.stopping() {
+                        self.wait = self.reap_wait(true);
+                        continue;
+                    }
+                    self.wait = Wait::Nothing;
+                }
+                Wait::Quiesce(then) => {
+                    if !self.commit(&mut submit) {
+                        break Pump::Wait;
+                    }
+                    while !self.done.is_empty() {
+                        let max = self.host_loop.complete_max.max(1);
+                        self.reap(now, max, &mut notes);
+                    }
+                    if self.allocated > 0 {
+                        break Pump::Wait;
+                    }
+                    self.wait = match then {
+                        AfterQuiesce::Continue => Wait::Nothing,
+                        AfterQuiesce::Think(ns) => {
+                            self.served_think(now, ns);
+                            Wait::Until(now + ns)
+                        }
+                        AfterQuiesce::Sleep(ns) => Wait::Until(now + ns),
+                    };
+                    continue;
+                }
+                Wait::Until(t) => {
+                    if now < t {
+                        break Pump::WakeAt(t);
+                    }
+                    self.wait = Wait::Nothing;
+                }
+                Wait::Flow => {
+                    // Re-checked below; fio spins without reaping.
+                    self.wait = Wait::Nothing;
+                }
+            }
+            // 2. A flush: after every I/O of the job is reaped, alone.
             if self.durability.busy() {
-                // A flush waits for the writes in flight, and the job for the flush.
-                if self.durability.sync_due && self.inflight == 0 {
+                if self.durability.sync_due {
+                    if self.allocated > 0 {
+                        self.wait = Wait::Quiesce(AfterQuiesce::Continue);
+                        continue;
+                    }
                     let d = &mut self.durability;
                     d.sync_due = false;
                     d.sync_inflight = true;
@@ -534,11 +1017,30 @@ impl JobRun {
                     if self.ordered {
                         req.flags |= ReqFlags::ORDERED;
                     }
-                    submit(req);
+                    // The job waits for its flush, whether or not the call sleeps for a tag.
+                    let _ = submit(req);
                 }
                 break Pump::Wait;
             }
+            // 3. The end: no more I/O; fio reaps what is left in one call.
+            if !self.exhausted && (self.terminated || self.error != 0) {
+                self.exhausted = true;
+                if self.error == 0 {
+                    self.durability.at_end();
+                }
+                continue;
+            }
             if self.exhausted {
+                if self.allocated > 0 {
+                    // fio's last call waits for every I/O the job holds and reaps them
+                    // together (offload workers reap each as it comes, above).
+                    if !self.commit(&mut submit) || (self.done.len() as u32) < self.allocated {
+                        break Pump::Wait;
+                    }
+                    let all = self.allocated;
+                    self.reap(now, all, &mut notes);
+                    continue;
+                }
                 break Pump::Wait;
             }
             if let Some(end) = self.end_after_ns
@@ -548,6 +1050,7 @@ impl JobRun {
                 self.durability.at_end();
                 continue;
             }
+            // 4. The next I/O.
             if self.pending.is_none() {
                 self.pending = self.source.next()?;
                 if self.pending.is_none() {
@@ -557,43 +1060,52 @@ impl JobRun {
                 }
             }
             let io = self.pending.expect("just filled");
-            if io.think_before_ns > 0 {
-                match self.think_until {
-                    None => {
-                        if io.drain_before && self.inflight > 0 {
-                            break Pump::Wait;
-                        }
-                        let until = now + io.think_before_ns;
-                        self.think_until = Some(until);
-                        break Pump::WakeAt(until);
-                    }
-                    Some(until) if now < until => break Pump::WakeAt(until),
-                    Some(_) => {}
+            // 5. Flow: a job ahead of its share waits (fio's flow_threshold_exceeded).
+            if let Some(blocked) = self.flow_blocked()
+                && blocked
+            {
+                if self.flow_sleep_ns > 0 {
+                    self.wait = Wait::Quiesce(AfterQuiesce::Sleep(self.flow_sleep_ns));
+                    continue;
                 }
-            }
-            let due = self.start_ns + io.not_before_ns;
-            if due > now {
-                break Pump::WakeAt(due);
-            }
-            // iodepth_batch_submit: a batch starts only when it fits whole.
-            let free = self.iodepth - self.inflight;
-            if free == 0 || (self.batch_starts(submitted) && free < self.batch) {
+                self.wait = Wait::Flow;
                 break Pump::Wait;
             }
+            // 6. Think time: fio waits for its I/O in flight, then stalls.
+            if let Some(ns) = self.think_due(now) {
+                self.wait = Wait::Quiesce(AfterQuiesce::Think(ns));
+                continue;
+            }
+            // 7. Rate: ahead of its schedule, the job sleeps (inline: once its I/O in flight
+            // is done).
+            let due = self.start_ns + io.not_before_ns + self.rate_shift_ns;
+            if due > now {
+                if self.host_loop.offload || self.allocated == 0 {
+                    self.wait = Wait::Until(due);
+                    break Pump::WakeAt(due);
+                }
+                self.wait = Wait::Quiesce(AfterQuiesce::Continue);
+                continue;
+            }
+            // 8. A full queue is reaped first.
+            if self.allocated >= self.depth() {
+                self.wait = self.reap_wait(true);
+                continue;
+            }
+            // 9. Queue the I/O; a batch is submitted once complete.
             self.pending = None;
-            self.think_until = None;
-            self.inflight += 1;
+            self.thought = false;
+            self.allocated += 1;
             self.issued += 1;
-            submitted += 1;
-            if self.batch_starts(submitted) {
-                // As fio does, a committed batch counts at the depth it leaves the queue at.
-                self.stats.iodepth_level[depth_level_bucket(self.inflight)] += self.batch as u64;
+            self.since_think_issued += 1;
+            if let Some((flow, _)) = &self.flow {
+                let mut f = flow.get();
+                f.counter += 1;
+                flow.set(f);
+                self.flow_counter += 1;
+                notes.flow_counted += 1;
             }
             let mut req = Request::new(io.op, io.offset_bytes, io.len_bytes, 0, now);
-            if !self.batch_starts(submitted) {
-                // The rest of this io_submit call follows at once.
-                req.flags |= qoslab_engine::ReqFlags::BATCH_MORE;
-            }
             req.prio = io.prio;
             if io.op == Op::Write {
                 req.flags |= self.durability.write_flags();
@@ -606,97 +1118,347 @@ impl JobRun {
             }
             req.host = self.host;
             req.core = self.core;
-            if !submit(req) {
+            self.staged.push(req);
+            if self.allocated >= self.depth() {
+                // fio reaps right after queueing into a full queue (`do_io`'s `reap:`), the
+                // last I/O included: its final call then drains what is left after that reap.
+                self.wait = self.reap_wait(true);
+            }
+            if self.staged.len() as u32 >= self.host_loop.batch && !self.commit(&mut submit) {
                 break Pump::Wait;
             }
         };
-        let partial = if self.batch == 1 {
-            0
-        } else {
-            submitted % self.batch
-        };
-        if partial > 0 {
-            self.stats.iodepth_level[depth_level_bucket(self.inflight)] += partial as u64;
-        }
-        if submitted > 0 {
-            // One submit call per batch, as fio counts them.
-            let mut left = submitted;
-            while left > 0 {
-                let n = left.min(self.batch);
-                self.stats.submit_batches[batch_bucket(n)] += 1;
-                left -= n;
-            }
-        }
-        if self.exhausted && self.inflight == 0 && !self.durability.busy() {
+        if self.exhausted && self.allocated == 0 && !self.durability.busy() {
             self.finished = true;
         }
-        Ok(result)
+        notes.failed |= self.error != 0;
+        Ok((result, notes))
     }
 
-    /// Records a completed request of this job.
+    /// Whether fio stops filling the queue: the job ran out, was told to stop, or failed.
+    fn stopping(&self) -> bool {
+        self.exhausted || self.terminated || self.error != 0
+    }
+
+    /// fio's `td_io_commit`: the queued I/Os go down in one submission, counted at the depth
+    /// the job holds. False if the call sleeps (see `continue_call`).
+    fn commit(&mut self, submit: &mut impl FnMut(Request) -> bool) -> bool {
+        let n = self.staged.len() as u32;
+        if n == 0 {
+            return true;
+        }
+        self.stats.iodepth_level[depth_level_bucket(self.allocated)] += u64::from(n);
+        self.stats.submit_batches[batch_bucket(n)] += 1;
+        let last = self.staged.len() - 1;
+        for (i, req) in self.staged.iter_mut().enumerate() {
+            if i < last {
+                // The rest of this submission follows at once.
+                req.flags |= ReqFlags::BATCH_MORE;
+            }
+        }
+        self.in_call.extend(self.staged.drain(..));
+        self.continue_call(submit)
+    }
+
+    /// Hands the I/Os of the current submission call to the path, in order. `submit` answers
+    /// false when the call sleeps (the block layer made the job wait for a tag,
+    /// blk_mq_get_tag): the rest of the call stays here, and the job neither submits nor
+    /// reaps until it is pumped again, when the call goes on where it stopped.
+    fn continue_call(&mut self, submit: &mut impl FnMut(Request) -> bool) -> bool {
+        while let Some(req) = self.in_call.pop_front() {
+            self.inflight += 1;
+            if !submit(req) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A think time is due before the next I/O: after `thinktime_blocks` I/Os issued or
+    /// completed since the last one, or after `thinktime_iotime` of I/O.
+    fn think_due(&self, now: Ns) -> Option<Ns> {
+        let t = &self.think;
+        if t.ns == 0 || self.thought || self.issued == 0 {
+            return None;
+        }
+        let count = if t.on_complete {
+            self.since_think_reaped
+        } else {
+            self.since_think_issued
+        };
+        let by_time = t.iotime_ns > 0 && now - self.last_think_ns >= t.iotime_ns + t.ns;
+        let by_count = count >= t.blocks && (t.iotime_ns == 0 || t.blocks > 0);
+        (by_count || by_time).then_some(t.ns)
+    }
+
+    fn served_think(&mut self, now: Ns, ns: Ns) {
+        self.thought = true;
+        self.last_think_ns = now;
+        self.since_think_issued = 0;
+        self.since_think_reaped = 0;
+        if self.think.ignore_in_rate {
+            self.rate_shift_ns += ns;
+        }
+    }
+
+    /// Whether the job is ahead of its share of its flow (fio's `flow_threshold_exceeded`:
+    /// its I/Os over the flow's, against its weight over the flow's); None without a flow.
+    fn flow_blocked(&self) -> Option<bool> {
+        let (flow, weight) = self.flow.as_ref()?;
+        let f = flow.get();
+        let counter_ratio = self.flow_counter as f64 / f.counter as f64;
+        let weight_ratio = *weight as f64 / f.total_weight.max(1) as f64;
+        Some(counter_ratio > weight_ratio)
+    }
+
+    /// Whether the job waits for its flow's other jobs.
+    pub fn waits_for_flow(&self) -> bool {
+        self.wait == Wait::Flow
+    }
+
+    /// The job joins its flow when it starts (fio's `flow_init_job`) and leaves it when it
+    /// ends (`flow_exit_job`), taking its weight and its count with it.
+    pub fn join_flow(&mut self) {
+        if let Some((flow, weight)) = &self.flow {
+            let mut f = flow.get();
+            f.total_weight += weight;
+            flow.set(f);
+        }
+    }
+
+    pub fn leave_flow(&mut self) {
+        if let Some((flow, weight)) = self.flow.take() {
+            let mut f = flow.get();
+            f.total_weight -= weight;
+            f.counter -= self.flow_counter;
+            flow.set(f);
+        }
+    }
+
+    /// Records a request the path completed: the job reaps it when its loop does.
     pub fn complete(&mut self, req: &Request) {
         self.inflight -= 1;
-        let d = &mut self.durability;
-        let ok = req.status == IoStatus::Ok;
-        match req.op {
-            Op::Flush => {
-                d.sync_inflight = false;
-                if ok {
-                    d.acknowledged += std::mem::take(&mut d.covered_by_inflight);
-                    d.synced_before_ns = Some(req.t.queued_ns);
-                } else {
-                    d.completed_uncovered += std::mem::take(&mut d.covered_by_inflight);
-                }
+        if req.op == Op::Flush {
+            let d = &mut self.durability;
+            d.sync_inflight = false;
+            if req.status == IoStatus::Ok {
+                d.acknowledged += std::mem::take(&mut d.covered_by_inflight);
+                d.synced_before_ns = Some(req.t.queued_ns);
+            } else {
+                d.completed_uncovered += std::mem::take(&mut d.covered_by_inflight);
             }
-            Op::Write if ok => {
+            self.record(req, req.t.completed_ns);
+            if self.exhausted && self.allocated == 0 && !self.durability.busy() {
+                self.finished = true;
+            }
+            return;
+        }
+        self.done.push_back(*req);
+    }
+
+    /// Reaps up to `max` completions in one call at `now` (fio's getevents).
+    fn reap(&mut self, now: Ns, max: u32, notes: &mut PumpNotes) {
+        let n = (max.max(1) as usize).min(self.done.len());
+        if n == 0 {
+            return;
+        }
+        for _ in 0..n {
+            let req = self.done.pop_front().expect("counted");
+            self.allocated -= 1;
+            self.reaped_ios += 1;
+            self.reaped_bytes += req.len_bytes;
+            self.since_think_reaped += 1;
+            let d = &mut self.durability;
+            if req.op == Op::Write && req.status == IoStatus::Ok {
                 if d.flushes() && !req.flags.contains(ReqFlags::FUA) {
                     d.completed_uncovered += 1;
                 } else {
                     d.acknowledged += 1;
                 }
             }
-            _ => {}
+            self.record(&req, now);
+            self.check_latency(&req, now);
         }
+        if now >= self.ramp_end() {
+            self.stats.complete_batches[batch_bucket(n as u32)] += 1;
+        }
+        self.check_rate_min(now);
+        self.check_latency_window(now);
+        if self.error != 0 {
+            notes.failed = true;
+        }
+    }
+
+    /// Adds a reaped request to the statistics, as completed at `done`.
+    fn record(&mut self, req: &Request, done: Ns) {
         let t = &req.t;
-        let done = t.completed_ns;
-        if done >= self.ramp_end() {
-            let k = req.op.index();
-            let op = &mut self.stats.ops[k];
-            let clat = done - t.dispatched_ns;
-            let lat = done - t.queued_ns;
-            op.ios += 1;
-            op.bytes += req.len_bytes;
-            op.slat.record(t.dispatched_ns - t.queued_ns);
-            op.clat.record(clat);
-            // Speed: a histogram record costs about 50 instructions per I/O, and nothing reads
-            // this one without lat_percentiles.
-            if self.lat_percentiles {
-                op.lat.record(lat);
-            } else {
-                op.lat.moments.record(lat);
-            }
-            self.stats.split[k].record(LatencyPart::split(t));
-            if req.status != qoslab_engine::IoStatus::Ok {
-                self.stats.errors += 1;
-            }
-            self.sampler.close_until(done, &mut self.stats);
-            self.sampler.ios[k] += 1;
-            self.sampler.bytes[k] += req.len_bytes;
-            if let Some(s) = &mut self.series {
-                s.record(req.op, done, clat, req.len_bytes);
-            }
-            if self.last_complete_batch.0 == done {
-                self.last_complete_batch.1 += 1;
-            } else {
-                if self.last_complete_batch.1 > 0 {
-                    self.stats.complete_batches[batch_bucket(self.last_complete_batch.1)] += 1;
-                }
-                self.last_complete_batch = (done, 1);
-            }
-            self.last_complete_ns = self.last_complete_ns.max(done);
+        if done < self.ramp_end() {
+            return;
         }
-        if self.exhausted && self.inflight == 0 && !self.durability.busy() {
-            self.finished = true;
+        let k = req.op.index();
+        let op = &mut self.stats.ops[k];
+        let (clat, slat) = if self.host_loop.slat {
+            (done - t.dispatched_ns, Some(t.dispatched_ns - t.queued_ns))
+        } else {
+            (done - t.queued_ns, None)
+        };
+        let lat = done - t.queued_ns;
+        op.ios += 1;
+        op.bytes += req.len_bytes;
+        if let Some(slat) = slat {
+            op.slat.record(slat);
+        }
+        op.clat.record(clat);
+        // Speed: a histogram record costs about 50 instructions per I/O, and nothing reads
+        // this one without lat_percentiles.
+        if self.lat_percentiles {
+            op.lat.record(lat);
+        } else {
+            op.lat.moments.record(lat);
+        }
+        // The job reaps a completion when its loop next looks (fio's clat ends there): the wait
+        // is the host's, so that the parts still add up to `lat`.
+        let mut parts = LatencyPart::split(t);
+        parts[LatencyPart::Host as usize] += done.saturating_sub(t.completed_ns);
+        self.stats.split[k].record(parts);
+        if req.status != qoslab_engine::IoStatus::Ok {
+            self.stats.errors += 1;
+        }
+        self.bw_sampler.close_until(done, &mut self.stats);
+        self.iops_sampler.close_until(done, &mut self.stats);
+        self.bw_sampler.amount[k] += req.len_bytes;
+        self.iops_sampler.amount[k] += 1;
+        if let Some(s) = &mut self.series {
+            s.record(req.op, done, clat, req.len_bytes);
+        }
+        self.last_complete_ns = self.last_complete_ns.max(done);
+    }
+
+    /// `max_latency` and `latency_target` against one reaped I/O's total latency.
+    fn check_latency(&mut self, req: &Request, now: Ns) {
+        if req.op == Op::Flush || req.op.index() > 2 {
+            return;
+        }
+        let lat = now - req.t.queued_ns;
+        if let Some(max) = self.max_latency_ns[req.op.index()]
+            && lat > max
+        {
+            self.error = ETIMEDOUT;
+        }
+        // I/Os issued before the last change of depth are left out: fio quiesces them after
+        // a ramp down so that they do not ramp it down again.
+        if let Some(lt) = &mut self.latency_target
+            && lat > lt.target_ns
+            && req.t.queued_ns >= lt.window_start_ns
+        {
+            if lt.percentile >= 100.0 {
+                if !lat_target_failed(lt) {
+                    // fio quiesces after ramping down; the narrower depth does that here.
+                    lt.window_start_ns = now;
+                    lt.window_ios = self.reaped_ios;
+                    lt.window_failed = 0;
+                } else {
+                    self.error = ETIMEDOUT;
+                }
+            } else {
+                lt.window_failed += 1;
+            }
+        }
+    }
+
+    /// fio's `lat_target_check`, once a `latency_window` has gone by.
+    fn check_latency_window(&mut self, now: Ns) {
+        let Some(lt) = &mut self.latency_target else {
+            return;
+        };
+        if now < self.start_ns + self.ramp_ns || now - lt.window_start_ns < lt.window_ns {
+            return;
+        }
+        let ios = self.reaped_ios - lt.window_ios;
+        if ios == 0 {
+            return;
+        }
+        let success = (ios - lt.window_failed.min(ios)) as f64 / ios as f64 * 100.0;
+        let depth = self.host_loop.iodepth;
+        let mut reset_stats = false;
+        if success >= lt.percentile {
+            let qd = lt.qd;
+            lt.low = lt.qd;
+            if lt.qd + 1 == lt.high {
+                lt.stable += 1;
+                if lt.stable >= 3 {
+                    lt.high += 1;
+                    lt.stable = 0;
+                }
+            }
+            if lt.high != depth {
+                lt.qd = (lt.qd + lt.high) / 2;
+            } else {
+                lt.qd *= 2;
+            }
+            lt.qd = lt.qd.min(depth);
+            if !lt.run && lt.qd == qd {
+                if lt.end_run {
+                    self.terminated = true;
+                } else {
+                    // One more window at this depth, with fresh statistics.
+                    lt.end_run = true;
+                    reset_stats = true;
+                }
+            }
+        } else if lat_target_failed(lt) {
+            self.error = ETIMEDOUT;
+        }
+        lt.window_start_ns = now;
+        lt.window_ios = self.reaped_ios;
+        lt.window_failed = 0;
+        if reset_stats {
+            self.reset_stats(now);
+        }
+    }
+
+    /// fio's `reset_all_stats`: statistics start again at `now`.
+    fn reset_stats(&mut self, now: Ns) {
+        self.stats = JobStats::default();
+        self.ramp_ns = now - self.start_ns;
+        self.bw_sampler.start_ns = now;
+        self.bw_sampler.amount = [0; 4];
+        self.iops_sampler.start_ns = now;
+        self.iops_sampler.amount = [0; 4];
+        self.last_complete_ns = now;
+    }
+
+    /// fio's `check_min_rate`: after a 2 s settling period, each direction must move at
+    /// least its `rate_min` (or `rate_iops_min`) over every `rate_cycle`.
+    fn check_rate_min(&mut self, now: Ns) {
+        if self.rate_min.iter().all(|m| m.0.is_none() && m.1.is_none())
+            || now < self.ramp_end()
+            || now - self.start_ns < 2_000_000_000
+        {
+            return;
+        }
+        for d in 0..3 {
+            let (bytes_min, iops_min) = self.rate_min[d];
+            let (ios, bytes) = (self.stats.ops[d].ios, self.stats.ops[d].bytes);
+            if (bytes_min.is_none() && iops_min.is_none()) || bytes == 0 {
+                continue;
+            }
+            if let Some((t0, ios0, bytes0)) = self.rate_check[d] {
+                let spent_ms = (now - t0) / 1_000_000;
+                if spent_ms < self.rate_cycle_ns / 1_000_000 || spent_ms == 0 {
+                    continue;
+                }
+                let low = match (bytes_min, iops_min) {
+                    (Some(min), _) => (bytes - bytes0) * 1000 / spent_ms < min,
+                    (None, Some(min)) => (ios - ios0) * 1000 / spent_ms < min,
+                    (None, None) => false,
+                };
+                if low {
+                    self.error = EIO;
+                    return;
+                }
+            }
+            self.rate_check[d] = Some((now, ios, bytes));
         }
     }
 
@@ -749,7 +1511,11 @@ impl JobRun {
         .map(|f| f.min(1.0))
     }
 
-    pub fn into_result(self) -> JobResult {
+    pub fn into_result(mut self) -> JobResult {
+        self.stats.error = self.error;
+        // fio reports the depth a latency search settled at, else `iodepth` as written.
+        self.stats.latency_depth = self.latency_target.as_ref().map_or(0, |lt| lt.qd);
+        self.stats.steadystate = self.steadystate.map(|s| s.report);
         JobResult {
             name: self.name,
             def: self.def,
@@ -762,17 +1528,50 @@ impl JobRun {
 
     /// Closes the job's books at the end of the run.
     pub fn finish_stats(&mut self) {
-        if self.last_complete_batch.1 > 0 {
-            self.stats.complete_batches[batch_bucket(self.last_complete_batch.1)] += 1;
-            self.last_complete_batch.1 = 0;
-        }
         let end = self.last_complete_ns;
-        self.sampler.close_until(end, &mut self.stats);
+        self.bw_sampler.close_until(end, &mut self.stats);
+        self.iops_sampler.close_until(end, &mut self.stats);
         self.stats.runtime_ns = end.saturating_sub(self.ramp_end());
         if let Some(s) = &mut self.series {
             s.finish(end);
         }
     }
+}
+
+/// The totals of one flow (fio's `struct fio_flow`): I/Os counted (from 1) and the weights of
+/// its running jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowCounts {
+    pub counter: u64,
+    pub total_weight: u64,
+}
+
+impl Default for FlowCounts {
+    fn default() -> Self {
+        FlowCounts {
+            counter: 1,
+            total_weight: 0,
+        }
+    }
+}
+
+/// fio's errno values a job fails with.
+pub const EIO: i32 = 5;
+pub const ETIMEDOUT: i32 = 110;
+
+/// fio's `__lat_target_failed`: ramp the depth down; true when it is already 1 (the target
+/// cannot be met).
+fn lat_target_failed(lt: &mut LatencyTarget) -> bool {
+    if lt.qd == 1 {
+        return true;
+    }
+    lt.high = lt.qd;
+    if lt.qd == lt.low {
+        lt.low -= 1;
+    }
+    lt.qd = (lt.qd + lt.low) / 2;
+    lt.stable = 0;
+    false
 }
 
 #[cfg(test)]
@@ -799,55 +1598,61 @@ mod tests {
                     if s.active[k] {
                         let secs = s.window_ns as f64 / 1e9;
                         let op = &mut stats.ops[k];
-                        op.bw_samples
-                            .record((s.bytes[k] as f64 / 1024.0 / secs).round() as u64);
-                        op.iops_samples
-                            .record((s.ios[k] as f64 / secs).round() as u64);
+                        if s.bw {
+                            op.bw_samples
+                                .record((s.amount[k] as f64 / 1024.0 / secs).round() as u64);
+                        } else {
+                            op.iops_samples
+                                .record((s.amount[k] as f64 / secs).round() as u64);
+                        }
                     }
-                    s.ios[k] = 0;
-                    s.bytes[k] = 0;
+                    s.amount[k] = 0;
                 }
                 s.start_ns += s.window_ns;
             }
         }
-        let fresh = || Sampler {
-            window_ns: BW_WINDOW_NS,
-            start_ns: 7,
-            ios: [0; 4],
-            bytes: [0; 4],
-            active: [true, true, false, false],
-        };
-        let (mut fast, mut slow) = (fresh(), fresh());
-        let (mut fast_stats, mut slow_stats) = (JobStats::default(), JobStats::default());
-        let mut t = 7;
-        for (i, gap) in [
-            3u64,
-            499_999_999,
-            500_000_000,
-            1,
-            7_300_000_001,
-            12,
-            40_000_000_000,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            t += gap;
-            fast.close_until(t, &mut fast_stats);
-            walk(&mut slow, t, &mut slow_stats);
-            for s in [&mut fast, &mut slow] {
-                s.ios[i % 2] += 1;
-                s.bytes[i % 2] += 4096 * (i as u64 + 1);
+        for bw in [true, false] {
+            let fresh = || {
+                let mut s = Sampler::new(BW_WINDOW_NS, [true, true, false, false], bw);
+                s.start_ns = 7;
+                s
+            };
+            let (mut fast, mut slow) = (fresh(), fresh());
+            let (mut fast_stats, mut slow_stats) = (JobStats::default(), JobStats::default());
+            let mut t = 7;
+            for (i, gap) in [
+                3u64,
+                499_999_999,
+                500_000_000,
+                1,
+                7_300_000_001,
+                12,
+                40_000_000_000,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                t += gap;
+                fast.close_until(t, &mut fast_stats);
+                walk(&mut slow, t, &mut slow_stats);
+                for s in [&mut fast, &mut slow] {
+                    s.amount[i % 2] += if bw { 4096 * (i as u64 + 1) } else { 1 };
+                }
+                assert_eq!(fast.start_ns, slow.start_ns);
             }
-            assert_eq!(fast.start_ns, slow.start_ns);
+            for k in 0..4 {
+                assert_eq!(fast_stats.ops[k].bw_samples, slow_stats.ops[k].bw_samples);
+                assert_eq!(
+                    fast_stats.ops[k].iops_samples,
+                    slow_stats.ops[k].iops_samples
+                );
+            }
+            let samples = if bw {
+                &slow_stats.ops[0].bw_samples
+            } else {
+                &slow_stats.ops[0].iops_samples
+            };
+            assert!(samples.n > 90);
         }
-        for k in 0..4 {
-            assert_eq!(fast_stats.ops[k].bw_samples, slow_stats.ops[k].bw_samples);
-            assert_eq!(
-                fast_stats.ops[k].iops_samples,
-                slow_stats.ops[k].iops_samples
-            );
-        }
-        assert!(slow_stats.ops[0].bw_samples.n > 90);
     }
 }

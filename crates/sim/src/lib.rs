@@ -112,6 +112,56 @@ pub struct SimOutput {
     pub max_outstanding: usize,
 }
 
+/// Refuses a job the simulator cannot run with fio's meaning: buffered I/O (no page cache
+/// yet), a file that is no block device, and a `null` job that would issue without end in
+/// no simulated time.
+fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Result<(), SimError> {
+    let at = |loc: Option<&qoslab_workload::fio::Location>, m: String| {
+        let loc = loc.unwrap_or(&job.location);
+        SimError::at(&loc.path, loc.line, format!("job '{}': {m}", job.name))
+    };
+    let null = job.engine == qoslab_workload::fio::EngineClass::Null;
+    if !job.direct && !null {
+        return Err(at(
+            job.direct_location.as_ref(),
+            "direct=0 (fio's default: buffered I/O through the page cache) is not simulated: \
+             the page cache will come with the file system (issue 35); set direct=1 for I/O \
+             straight to the device"
+                .into(),
+        ));
+    }
+    if let Some(name) = &job.filename {
+        for f in name.split(':') {
+            if [
+                "/dev/null",
+                "/dev/zero",
+                "/dev/random",
+                "/dev/urandom",
+                "/dev/full",
+            ]
+            .contains(&f.trim())
+            {
+                return Err(at(
+                    None,
+                    format!(
+                        "filename={f}: a character device with no block device behind it (fio reads and writes it at memory speed), not simulated"
+                    ),
+                ));
+            }
+        }
+    }
+    let host = device.host_config();
+    if null && job.time_based && host.submit_ns + host.complete_ns == 0 {
+        return Err(at(
+            job.ioengine_location.as_ref(),
+            "ioengine=null on a device whose host costs (host.submit_ns, host.complete_ns) are 0: \
+             a time_based job would issue without end in no simulated time"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Builds the job clones of one run, each on its host and core, and what the path needs to
 /// know of them.
 fn build_jobs(
@@ -125,6 +175,9 @@ fn build_jobs(
     let default_ordering = opts.device.block_config().ordering;
     let out = match &opts.workload {
         WorkloadSpec::Jobs(file) => {
+            for job in &file.jobs {
+                check_runnable(job, &opts.device)?;
+            }
             let mut out = Vec::new();
             let mut clones: u64 = 0;
             for job in &file.jobs {
@@ -156,7 +209,18 @@ fn build_jobs(
             let mut on_host = vec![0u32; jobs_per_host.len()];
             // For all jobs or none: group_reporting merges the jobs of a group.
             let lat_percentiles = file.jobs.iter().any(|j| j.lat_percentiles);
+            let host = opts.device.host_config();
+            let null_costs = (host.submit_ns, host.complete_ns);
+            // Each flow id is one set of counts its jobs share.
+            let mut flows: std::collections::BTreeMap<
+                u32,
+                std::rc::Rc<std::cell::Cell<job::FlowCounts>>,
+            > = Default::default();
+            // The clones of each job, for wait_for.
+            let mut first_clone: Vec<usize> = Vec::with_capacity(file.jobs.len());
+            let mut start_rng = qoslab_engine::RngStream::new(seed, "startdelay");
             for job in &file.jobs {
+                first_clone.push(out.len());
                 let interval = job
                     .log_avg_msec
                     .filter(|&ms| ms > 0)
@@ -173,6 +237,7 @@ fn build_jobs(
                     ];
                     let core = (on_host[h] % cores[h]) as u16;
                     on_host[h] += 1;
+                    let host_loop = job::HostLoop::of_job(job, null_costs);
                     let mut run = JobRun::new(
                         job.name.clone(),
                         job.index,
@@ -180,8 +245,7 @@ fn build_jobs(
                         (job.run_group, job.group_id),
                         core,
                         Source::Gen(Box::new(g.clone())),
-                        job.iodepth,
-                        job.iodepth_batch_submit,
+                        host_loop,
                         g.ramp_ns(),
                         g.end_ns(),
                         issues,
@@ -190,6 +254,56 @@ fn build_jobs(
                     run.host = job.sim_host;
                     run.sync_writes = job.direct;
                     run.lat_percentiles = lat_percentiles;
+                    run.group_reporting = job.group_reporting;
+                    run.set_sample_windows(job.bw_avg_ns, job.iops_avg_ns);
+                    run.think = job::Think {
+                        ns: job.thinktime_ns,
+                        blocks: job.thinktime_blocks,
+                        on_complete: job.thinktime_blocks_type
+                            == qoslab_workload::fio::ThinkBlocksType::Complete,
+                        iotime_ns: job.thinktime_iotime_ns,
+                        ignore_in_rate: job.rate_ignore_thinktime,
+                    };
+                    if job.flow > 0 {
+                        let counts = flows.entry(job.flow_id).or_default().clone();
+                        run.flow = Some((counts, job.flow as u64));
+                        run.flow_id = job.flow_id;
+                        run.flow_sleep_ns = job.flow_sleep_ns;
+                    }
+                    run.rate_min =
+                        [0, 1, 2].map(|d| (job.rate_min_bytes_per_s[d], job.rate_iops_min[d]));
+                    run.rate_cycle_ns = job.rate_cycle_ns;
+                    run.max_latency_ns = job.max_latency_ns;
+                    run.latency_target = job.latency_target_ns.map(|t| {
+                        job::LatencyTarget::new(
+                            t,
+                            job.latency_window_ns,
+                            job.latency_percentile,
+                            job.latency_run,
+                            host_loop.iodepth,
+                        )
+                    });
+                    run.steadystate = job.steadystate.filter(|_| job.ss_dur_ns > 0).map(|spec| {
+                        job::SteadyStateCheck::new(spec, job.ss_dur_ns, job.ss_ramp_ns)
+                    });
+                    run.exitall = job.exitall;
+                    run.exitall_on_error = job.exitall_on_error;
+                    run.exit_what = job.exit_what;
+                    let (lo, hi) = job.startdelay_ns;
+                    run.start_delay_ns = if hi > lo {
+                        lo + (start_rng.uniform() * (hi - lo) as f64) as u64
+                    } else {
+                        lo
+                    };
+                    if let Some(waitee) = &job.wait_for {
+                        let w = file
+                            .jobs
+                            .iter()
+                            .position(|j| &j.name == waitee)
+                            .expect("the parser checked that the waitee exists");
+                        let clones = file.jobs[w].numjobs as usize;
+                        run.wait_for = (first_clone[w]..first_clone[w] + clones).collect();
+                    }
                     run.durability = job::Durability::new(
                         job.fsync_every,
                         job.end_fsync,
@@ -254,8 +368,7 @@ fn build_jobs(
                         speed: ReplaySpeed::new(*speed)?,
                         capacity_bytes: capacity,
                     })),
-                    depth,
-                    1,
+                    job::HostLoop::replay(depth),
                     0,
                     None,
                     [true, true, true, true],

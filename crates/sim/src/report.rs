@@ -233,14 +233,41 @@ fn share_map(keys: &[&str], counts: &[u64; DEPTH_BUCKETS]) -> Value {
     let total: u64 = counts.iter().sum();
     let mut m = Map::new();
     for (k, c) in keys.iter().zip(counts) {
-        let pct = if total == 0 {
-            0.0
-        } else {
-            100.0 * *c as f64 / total as f64
-        };
-        m.insert((*k).into(), json!(pct));
+        m.insert((*k).into(), json!(depth_share(*c, total)));
     }
     Value::Object(m)
+}
+
+/// fio's JSON `steadystate` object: the criterion, whether it was attained, the samples.
+fn steadystate_json(ss: &crate::job::SteadyStateReport) -> Value {
+    let spec = ss.spec.expect("a report has its spec");
+    let pct = if spec.percent { "%" } else { "" };
+    let n = ss.data.len().max(1) as u64;
+    json!({
+        "ss": format!(
+            "{}{}:{:.6}{pct}",
+            if spec.iops { "iops" } else { "bw" },
+            if spec.slope { "_slope" } else { "" },
+            spec.limit
+        ),
+        "duration": ss.dur_s,
+        "attained": u8::from(ss.attained),
+        "criterion": format!("{:.6}{pct}", ss.criterion),
+        "max_deviation": ss.max_deviation,
+        "slope": ss.slope,
+        "data": {
+            "bw_mean": ss.data.iter().map(|d| d.1).sum::<u64>() / n,
+            "iops_mean": ss.data.iter().map(|d| d.0).sum::<u64>() / n,
+            "iops": ss.data.iter().map(|d| d.0).collect::<Vec<_>>(),
+            "bw": ss.data.iter().map(|d| d.1).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// fio's `stat_calc_dist`: a bucket's share in percent, at least 0.1 when it holds anything.
+fn depth_share(count: u64, total: u64) -> f64 {
+    let pct = share(count, total);
+    if count > 0 && pct < 0.1 { 0.1 } else { pct }
 }
 
 /// fio's latency distribution buckets over completion latency: the share of I/Os in
@@ -252,12 +279,11 @@ fn latency_buckets(stats: &JobStats) -> (Value, Value, Value) {
     }
     let n = all.count();
     let bounds = [2u64, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+    // fio's `stat_calc_lat`: at least 0.01 % for a bucket that holds anything.
     let share = |lo: u64, hi: u64| {
-        if n == 0 {
-            0.0
-        } else {
-            100.0 * all.count_in(lo, hi) as f64 / n as f64
-        }
+        let c = all.count_in(lo, hi);
+        let pct = share(c, n);
+        if c > 0 && pct < 0.01 { 0.01 } else { pct }
     };
     let mut ns = Map::new();
     let mut us = Map::new();
@@ -311,7 +337,12 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
     let mut m = Map::new();
     m.insert("jobname".into(), json!(e.name));
     m.insert("groupid".into(), json!(e.group));
-    m.insert("error".into(), json!(if s.errors > 0 { 5 } else { 0 }));
+    let error = match (s.error, s.errors) {
+        (0, 0) => 0,
+        (0, _) => 5,
+        (e, _) => e,
+    };
+    m.insert("error".into(), json!(error));
     m.insert("eta".into(), json!(0));
     m.insert("elapsed".into(), json!(end_ns.div_ceil(1_000_000_000)));
     m.insert("job options".into(), job_options(opts, e.def));
@@ -359,10 +390,29 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
     m.insert("latency_ns".into(), lat_ns);
     m.insert("latency_us".into(), lat_us);
     m.insert("latency_ms".into(), lat_ms);
-    m.insert("latency_depth".into(), json!(iodepth(opts, e.def)));
-    m.insert("latency_target".into(), json!(0));
-    m.insert("latency_percentile".into(), json!(100.0));
-    m.insert("latency_window".into(), json!(0));
+    let (target_ns, window_ns, pct) = match &opts.workload {
+        WorkloadSpec::Jobs(f) => {
+            let j = &f.jobs[e.def];
+            (
+                j.latency_target_ns.unwrap_or(0),
+                j.latency_window_ns,
+                j.latency_percentile,
+            )
+        }
+        WorkloadSpec::Trace { .. } => (0, 0, 100.0),
+    };
+    let depth = if s.latency_depth > 0 {
+        s.latency_depth
+    } else {
+        iodepth(opts, e.def)
+    };
+    m.insert("latency_depth".into(), json!(depth));
+    m.insert("latency_target".into(), json!(target_ns));
+    m.insert("latency_percentile".into(), json!(pct));
+    m.insert("latency_window".into(), json!(window_ns / 1000));
+    if let Some(ss) = &s.steadystate {
+        m.insert("steadystate".into(), steadystate_json(ss));
+    }
     Value::Object(m)
 }
 
@@ -415,7 +465,7 @@ fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
         f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
         let level_total: u64 = s.iodepth_level.iter().sum();
         for c in s.iodepth_level {
-            f.push(format!("{:.1}%", share(c, level_total)));
+            f.push(format!("{:.1}%", depth_share(c, level_total)));
         }
         let (_, lat_us, lat_ms) = latency_buckets(s);
         for buckets in [lat_us, lat_ms] {
@@ -810,6 +860,39 @@ pub fn render(opts: &SimOptions, seeds: &[u64], outcomes: &[Outcome]) -> Result<
     Ok(text)
 }
 
+/// fio's `disk_util`: the block device's statistics over the run (its /proc/diskstats
+/// deltas), from the block layer's counters; `util` is the share of the run it was busy.
+fn disk_util_json(o: &Outcome, device: &str) -> Option<Value> {
+    let block = o.stages.iter().find(|s| s.name == "block")?;
+    let c = |k: &str| {
+        block
+            .counters
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(0.0, |(_, v)| *v)
+    };
+    let run_ms = o.end_ns as f64 / 1e6;
+    let util = if run_ms > 0.0 {
+        (100.0 * c("io_ticks_ms") / run_ms).min(100.0)
+    } else {
+        0.0
+    };
+    let name = std::path::Path::new(device)
+        .file_stem()
+        .map_or_else(|| device.to_string(), |s| s.to_string_lossy().into_owned());
+    Some(json!([{
+        "name": name,
+        "read_ios": c("read_ios") as u64,
+        "write_ios": c("write_ios") as u64,
+        "read_merges": c("read_merges") as u64,
+        "write_merges": c("write_merges") as u64,
+        "read_ticks": c("read_ticks_ms") as u64,
+        "write_ticks": c("write_ticks_ms") as u64,
+        "in_queue": c("time_in_queue_ms") as u64,
+        "util": util,
+    }]))
+}
+
 fn json_report(
     opts: &SimOptions,
     seeds: &[u64],
@@ -833,7 +916,18 @@ fn json_report(
         top.insert("global options".into(), Value::Object(g));
     }
     top.insert("jobs".into(), Value::Array(jobs_json(opts, pooled, end_ns)));
+    // fio reports no disk for jobs that all reach none (ioengine=null).
+    let no_disk = match &opts.workload {
+        WorkloadSpec::Jobs(f) => f
+            .jobs
+            .iter()
+            .all(|j| j.engine == qoslab_workload::fio::EngineClass::Null),
+        _ => false,
+    };
     let o = &outcomes[0];
+    if !no_disk && let Some(util) = disk_util_json(o, &opts.device.source) {
+        top.insert("disk_util".into(), util);
+    }
     let mut q = Map::new();
     if seeds.len() == 1 {
         q.insert("seed".into(), json!(seeds[0]));
@@ -883,6 +977,23 @@ fn json_report(
     }
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, per_run));
+    }
+    if let WorkloadSpec::Jobs(f) = &opts.workload {
+        let ignored: Vec<Value> = f
+            .jobs
+            .iter()
+            .flat_map(|j| {
+                j.ignored.iter().map(|(option, loc)| {
+                    json!({
+                        "job": j.name,
+                        "option": option,
+                        "location": format!("{}:{}", loc.path.display(), loc.line),
+                        "why": qoslab_workload::fio::options::find(option).map_or("", |o| o.help),
+                    })
+                })
+            })
+            .collect();
+        q.insert("ignored_options".into(), Value::Array(ignored));
     }
     top.insert("qoslab".into(), Value::Object(q));
     let mut text = serde_json::to_string_pretty(&Value::Object(top))

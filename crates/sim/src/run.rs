@@ -19,6 +19,7 @@ use qoslab_engine::{
 use crate::SimError;
 use crate::job::{JobResult, JobRun, Pump};
 use crate::series::SeriesWriter;
+use qoslab_workload::fio::ExitWhat;
 
 // Speed: three variants, so the loop's match is two compares, not a jump table (an indirect
 // jump per event that the CPU's predictor often misses); the loop's own events, rare, share one.
@@ -38,15 +39,16 @@ enum LoopEv {
     Resume(u32),
     /// The power fails (`--power-fail-at`).
     PowerFail,
+    /// fio's helper thread, once a second: the steady-state checks.
+    Tick,
 }
 
 /// Jobs whose submission call sleeps in the block layer (a request of theirs waits for a
-/// tag), and what completed for each meanwhile: as fio, a job whose io_submit sleeps neither
-/// submits nor reaps, and fio stamps a completion when it reaps it.
+/// tag): as fio, a job whose io_submit sleeps neither submits nor reaps. What completes for
+/// it meanwhile waits in its `done` queue, and fio stamps a completion when it reaps it.
 #[derive(Debug, Default)]
 struct Submitters {
     blocked: Vec<bool>,
-    unreaped: Vec<Vec<ReqId>>,
 }
 
 impl Submitters {
@@ -58,7 +60,6 @@ impl Submitters {
     fn set(&mut self, job: usize, blocked: bool) {
         if job >= self.blocked.len() {
             self.blocked.resize(job + 1, false);
-            self.unreaped.resize_with(job + 1, Vec::new);
         }
         self.blocked[job] = blocked;
     }
@@ -107,6 +108,9 @@ impl HostCpus {
         })
     }
 }
+
+/// fio's steady-state checks run every second of the run.
+const TICK_NS: Ns = 1_000_000_000;
 
 /// What the top of the path sees above it: the jobs.
 struct RootCtx<'a, PE> {
@@ -248,6 +252,10 @@ struct Sim<'w, P: Stage> {
     series_out: Option<&'w mut SeriesWriter>,
     cpus: HostCpus,
     recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
+    /// Some job set `exitall` (fio makes it global): every job's end ends others.
+    exitall: bool,
+    /// `group_reporting` per job definition (steady state counts a group together).
+    group_reporting: Vec<bool>,
 }
 
 impl<P: Stage> Sim<'_, P> {
@@ -270,8 +278,25 @@ impl<P: Stage> Sim<'_, P> {
             return Ok(());
         }
         let job = &mut jobs[j];
-        let next = job.pump(now, |mut req| {
+        let null_costs = job.host_loop.null_costs;
+        let (next, notes) = job.pump(now, |mut req| {
             req.job = j as u32;
+            if let Some((submit_ns, complete_ns)) = null_costs {
+                // fio's null engine: no device, only the host's own costs.
+                let t = &mut req.t;
+                t.dispatched_ns = now + submit_ns;
+                t.arrived_ns = t.dispatched_ns;
+                t.fetched_ns = t.dispatched_ns;
+                t.media_start_ns = t.dispatched_ns;
+                t.media_done_ns = t.dispatched_ns;
+                t.cq_posted_ns = t.dispatched_ns;
+                t.interrupt_ns = t.dispatched_ns;
+                t.completed_ns = t.dispatched_ns + complete_ns;
+                let at = t.completed_ns;
+                let id = reqs.alloc(req);
+                queue.schedule(at, Ev::Done(id));
+                return true;
+            }
             let id = reqs.alloc(req);
             let mut ctx = RootCtx {
                 now,
@@ -290,30 +315,108 @@ impl<P: Stage> Sim<'_, P> {
             job.wake_at = Some(t);
             queue.schedule(t, Ev::Loop(LoopEv::Job(j as u32)));
         }
-        if job.finished {
-            self.job_finished(now);
+        if notes.flow_counted > 0 {
+            self.wake_flow(j, now);
+        }
+        if self.jobs[j].finished && !self.jobs[j].end_noted {
+            self.job_finished(j, now);
         }
         Ok(())
+    }
+
+    /// Wakes the jobs of `j`'s flow that wait for it to move.
+    fn wake_flow(&mut self, j: usize, now: Ns) {
+        let id = self.jobs[j].flow_id;
+        for k in 0..self.jobs.len() {
+            let other = &mut self.jobs[k];
+            if k != j && other.flow_id == id && other.waits_for_flow() && other.wake_at.is_none() {
+                other.wake_at = Some(now);
+                self.queue.schedule_urgent(Ev::Loop(LoopEv::Job(k as u32)));
+            }
+        }
+    }
+
+    /// Whether job `j` may start at `now`: the jobs it waits for have finished and its start
+    /// delay has passed; otherwise when (None: once a job it waits for finishes).
+    fn start_time(&self, j: usize, now: Ns) -> Option<Ns> {
+        let job = &self.jobs[j];
+        if job.wait_for.iter().any(|&w| !self.jobs[w].finished) {
+            return None;
+        }
+        Some(job.start_delay_ns.max(now))
     }
 
     fn start_group(&mut self, g: u32, now: Ns) -> Result<(), SimError> {
         self.group = g;
-        for j in 0..self.jobs.len() {
-            if self.jobs[j].group == g {
-                self.jobs[j].start(now);
+        let members: Vec<usize> = (0..self.jobs.len())
+            .filter(|&j| self.jobs[j].group == g)
+            .collect();
+        // Every job of the group that may start does so before any issues, as before.
+        let mut now_starting = Vec::new();
+        for &j in &members {
+            match self.start_time(j, now) {
+                Some(t) if t <= now => {
+                    self.jobs[j].start(now);
+                    self.jobs[j].join_flow();
+                    now_starting.push(j);
+                }
+                Some(t) => {
+                    self.jobs[j].wake_at = Some(t);
+                    self.queue.schedule(t, Ev::Loop(LoopEv::Job(j as u32)));
+                }
+                None => {}
             }
         }
-        for j in 0..self.jobs.len() {
-            if self.jobs[j].group == g {
-                self.pump(j, now)?;
-            }
+        for j in now_starting {
+            self.pump(j, now)?;
         }
         Ok(())
     }
 
-    /// Called when a job may have finished: starts the next group when this one is done.
-    fn job_finished(&mut self, _now: Ns) {
+    /// Job `j` has finished: it leaves its flow, `exitall` ends the jobs its `exit_what`
+    /// names, the jobs waiting for it may start, and the next group starts when this one is
+    /// done.
+    fn job_finished(&mut self, j: usize, now: Ns) {
+        self.jobs[j].end_noted = true;
+        self.jobs[j].leave_flow();
+        self.wake_flow(j, now);
+        let failed = self.jobs[j].error != 0;
+        if self.exitall || (failed && self.jobs[j].exitall_on_error) {
+            let (what, group) = (self.jobs[j].exit_what, self.jobs[j].report_group);
+            for k in 0..self.jobs.len() {
+                let other = &self.jobs[k];
+                let hit = match what {
+                    ExitWhat::Group => other.report_group == group,
+                    ExitWhat::Stonewall => other.started,
+                    ExitWhat::All => true,
+                };
+                if hit && !other.finished && !other.terminated {
+                    let waiting_to_start = !other.started && other.wake_at.is_some();
+                    let other = &mut self.jobs[k];
+                    other.terminate();
+                    other.start_delay_ns = 0;
+                    if (other.started && other.wake_at.is_none()) || waiting_to_start {
+                        // It ends now (one that was to start later starts and ends now).
+                        other.wake_at = Some(now);
+                        self.queue.schedule_urgent(Ev::Loop(LoopEv::Job(k as u32)));
+                    }
+                }
+            }
+        }
+        // Jobs of the running group that waited for this one.
         let g = self.group;
+        for k in 0..self.jobs.len() {
+            let other = &self.jobs[k];
+            if other.group == g
+                && !other.started
+                && other.wake_at.is_none()
+                && other.wait_for.contains(&j)
+                && let Some(t) = self.start_time(k, now)
+            {
+                self.jobs[k].wake_at = Some(t);
+                self.queue.schedule(t, Ev::Loop(LoopEv::Job(k as u32)));
+            }
+        }
         if self
             .jobs
             .iter()
@@ -325,14 +428,70 @@ impl<P: Stage> Sim<'_, P> {
             } else {
                 // Started from the loop, so the next group sees a consistent state.
                 self.group = g + 1;
-                let now = self.now();
-                for j in 0..self.jobs.len() {
-                    if self.jobs[j].group == g + 1 {
-                        self.jobs[j].wake_at = Some(now);
-                        self.queue.schedule(now, Ev::Loop(LoopEv::Job(j as u32)));
+                for k in 0..self.jobs.len() {
+                    if self.jobs[k].group == g + 1
+                        && let Some(t) = self.start_time(k, now)
+                    {
+                        self.jobs[k].wake_at = Some(t);
+                        self.queue.schedule(t, Ev::Loop(LoopEv::Job(k as u32)));
                     }
                 }
             }
+        }
+    }
+
+    /// fio's helper thread: each running job's (or reporting group's) steady-state sample;
+    /// those that reached their steady state end.
+    fn tick(&mut self, now: Ns) {
+        let n = self.jobs.len();
+        let mut pending = false;
+        for j in 0..n {
+            let job = &self.jobs[j];
+            if job.steadystate.is_none() || job.finished {
+                continue;
+            }
+            pending = true;
+            if !job.started {
+                continue;
+            }
+            // With group_reporting the group's first job holds the check of the group.
+            let members: Vec<usize> = if self.group_reporting[job.def] {
+                let g = job.report_group;
+                (0..n)
+                    .filter(|&k| {
+                        self.jobs[k].report_group == g && self.jobs[k].steadystate.is_some()
+                    })
+                    .collect()
+            } else {
+                vec![j]
+            };
+            if members[0] != j {
+                continue;
+            }
+            let (ios, bytes) = members
+                .iter()
+                .filter(|&&k| self.jobs[k].started)
+                .fold((0, 0), |(i, b), &k| {
+                    (i + self.jobs[k].reaped_ios, b + self.jobs[k].reaped_bytes)
+                });
+            let since = now - self.jobs[j].start_ns;
+            let ss = self.jobs[j].steadystate.as_mut().expect("checked");
+            if ss.sample(now, since, ios, bytes) {
+                for &k in &members {
+                    if let Some(s) = self.jobs[k].steadystate.as_mut() {
+                        s.report.attained = true;
+                    }
+                    let job = &mut self.jobs[k];
+                    job.terminate();
+                    if job.started && job.wake_at.is_none() {
+                        job.wake_at = Some(now);
+                        self.queue.schedule_urgent(Ev::Loop(LoopEv::Job(k as u32)));
+                    }
+                }
+            }
+        }
+        if pending {
+            self.queue.schedule(now + TICK_NS, Ev::Loop(LoopEv::Tick));
         }
     }
 
@@ -381,10 +540,6 @@ impl<P: Stage> Sim<'_, P> {
             }
             Ev::Done(id) => {
                 let j = self.reqs[id].job as usize;
-                if self.submitters.blocked(j) {
-                    self.submitters.unreaped[j].push(id);
-                    return Ok(());
-                }
                 self.jobs[j].complete(&self.reqs[id]);
                 self.reqs.free(id);
                 if self.series_out.is_some() {
@@ -394,12 +549,18 @@ impl<P: Stage> Sim<'_, P> {
             }
             Ev::Loop(LoopEv::PowerFail) => self.power_fail(now),
             Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,
+            Ev::Loop(LoopEv::Tick) => self.tick(now),
             Ev::Loop(LoopEv::Job(j)) => {
                 let job = &mut self.jobs[j as usize];
                 if job.wake_at == Some(now) {
                     job.wake_at = None;
                     if !job.started {
+                        if self.start_time(j as usize, now).is_none() {
+                            return Ok(());
+                        }
+                        let job = &mut self.jobs[j as usize];
                         job.start(now);
+                        job.join_flow();
                     }
                     self.pump(j as usize, now)?;
                 }
@@ -408,24 +569,11 @@ impl<P: Stage> Sim<'_, P> {
         Ok(())
     }
 
-    /// Job `j`'s submission call returned. As fio does, it goes on submitting until its queue
-    /// is full (or it sleeps again), and only then reaps, one completion at a time (fio's
-    /// `iodepth_batch_complete_max` defaults to 1), each followed by the submission it frees
-    /// room for: fio waits for completions only with a full queue, and stamps a completion
-    /// when it reaps it.
+    /// Job `j`'s submission call returned: as fio does, it goes on with the rest of the call,
+    /// then with its loop, which reaps what completed while it slept (one completion per
+    /// call by default, `iodepth_batch_complete_max`), each stamped when it is reaped.
     fn resume(&mut self, j: usize, now: Ns) -> Result<(), SimError> {
-        self.pump(j, now)?;
-        while !self.submitters.blocked(j) && !self.submitters.unreaped[j].is_empty() {
-            let id = self.submitters.unreaped[j].remove(0);
-            self.reqs[id].t.completed_ns = now;
-            self.jobs[j].complete(&self.reqs[id]);
-            self.reqs.free(id);
-            if self.series_out.is_some() {
-                self.write_series(j)?;
-            }
-            self.pump(j, now)?;
-        }
-        Ok(())
+        self.pump(j, now)
     }
 
     /// Cuts the power: the stage that holds volatile data loses it (a `PowerLoss` command
@@ -593,7 +741,16 @@ pub fn simulate<P: Stage>(
     series_out: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
     let last_group = jobs.iter().map(|j| j.group).max().unwrap_or(0);
+    let exitall = jobs.iter().any(|j| j.exitall);
+    let defs = jobs.iter().map(|j| j.def + 1).max().unwrap_or(0);
+    let mut group_reporting = vec![false; defs];
+    for j in &jobs {
+        group_reporting[j.def] |= j.group_reporting;
+    }
+    let steady = jobs.iter().any(|j| j.steadystate.is_some());
     let mut sim = Sim {
+        exitall,
+        group_reporting,
         queue: EventQueue::new(),
         reqs: Requests::with_capacity(1024),
         path,
@@ -610,6 +767,9 @@ pub fn simulate<P: Stage>(
     };
     if let Some(t) = opts.power_fail_at_ns {
         sim.queue.schedule(t, Ev::Loop(LoopEv::PowerFail));
+    }
+    if steady {
+        sim.queue.schedule(TICK_NS, Ev::Loop(LoopEv::Tick));
     }
     {
         let mut ctx = RootCtx {
@@ -777,7 +937,7 @@ mod tests {
     fn amounts_of_io_count_groups_equally_and_a_group_waits_for_its_slowest_clone() {
         // 1 MiB at 4 KiB: 256 I/Os; `capped` stops at 64 I/Os, before its 1 MiB.
         let mut jobs = job_file(
-            "[global]\nbs=4k\nsize=1m\niodepth=8\n\
+            "[global]\nioengine=libaio\ndirect=1\nbs=4k\nsize=1m\niodepth=8\n\
              [sized]\nrw=randread\n\
              [capped]\nrw=randwrite\nnumber_ios=64\n\
              [next]\nstonewall\nrw=read\nnumber_ios=128\n",
@@ -811,7 +971,7 @@ mod tests {
     fn runtimes_weight_groups_by_their_simulated_length() {
         // Group 0 lasts ramp 100 ms + runtime 200 ms; group 1 its longest runtime, 600 ms.
         let mut jobs = job_file(
-            "[global]\nbs=4k\nsize=1g\ntime_based=1\n\
+            "[global]\nioengine=libaio\ndirect=1\nbs=4k\nsize=1g\ntime_based=1\n\
              [warm]\nrw=randwrite\nramp_time=100ms\nruntime=200ms\n\
              [long]\nstonewall\nrw=randread\nruntime=600ms\n\
              [short]\nrw=read\nruntime=400ms\nnumber_ios=10\n",

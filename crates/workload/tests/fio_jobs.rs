@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use qoslab_engine::{IoPrioClass, Op};
 use qoslab_workload::fio::{
-    Distribution, RateProcess, RwPattern, SizeSpec, ThinkBlocksType, Zone, ZoneExtent,
-    parse_job_file, parse_job_str,
+    Distribution, EngineClass, ExitWhat, FileService, RateProcess, RwPattern, SizeSpec,
+    SteadyState, SubmitMode, ThinkBlocksType, Zone, ZoneExtent, parse_job_file, parse_job_str,
 };
 
 fn no_env(_: &str) -> Option<String> {
@@ -242,8 +242,8 @@ fn bad_input_names_file_line_and_what_was_expected() {
         "t.fio:2: unknown option 'foo' (see docs/workload.md for the options qoslab models)"
     );
     assert_eq!(
-        parse_err("[j]\nverify=md5\n"),
-        "t.fio:2: unknown option 'verify' (see docs/workload.md for the options qoslab models)"
+        parse_err("[j]\nzonemode=zbd\n"),
+        "t.fio:2: option 'zonemode': 'zbd' is not simulated (zoned I/O: strided zones or a zoned block device)"
     );
     assert_eq!(
         parse_err("bs=4k\n[j]\n"),
@@ -359,4 +359,144 @@ fn log_options_name_their_prefix_or_default_to_the_job() {
     assert_eq!(logs.bw.as_deref(), Some(""));
     assert_eq!(logs.iops, None);
     assert!(f.jobs[0].ignored.is_empty());
+}
+
+#[test]
+fn engines_fall_in_fios_classes_and_the_others_are_refused_by_name() {
+    let f = parse(
+        "[a]\n[b]\nioengine=libaio\n[c]\nioengine=pvsync2\n[d]\nioengine=null\n[e]\nioengine=io_uring\n",
+    );
+    let classes: Vec<EngineClass> = f.jobs.iter().map(|j| j.engine).collect();
+    // fio's default engine is psync: synchronous.
+    assert_eq!(
+        classes,
+        [
+            EngineClass::Sync,
+            EngineClass::Async,
+            EngineClass::Sync,
+            EngineClass::Null,
+            EngineClass::Async
+        ]
+    );
+    // A refused engine is named, at its line, before its own options are looked at.
+    assert_eq!(
+        parse_err("[j]\nport=8888\nioengine=net\n"),
+        "t.fio:3: ioengine=net: a network engine: qoslab simulates a host's block device, not a network"
+    );
+    assert_eq!(
+        parse_err("[global]\nioengine=filecreate\n[j]\nnrfiles=4\n"),
+        "t.fio:2: ioengine=filecreate: a file-system engine: qoslab has no file system yet (it will come with the page cache)"
+    );
+    assert!(parse_err("[j]\nioengine=nosuch\n").starts_with(
+        "t.fio:2: ioengine=nosuch: no such engine in fio 3.33 (the engines qoslab runs: psync, sync,"
+    ));
+}
+
+#[test]
+fn fios_queue_options_are_read() {
+    let j = &parse(
+        "[j]\nioengine=libaio\niodepth=32\niodepth_batch_submit=8\niodepth_batch_complete_min=4\n\
+         iodepth_batch_complete_max=16\niodepth_low=16\nio_submit_mode=offload\n",
+    )
+    .jobs[0];
+    assert_eq!(
+        (
+            j.iodepth_batch_submit,
+            j.iodepth_batch_complete_min,
+            j.iodepth_batch_complete_max,
+            j.iodepth_low,
+            j.submit_mode
+        ),
+        (8, 4, 16, 16, SubmitMode::Offload)
+    );
+}
+
+#[test]
+fn run_control_options_are_read() {
+    let f = parse(
+        "[w]\nexitall\nexit_what=stonewall\nexitall_on_error=1\n[r]\nwait_for=w\nstartdelay=1s-3s\n\
+         flow=8\nflow_id=2\nflow_sleep=1000\nrate_iops_min=100\nrate_cycle=500\nmax_latency=2ms\n\
+         latency_target=500\nlatency_window=1s\nlatency_percentile=99.9\n\
+         ss=iops:10%\nss_dur=30s\nss_ramp=10s\nthinktime_iotime=2\nrate_ignore_thinktime=1\n\
+         bwavgtime=250\n",
+    );
+    let (w, r) = (&f.jobs[0], &f.jobs[1]);
+    assert!(w.exitall && w.exitall_on_error && w.exit_what == ExitWhat::Stonewall);
+    assert_eq!(r.wait_for.as_deref(), Some("w"));
+    assert_eq!(r.startdelay_ns, (1_000_000_000, 3_000_000_000));
+    assert_eq!((r.flow, r.flow_id, r.flow_sleep_ns), (8, 2, 1_000_000));
+    assert_eq!(r.rate_iops_min, [Some(100), Some(100), Some(100)]);
+    assert_eq!(r.rate_cycle_ns, 500_000_000);
+    assert_eq!(r.max_latency_ns, [Some(2_000_000); 3]);
+    // latency_target is in microseconds without a unit.
+    assert_eq!(
+        (
+            r.latency_target_ns,
+            r.latency_window_ns,
+            r.latency_percentile
+        ),
+        (Some(500_000), 1_000_000_000, 99.9)
+    );
+    assert_eq!(
+        r.steadystate,
+        Some(SteadyState {
+            iops: true,
+            slope: false,
+            limit: 10.0,
+            percent: true
+        })
+    );
+    assert_eq!(
+        (r.ss_dur_ns, r.ss_ramp_ns),
+        (30_000_000_000, 10_000_000_000)
+    );
+    assert_eq!(r.thinktime_iotime_ns, 2_000_000_000);
+    assert!(r.rate_ignore_thinktime);
+    assert_eq!(r.bw_avg_ns, 250_000_000);
+    assert_eq!(
+        parse_err("[r]\nwait_for=w\n[w]\n"),
+        "t.fio:1: job 'r': wait_for=w names no earlier job (fio waits only for a job defined before)"
+    );
+}
+
+#[test]
+fn host_only_options_are_accepted_and_listed_and_those_that_change_the_io_are_refused() {
+    let j =
+        &parse("[j]\nverify=crc32c\nlog_prio=1\nthreads=1\nio_submit_mode=inline\nzonemode=none\n")
+            .jobs[0];
+    let ignored: Vec<&str> = j.ignored.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(ignored, ["verify", "log_prio", "threads"]);
+    assert!(
+        parse_err("[j]\nserialize_overlap=1\n").contains("waiting for overlapping I/O in flight")
+    );
+}
+
+#[test]
+fn fio_syntax_that_used_to_be_refused_is_read() {
+    // A backwards skip, a last zone that takes the rest, fio's file-name keywords.
+    let f = parse(
+        "[j]\nrw=read:-8k\nfilename_format=f.$jobnum.$filenum\n[k]\nrw=randread\n\
+         random_distribution=zoned:50/5:30/15:20/\n",
+    );
+    assert_eq!(
+        (f.jobs[0].rw_modifier, f.jobs[0].rw_backward),
+        (Some(8192), true)
+    );
+    assert_eq!(
+        f.jobs[0].filename_format.as_deref(),
+        Some("f.$jobnum.$filenum")
+    );
+    let Distribution::Zoned(z) = &f.jobs[1].random_distribution[0] else {
+        panic!()
+    };
+    assert_eq!(z[2].extent, ZoneExtent::Percent(80.0));
+}
+
+#[test]
+fn files_are_read() {
+    let j =
+        &parse("[j]\nnrfiles=4\nfile_service_type=sequential\ndirectory=/data\nsync=1\n").jobs[0];
+    assert_eq!((j.nrfiles, j.file_service), (4, FileService::Sequential));
+    assert_eq!(j.directory.as_deref(), Some("/data"));
+    assert!(j.fua, "sync=1 writes O_SYNC: FUA on a block device");
 }

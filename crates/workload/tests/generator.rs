@@ -200,29 +200,6 @@ fn poisson_rate_has_exponential_gaps_with_the_right_mean() {
 }
 
 #[test]
-fn thinktime_marks_every_nth_io() {
-    let ios = take(
-        "rw=read\nthinktime=50\nthinktime_blocks=3\nsize=1m\n",
-        1,
-        10,
-    );
-    let marks: Vec<u64> = ios.iter().map(|i| i.think_before_ns).collect();
-    assert_eq!(marks, vec![0, 0, 0, 50_000, 0, 0, 50_000, 0, 0, 50_000]);
-    assert!(
-        ios.iter()
-            .filter(|i| i.think_before_ns > 0)
-            .all(|i| i.drain_before)
-    );
-    let ios = take(
-        "rw=read\nthinktime=1ms\nthinktime_blocks_type=issue\nsize=1m\n",
-        1,
-        3,
-    );
-    assert_eq!(ios[1].think_before_ns, 1_000_000);
-    assert!(!ios[1].drain_before);
-}
-
-#[test]
 fn end_conditions() {
     assert_eq!(all_ios("rw=read\nsize=1m\n", 1).len(), 256);
     assert_eq!(all_ios("rw=read\nsize=1m\nloops=3\n", 1).len(), 768);

@@ -55,11 +55,13 @@ def parse_jobs(
         raise _input_error(err, cmdline) from None
 
 
-def ignored_options(parsed: dict[str, Any]) -> str | None:
-    """One line naming the options of the jobs the simulator accepts but does not act on
-    (each once, where first written), or None when there are none."""
-    seen: dict[str, str] = {}
+def job_notes(parsed: dict[str, Any]) -> list[str]:
+    """The lines a run warns with, one per job at most for each kind: the options the
+    simulator accepts but does not act on (each where it was written), and fio's own note
+    for a synchronous engine asked for more than one I/O in flight."""
+    lines = []
     for job in parsed["jobs"]:
+        seen: dict[str, str] = {}
         for item in job["ignored"]:
             seen.setdefault(item["option"], f"{item['option']} ({item['location']})")
         if not job["log_avg_msec"]:
@@ -70,9 +72,18 @@ def ignored_options(parsed: dict[str, Any]) -> str | None:
                         f"{option} without log_avg_msec ({job['location']}: fio's log of "
                         "every I/O is not simulated; set log_avg_msec for the averaged log)",
                     )
-    if not seen:
-        return None
-    return "options accepted but ignored by the simulator: " + ", ".join(seen.values())
+        if seen:
+            lines.append(
+                f"job '{job['name']}': options accepted but ignored by the simulator: "
+                + ", ".join(seen.values())
+            )
+        if job["engine_class"] == "sync" and job["iodepth"] > 1:
+            lines.append(
+                f"job '{job['name']}': ioengine={job['ioengine']} is synchronous: iodepth="
+                f'{job["iodepth"]} is capped at 1, as fio does (fio: "queue depth will be '
+                'capped at 1"); ioengine=libaio or io_uring keeps that many in flight'
+            )
+    return lines
 
 
 def run(
@@ -351,7 +362,7 @@ def sim_json(
     else:
         raise InputError("give a job file, job text or an MQSim workload")
     device_text, device_note = device_file(str(device), flows)
-    notes += [device_note, ignored_options(parse_jobs(**jobs))]
+    notes += [device_note, *job_notes(parse_jobs(**jobs))]
     for note in filter(None, notes):
         warnings.warn(note, stacklevel=2)
     result = run(

@@ -198,7 +198,8 @@ def sim(
             if "json" in output_format:
                 sys.stdout.write(json.dumps(parsed, indent=2) + "\n")
             return
-        _warn(api.ignored_options(parsed))
+        for line in api.job_notes(parsed):
+            _warn(line)
     if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
         raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
     if plot is not None and repeat > 1:

@@ -456,7 +456,13 @@ def jobs_from_workload(path: str | Path) -> tuple[Converted, Workload]:
             sections.append("\n".join(lines) + "\n")
     if not sections:
         raise InputError("no synthetic flow to run", path=path)
-    header = f"; MQSim workload {path.name}, converted by qoslab: a job per synthetic flow.\n"
+    header = (
+        f"; MQSim workload {path.name}, converted by qoslab: a job per synthetic flow.\n"
+        "; MQSim's host submits asynchronously, straight to the device, each request timed\n"
+        "; at its own completion and (BANDWIDTH flows) issued at its time whatever is in\n"
+        "; flight: in fio, libaio with direct=1 and io_submit_mode=offload.\n"
+        "[global]\nioengine=libaio\ndirect=1\nio_submit_mode=offload\n\n"
+    )
     return Converted(header + "\n".join(sections), unmapped), info
 
 

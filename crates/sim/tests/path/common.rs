@@ -6,8 +6,19 @@ use std::path::Path;
 use qoslab_sim::{DeviceConfig, OutputFormat, SimOptions, WorkloadSpec};
 use serde_json::Value;
 
-/// Options for a job file given as text, on a device given as TOML text plus overrides.
+/// What the path's tests put before their jobs: they drive the device at the depths they
+/// ask for, straight to it (fio's defaults, `psync` and buffered I/O, would be one I/O at a
+/// time through a page cache; `options_as_written` keeps them).
+pub const ASYNC_DIRECT: &str = "[global]\nioengine=libaio\ndirect=1\n";
+
+/// Options for a job file given as text (after [`ASYNC_DIRECT`]), on a device given as TOML
+/// text plus overrides.
 pub fn options(job: &str, device: &str, overrides: &[&str], seed: u64) -> SimOptions {
+    options_as_written(&format!("{ASYNC_DIRECT}{job}"), device, overrides, seed)
+}
+
+/// Options for a job file exactly as given.
+pub fn options_as_written(job: &str, device: &str, overrides: &[&str], seed: u64) -> SimOptions {
     let file = qoslab_workload::fio::parse_job_str(job, Path::new("test.fio"), |_| None)
         .unwrap_or_else(|e| panic!("{e}"));
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();

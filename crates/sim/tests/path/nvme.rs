@@ -121,8 +121,9 @@ fn weighted_round_robin_shares_follow_the_weights() {
 /// class is fetched from.
 #[test]
 fn urgent_queues_are_served_strictly_first() {
+    // Offload: each I/O is reaped as it completes, so its latency is the device's.
     let job = "[global]\nrw=randread\nbs=4k\nsize=1g\niodepth=64\nnumber_ios=5000\n\
-               [urgent]\nprioclass=1\n[high]\nprioclass=2\nprio=0\n";
+               io_submit_mode=offload\n[urgent]\nprioclass=1\n[high]\nprioclass=2\nprio=0\n";
     let sets = [
         "controller.arbitration=wrr",
         "controller.wrr.high_weight=8",
@@ -162,7 +163,9 @@ fn interrupt_coalescing_follows_the_threshold_and_time_rule() {
         (1, 50_000.0, n, 0.0),
     ];
     for (thr, tau, interrupts, added) in cases {
-        let job = "[paced]\nrw=randread\nbs=4k\nsize=1g\niodepth=16\nrate_iops=100000\nnumber_ios=12000\n";
+        // Offload: I/Os leave at their times and are reaped as they complete.
+        let job = "[paced]\nrw=randread\nbs=4k\nsize=1g\niodepth=16\nrate_iops=100000\n\
+                   io_submit_mode=offload\nnumber_ios=12000\n";
         let sets = [
             format!("controller.coalesce_threshold={thr}"),
             format!("controller.coalesce_time_ns={tau}"),
@@ -191,7 +194,8 @@ fn interrupt_coalescing_follows_the_threshold_and_time_rule() {
 /// k = 0); in device order it does not.
 #[test]
 fn in_order_completion_holds_fast_commands_behind_slow_ones() {
-    let job = "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\nsize=1g\niodepth=2\nnumber_ios=20000\n";
+    let job = "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\nsize=1g\niodepth=2\nnumber_ios=20000\n\
+               io_submit_mode=offload\n";
     let media = "servers = 2\nservice = \"fixed\"\nservice_mean_ns = 100000\nwrite_mean_ns = 1000";
     let device_order = run_json(&options(job, &analytic(media), &[], 1));
     let in_order = run_json(&options(

@@ -89,6 +89,70 @@ pub enum ThinkBlocksType {
     Issue,
 }
 
+/// How fio issues a job's I/O: the class of its `ioengine` (see [`super::engines`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EngineClass {
+    /// One I/O at a time, each a system call that returns when it is done (`psync`, `sync`,
+    /// `pvsync`, `pvsync2`, `vsync`): `iodepth` is capped at 1, and fio records no
+    /// submission latency (its completion latency is the whole call).
+    #[default]
+    Sync,
+    /// Queued I/O reaped later (`libaio`, `io_uring`, `posixaio`): `iodepth` I/Os in flight,
+    /// submitted in batches of `iodepth_batch_submit`, reaped in batches of
+    /// `iodepth_batch_complete_min..max`, refilled at `iodepth_low`.
+    Async,
+    /// fio's `null` engine: I/Os that reach no device (only the host's own costs).
+    Null,
+}
+
+/// `io_submit_mode`: who submits a rate-limited job's I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SubmitMode {
+    /// The job's own thread (fio's default): before it sleeps for `rate` or `thinktime` it
+    /// waits for all its I/O in flight to complete (fio's `io_u_quiesce`).
+    #[default]
+    Inline,
+    /// A pool of workers: I/Os leave at their scheduled times whatever is in flight.
+    Offload,
+}
+
+/// `exit_what`: which jobs `exitall` and `exitall_on_error` end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExitWhat {
+    /// The jobs of the same reporting group.
+    #[default]
+    Group,
+    /// The jobs running now; the next stonewall group still starts.
+    Stonewall,
+    /// Every job, started or not.
+    All,
+}
+
+/// `steadystate=METRIC:LIMIT`: when a job has reached a steady state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SteadyState {
+    /// IOPS (`iops`, `iops_slope`) or bandwidth (`bw`, `bw_slope`).
+    pub iops: bool,
+    /// The least-squares slope of the samples (`*_slope`) rather than their largest distance
+    /// from their mean.
+    pub slope: bool,
+    /// The limit, in percent of the mean when `percent`, else in I/Os or bytes per second.
+    pub limit: f64,
+    pub percent: bool,
+}
+
+/// `file_service_type`: which of a job's files the next I/O goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FileService {
+    /// Files in turn, `n` I/Os each (fio's default, n = 1).
+    #[default]
+    RoundRobin,
+    /// A file chosen at random for each I/O.
+    Random,
+    /// Each file to its end before the next.
+    Sequential,
+}
+
 /// One zone of `random_distribution=zoned:` (percentages) or `zoned_abs:` (bytes).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Zone {
@@ -166,6 +230,8 @@ pub struct Job {
     /// (`rw=write:4k`); for random ones, a new random offset every `nr` I/Os
     /// (`rw=randread:8`), the others following sequentially.
     pub rw_modifier: Option<u64>,
+    /// `rw=read:-8k`: the skip goes backwards (fio's negative `:<nr>`).
+    pub rw_backward: bool,
     /// `rw_sequencer=identical`: with a `:<nr>` random pattern, repeat the same offset
     /// instead of continuing sequentially.
     pub rw_identical: bool,
@@ -192,14 +258,85 @@ pub struct Job {
     pub iodepth: u32,
     /// I/Os submitted at once; 0 means `iodepth` (fio's rule).
     pub iodepth_batch_submit: u32,
+    /// `iodepth_batch_complete_min`: completions the job waits for before it reaps (0: it
+    /// polls without waiting unless its queue is full).
+    pub iodepth_batch_complete_min: u32,
+    /// `iodepth_batch_complete_max`: most completions reaped at once (0: the min).
+    pub iodepth_batch_complete_max: u32,
+    /// `iodepth_low`: once full, the queue drains to this depth before it is filled again
+    /// (0: `iodepth`, always kept full).
+    pub iodepth_low: u32,
+    /// `io_submit_mode`.
+    pub submit_mode: SubmitMode,
+    /// The class of `ioengine`.
+    pub engine: EngineClass,
     pub numjobs: u32,
     pub thinktime_ns: Ns,
     pub thinktime_blocks: u64,
     pub thinktime_blocks_type: ThinkBlocksType,
+    /// `thinktime_iotime`: think after this long of I/O as well (0: never).
+    pub thinktime_iotime_ns: Ns,
     /// `rate` in bytes per second per direction.
     pub rate_bytes_per_s: PerOp<Option<u64>>,
     pub rate_iops: PerOp<Option<u64>>,
     pub rate_process: RateProcess,
+    /// `rate_ignore_thinktime`: the rate schedule pauses while the job thinks, instead of
+    /// catching up afterwards.
+    pub rate_ignore_thinktime: bool,
+    /// `rate_min` (bytes/s) and `rate_iops_min` per direction: the job fails when it does
+    /// less over a `rate_cycle`.
+    pub rate_min_bytes_per_s: PerOp<Option<u64>>,
+    pub rate_iops_min: PerOp<Option<u64>>,
+    pub rate_cycle_ns: Ns,
+    /// `max_latency` per direction: a total latency above it fails the job (fio's
+    /// ETIMEDOUT).
+    pub max_latency_ns: PerOp<Option<Ns>>,
+    /// `latency_target`: the job searches for the deepest queue whose `latency_percentile`
+    /// of I/Os over each `latency_window` finish within it.
+    pub latency_target_ns: Option<Ns>,
+    pub latency_window_ns: Ns,
+    pub latency_percentile: f64,
+    /// `latency_run`: keep adjusting the depth for the whole run instead of stopping once
+    /// it is found.
+    pub latency_run: bool,
+    /// `steadystate`, `steadystate_duration`, `steadystate_ramp_time`.
+    pub steadystate: Option<SteadyState>,
+    pub ss_dur_ns: Ns,
+    pub ss_ramp_ns: Ns,
+    /// `startdelay`: the job starts this long after the run does (a range draws a time in
+    /// it).
+    pub startdelay_ns: (Ns, Ns),
+    /// `wait_for`: the job starts once the named job has finished.
+    pub wait_for: Option<String>,
+    /// `exitall`: when this job finishes, the jobs `exit_what` names end too.
+    pub exitall: bool,
+    pub exit_what: ExitWhat,
+    /// `exitall_on_error`: the same when this job fails.
+    pub exitall_on_error: bool,
+    /// `flow_id`, `flow`, `flow_watermark`, `flow_sleep`: jobs sharing a flow id keep their
+    /// I/Os in the ratio of their `flow` weights (fio's token-based flow control).
+    pub flow_id: u32,
+    pub flow: i64,
+    pub flow_watermark: u64,
+    pub flow_sleep_ns: Ns,
+    /// `bwavgtime`/`iopsavgtime`: the averaging window of the bandwidth and IOPS samples.
+    pub bw_avg_ns: Ns,
+    pub iops_avg_ns: Ns,
+    /// `ioscheduler`: the I/O scheduler the job sets on its device.
+    pub ioscheduler: Option<String>,
+    /// `nrfiles`, `file_service_type` (with its `:n`), `directory`, `filename_format`: the
+    /// job's files, laid out as equal regions of its I/O region, one after another.
+    pub nrfiles: u32,
+    pub file_service: FileService,
+    pub file_service_n: u64,
+    pub directory: Option<String>,
+    pub filename_format: Option<String>,
+    /// `offset_align`: a percentage `offset` is rounded up to a multiple of this.
+    pub offset_align: Option<u64>,
+    /// `create_only`: the job lays out its files and does no I/O.
+    pub create_only: bool,
+    /// `fill_device`: the region runs to the end of the device.
+    pub fill_device: bool,
     pub random_distribution: PerOp<Distribution>,
     pub norandommap: bool,
     pub randrepeat: bool,
@@ -252,6 +389,10 @@ pub struct Job {
     pub options: Vec<(String, String)>,
     /// Accepted-and-ignored options that were set, with where, for a warning.
     pub ignored: Vec<(String, Location)>,
+    /// Where `ioengine` and `direct` (or `buffered`) were last set, for messages about them
+    /// (`None`: fio's default applies).
+    pub ioengine_location: Option<Location>,
+    pub direct_location: Option<Location>,
 }
 
 /// fio's default `percentile_list`.
@@ -270,6 +411,7 @@ impl Job {
             location,
             rw: RwPattern::Read,
             rw_modifier: None,
+            rw_backward: false,
             rw_identical: false,
             rwmixread: 50.0,
             bs: [4096; 3],
@@ -288,13 +430,51 @@ impl Job {
             ramp_time_ns: 0,
             iodepth: 1,
             iodepth_batch_submit: 1,
+            iodepth_batch_complete_min: 1,
+            iodepth_batch_complete_max: 0,
+            iodepth_low: 0,
+            submit_mode: SubmitMode::Inline,
+            engine: EngineClass::Sync,
             numjobs: 1,
             thinktime_ns: 0,
             thinktime_blocks: 1,
             thinktime_blocks_type: ThinkBlocksType::Complete,
+            thinktime_iotime_ns: 0,
             rate_bytes_per_s: [None; 3],
             rate_iops: [None; 3],
             rate_process: RateProcess::Linear,
+            rate_ignore_thinktime: false,
+            rate_min_bytes_per_s: [None; 3],
+            rate_iops_min: [None; 3],
+            rate_cycle_ns: 1_000_000_000,
+            max_latency_ns: [None; 3],
+            latency_target_ns: None,
+            latency_window_ns: 0,
+            latency_percentile: 100.0,
+            latency_run: false,
+            steadystate: None,
+            ss_dur_ns: 0,
+            ss_ramp_ns: 0,
+            startdelay_ns: (0, 0),
+            wait_for: None,
+            exitall: false,
+            exit_what: ExitWhat::Group,
+            exitall_on_error: false,
+            flow_id: 0,
+            flow: 0,
+            flow_watermark: 1024,
+            flow_sleep_ns: 0,
+            bw_avg_ns: 500_000_000,
+            iops_avg_ns: 500_000_000,
+            ioscheduler: None,
+            nrfiles: 1,
+            file_service: FileService::RoundRobin,
+            file_service_n: 1,
+            directory: None,
+            filename_format: None,
+            offset_align: None,
+            create_only: false,
+            fill_device: false,
             random_distribution: Default::default(),
             norandommap: false,
             randrepeat: true,
@@ -326,6 +506,8 @@ impl Job {
             globals_before: 0,
             options: Vec::new(),
             ignored: Vec::new(),
+            ioengine_location: None,
+            direct_location: None,
         }
     }
 

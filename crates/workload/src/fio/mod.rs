@@ -10,6 +10,7 @@
 //! assert_eq!(file.jobs[0].iodepth, 32);
 //! ```
 
+pub mod engines;
 mod job;
 pub mod options;
 pub mod values;
@@ -17,8 +18,9 @@ pub mod values;
 use std::path::{Path, PathBuf};
 
 pub use job::{
-    DEFAULT_PERCENTILES, Distribution, FioLogs, Job, JobFile, Location, ORDERINGS, PerOp,
-    RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent,
+    DEFAULT_PERCENTILES, Distribution, EngineClass, ExitWhat, FileService, FioLogs, Job, JobFile,
+    Location, ORDERINGS, PerOp, RateProcess, RwPattern, SteadyState, SubmitMode, ThinkBlocksType,
+    Zone, ZoneExtent,
 };
 pub use values::{KbBase, SizeSpec, TimeUnit};
 
@@ -85,6 +87,18 @@ pub fn parse_job_str(
         apply_section(&mut job, &lines)?;
         job.options = lines.into_iter().map(|(k, v, _)| (k, v)).collect();
         validate(&job)?;
+        if let Some(waitee) = &job.wait_for
+            && !jobs.iter().any(|j| &j.name == waitee)
+        {
+            return Err(WorkloadError::at(
+                &job.location.path,
+                job.location.line,
+                format!(
+                    "job '{}': wait_for={waitee} names no earlier job (fio waits only for a job defined before)",
+                    job.name
+                ),
+            ));
+        }
         jobs.push(job);
         Ok(())
     };
@@ -204,6 +218,11 @@ impl JobFile {
 /// Applies a section's option lines to `job`: first those fio reads before any other
 /// (`kb_base`, which changes how every size of the section is read), then the rest in order.
 fn apply_section(job: &mut Job, lines: &[OptionLine]) -> Result<(), WorkloadError> {
+    // The engine is checked before anything else: a job for an engine qoslab does not run
+    // is refused for that, not for the engine's own options it does not know.
+    if let Some((_, value, loc)) = lines.iter().rev().find(|(k, _, _)| k == "ioengine") {
+        engines::class_of(value.trim()).map_err(|m| WorkloadError::at(&loc.path, loc.line, m))?;
+    }
     let first = |key: &str| options::find(key).is_some_and(|spec| spec.read_first);
     for (key, value, loc) in lines.iter().filter(|(k, _, _)| first(k)) {
         apply_option(job, key, value, loc)?;
@@ -237,6 +256,11 @@ fn apply_option(
     if spec.is_ignored() {
         job.ignored.push((key.to_string(), loc.clone()));
     }
+    match spec.name {
+        "ioengine" => job.ioengine_location = Some(loc.clone()),
+        "direct" | "buffered" | "atomic" => job.direct_location = Some(loc.clone()),
+        _ => {}
+    }
     Ok(())
 }
 
@@ -255,8 +279,17 @@ fn validate(job: &Job) -> Result<(), WorkloadError> {
     if job.prioclass == Some(qoslab_engine::IoPrioClass::None) && job.prio.is_some() {
         return Err(at("prio needs a prioclass other than 0".into()));
     }
+    if job.steadystate.is_some() && job.ss_dur_ns > 0 && job.ss_dur_ns < 1_000_000_000 {
+        return Err(at(
+            "steadystate_duration is counted in whole seconds (fio samples once a second)".into(),
+        ));
+    }
     Ok(())
 }
+
+/// fio's keywords in file names (`filename`, `filename_format`), expanded by fio per job and
+/// file; qoslab keeps them as written (its files are regions of the device).
+const FILENAME_KEYWORDS: [&str; 4] = ["jobname", "jobnum", "filenum", "clientuid"];
 
 /// Expands `${NAME}`. Unlike fio, which substitutes an empty string, an unset variable is an
 /// error: an empty `size=` would otherwise surface as a confusing message elsewhere.
@@ -266,6 +299,13 @@ fn expand_env(value: &str, env: &impl Fn(&str) -> Option<String>) -> Result<Stri
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
+        if let Some(keyword) = FILENAME_KEYWORDS.iter().find(|k| after.starts_with(**k)) {
+            // fio expands these in file names when it lays the files out; kept as written.
+            out.push('$');
+            out.push_str(keyword);
+            rest = &after[keyword.len()..];
+            continue;
+        }
         let Some(body) = after.strip_prefix('{') else {
             return Err(format!(
                 "'{value}': only ${{NAME}} environment variables are supported, not fio's host keywords or expressions"

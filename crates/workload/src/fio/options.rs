@@ -8,7 +8,8 @@
 use qoslab_engine::{IoPrioClass, Ns};
 
 use super::job::{
-    Distribution, Job, ORDERINGS, RateProcess, RwPattern, ThinkBlocksType, Zone, ZoneExtent,
+    Distribution, ExitWhat, FileService, Job, ORDERINGS, RateProcess, RwPattern, SteadyState,
+    SubmitMode, ThinkBlocksType, Zone, ZoneExtent,
 };
 use super::values::{
     KbBase, PerOpValues, SizeSpec, TimeUnit, parse_bool, parse_int, parse_percent, parse_range,
@@ -50,6 +51,13 @@ pub enum Kind {
     },
     /// Accepted and ignored: it does not change what a simulated run does.
     Ignored,
+    /// Accepted without effect when its value is one of `accept` (fio's default or a value
+    /// that changes nothing here); any other value changes the I/O in a way the simulator
+    /// does not model, and is refused with `why`.
+    Refused {
+        accept: &'static [&'static str],
+        why: &'static str,
+    },
 }
 
 /// One fio option: the row of the table.
@@ -70,6 +78,11 @@ pub struct OptionSpec {
 impl OptionSpec {
     pub fn is_ignored(&self) -> bool {
         matches!(self.kind, Kind::Ignored)
+    }
+
+    /// Refused unless its value is one that changes nothing.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.kind, Kind::Refused { .. })
     }
 
     /// What a good value looks like, for "expected ..., got 'x'".
@@ -102,6 +115,13 @@ impl OptionSpec {
             Kind::Choice(words, _) => format!("one of {}", words.join(", ")),
             Kind::Text { expected, .. } => (*expected).into(),
             Kind::Ignored => "anything".into(),
+            Kind::Refused { accept, .. } => {
+                if accept.is_empty() {
+                    "nothing (not simulated)".into()
+                } else {
+                    format!("{} (nothing else is simulated)", accept.join(" or "))
+                }
+            }
         }
     }
 
@@ -119,6 +139,7 @@ impl OptionSpec {
             Kind::Choice(..) => "choice",
             Kind::Text { .. } => "text",
             Kind::Ignored => "any",
+            Kind::Refused { .. } => "refused",
         }
     }
 
@@ -204,6 +225,11 @@ impl OptionSpec {
                 )
             })?,
             Kind::Ignored => {}
+            Kind::Refused { accept, why } => {
+                if !accept.contains(&value.trim()) {
+                    return Err(format!("'{}' is not simulated ({why})", value.trim()));
+                }
+            }
         }
         Ok(())
     }
@@ -235,13 +261,23 @@ fn set_rw(job: &mut Job, v: &str) -> Result<(), String> {
         .find(|(n, _)| *n == name)
         .map(|&(_, p)| p)
         .ok_or_else(|| format!("unknown pattern '{name}'"))?;
+    job.rw_backward = false;
     job.rw_modifier = match modifier {
         None => None,
         Some(m) => {
+            // fio reads `read:-8k` as a backwards skip (sequential patterns only).
+            let (backward, m) = match m.trim().strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, m),
+            };
+            if backward && job.rw.is_random() {
+                return Err("a negative :<nr> is for sequential patterns only".into());
+            }
             let n = parse_int(m, job.kb_base)?;
             if n == 0 {
                 return Err("the :<nr> suffix must be at least 1".into());
             }
+            job.rw_backward = backward;
             Some(n)
         }
     };
@@ -366,12 +402,23 @@ fn parse_distribution(field: &str, kb: KbBase) -> Result<Distribution, String> {
         "zoned" | "zoned_abs" => {
             let rest = rest.ok_or("zones are missing, e.g. zoned:60/10:40/90")?;
             let mut zones = Vec::new();
-            for item in rest.split(':') {
+            let items: Vec<&str> = rest.split(':').filter(|i| !i.trim().is_empty()).collect();
+            for (i, item) in items.iter().enumerate() {
                 let (a, e) = item
                     .split_once('/')
                     .ok_or_else(|| format!("zone '{item}' is not access%/extent"))?;
                 let access_pct = parse_percent(a)?;
-                let extent = if kind == "zoned" {
+                let extent = if kind == "zoned" && e.trim().is_empty() && i + 1 == items.len() {
+                    // fio: a last zone written `20/` takes what the others leave.
+                    let taken: f64 = zones
+                        .iter()
+                        .map(|z: &Zone| match z.extent {
+                            ZoneExtent::Percent(p) => p,
+                            ZoneExtent::Bytes(_) => 0.0,
+                        })
+                        .sum();
+                    ZoneExtent::Percent(100.0 - taken)
+                } else if kind == "zoned" {
                     ZoneExtent::Percent(parse_percent(e)?)
                 } else {
                     ZoneExtent::Bytes(parse_size(e, kb)?)
@@ -413,6 +460,88 @@ fn set_distribution(job: &mut Job, v: &str) -> Result<(), String> {
             *dst = x;
         }
     }
+    Ok(())
+}
+
+/// `steadystate=iops:10%`, `iops_slope:0.1%`, `bw:50M`, `bw_slope:1%` (fio's default when the
+/// option is bare: `iops_slope:0.01%`).
+fn set_steadystate(job: &mut Job, v: &str) -> Result<(), String> {
+    let v = if v.is_empty() { "iops_slope:0.01%" } else { v };
+    let (metric, limit) = v
+        .split_once(':')
+        .ok_or("expected METRIC:LIMIT, e.g. iops:10%")?;
+    let (iops, slope) = match metric.trim() {
+        "iops" => (true, false),
+        "iops_slope" => (true, true),
+        "bw" => (false, false),
+        "bw_slope" => (false, true),
+        m => {
+            return Err(format!(
+                "unknown metric '{m}' (iops, iops_slope, bw, bw_slope)"
+            ));
+        }
+    };
+    let limit = limit.trim();
+    let (limit, percent) = match limit.strip_suffix('%') {
+        Some(p) => (parse_percent(p)?, true),
+        None if iops => (
+            limit
+                .parse::<f64>()
+                .map_err(|_| "the limit must be a number".to_string())?,
+            false,
+        ),
+        None => (parse_size(limit, job.kb_base)? as f64, false),
+    };
+    if !(limit.is_finite() && limit >= 0.0) {
+        return Err("the limit must be a non-negative number".into());
+    }
+    job.steadystate = Some(SteadyState {
+        iops,
+        slope,
+        limit,
+        percent,
+    });
+    Ok(())
+}
+
+/// `startdelay=10s` or a range `5s-10s` (a time drawn in it).
+fn set_startdelay(job: &mut Job, v: &str) -> Result<(), String> {
+    let (lo, hi) = match v.split_once('-') {
+        Some((a, b)) => (parse_time(a, TimeUnit::S)?, parse_time(b, TimeUnit::S)?),
+        None => {
+            let t = parse_time(v, TimeUnit::S)?;
+            (t, t)
+        }
+    };
+    if hi < lo {
+        return Err("the range's end comes before its start".into());
+    }
+    job.startdelay_ns = (lo, hi);
+    Ok(())
+}
+
+/// `file_service_type=roundrobin[:n]`, `random`, `sequential[:n]` (fio's zipf, pareto and
+/// normal choices of a file are refused).
+fn set_file_service(job: &mut Job, v: &str) -> Result<(), String> {
+    let (kind, n) = match v.split_once(':') {
+        Some((k, n)) => (k.trim(), Some(n)),
+        None => (v.trim(), None),
+    };
+    job.file_service = match kind {
+        "roundrobin" => FileService::RoundRobin,
+        "random" => FileService::Random,
+        "sequential" => FileService::Sequential,
+        "zipf" | "pareto" | "normal" | "gauss" => {
+            return Err(format!(
+                "'{kind}': a skewed choice of file is not simulated (roundrobin, random and sequential are)"
+            ));
+        }
+        k => return Err(format!("unknown type '{k}'")),
+    };
+    job.file_service_n = match n {
+        Some(n) => parse_int(n, job.kb_base)?.max(1),
+        None => 1,
+    };
     Ok(())
 }
 
@@ -475,6 +604,22 @@ macro_rules! opt {
 macro_rules! ignored {
     ($name:expr, [$($alias:expr),*], $why:expr) => {
         opt!($name, [$($alias),*], Kind::Ignored, "", "", $why)
+    };
+}
+
+macro_rules! refused {
+    ($name:expr, [$($accept:expr),*], $why:expr) => {
+        opt!(
+            $name,
+            [],
+            Kind::Refused {
+                accept: &[$($accept),*],
+                why: $why
+            },
+            "",
+            "",
+            $why
+        )
     };
 }
 
@@ -592,7 +737,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     ),
     opt!(
         "offset",
-        [],
+        ["fileoffset"],
         Kind::SizeOrPercent(|j, v| j.offset = v),
         "bytes or %",
         "0",
@@ -695,6 +840,54 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Number of I/Os submitted at once (0 means `iodepth`)."
     ),
     opt!(
+        "iodepth_batch_complete_min",
+        ["iodepth_batch_complete"],
+        Kind::Int {
+            min: 0,
+            max: 65535,
+            set: |j, v| j.iodepth_batch_complete_min = v as u32
+        },
+        "I/Os",
+        "1",
+        "Completions the job waits for before it reaps them (0: it reaps without waiting, and only once its queue is full)."
+    ),
+    opt!(
+        "iodepth_batch_complete_max",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 65535,
+            set: |j, v| j.iodepth_batch_complete_max = v as u32
+        },
+        "I/Os",
+        "min",
+        "Most completions reaped at once."
+    ),
+    opt!(
+        "iodepth_low",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 65535,
+            set: |j, v| j.iodepth_low = v as u32
+        },
+        "I/Os",
+        "iodepth",
+        "Once its queue is full, the job lets it drain to this depth before filling it again."
+    ),
+    opt!(
+        "io_submit_mode",
+        [],
+        Kind::Choice(&["inline", "offload"], |j, i| j.submit_mode = if i == 0 {
+            SubmitMode::Inline
+        } else {
+            SubmitMode::Offload
+        }),
+        "",
+        "inline",
+        "`inline`: before sleeping for `rate` or `thinktime` the job waits for its I/O in flight; `offload`: I/Os leave at their scheduled times whatever is in flight."
+    ),
+    opt!(
         "numjobs",
         [],
         Kind::Int {
@@ -776,6 +969,249 @@ pub static OPTIONS: &[OptionSpec] = &[
         "",
         "linear",
         "Spacing of capped I/Os: fixed (`linear`) or exponential gaps (`poisson`)."
+    ),
+    opt!(
+        "rate_ignore_thinktime",
+        [],
+        Kind::Bool(|j, v| j.rate_ignore_thinktime = v),
+        "",
+        "0",
+        "The rate schedule pauses while the job thinks, instead of catching up afterwards."
+    ),
+    opt!(
+        "rate_min",
+        ["ratemin"],
+        Kind::IntPerOp {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| fill_opt(&mut j.rate_min_bytes_per_s, v)
+        },
+        "bytes/s",
+        "",
+        "The job fails when it moves less than this over a `rate_cycle`."
+    ),
+    opt!(
+        "rate_iops_min",
+        [],
+        Kind::IntPerOp {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| fill_opt(&mut j.rate_iops_min, v)
+        },
+        "I/Os/s",
+        "",
+        "The job fails when it does fewer I/Os than this over a `rate_cycle`."
+    ),
+    opt!(
+        "rate_cycle",
+        ["ratecycle"],
+        Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.rate_cycle_ns = v * 1_000_000
+        },
+        "ms",
+        "1000",
+        "Window over which `rate_min` and `rate_iops_min` are checked."
+    ),
+    opt!(
+        "thinktime_iotime",
+        [],
+        Kind::Time(TimeUnit::S, |j, v| j.thinktime_iotime_ns = v),
+        "s",
+        "0",
+        "Think also after this long of I/O since the last stall."
+    ),
+    opt!(
+        "max_latency",
+        [],
+        Kind::Text {
+            expected: "a time like 10ms (default unit us), or read,write values",
+            set: |j, v| {
+                let t = split_per_op(v, |f| parse_time(f, TimeUnit::Us))?;
+                fill_opt(&mut j.max_latency_ns, t);
+                Ok(())
+            }
+        },
+        "us",
+        "",
+        "A total latency above this fails the job (fio's ETIMEDOUT)."
+    ),
+    opt!(
+        "latency_target",
+        [],
+        Kind::Time(TimeUnit::Us, |j, v| j.latency_target_ns =
+            (v > 0).then_some(v)),
+        "us",
+        "",
+        "Find the deepest queue (up to `iodepth`) at which `latency_percentile` of the I/Os of each `latency_window` finish within this."
+    ),
+    opt!(
+        "latency_window",
+        [],
+        Kind::Time(TimeUnit::Us, |j, v| j.latency_window_ns = v),
+        "us",
+        "0",
+        "Window over which `latency_target` is checked."
+    ),
+    opt!(
+        "latency_percentile",
+        [],
+        Kind::Text {
+            expected: "a percentage like 99.9",
+            set: |j, v| {
+                j.latency_percentile = parse_percent(v)?;
+                Ok(())
+            }
+        },
+        "%",
+        "100",
+        "Share of I/Os that must meet `latency_target`."
+    ),
+    opt!(
+        "latency_run",
+        [],
+        Kind::Bool(|j, v| j.latency_run = v),
+        "",
+        "0",
+        "Keep adjusting the depth for the whole run instead of stopping once it is found."
+    ),
+    opt!(
+        "steadystate",
+        ["ss"],
+        Kind::Text {
+            expected: "METRIC:LIMIT with METRIC iops, iops_slope, bw or bw_slope, e.g. iops:10%",
+            set: set_steadystate
+        },
+        "",
+        "iops_slope:0.01%",
+        "End the job once its IOPS or bandwidth (each second's) over the last `steadystate_duration` stays within the limit (`*_slope`: their slope does)."
+    ),
+    opt!(
+        "steadystate_duration",
+        ["ss_dur"],
+        Kind::Time(TimeUnit::S, |j, v| j.ss_dur_ns = v),
+        "s",
+        "0",
+        "How many seconds of samples the steady-state check looks at (0: no check)."
+    ),
+    opt!(
+        "steadystate_ramp_time",
+        ["ss_ramp"],
+        Kind::Time(TimeUnit::S, |j, v| j.ss_ramp_ns = v),
+        "s",
+        "0",
+        "Samples start this long (and one second) after the job starts."
+    ),
+    opt!(
+        "startdelay",
+        [],
+        Kind::Text {
+            expected: "a time like 10s, or a range like 5s-10s",
+            set: set_startdelay
+        },
+        "s",
+        "0",
+        "Start the job this long after the run starts (a range: a time drawn in it)."
+    ),
+    opt!(
+        "wait_for",
+        [],
+        Kind::Text {
+            expected: "the name of an earlier job",
+            set: |j, v| {
+                j.wait_for = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "",
+        "Start the job once the named job (an earlier section) has finished."
+    ),
+    opt!(
+        "exitall",
+        [],
+        Kind::Bool(|j, v| j.exitall = v),
+        "",
+        "0",
+        "When this job finishes, end the jobs `exit_what` names."
+    ),
+    opt!(
+        "exit_what",
+        [],
+        Kind::Choice(&["group", "stonewall", "all"], |j, i| j.exit_what =
+            [ExitWhat::Group, ExitWhat::Stonewall, ExitWhat::All][i]),
+        "",
+        "group",
+        "Which jobs `exitall` ends: its reporting group, all running jobs (the next stonewall group still runs), or all."
+    ),
+    opt!(
+        "exitall_on_error",
+        [],
+        Kind::Bool(|j, v| j.exitall_on_error = v),
+        "",
+        "0",
+        "When this job fails, end the jobs `exit_what` names."
+    ),
+    opt!(
+        "flow_id",
+        [],
+        Kind::Int {
+            min: 0,
+            max: MAX_U32,
+            set: |j, v| j.flow_id = v as u32
+        },
+        "",
+        "0",
+        "The flow the job's `flow` weight counts in."
+    ),
+    opt!(
+        "flow",
+        [],
+        Kind::Int {
+            min: 0,
+            max: 1000,
+            set: |j, v| j.flow = v as i64
+        },
+        "",
+        "0",
+        "Weight of the job in its flow: running jobs of a flow issue I/Os in the ratio of their weights."
+    ),
+    opt!(
+        "flow_sleep",
+        [],
+        Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.flow_sleep_ns = v * 1000
+        },
+        "us",
+        "0",
+        "A job ahead of its share waits for its I/O in flight and sleeps this long (0: it waits for the others)."
+    ),
+    opt!(
+        "bwavgtime",
+        [],
+        Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.bw_avg_ns = v * 1_000_000
+        },
+        "ms",
+        "500",
+        "Window of the bandwidth samples (`bw_min` ... in the report)."
+    ),
+    opt!(
+        "iopsavgtime",
+        [],
+        Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.iops_avg_ns = v * 1_000_000
+        },
+        "ms",
+        "500",
+        "Window of the IOPS samples."
     ),
     opt!(
         "random_distribution",
@@ -1004,7 +1440,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.direct = v),
         "",
         "0",
-        "Non-buffered I/O (O_DIRECT). In `qoslab sim` it marks writes synchronous (REQ_SYNC, as Linux does); there is no page cache in its path yet (docs/fs.md), so `direct=0` I/O still reaches the device as the job issues it."
+        "Non-buffered I/O (O_DIRECT). In `qoslab sim` it marks writes synchronous (REQ_SYNC, as Linux does); `direct=0` (fio's default) is refused until a page cache is in its path (docs/fs.md, issue 35)."
     ),
     opt!(
         "buffered",
@@ -1012,7 +1448,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.direct = !v),
         "",
         "1",
-        "The opposite of `direct` (see there: not yet through a page cache in `qoslab sim`)."
+        "The opposite of `direct` (refused as 1 until a page cache is in `qoslab sim`'s path)."
     ),
     opt!(
         "ioengine",
@@ -1020,13 +1456,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Text {
             expected: "an engine name",
             set: |j, v| {
+                j.engine = super::engines::class_of(v)?;
                 j.ioengine = v.to_string();
                 Ok(())
             }
         },
         "",
         "psync",
-        "How fio issues I/O; kept for the report, the simulator's path is set by its device."
+        "How the job issues I/O: synchronous engines (`psync`, `sync`, `pvsync`, `pvsync2`, `vsync`) keep one I/O in flight whatever `iodepth` says; asynchronous ones (`libaio`, `io_uring`, `posixaio`) keep `iodepth`; `null` reaches no device (see 'Engines')."
     ),
     opt!(
         "filename",
@@ -1041,6 +1478,113 @@ pub static OPTIONS: &[OptionSpec] = &[
         "",
         "",
         "File or device the job uses."
+    ),
+    opt!(
+        "nrfiles",
+        ["nr_files"],
+        Kind::Int {
+            min: 1,
+            max: MAX_U32,
+            set: |j, v| j.nrfiles = v as u32
+        },
+        "",
+        "1",
+        "Number of files of the job: its I/O region is cut into this many equal files, one after another (see 'Files')."
+    ),
+    opt!(
+        "file_service_type",
+        [],
+        Kind::Text {
+            expected: "roundrobin[:n], random or sequential[:n]",
+            set: set_file_service
+        },
+        "",
+        "roundrobin",
+        "Which file the next I/O goes to: in turn (`n` I/Os each), at random, or each to its end."
+    ),
+    opt!(
+        "directory",
+        [],
+        Kind::Text {
+            expected: "a folder",
+            set: |j, v| {
+                j.directory = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "",
+        "Folder of the job's files: kept for the report (the files are regions of the simulated device)."
+    ),
+    opt!(
+        "filename_format",
+        [],
+        Kind::Text {
+            expected: "a file name pattern like $jobname.$jobnum.$filenum",
+            set: |j, v| {
+                j.filename_format = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "$jobname.$jobnum.$filenum",
+        "Names of the job's files: kept for the report (the files are regions of the simulated device)."
+    ),
+    opt!(
+        "offset_align",
+        [],
+        Kind::Size(|j, v| j.offset_align = (v > 0).then_some(v)),
+        "bytes",
+        "0",
+        "A percentage `offset` is rounded up to a multiple of this."
+    ),
+    opt!(
+        "fill_device",
+        ["fill_fs"],
+        Kind::Bool(|j, v| j.fill_device = v),
+        "",
+        "0",
+        "The region runs from `offset` to the end of the device (fio writes until the device is full)."
+    ),
+    opt!(
+        "create_only",
+        [],
+        Kind::Bool(|j, v| j.create_only = v),
+        "",
+        "0",
+        "The job only lays out its files: it does no I/O."
+    ),
+    opt!(
+        "sync",
+        [],
+        Kind::Choice(&["none", "0", "sync", "1", "dsync"], |j, i| j.fua = i >= 2),
+        "",
+        "none",
+        "Open the file O_SYNC or O_DSYNC: with direct I/O on a block device Linux writes each write with FUA."
+    ),
+    opt!(
+        "atomic",
+        [],
+        Kind::Bool(|j, v| if v {
+            j.direct = true
+        }),
+        "",
+        "0",
+        "Atomic direct I/O: Linux has no O_ATOMIC, and fio then does direct I/O."
+    ),
+    opt!(
+        "ioscheduler",
+        [],
+        Kind::Text {
+            expected: "a scheduler name",
+            set: |j, v| {
+                j.ioscheduler = Some(v.to_string());
+                Ok(())
+            }
+        },
+        "",
+        "",
+        "Switch the device's I/O scheduler to this one (`block.scheduler` of the device file) for the run."
     ),
     opt!(
         "log_avg_msec",
@@ -1119,17 +1663,6 @@ pub static OPTIONS: &[OptionSpec] = &[
         "CPU-spinning part of `thinktime`; the stall lasts `thinktime` either way."
     ),
     ignored!(
-        "iodepth_batch_complete_min",
-        ["iodepth_batch_complete"],
-        "Reaping batch size on the host."
-    ),
-    ignored!(
-        "iodepth_batch_complete_max",
-        [],
-        "Reaping batch size on the host."
-    ),
-    ignored!("iodepth_low", [], "Refill watermark of the host's queue."),
-    ignored!(
         "random_generator",
         [],
         "qoslab draws from its own named streams."
@@ -1200,14 +1733,236 @@ pub static OPTIONS: &[OptionSpec] = &[
     ignored!("fallocate", [], "File creation on the host."),
     ignored!("unlink", [], "File clean-up on the host."),
     ignored!("lockmem", [], "Host memory locking."),
-    ignored!(
-        "exitall",
-        [],
-        "Stop all jobs when one finishes (the simulator runs every job to its end)."
-    ),
     ignored!("eta", [], "Console progress display."),
     ignored!("eta_newline", [], "Console progress display."),
     ignored!("stats", [], "Statistics are always collected."),
+    ignored!(
+        "threads",
+        [],
+        "The thread count of fio's tiobench profile; no effect outside it."
+    ),
+    ignored!("openfiles", [], "Open file descriptors on the host."),
+    ignored!(
+        "unique_filename",
+        [],
+        "File names of fio's network clients."
+    ),
+    ignored!("allow_file_create", [], "File creation on the host."),
+    ignored!("create_serialize", [], "File creation on the host."),
+    ignored!("create_fsync", [], "File creation on the host."),
+    ignored!("pre_read", [], "Page cache warming on the host."),
+    ignored!(
+        "overwrite",
+        [],
+        "Laying a file out before writing it; the simulated device needs no layout."
+    ),
+    ignored!("unlink_each_loop", [], "File clean-up on the host."),
+    ignored!("fadvise_hint", [], "Page-cache advice on the host."),
+    ignored!(
+        "sync_file_range",
+        [],
+        "Page-cache writeback; with direct I/O there is nothing to write back."
+    ),
+    ignored!(
+        "softrandommap",
+        [],
+        "Memory of fio's random map on the host."
+    ),
+    ignored!("allrandrepeat", [], "qoslab is always repeatable."),
+    ignored!(
+        "flow_watermark",
+        [],
+        "Deprecated in fio 3.33 (it has no effect there either)."
+    ),
+    ignored!("mem", ["iomem"], "Memory type of the data buffers."),
+    ignored!(
+        "iomem_align",
+        ["mem_align"],
+        "Alignment of the data buffers."
+    ),
+    ignored!("hugepage-size", [], "Huge pages of the data buffers."),
+    ignored!("dedupe_global", [], "Data buffer contents."),
+    ignored!("dedupe_mode", [], "Data buffer contents."),
+    ignored!("dedupe_working_set_percentage", [], "Data buffer contents."),
+    ignored!(
+        "verify",
+        [],
+        "Checking data: the simulated device stores none, and the read-back of what was written is not simulated."
+    ),
+    ignored!(
+        "do_verify",
+        [],
+        "Checking data: the read-back of what was written is not simulated."
+    ),
+    ignored!("verifysort", [], "Checking data (verify)."),
+    ignored!("verifysort_nr", [], "Checking data (verify)."),
+    ignored!("verify_interval", [], "Checking data (verify)."),
+    ignored!("verify_offset", [], "Checking data (verify)."),
+    ignored!("verify_pattern", [], "Checking data (verify)."),
+    ignored!("verify_fatal", [], "Checking data (verify)."),
+    ignored!("verify_dump", [], "Checking data (verify)."),
+    ignored!("verify_async", [], "Checking data (verify)."),
+    ignored!("verify_backlog", [], "Checking data (verify)."),
+    ignored!("verify_backlog_batch", [], "Checking data (verify)."),
+    ignored!("verify_async_cpus", [], "Checking data (verify)."),
+    ignored!("experimental_verify", [], "Checking data (verify)."),
+    ignored!("verify_state_load", [], "Checking data (verify)."),
+    ignored!("verify_state_save", [], "Checking data (verify)."),
+    ignored!("trim_percentage", [], "Trims of verified blocks (verify)."),
+    ignored!("trim_verify_zero", [], "Trims of verified blocks (verify)."),
+    ignored!("trim_backlog", [], "Trims of verified blocks (verify)."),
+    ignored!(
+        "trim_backlog_batch",
+        [],
+        "Trims of verified blocks (verify)."
+    ),
+    ignored!("write_iolog", [], "fio's log of the I/Os issued."),
+    ignored!("exec_prerun", [], "A host command before the job."),
+    ignored!("exec_postrun", [], "A host command after the job."),
+    ignored!("rwmixcycle", [], "Obsolete in fio."),
+    ignored!("write_hint", [], "Write-lifetime hints are not simulated."),
+    ignored!("gpu_dev_id", [], "GPU of the data buffers."),
+    ignored!("log_entries", [], "Memory of fio's logs."),
+    ignored!("log_hist_coarseness", [], "fio log files."),
+    ignored!(
+        "log_prio",
+        [],
+        "The priority column of fio's per-I/O logs, which are not simulated."
+    ),
+    ignored!("log_compression", [], "fio log files."),
+    ignored!("log_compression_cpus", [], "fio log files."),
+    ignored!("log_store_compressed", [], "fio log files."),
+    ignored!("log_unix_epoch", [], "fio log files."),
+    ignored!("log_alternate_epoch", [], "fio log files."),
+    ignored!("log_alternate_epoch_clock_id", [], "fio log files."),
+    ignored!("block_error_percentiles", [], "Trim error statistics."),
+    ignored!("significant_figures", [], "Digits of the normal output."),
+    ignored!("disk_util", [], "Host disk statistics."),
+    ignored!("gtod_cpu", [], "Host clock thread."),
+    ignored!(
+        "continue_on_error",
+        [],
+        "Errors on the host; a simulated failed I/O is counted and the job goes on."
+    ),
+    ignored!("ignore_error", [], "Errors on the host."),
+    ignored!("error_dump", [], "Errors on the host."),
+    ignored!("cgroup", [], "Host cgroups."),
+    ignored!("cgroup_nodelete", [], "Host cgroups."),
+    ignored!("cgroup_weight", [], "Host cgroups."),
+    ignored!("uid", [], "Host user."),
+    ignored!("gid", [], "Host group."),
+    ignored!(
+        "unit_base",
+        [],
+        "Units of the normal output; qoslab reports bytes."
+    ),
+    ignored!("nowait", [], "RWF_NOWAIT on the host."),
+    ignored!("uncached", [], "RWF_UNCACHED on the host."),
+    ignored!("hipri_percentage", [], "Polled completions on the host."),
+    refused!(
+        "zonemode",
+        ["none"],
+        "zoned I/O: strided zones or a zoned block device"
+    ),
+    ignored!("zonesize", [], "Zones (zonemode), not simulated."),
+    ignored!("zonecapacity", [], "Zones (zonemode), not simulated."),
+    ignored!("zonerange", [], "Zones (zonemode), not simulated."),
+    ignored!("zoneskip", [], "Zones (zonemode), not simulated."),
+    ignored!("read_beyond_wp", [], "Zones (zonemode), not simulated."),
+    ignored!("max_open_zones", [], "Zones (zonemode), not simulated."),
+    ignored!("job_max_open_zones", [], "Zones (zonemode), not simulated."),
+    ignored!("ignore_zone_limits", [], "Zones (zonemode), not simulated."),
+    ignored!(
+        "zone_reset_threshold",
+        [],
+        "Zones (zonemode), not simulated."
+    ),
+    ignored!(
+        "zone_reset_frequency",
+        [],
+        "Zones (zonemode), not simulated."
+    ),
+    refused!(
+        "lockfile",
+        ["none"],
+        "a lock file, which serializes the jobs' I/O to a file"
+    ),
+    refused!(
+        "opendir",
+        [],
+        "the files of an existing folder, which need a file system (qoslab has none yet)"
+    ),
+    refused!(
+        "serialize_overlap",
+        ["0"],
+        "waiting for overlapping I/O in flight"
+    ),
+    refused!(
+        "file_append",
+        ["0"],
+        "appending to a file, which needs a file system (qoslab has none yet)"
+    ),
+    refused!(
+        "bs_unaligned",
+        ["0"],
+        "block sizes that are not multiples of the smallest"
+    ),
+    refused!(
+        "bs_is_seq_rand",
+        ["0"],
+        "block sizes per sequential and random I/O"
+    ),
+    refused!(
+        "percentage_random",
+        ["100", "0"],
+        "a mix of sequential and random I/O in one job"
+    ),
+    refused!(
+        "percentage_sequential",
+        ["0", "100"],
+        "a mix of sequential and random I/O in one job"
+    ),
+    refused!("verify_only", ["0"], "reading data back to check it"),
+    refused!(
+        "read_iolog",
+        [],
+        "an iolog as a job's I/O; replay it with `qoslab sim --trace FILE` (fio iolog v2 and v3)"
+    ),
+    ignored!("read_iolog_chunked", [], "With read_iolog only."),
+    ignored!("replay_no_stall", [], "With read_iolog only."),
+    ignored!("replay_redirect", [], "With read_iolog only."),
+    ignored!("replay_scale", [], "With read_iolog only."),
+    ignored!("replay_align", [], "With read_iolog only."),
+    ignored!("replay_time_scale", [], "With read_iolog only."),
+    ignored!("replay_skip", [], "With read_iolog only."),
+    ignored!("merge_blktrace_file", [], "With read_iolog only."),
+    ignored!("merge_blktrace_scalars", [], "With read_iolog only."),
+    ignored!("merge_blktrace_iters", [], "With read_iolog only."),
+    refused!(
+        "log_max_value",
+        ["0"],
+        "logs of the largest value per window (qoslab logs averages)"
+    ),
+    refused!(
+        "log_offset",
+        ["0"],
+        "the offset column of fio's per-I/O logs, which are not simulated"
+    ),
+    refused!(
+        "unified_rw_reporting",
+        ["none", "0"],
+        "a report with reads, writes and trims together (qoslab reports them apart)"
+    ),
+    refused!(
+        "profile",
+        ["none"],
+        "fio's built-in profiles (tiobench, act)"
+    ),
+    refused!(
+        "cmdprio_bssplit",
+        [],
+        "priorities per block size (cmdprio_percentage is simulated)"
+    ),
 ];
 
 /// The spec for `name` or one of its aliases.
@@ -1234,7 +1989,10 @@ pub fn options_markdown() -> String {
     let mut out = String::from(
         "| option | aliases | type | unit | default | what it does |\n|---|---|---|---|---|---|\n",
     );
-    for o in OPTIONS.iter().filter(|o| !o.is_ignored()) {
+    for o in OPTIONS
+        .iter()
+        .filter(|o| !o.is_ignored() && !o.is_refused())
+    {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} | {} |\n",
             o.name,
@@ -1249,7 +2007,7 @@ pub fn options_markdown() -> String {
             o.help
         ));
     }
-    out.push_str("\nAccepted and ignored (they change how fio runs on a host, not the simulated I/O):\n\n| option | aliases | why it has no effect |\n|---|---|---|\n");
+    out.push_str("\nAccepted and ignored (they change how fio runs on a host, not the simulated I/O); a job that sets one gets one warning line naming them, and the JSON lists them under `qoslab.ignored_options`:\n\n| option | aliases | why it has no effect |\n|---|---|---|\n");
     for o in OPTIONS.iter().filter(|o| o.is_ignored()) {
         out.push_str(&format!(
             "| `{}` | {} | {} |\n",
@@ -1261,6 +2019,21 @@ pub fn options_markdown() -> String {
                 .join(", "),
             o.help
         ));
+    }
+    out.push_str("\nRefused unless set to a value that changes nothing (they change the I/O in a way the simulator does not model):\n\n| option | accepted values | what is not simulated |\n|---|---|---|\n");
+    for o in OPTIONS.iter() {
+        if let Kind::Refused { accept, why } = &o.kind {
+            let accept: Vec<String> = accept.iter().map(|a| format!("`{a}`")).collect();
+            out.push_str(&format!(
+                "| `{}` | {} | {why} |\n",
+                o.name,
+                if accept.is_empty() {
+                    "none".to_string()
+                } else {
+                    accept.join(", ")
+                }
+            ));
+        }
     }
     out
 }

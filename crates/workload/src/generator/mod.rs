@@ -30,9 +30,12 @@
 //! - Pacing: `rate`/`rate_iops` give each direction a schedule (linear: evenly spaced;
 //!   poisson: exponential gaps with the same mean); [`GenIo::not_before_ns`] is the later of
 //!   that schedule and the previous I/O's, so I/Os leave in generation order.
-//! - `thinktime`: after every `thinktime_blocks` I/Os the next one carries
-//!   [`GenIo::think_before_ns`]; with `thinktime_blocks_type=complete` (the default) the
-//!   job first waits for its in-flight I/Os to complete ([`GenIo::drain_before`]).
+//! - `thinktime` is the job's, not the generator's: when a job stalls depends on what it
+//!   has issued or completed (`crates/sim`).
+//! - Files (`nrfiles`): the region is cut into that many equal files, one after another;
+//!   each keeps its own sequential positions and its own pass over its blocks, and
+//!   `file_service_type` chooses the file of each I/O (in turn `n` I/Os each, at random, or
+//!   each file's share of the I/O before the next).
 //! - End: [`JobGen::next_io`] returns `None` once `io_size` (default `size` x `loops`)
 //!   bytes or `number_ios` I/Os have been generated; `time_based` jobs never run out and
 //!   stop at [`JobGen::end_ns`] (`ramp_time + runtime`), which also bounds other jobs.
@@ -43,7 +46,8 @@ use qoslab_engine::{IoPrio, IoPrioClass, Ns, Op, RngStream};
 use rand_distr::Distribution as _;
 
 use crate::WorkloadError;
-use crate::fio::{Distribution, Job, RateProcess, RwPattern, ThinkBlocksType};
+use crate::fio::SizeSpec;
+use crate::fio::{Distribution, FileService, Job, RateProcess, RwPattern};
 pub use dist::Permutation;
 use dist::{BlockSampler, Draw, LenSampler};
 
@@ -59,10 +63,6 @@ pub struct GenIo {
     /// Earliest submission time from `rate`/`rate_iops`, in ns since the job started
     /// (0 without a cap). Non-decreasing from one I/O to the next.
     pub not_before_ns: Ns,
-    /// Think time to spend before submitting this I/O (0: none).
-    pub think_before_ns: Ns,
-    /// Whether the job waits for all its in-flight I/Os to complete before the think time.
-    pub drain_before: bool,
 }
 
 /// The region and amount of I/O of one job clone, resolved against the device.
@@ -131,6 +131,7 @@ impl RateClock {
 pub struct JobGen {
     pattern: RwPattern,
     rw_modifier: Option<u64>,
+    rw_backward: bool,
     rw_identical: bool,
     read_share: f64,
     extent: Extent,
@@ -140,8 +141,18 @@ pub struct JobGen {
     len: [LenSampler; 3],
     blocks: [BlockSampler; 3],
     permutation: Option<Permutation>,
-    perm_pos: u64,
-    seq_pos: [u64; 3],
+    /// Per file: where it is in its pass over the permutation, and its sequential positions.
+    perm_pos: Vec<u64>,
+    seq_pos: Vec<[u64; 3]>,
+    /// The files: their length, how the next is chosen, the current one and the I/Os (or,
+    /// for `sequential`, bytes) it has left before the next.
+    file_len: u64,
+    file_service: FileService,
+    file_n: u64,
+    file_cur: usize,
+    file_left: u64,
+    rng_file: RngStream,
+    create_only: bool,
     /// For `rand*:<nr>`: I/Os left before the next random offset, per direction.
     run_left: [u64; 3],
     pending_write: Option<(u64, u64)>,
@@ -153,10 +164,6 @@ pub struct JobGen {
     rate: [RateClock; 3],
     rate_process: RateProcess,
     last_not_before_ns: Ns,
-    think_ns: Ns,
-    think_every: u64,
-    think_drain: bool,
-    since_think: u64,
     prio: IoPrio,
     cmdprio_pct: [f64; 3],
     cmdprio: [IoPrio; 3],
@@ -220,13 +227,28 @@ impl JobGen {
             max_len = max_len.max(hi);
             align_bytes = align_bytes.min(job.blockalign[op.index()].unwrap_or(lo));
         }
-        if max_len > extent.region_len_bytes {
-            return Err(err(format!(
-                "the region of {} bytes cannot hold a {max_len}-byte I/O",
-                extent.region_len_bytes
-            )));
+        let files = u64::from(job.nrfiles.max(1));
+        // Files are whole blocks, so that every file starts aligned.
+        let file_len = extent.region_len_bytes / files / align_bytes.max(1) * align_bytes.max(1);
+        let file_len = if files == 1 {
+            extent.region_len_bytes
+        } else {
+            file_len
+        };
+        if max_len > file_len {
+            return Err(err(if files == 1 {
+                format!(
+                    "the region of {} bytes cannot hold a {max_len}-byte I/O",
+                    extent.region_len_bytes
+                )
+            } else {
+                format!(
+                    "files of {file_len} bytes ({} bytes in {files} files) cannot hold a {max_len}-byte I/O",
+                    extent.region_len_bytes
+                )
+            }));
         }
-        let nblocks = (extent.region_len_bytes - max_len) / align_bytes + 1;
+        let nblocks = (file_len - max_len) / align_bytes + 1;
 
         let uses_permutation = job.rw.is_random()
             && !job.norandommap
@@ -274,6 +296,7 @@ impl JobGen {
         Ok(Self {
             pattern: job.rw,
             rw_modifier: job.rw_modifier,
+            rw_backward: job.rw_backward,
             rw_identical: job.rw_identical,
             read_share: job.rwmixread / 100.0,
             extent,
@@ -282,8 +305,17 @@ impl JobGen {
             len,
             blocks,
             permutation,
-            perm_pos: 0,
-            seq_pos: [extent.region_start_bytes; 3],
+            perm_pos: vec![0; files as usize],
+            seq_pos: (0..files)
+                .map(|f| [extent.region_start_bytes + f * file_len; 3])
+                .collect(),
+            file_len,
+            file_service: job.file_service,
+            file_n: job.file_service_n.max(1),
+            file_cur: 0,
+            file_left: 0,
+            rng_file: stream("file"),
+            create_only: job.create_only,
             run_left: [0; 3],
             pending_write: None,
             rng_offset,
@@ -294,10 +326,6 @@ impl JobGen {
             rate,
             rate_process: job.rate_process,
             last_not_before_ns: 0,
-            think_ns: job.thinktime_ns,
-            think_every: job.thinktime_blocks,
-            think_drain: job.thinktime_blocks_type == ThinkBlocksType::Complete,
-            since_think: 0,
             prio,
             cmdprio_pct: job.cmdprio_percentage,
             cmdprio,
@@ -316,10 +344,11 @@ impl JobGen {
 
     /// The next I/O, or `None` once the job's amount of I/O is done. Allocates nothing.
     pub fn next_io(&mut self) -> Option<GenIo> {
-        if self
-            .extent
-            .io_limit_bytes
-            .is_some_and(|l| self.bytes_done >= l)
+        if self.create_only
+            || self
+                .extent
+                .io_limit_bytes
+                .is_some_and(|l| self.bytes_done >= l)
             || self.extent.io_limit_ios.is_some_and(|l| self.ios_done >= l)
         {
             return None;
@@ -349,14 +378,6 @@ impl JobGen {
             let at = self.rate[d].next(len_bytes, self.rate_process, &mut self.rng_arrival);
             self.last_not_before_ns = self.last_not_before_ns.max(at);
         }
-        let mut think_before_ns = 0;
-        if self.think_ns > 0 {
-            if self.since_think == self.think_every {
-                think_before_ns = self.think_ns;
-                self.since_think = 0;
-            }
-            self.since_think += 1;
-        }
         self.bytes_done += len_bytes;
         self.ios_done += 1;
         Some(GenIo {
@@ -365,9 +386,48 @@ impl JobGen {
             len_bytes,
             prio,
             not_before_ns: self.last_not_before_ns,
-            think_before_ns,
-            drain_before: think_before_ns > 0 && self.think_drain,
         })
+    }
+
+    /// The file of the next I/O (always 0 with one file, without a draw).
+    fn next_file(&mut self, len: u64) -> usize {
+        let files = self.seq_pos.len();
+        if files == 1 {
+            return 0;
+        }
+        match self.file_service {
+            FileService::RoundRobin => {
+                if self.file_left == 0 {
+                    if self.ios_done > 0 {
+                        self.file_cur = (self.file_cur + 1) % files;
+                    }
+                    self.file_left = self.file_n;
+                }
+                self.file_left -= 1;
+            }
+            FileService::Random => {
+                if self.file_left == 0 {
+                    self.file_cur = (self.rng_file.uniform() * files as f64) as usize % files;
+                    self.file_left = self.file_n;
+                }
+                self.file_left -= 1;
+            }
+            FileService::Sequential => {
+                // Each file gets an equal share of the job's I/O before the next.
+                let share = self
+                    .extent
+                    .io_limit_bytes
+                    .map_or(self.file_len, |l| (l / files as u64).max(1));
+                if self.file_left < len {
+                    if self.ios_done > 0 {
+                        self.file_cur = (self.file_cur + 1) % files;
+                    }
+                    self.file_left = share;
+                }
+                self.file_left = self.file_left.saturating_sub(len);
+            }
+        }
+        self.file_cur
     }
 
     fn next_op(&mut self) -> Op {
@@ -388,28 +448,39 @@ impl JobGen {
 
     fn next_offset(&mut self, op: Op, len: u64) -> u64 {
         let d = op.index();
-        let start = self.extent.region_start_bytes;
-        let end = start + self.extent.region_len_bytes;
+        let f = self.next_file(len);
+        let start = self.extent.region_start_bytes + f as u64 * self.file_len;
+        let end = start + self.file_len;
         if !self.pattern.is_random() {
-            let mut off = self.seq_pos[d];
-            if off + len > end {
-                off = start;
+            let mut off = self.seq_pos[f][d];
+            if off < start || off + len > end {
+                // Forwards the file starts again at its start, backwards at its last block.
+                off = if self.rw_backward {
+                    start + (self.file_len - len) / self.align_bytes * self.align_bytes
+                } else {
+                    start
+                };
             }
-            self.seq_pos[d] = off + len + self.rw_modifier.unwrap_or(0);
+            let skip = self.rw_modifier.unwrap_or(0);
+            self.seq_pos[f][d] = if self.rw_backward {
+                (off + len).wrapping_sub(skip)
+            } else {
+                off + len + skip
+            };
             return off;
         }
         if self.rw_modifier.is_some() && self.run_left[d] > 0 {
             // Inside a run of `rw=rand*:<nr>`: continue from the last offset.
             self.run_left[d] -= 1;
-            let mut off = self.seq_pos[d];
+            let mut off = self.seq_pos[f][d];
             if off + len > end {
                 off = start;
             }
-            self.seq_pos[d] = if self.rw_identical { off } else { off + len };
+            self.seq_pos[f][d] = if self.rw_identical { off } else { off + len };
             return off;
         }
         let perm = &self.permutation;
-        let pos = &mut self.perm_pos;
+        let pos = &mut self.perm_pos[f];
         let nblocks = self.nblocks;
         let block = self.blocks[d].draw(&mut self.rng_offset, || {
             let p = perm.as_ref().expect("permuted sampling has a permutation");
@@ -421,7 +492,7 @@ impl JobGen {
         let off = start + block * self.align_bytes;
         if let Some(nr) = self.rw_modifier {
             self.run_left[d] = nr - 1;
-            self.seq_pos[d] = if self.rw_identical { off } else { off + len };
+            self.seq_pos[f][d] = if self.rw_identical { off } else { off + len };
         }
         off
     }
@@ -472,10 +543,13 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
     let need_device = |what: &str| {
         format!("{what} needs the device size; give size= in bytes or run on a device")
     };
-    let offset = job
+    let mut offset = job
         .offset
         .resolve(device_bytes)
         .ok_or_else(|| need_device("a percentage offset"))?;
+    if let (SizeSpec::Percent(_), Some(align)) = (job.offset, job.offset_align) {
+        offset = offset.div_ceil(align) * align;
+    }
     let increment = job
         .offset_increment
         .resolve(device_bytes)
@@ -494,8 +568,15 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
         ),
         None => None,
     };
+    let files = u64::from(job.nrfiles.max(1));
     let region_len = match (job.filesize, size, device_bytes) {
-        (Some(f), _, _) => f,
+        (_, _, Some(dev)) if job.fill_device => dev
+            .checked_sub(start)
+            .ok_or("offset lies beyond the device")?,
+        (_, _, None) if job.fill_device => {
+            return Err(need_device("fill_device"));
+        }
+        (Some(f), _, _) => f.checked_mul(files).ok_or("filesize x nrfiles overflows")?,
         (None, Some(s), _) => s,
         (None, None, Some(dev)) => dev
             .checked_sub(start)

@@ -145,6 +145,18 @@ def test_each_claim_is_the_mean_over_the_seeds_with_the_95_percent_interval(repe
     assert "95 % t-interval" in html and f"{ratios.mean():.2f}x [{lo:.2f}x, {hi:.2f}x]" in html
 
 
+def test_every_why_names_a_claim_and_the_command_of_its_experiment(repeated):
+    from qoslab.plm import report
+
+    results = pd.read_parquet(repeated / "results.parquet")
+    keys = {c.key for c in report._claims(results[results["seed"] == 4])}
+    # Config 4's rows are named as Config 2's (this study has Config 2 only).
+    keys |= {k[:-2] + "-4" for k in keys if k.endswith("-2")}
+    assert report.WHY and set(report.WHY) <= keys
+    for text in report.WHY.values():
+        assert "`qoslab plm study --out" in text or "`python -c 'from qoslab.plm" in text
+
+
 def test_a_verdict_is_the_whole_interval_against_the_band():
     from qoslab.plm.report import Target
 

@@ -565,7 +565,9 @@ def _simulate(job: Job) -> dict:
             ]
             if run.variant == "HoD":
                 sets.append(f"host.plm.demands={job.demands}")
-        sets += job.sets
+        # The host library's keys (host.plm.*) exist on the PLM runs' path only.
+        plm = run.variant in PLM_VARIANTS
+        sets += [kv for kv in job.sets if plm or not kv.startswith("host.plm.")]
         series = folder / "series.csv"
         result = api.run(
             trace=paths,

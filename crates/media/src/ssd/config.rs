@@ -112,6 +112,7 @@ qoslab_engine::settings! {
         fill as "precondition.fill": f64 = ratio(0.0, "fraction of the logical pages written before the run (0 = a fresh drive)"),
         fill_pattern as "precondition.pattern": FillPattern = choice(FillPattern::Random, "how they were written: sequential leaves full blocks; random leaves the steady-state mix of valid and invalid pages of the GC policy"),
         free_pool as "precondition.free_pool": FreePool = choice(FreePool::Floor, "free blocks each plane is left with (random pattern): floor (1: a drive written flat out, the host waiting for each erase), threshold (gc.threshold's: a drive whose GC kept pace with its writes), mqsim (half of gc.threshold's, as MQSim's preconditioner leaves them)"),
+        warm_cmt as "precondition.warm_cmt": bool = flag(false, "the mapping cache (ftl.mapping = cached) starts full of clean entries, each NVM set's share of it holding the set's first written logical pages, as after reads of them; false: it starts empty, every first read of a page misses"),
         diag_dtwin_audit as "diag.dtwin_audit": bool = flag(false, "a diagnostic: track what each die does and report, per NVM set, the time its dies spent on background work (host writes' and GC's reads, programs and erases) while the set was in a PLM deterministic window, as the counters set<N>_background_in_dtwin_us"),
         diag_slow_reads as "diag.slow_reads": u32 = count(0, "a diagnostic: keep this many slowest host reads, each split by what it waited for (DRAM, each kind of die work) and the window of its NVM set, and report them as the counters slowest_* (and slowest_tenth_*); 0 = off").range(0.0, 1e6),
     }
@@ -213,6 +214,8 @@ pub struct SsdConfig {
     /// The diagnostic of background work in DTWin.
     pub dtwin_audit: bool,
     pub fill: f64,
+    /// The mapping cache starts full of the sets' first written pages (else empty).
+    pub warm_cmt: bool,
     pub fill_pattern: FillPattern,
     pub free_pool: FreePool,
 }
@@ -409,6 +412,7 @@ impl SsdConfig {
             slow_reads: t.diag_slow_reads,
             dtwin_audit: t.diag_dtwin_audit,
             fill: t.fill,
+            warm_cmt: t.warm_cmt,
             fill_pattern: t.fill_pattern,
             free_pool: t.free_pool,
         })

@@ -291,6 +291,34 @@ fn all_planes(planes: usize) -> Vec<u64> {
     bits
 }
 
+/// The mapping cache a run starts with: empty, or (`precondition.warm_cmt`) full of clean
+/// entries, each NVM set's equal share of it holding the set's first written logical pages
+/// (the pages a read of the set's start touches; the set's written pages are its first
+/// `mapped_pages / sets`).
+fn warm_cmt(cfg: &SsdConfig, mapped_pages: u64) -> Cmt {
+    let mut cmt = Cmt::new(cfg.cmt_entries);
+    if cfg.warm_cmt && cfg.mapping_cached {
+        let sets = cfg.geo.sets();
+        let written = (mapped_pages / u64::from(sets)).min(u64::from(u32::MAX)) as u32;
+        let each = (cfg.cmt_entries / sets).min(written);
+        let stride = if sets == 1 {
+            0
+        } else {
+            cfg.geo.set_logical_pages()
+        };
+        for set in 0..sets {
+            for lpa in set * stride..set * stride + each {
+                let evicted = cmt.insert(lpa, false);
+                debug_assert!(
+                    evicted.is_none(),
+                    "a clean entry evicts nothing to write back"
+                );
+            }
+        }
+    }
+    cmt
+}
+
 impl Ssd {
     /// A drive as `cfg` describes it, preconditioned if asked; `seed` is the run's seed, from
     /// which the GC's random victim draws and the preconditioner's placement are derived.
@@ -331,9 +359,10 @@ impl Ssd {
                 dies
             })
             .collect();
+        let cmt = warm_cmt(&cfg, report.mapped_pages);
         Ssd {
             flash,
-            cmt: Cmt::new(cfg.cmt_entries),
+            cmt,
             cache: WriteCache::new(cfg.cache_pages, cfg.geo.planes(), cfg.keep_destaged),
             host: Slab::new(),
             works: Slab::new(),

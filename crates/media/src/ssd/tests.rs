@@ -98,6 +98,49 @@ fn qd1_read_with_mqsims_2mib_mapping_cache_adds_one_translation_read() {
     assert!(misses >= 1980, "{misses} misses");
 }
 
+/// `precondition.warm_cmt`: the mapping cache starts full of clean entries of the first written
+/// pages (2 MiB of 9-byte entries: 233,016 pages), so a page among them is read without its
+/// translation read from the first read on; a page past them still misses, and a cold cache
+/// misses on each first read.
+#[test]
+fn a_warm_mapping_cache_serves_the_first_read_of_its_pages_without_a_translation_read() {
+    let fill = ("precondition.fill", "0.75");
+    let warm = [fill, ("precondition.warm_cmt", "true")];
+    // A logical page is a flash page (8 KiB here): 4 KiB reads at the start of pages 1,009
+    // apart, each its page's first read.
+    let page_bytes = u64::from(ssd_config(&[]).geo.page_bytes);
+    let first_reads = |cfg: &[(&str, &str)], from: u64| {
+        let mut h = Harness::new(ssd(cfg, 1));
+        let mut page = from;
+        h.run(1, 200, |now| {
+            page += 1009;
+            read(page * page_bytes, 4096, now)
+        })
+    };
+    assert!(
+        first_reads(&warm, 0)
+            .iter()
+            .all(|d| d.latency_ns == QD1_READ_NS)
+    );
+    let missed = |done: Vec<Done>| {
+        done.iter()
+            .all(|d| d.latency_ns == QD1_READ_NS + MAPPING_READ_NS)
+    };
+    assert!(missed(first_reads(&warm, 233_016)));
+    assert!(missed(first_reads(&[fill], 0)));
+    // With two NVM sets each set's share (116,508 entries) holds that set's first pages.
+    let cfg = ssd_config(&[fill, ("precondition.warm_cmt", "true"), ("nvm_sets", "2")]);
+    let stride = cfg.geo.set_logical_pages();
+    let written = u64::from((0.75 * f64::from(stride)).floor() as u32) * 2;
+    let cmt = warm_cmt(&cfg, written);
+    assert_eq!(cmt.len(), 233_016);
+    for set in 0..2u32 {
+        let base = set * stride;
+        assert!(cmt.contains(base) && cmt.contains(base + 116_507));
+        assert!(!cmt.contains(base + 116_508));
+    }
+}
+
 // ---- saturation -------------------------------------------------------------------------------
 
 /// min(dies / tR, channels x channel rate / 4 KiB) for MQSim's default drive, by hand: the

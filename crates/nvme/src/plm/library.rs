@@ -52,6 +52,7 @@ qoslab_engine::settings! {
         demands: String = text("", "exact predictor: CSV of window,host,class,demand rows, the demand of every window (relative to the device file)"),
         handover_ns: Ns = ns(0, "the copies take turns this long before the DTWin of the copy in it reaches DTWIN Time Maximum (windows of T - handover_ns), so that the copy asked in next has that long to finish its deferred work while the other is still deterministic"),
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
+        release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
     }
 }
 
@@ -143,6 +144,8 @@ pub fn read_demands(path: &Path, hosts: usize) -> Result<Vec<Vec<u64>>, ConfigEr
 
 const WAKE_BOUNDARY: u32 = 0;
 const WAKE_POLL: u32 = 1;
+/// WAKE_RELEASE + copy: ask `copy` out of DTWin (release_delay_ns after the next one entered).
+const WAKE_RELEASE: u32 = 2;
 
 /// Log page and feature identifiers (NVMe 1.4).
 const FID_PLM_CONFIG: u8 = 0x13;
@@ -289,12 +292,17 @@ impl PlmLibrary {
         io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
     }
 
-    /// Asks the copy before the active one out of DTWin, so that it does its deferred work.
+    /// Asks the copy before the active one out of DTWin, so that it does its deferred work (at
+    /// once, or release_delay_ns later; no read goes to it from now).
     fn release_previous(&mut self, io: &mut ReplicaIo<'_>) {
         let copies = self.cfg.copies;
         if copies > 1 {
             let prev = (self.active() + copies - 1) % copies;
-            Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
+            if self.cfg.release_delay_ns == 0 {
+                Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
+            } else if self.dtwin[prev as usize] {
+                io.wake_at(io.now_ns + self.cfg.release_delay_ns, WAKE_RELEASE + prev);
+            }
             self.dtwin[prev as usize] = false;
         }
     }
@@ -470,6 +478,12 @@ impl ReplicaPolicy for PlmLibrary {
                     io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
                 }
             }
+            t if t >= WAKE_RELEASE => {
+                let copy = t - WAKE_RELEASE;
+                if copy != self.active() {
+                    Self::set_feature(io, FID_PLM_WINDOW, copy, 0b010);
+                }
+            }
             _ => {}
         }
     }
@@ -596,5 +610,58 @@ mod tests {
         assert_eq!(lib.window, 0);
         lib.route_read(0, 4096, io!(8_000_000));
         assert_eq!((lib.window, lib.active()), (1, 1));
+    }
+
+    #[test]
+    fn with_a_release_delay_the_previous_copy_is_asked_into_ndwin_that_long_after_the_turn() {
+        // (time, NSID) of each request to enter NDWin, the copies taking turns at 10 ms (DTWIN
+        // Time Maximum) and every wake-up the library asks for honoured in time order.
+        let ndwin_requests = |delay: &str| {
+            let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+            s.set(
+                "release_delay_ns",
+                &qoslab_engine::RawValue::Text(delay.into()),
+            )
+            .unwrap();
+            let cfg = PlmLibraryConfig::from_settings(&s);
+            let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
+            let mut asked = Vec::new();
+            let mut control = |msg: &mut Control| {
+                if let Command::SetFeature { fid, set, value } = &msg.command
+                    && *fid == FID_PLM_WINDOW
+                    && *value == 0b010
+                {
+                    asked.push((msg.at_ns, *set));
+                }
+                device(msg)
+            };
+            let mut wakes = Vec::new();
+            lib.start(&mut ReplicaIo {
+                now_ns: 0,
+                control: &mut control,
+                wakes: &mut wakes,
+            });
+            let mut due: Vec<(Ns, u32)> = std::mem::take(&mut wakes);
+            while let Some(&(at, token)) = due.iter().min() {
+                if at > 15_000_000 {
+                    break;
+                }
+                due.retain(|&w| w != (at, token));
+                lib.wake(
+                    token,
+                    &mut ReplicaIo {
+                        now_ns: at,
+                        control: &mut control,
+                        wakes: &mut wakes,
+                    },
+                );
+                due.append(&mut wakes);
+            }
+            asked
+        };
+        // At once: copy 1 (NSID 2, never in DTWin) at the start, copy 0 at the turn.
+        assert_eq!(ndwin_requests("0"), vec![(0, 2), (10_000_000, 1)]);
+        // 3 ms later: copy 0 at 13 ms (copy 1, not in DTWin, needs no request).
+        assert_eq!(ndwin_requests("3ms"), vec![(13_000_000, 1)]);
     }
 }

@@ -78,6 +78,32 @@ def test_parse_only_reads_and_stops(qoslab, tmp_path):
     )
 
 
+def test_fios_run_options_eta_minimal_and_readonly(qoslab, tmp_path):
+    # The scripted form `fio --eta=never job.fio`; fio's --minimal is its terse output; its
+    # --readonly refuses a job that writes, naming it, and runs one that only reads.
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    terse = ok(qoslab("sim", job, "--output-format", "terse"))
+    assert ok(qoslab("sim", "--eta=never", job, "--output-format", "terse")) == terse
+    assert ok(qoslab("sim", "--eta", "always", job, "--minimal")) == terse
+    done = qoslab("sim", "--eta=sometimes", job)
+    assert done.returncode == 2
+    assert done.stderr == "qoslab: error: --eta: expected always, never, auto, got 'sometimes'\n"
+    done = qoslab("sim", "--readonly", job)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"qoslab: error: {job}:7: job 'b': rw=write writes or trims, and --readonly allows "
+        "reads only (as fio's read-only mode)\n"
+    )
+    reads = json.loads(
+        ok(qoslab("sim", "--readonly", job, "--section", "a", "--output-format=json"))
+    )
+    assert reads["jobs"][0]["read"]["total_ios"] == 300
+    done = qoslab("sim", job, "--minimal", "--output-format", "json")
+    assert done.returncode == 2
+    assert "--minimal is --output-format terse: give one of them" in done.stderr
+
+
 def test_output_formats_combine_in_fios_order(qoslab):
     args = ["sim", *TWO_JOBS_AS_OPTIONS, "--output-format"]
     alone = {f: ok(qoslab(*args, f)) for f in ("terse", "json", "normal")}

@@ -36,6 +36,22 @@ class FioCommandLine(TyperCommand):
         return super().parse_args(ctx, own)
 
 
+# fio's --eta: when the progress bar shows (fio's default, auto, shows it on a terminal).
+ETA = {"always": lambda: True, "never": lambda: False, "auto": lambda: sys.stderr.isatty()}
+# fio's read-only directions (`td_write`/`td_trim` false).
+READ_ONLY = ("read", "randread")
+
+
+def _refuse_writers(parsed: dict) -> None:
+    """fio's --readonly: a job that writes or trims is refused, naming its line."""
+    for job in parsed["jobs"]:
+        if job["rw"] not in READ_ONLY:
+            raise InputError(
+                f"{job['location']}: job '{job['name']}': rw={job['rw']} writes or trims, and "
+                "--readonly allows reads only (as fio's read-only mode)"
+            )
+
+
 def _output_formats(text: str) -> str:
     words = [w.strip() for w in text.split(",")]
     bad = [w for w in words if w not in FORMATS]
@@ -110,6 +126,20 @@ def sim(
     output: Path | None = typer.Option(
         None, "--output", help="Write the report to this file.", show_default="stdout"
     ),
+    minimal: bool = typer.Option(
+        False, "--minimal", help="fio's terse output: the same as --output-format terse."
+    ),
+    eta: str = typer.Option(
+        "auto",
+        "--eta",
+        help="When to show the progress bar on stderr, as fio's --eta: always, never, or auto "
+        "(when stderr is a terminal).",
+    ),
+    readonly: bool = typer.Option(
+        False,
+        "--readonly",
+        help="Refuse a job that writes or trims, as fio's --readonly (its safety check).",
+    ),
     timeseries: Path | None = typer.Option(
         None,
         "--timeseries",
@@ -161,7 +191,15 @@ def sim(
         typer.echo(text, nl=False)
         return
     trace = trace or None
+    if minimal:
+        if output_format not in ("normal", "terse"):
+            raise InputError("--minimal is --output-format terse: give one of them")
+        output_format = "terse"
     output_format = _output_formats(output_format)
+    if eta not in ETA:
+        raise InputError(f"--eta: expected {', '.join(ETA)}, got '{eta}'")
+    if readonly and trace is not None:
+        raise InputError("--readonly: checks jobs; a replayed trace is not checked")
     fio_args = ctx.meta.get(FIO_ARGS, [])
     jobs = dict(sections=section)
     flows = None
@@ -198,6 +236,8 @@ def sim(
             if "json" in output_format:
                 sys.stdout.write(json.dumps(parsed, indent=2) + "\n")
             return
+        if readonly:
+            _refuse_writers(parsed)
         for line in api.job_notes(parsed):
             _warn(line)
     if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
@@ -227,7 +267,7 @@ def sim(
             output_format=output_format,
             timeseries=series,
             log_avg_msec=log_avg_msec,
-            progress=sys.stderr.isatty(),
+            progress=ETA[eta](),
             fio_logs=True,
             power_fail_at=power_fail_at,
         )

@@ -380,6 +380,18 @@ def test_the_report_is_written_again_from_the_tables_alone(qoslab, reduced, tmp_
     )
 
 
+def test_a_study_written_before_repetitions_is_reported_again(qoslab, reduced, tmp_path):
+    # A folder of a qoslab before --seeds has no seed column: one seed, reported as such.
+    old = tmp_path / "old"
+    shutil.copytree(reduced, old)
+    for name in ("results.parquet", "series.parquet"):
+        pd.read_parquet(old / name).drop(columns=["seed"]).to_parquet(old / name, index=False)
+    done = qoslab("plm", "report", old)
+    assert done.returncode == 0, done.stderr
+    for name in ("fig6.csv", "targets.csv"):
+        assert (old / name).read_bytes() == (reduced / name).read_bytes(), name
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by make tools")
 def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced, tmp_path):
     from chromium import PROBE

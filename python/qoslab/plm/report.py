@@ -52,6 +52,17 @@ WARM = (
     "-38.6 %; High p99 bare 169.2 to 122.8 us, CoD 212.4 to 176.5 us): the cold cache is not "
     f"why PLM is slower on reads alone ({X3})."
 )
+X6 = (
+    "X6, X3's command with `--set media.ftl.cmt_bytes=4MiB` too, against X3 (the mapping cache "
+    "doubled on a warm start: each PLM set's share then holds its copy's whole span, as the "
+    "bare drive's 2 MiB holds its; seeds 1-3; mean [95 % interval])"
+)
+SHARE = (
+    " With the cache warm, doubling it, alone, moves the rows most of the way back (p99 -43.7 % "
+    "to -22.8 %, whole-run p99.99 -47.2 % to -17.6 %, per DTWin -38.6 % to -10.5 %; CoD's p99 "
+    "176.5 to 150.7 us, the bare drive's unchanged at 122.8 us): each set's half of the cache "
+    f"holding 89 % of its copy's span is a large part of PLM's reads-only slowdown ({X6})."
+)
 X4 = (
     "X4, `qoslab plm study --out x4 --datasets DS1 --configs 2 --policies sp "
     "--write-sensitivity '' --duration 120s --writes 0.1 --set host.plm.release_delay_ns=3ms` "
@@ -89,19 +100,20 @@ WHY: dict[str, str] = {
         "reads, alone, move the row from -7.4 % (every seed) to +66.7 % [66.5, 66.9]: towards "
         f"the band, not into it ({E1}). Of PLM's reads-only slowdown, the set split is a part: "
         "16 channels move CoD's p99 from 228.4 to 198.7 us, the bare drive's from 176.4 to "
-        f"167.8 us ({X1}); the mapping cache's size is none of it ({X2}: no row moved by more "
-        "than 1 us). The rest is unexplained." + WARM
+        f"167.8 us ({X1}); doubling the mapping cache from a cold start moves nothing in 60 s "
+        f"({X2}: no row by more than 1 us). The rest is unexplained." + WARM + SHARE
     ),
     "abstract-p9999_us": (
         "Writes on top of the reads, alone, do not move the row: -16.7 % [-17.1, -16.4] "
         f"reads only, -16.8 % [-19.0, -14.7] with 10 % writes ({E1}). 16 channels move it "
         "from -22.1 % to -13.1 % (CoD 318.8 -> 285.0 us, bare 261.1 -> 252.0 us; 60 s runs) "
-        f"({X1}); the mapping cache's size does not ({X2}). The rest is unexplained." + WARM + DRAIN
+        f"({X1}); doubling the mapping cache from a cold start does not ({X2}). The rest is "
+        "unexplained." + WARM + DRAIN + SHARE
     ),
     "abstract-p9999_per_dtwin_us": (
         "Writes on top of the reads, alone, do not move the row towards its band: -17.2 % "
         f"[-24.1, -5.8] reads only, -33.6 % [-47.7, -12.8] with 10 % writes ({E1}). "
-        "Unexplained." + WARM + DRAIN
+        "Unexplained." + WARM + DRAIN + SHARE
     ),
     "fig4": _writes_alone("1.00x [0.98x, 1.01x]", "1.19x [0.23x, 2.15x]")
     + " (With its own writes the isolated High host's p99.99 per DTWin is 1,223 us against "

@@ -65,7 +65,15 @@ def probe(row: dict) -> list[str]:
     if key:
         field = f"{key[1]}.{key[2]}"
         context = CONTEXT.get(field, SSD if "(model `ssd`)" in row["set_by"] else [])
-        return ["sim", "--name=x", "--number_ios=1", *context, "--set", f"{field}=nonesuch"]
+        return [
+            "sim",
+            "--name=x",
+            "--number_ios=1",
+            "--direct=1",
+            *context,
+            "--set",
+            f"{field}=nonesuch",
+        ]
     command, option = re.match(r"`qoslab ([\w -]+?) (--[\w-]+)`", row["set_by"]).groups()
     return [*command.split(), *COMMAND_ARGS.get(command, []), option, "nonesuch"]
 

@@ -1,8 +1,9 @@
 """`qoslab fs crash-check`: the file systems survive every crash point; without barriers ext4
-does not (docs/fs.md)."""
+does not. `qoslab fs study`: fsync-append through `qoslab sim` on the three (docs/fs.md)."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 
@@ -43,3 +44,45 @@ def test_bad_input_is_one_line_and_exit_status_2(qoslab):
         assert done.returncode == 2, (args, done.stderr)
         assert says in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_fs_study_runs_every_point_with_three_seeds_and_writes_csv_and_plot(qoslab, tmp_path):
+    out = tmp_path / "study"
+    done = qoslab("fs", "study", "--quick", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    runs = list(csv.DictReader((out / "runs.csv").open()))
+    points = {(r["device"], r["fs"], r["threads"]) for r in runs}
+    assert len(points) == 2 * 3 * 2  # devices x file systems x thread counts
+    assert len(runs) == 3 * len(points)
+    summary = list(csv.DictReader((out / "summary.csv").open()))
+    assert {r["seeds"] for r in summary} == {"3"}
+    assert all(float(r["kops_mean"]) > 0 for r in summary)
+    # ext4 on Rio's flash target: 20 appends per thread, each fsync a commit of its own at one
+    # thread (nothing to group with).
+    one = [r for r in runs if (r["device"], r["fs"], r["threads"]) == ("rio-flash", "ext4", "1")]
+    assert {float(r["commits"]) for r in one} == {20.0}
+    assert (out / "throughput.png").stat().st_size > 10_000
+    assert "riofs/ext4" in done.stdout
+
+
+def test_fs_study_refuses_bad_thread_counts(qoslab, tmp_path):
+    done = qoslab("fs", "study", "--threads", "1,x", "--out", str(tmp_path / "s"))
+    assert done.returncode == 2
+    assert "--threads: expected comma-separated integers" in done.stderr
+
+
+def test_sim_runs_buffered_jobs_only_on_a_mounted_file_system(qoslab, tmp_path):
+    """`--set fs.mount=true` puts the file system and its page cache on the path: fio's
+    default direct=0 runs there, each fsync a commit; without it direct=0 is refused."""
+    job = tmp_path / "append.fio"
+    job.write_text("[append]\nrw=write\nbs=4k\nsize=1g\nnumber_ios=10\nfsync=1\n")
+    args = ("sim", str(job), "--device", "rio-flash", "--output-format", "json")
+    done = qoslab(*args, "--set", "fs.mount=true")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    stages = {s["stage"]: s["counters"] for s in report["qoslab"]["stages"]}
+    assert stages["fs"]["fsyncs"] == 10 and stages["fs"]["commits"] == 10, stages["fs"]
+    refused = qoslab(*args)
+    assert refused.returncode == 2
+    assert "direct=0" in refused.stderr and "fs.mount=true" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -178,8 +178,9 @@ def test_buffered_io_and_non_block_engines_are_refused_in_one_line(qoslab):
     assert done.returncode == 2
     assert done.stderr == (
         "qoslab: error: --name=b: job 'b': direct=0 (fio's default: buffered I/O through "
-        "the page cache) is not simulated: the page cache will come with the file system "
-        "(issue 35); set direct=1 for I/O straight to the device\n"
+        "the page cache) is simulated only on a mounted file system ([fs] mount = true in the "
+        "device file, or --set fs.mount=true, docs/fs.md); set direct=1 for I/O straight to "
+        "the device\n"
     )
     done = qoslab("sim", "--name=h", "--ioengine=libhdfs", "--rw=read")
     assert done.returncode == 2

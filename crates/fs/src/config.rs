@@ -6,7 +6,8 @@ use qoslab_engine::Ns;
 qoslab_engine::settings! {
     /// `[fs]`: the page cache and the file system above the block layer.
     pub struct FsConfig in FS_TUNABLES {
-        fs_type as "type": String = text("ext4", "the file system a job with directory= uses: a journal's name (ext4, horaefs, riofs); its tunables are [fs.NAME]"),
+        mount: bool = flag(false, "qoslab sim: the run's jobs work on files of this file system (one new file per job clone, direct=0 through the page cache, fsync/fdatasync the file's), not on the device; fio's directory= does not change this"),
+        fs_type as "type": String = text("ext4", "the file system mounted when mount is true: a journal's name (ext4, horaefs, riofs); its tunables are [fs.NAME]"),
         mem_bytes: u64 = bytes(8 << 30, "memory the page cache may fill; the dirty limits are shares of it (Linux: the dirtyable memory, free and reclaimable pages): model choice").range(1048576.0, 1.8e19),
         dirty_background_ratio: f64 = ratio(0.10, "vm.dirty_background_ratio: the flusher writes back while more than this share of memory is dirty"),
         dirty_ratio: f64 = ratio(0.20, "vm.dirty_ratio: the dirty limit; a writer is throttled as dirty memory nears it (balance_dirty_pages)"),

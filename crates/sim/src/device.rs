@@ -29,6 +29,12 @@
 //! [media]
 //! model = "analytic"   # a name from qoslab_media::registry; the other keys are its tunables
 //! servers = 4
+//!
+//! [fs]              # qoslab_fs::FS_TUNABLES: the page cache and the file system above
+//! type = "ext4"
+//!
+//! [fs.ext4]         # the chosen file system's own tunables (its mount options)
+//! barrier = true
 //! ```
 //!
 //! Every section is optional (its tunables keep their defaults); every key is checked against
@@ -101,6 +107,10 @@ pub struct DeviceConfig {
     pub media: Settings,
     /// The media model's plug-in sub-tables (`[media.gc.rga]`), every one the model has.
     pub media_subs: Vec<Settings>,
+    /// The page cache and file system, `[fs]`, and the chosen file system's table,
+    /// `[fs.NAME]`: used when a job reads or writes through them (`crates/fs`).
+    pub fs: Settings,
+    pub fs_own: Settings,
     /// Folder of the device file (relative paths in it are resolved there).
     pub dir: Option<PathBuf>,
 }
@@ -210,6 +220,10 @@ impl DeviceConfig {
             &replica_names,
             |r| qoslab_nvme::replicas::lookup(r).is_ok(),
         )?;
+        let fs_names = qoslab_fs::journal::names();
+        let fs_name = choose(&mut doc, overrides, "fs.type", "ext4", &fs_names, |f| {
+            qoslab_fs::journal::lookup(f).is_ok()
+        })?;
         let r_table = qoslab_nvme::replicas::lookup(&replicas_name)
             .expect("registered")
             .map_or(&[][..], |r| r.tunables);
@@ -241,6 +255,11 @@ impl DeviceConfig {
             .map(|t| doc.section(&format!("media.{}", t.key), t.tunables))
             .collect::<Result<Vec<_>, _>>()?;
         let mut media = doc.section("media", table)?;
+        let fs_table = qoslab_fs::journal::lookup(&fs_name)
+            .expect("chosen from the registry")
+            .tunables;
+        let mut fs_own = doc.section(&format!("fs.{fs_name}"), fs_table)?;
+        let mut fs = doc.section("fs", qoslab_fs::FS_TUNABLES)?;
         doc.finish()?;
         // The choices were read first; their sections record them for the report.
         path_s
@@ -253,6 +272,8 @@ impl DeviceConfig {
             .set("scheduler", &RawValue::Text(sched_name))
             .expect("a text tunable");
         host.set("replicas", &RawValue::Text(replicas_name))
+            .expect("a text tunable");
+        fs.set("type", &RawValue::Text(fs_name))
             .expect("a text tunable");
         for o in overrides {
             if is_choice(o) {
@@ -268,6 +289,8 @@ impl DeviceConfig {
                 &mut scheduler,
                 &mut transport,
                 &mut media,
+                &mut fs,
+                &mut fs_own,
             ];
             targets.push(&mut fabric);
             targets.push(&mut recovery);
@@ -298,6 +321,8 @@ impl DeviceConfig {
             model,
             media,
             media_subs,
+            fs,
+            fs_own,
             dir,
         })
     }
@@ -389,6 +414,7 @@ fn is_choice(o: &str) -> bool {
             | "controller.arbitration"
             | "block.scheduler"
             | "host.replicas"
+            | "fs.type"
     )
 }
 
@@ -506,6 +532,15 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             section: section.to_string(),
             help: Some(help),
             table,
+        });
+    }
+    out.push(plain("fs", qoslab_fs::FS_TUNABLES));
+    for j in qoslab_fs::JOURNALS {
+        out.push(TableDoc {
+            heading: format!("fs.{} (type = \"{}\")", j.name, j.name),
+            section: format!("fs.{}", j.name),
+            help: Some(j.help),
+            table: j.tunables,
         });
     }
     for name in model_names() {

@@ -685,6 +685,11 @@ pub struct JobRun {
     /// for (`wait_for`, an index into the run's jobs).
     pub start_delay_ns: Ns,
     pub wait_for: Vec<usize>,
+    /// The file the job works on (a mounted file system, `[fs] mount`; `Request::file`), 0:
+    /// the device. Its `direct=1` I/O is O_DIRECT, its syncs the file's fsync (fdatasync with
+    /// `datasync`).
+    pub file: u32,
+    pub datasync: bool,
 }
 
 /// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
@@ -862,6 +867,8 @@ impl JobRun {
             exit_what: ExitWhat::Group,
             start_delay_ns: 0,
             wait_for: Vec::new(),
+            file: 0,
+            datasync: false,
         }
     }
 
@@ -1014,6 +1021,10 @@ impl JobRun {
                     let mut req = Request::new(Op::Flush, 0, 0, 0, now);
                     req.host = self.host;
                     req.core = self.core;
+                    req.file = self.file;
+                    if self.datasync && self.file != 0 {
+                        req.flags |= ReqFlags::DATA_SYNC;
+                    }
                     if self.ordered {
                         req.flags |= ReqFlags::ORDERED;
                     }
@@ -1114,6 +1125,13 @@ impl JobRun {
                 }
                 if self.ordered {
                     req.flags |= ReqFlags::ORDERED;
+                }
+            }
+            if self.file != 0 {
+                req.file = self.file;
+                if self.sync_writes {
+                    // direct=1 on a file: O_DIRECT, past the page cache.
+                    req.flags |= ReqFlags::DIRECT;
                 }
             }
             req.host = self.host;

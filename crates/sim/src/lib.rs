@@ -7,6 +7,7 @@
 //! and 95 % confidence interval; the output does not depend on the number of threads.
 
 pub mod device;
+pub mod files;
 pub mod job;
 pub mod path;
 pub mod report;
@@ -112,21 +113,21 @@ pub struct SimOutput {
     pub max_outstanding: usize,
 }
 
-/// Refuses a job the simulator cannot run with fio's meaning: buffered I/O (no page cache
-/// yet), a file that is no block device, and a `null` job that would issue without end in
-/// no simulated time.
+/// Refuses a job the simulator cannot run with fio's meaning: buffered I/O on the device (a
+/// page cache is on the path only with a mounted file system, `[fs] mount`), a file that is
+/// no block device, and a `null` job that would issue without end in no simulated time.
 fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Result<(), SimError> {
     let at = |loc: Option<&qoslab_workload::fio::Location>, m: String| {
         let loc = loc.unwrap_or(&job.location);
         SimError::at(&loc.path, loc.line, format!("job '{}': {m}", job.name))
     };
     let null = job.engine == qoslab_workload::fio::EngineClass::Null;
-    if !job.direct && !null {
+    if !job.direct && !null && !files::mounted(device) {
         return Err(at(
             job.direct_location.as_ref(),
-            "direct=0 (fio's default: buffered I/O through the page cache) is not simulated: \
-             the page cache will come with the file system (issue 35); set direct=1 for I/O \
-             straight to the device"
+            "direct=0 (fio's default: buffered I/O through the page cache) is simulated only on \
+             a mounted file system ([fs] mount = true in the device file, or --set fs.mount=true, \
+             docs/fs.md); set direct=1 for I/O straight to the device"
                 .into(),
         ));
     }
@@ -173,8 +174,10 @@ fn build_jobs(
     let mut jobs_per_host: Vec<u32> = vec![0];
     let mut orderings: Vec<Option<&'static qoslab_block::OrderingOps>> = Vec::new();
     let default_ordering = opts.device.block_config().ordering;
+    let mut fs = None;
     let out = match &opts.workload {
         WorkloadSpec::Jobs(file) => {
+            let on_files = files::jobs_on_files(file, &opts.device)?;
             for job in &file.jobs {
                 check_runnable(job, &opts.device)?;
             }
@@ -204,6 +207,7 @@ fn build_jobs(
                 orderings: Vec::new(),
                 record: false,
                 trace: false,
+                fs: None,
             }
             .cores(&opts.device);
             let mut on_host = vec![0u32; jobs_per_host.len()];
@@ -310,6 +314,15 @@ fn build_jobs(
                         job.write_barrier_every,
                         job.fua,
                     );
+                    if let Some(fs_ordering) = on_files {
+                        // One file per clone, named from 1; the file system orders its own
+                        // writes (its journal's ordering plug-in), never the job's.
+                        run.file = out.len() as u32 + 1;
+                        run.datasync = job.datasync;
+                        orderings.push(fs_ordering);
+                        out.push(run);
+                        continue;
+                    }
                     // The job's writes are ordered by its own ordering, or the block layer's.
                     let ordering = match job.ordering {
                         Some(name) => Some(name),
@@ -339,6 +352,9 @@ fn build_jobs(
                     orderings.push(ops);
                     out.push(run);
                 }
+            }
+            if on_files.is_some() {
+                fs = Some(files::setup(capacity, cores[0], out.len()));
             }
             out
         }
@@ -389,6 +405,7 @@ fn build_jobs(
             orderings,
             record: opts.power_fail_at_ns.is_some(),
             trace: false,
+            fs,
         },
     ))
 }

@@ -7,6 +7,9 @@
 //!                                   controller -> media                ([fabric] targets >= 1)
 //! ```
 //!
+//! with the page cache and file system (`crates/fs`, `[fs] type`) on top when the run's jobs
+//! work on files (fio's `directory=`): `jobs -> fs -> block layer -> ...`.
+//!
 //! each stage a plug-in found in its registry: the scheduler by `[block] scheduler`, the
 //! transport by `[path] transport`, the
 //! arbiter by `[controller] arbitration`, the completion order by `[controller]
@@ -18,6 +21,7 @@ use qoslab_block::{BlockLayer, DriverLimits, QueueSetup, WriteCache};
 use qoslab_engine::order::Layout;
 use qoslab_engine::{Chain, Fanout, Ns, Stage};
 use qoslab_fabric::target::{Target, TargetSetup};
+use qoslab_fs::{FsConfig, FsSetup, FsStage};
 use qoslab_media::{Device, DeviceCaps};
 use qoslab_nvme::transport::nvmeof::FabricCosts;
 use qoslab_nvme::transport::{
@@ -127,6 +131,8 @@ pub struct PathPlan {
     /// Ordered commands are traced step by step (the differential test against the crash
     /// checker).
     pub trace: bool,
+    /// The page cache and file system on top of the path, when the jobs work on files.
+    pub fs: Option<FsSetup>,
 }
 
 impl PathPlan {
@@ -206,7 +212,7 @@ pub fn build<D: Device, V: PathVisitor>(
             block = block.with_ordered(o);
         }
         let direct: AtaPath<D> = Chain::new(block, dev);
-        return Ok(visitor.visit(direct));
+        return visit_path(device, plan, visitor, direct);
     }
     let name = path.transport;
     visit_transport(
@@ -221,6 +227,44 @@ pub fn build<D: Device, V: PathVisitor>(
     .ok_or_else(|| SimError::new(format!("unknown transport '{name}'")))?
 }
 
+/// The ordering plug-in the file system of `device` (`[fs] type`) sends its ordered groups
+/// through, if it orders them (HORAEFS: horae, RioFS: rio), checked against what the path
+/// offers: a plug-in that needs target servers needs a device with some.
+pub fn fs_ordering(device: &DeviceConfig) -> Result<Option<&'static OrderingOps>, SimError> {
+    let cfg = FsConfig::from_settings(&device.fs);
+    let ops = qoslab_fs::journal::lookup(&cfg.fs_type).map_err(|e| device.locate(e))?;
+    let journal = ops.build.expect("checked by the registry")(&device.fs_own);
+    let Some(name) = journal.ordering() else {
+        return Ok(None);
+    };
+    let ordering = qoslab_block::ordering::lookup(name).map_err(|e| device.locate(e))?;
+    if ordering.needs_target && device.targets_config().targets == 0 {
+        return Err(SimError::new(format!(
+            "{}: fs.type = '{}' sends its transactions as ordered groups through the '{name}' ordering, which needs target servers with a PMR: a device with [fabric] targets = 1 or more over an NVMe-oF transport (rio-flash, rio-optane)",
+            device.source, ops.name
+        )));
+    }
+    Ok(Some(ordering))
+}
+
+/// Hands `path` to `visitor`, under the page cache and file system when the plan has them.
+fn visit_path<P: Stage, V: PathVisitor>(
+    device: &DeviceConfig,
+    plan: &PathPlan,
+    visitor: V,
+    path: P,
+) -> Result<V::Output, SimError> {
+    let Some(setup) = &plan.fs else {
+        return Ok(visitor.visit(path));
+    };
+    let cfg = FsConfig::from_settings(&device.fs);
+    let ops = qoslab_fs::journal::lookup(&cfg.fs_type).map_err(|e| device.locate(e))?;
+    let journal = ops.build.expect("checked by the registry")(&device.fs_own);
+    let fs = FsStage::new(cfg, journal, setup.clone())
+        .map_err(|m| SimError::new(format!("{}: the file system: {m}", device.source)))?;
+    Ok(visitor.visit(Chain::new(fs, path)))
+}
+
 struct WithMedia<'a, D, V> {
     device: &'a DeviceConfig,
     dev: D,
@@ -233,7 +277,7 @@ impl<D: Device, V: PathVisitor> TransportVisitor for WithMedia<'_, D, V> {
 
     fn visit<T: TransportModel>(self) -> Self::Output {
         let parts = parts::<T, D>(self.device, self.dev, self.plan)?;
-        Ok(self.visitor.visit(parts.chain()))
+        visit_path(self.device, self.plan, self.visitor, parts.chain())
     }
 }
 
@@ -360,7 +404,7 @@ impl<D: Device, V: PathVisitor> FabricVisitor for WithTargets<'_, D, V> {
 
     fn visit<T: FabricModel>(self) -> Self::Output {
         let path = fabric_path::<T, D>(self.device, self.devs, self.plan)?;
-        Ok(self.visitor.visit(path))
+        visit_path(self.device, self.plan, self.visitor, path)
     }
 }
 

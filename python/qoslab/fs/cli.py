@@ -1,4 +1,5 @@
-"""`qoslab fs crash-check`: the file systems' crash checker (docs/fs.md)."""
+"""`qoslab fs crash-check`: the file systems' crash checker; `qoslab fs study`: fsync-append
+on the three file systems in the simulator (docs/fs.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ MAX_COUNT = 1_000_000
 app = typer.Typer(
     name="fs",
     help="The page cache and the file systems above the block layer (ext4 with JBD2, "
-    "HORAEFS, RioFS): their crash checker.",
+    "HORAEFS, RioFS): their crash checker and the fsync-append study.",
     no_args_is_help=True,
 )
 
@@ -90,3 +91,42 @@ def crash_check(
         )
     if summary["violating_states"]:
         raise typer.Exit(1)
+
+
+@app.command("study")
+def study(
+    out: Path = typer.Option(
+        ..., "--out", help="Directory for runs.csv, summary.csv, ratios.csv, throughput.png."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="1 and 4 threads, 20 appends per thread (seconds)."
+    ),
+    threads: str = typer.Option(
+        "1,4,16,24", "--threads", help="Comma-separated thread counts (the document's 1-24)."
+    ),
+    writes: int = typer.Option(
+        200, "--writes", min=1, max=MAX_COUNT, help="Appends (each with its fsync) per thread."
+    ),
+    seeds: int = typer.Option(3, "--seeds", min=3, max=100, help="Seeds per point."),
+    jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
+) -> None:
+    """The Rio document's fsync-append (Figure 13) in the simulator: threads appending 4 KiB
+    and calling fsync, on ext4, HORAEFS and RioFS over Rio's flash and Optane targets
+    (rio-flash, rio-optane); throughput against threads, and RioFS's ratios beside the
+    document's."""
+    from qoslab.fs import study as st
+    from qoslab.options import int_list_option
+
+    if quick:
+        plan = st.Plan.quick()
+    else:
+        plan = st.Plan(threads=int_list_option(threads, "--threads"), writes=writes)
+    plan = st.Plan(plan.threads, plan.writes, seeds)
+    runs = st.run_study(plan, jobs=jobs)
+    table = st.write_study(plan, runs, out)
+    for r in table.itertuples():
+        print(
+            f"{r.device} {r.threads:>2} threads: riofs/{r.vs} {r.qoslab:.2f}x "
+            f"(document, 16 threads: {r.document_at_16_threads}x)"
+        )
+    print(f"study: {out / 'summary.csv'}, {out / 'throughput.png'}")

@@ -2,6 +2,7 @@
 
 mod common;
 mod durability;
+mod files;
 mod fio_loop;
 mod folds;
 mod jobs;

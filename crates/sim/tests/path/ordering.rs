@@ -59,6 +59,7 @@ fn chain(
         orderings: vec![Some(ops); streams],
         record: true,
         trace: true,
+        fs: None,
     };
     let drives = (0..2)
         .map(|i| dev.build_media::<CachedDrive>(i).unwrap())

@@ -377,6 +377,9 @@ pub struct Job {
     pub direct: bool,
     pub ioengine: String,
     pub filename: Option<String>,
+    /// The job's syncs are `fdatasync` (the file's data and what reading it needs), not
+    /// `fsync`.
+    pub datasync: bool,
     pub log_avg_msec: Option<u64>,
     /// The fio logs asked for (`write_lat_log`, `write_bw_log`, `write_iops_log`).
     pub logs: FioLogs,
@@ -500,6 +503,7 @@ impl Job {
             direct: false,
             ioengine: "psync".to_string(),
             filename: None,
+            datasync: false,
             log_avg_msec: None,
             logs: FioLogs::default(),
             kb_base: KbBase::Binary,

@@ -1341,7 +1341,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "0",
-        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. 0: never."
+        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. On a file (a device whose `[fs] mount` is true in `qoslab sim`): the job's fsync(2) of its file, which its file system turns into writes and FLUSHes. 0: never."
     ),
     opt!(
         "fdatasync",
@@ -1349,11 +1349,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Int {
             min: 0,
             max: u64::MAX,
-            set: |j, v| j.fsync_every = v
+            set: |j, v| {
+                j.fsync_every = v;
+                j.datasync = true;
+            }
         },
         "",
         "0",
-        "As fsync (a block device has no metadata to leave out)."
+        "As fsync, with fdatasync(2): on a block device the same (it has no metadata to leave out); on a file (`[fs] mount = true` in `qoslab sim`) the file's data and only the metadata needed to read it (no commit for a timestamp alone)."
     ),
     opt!(
         "end_fsync",

@@ -1,0 +1,128 @@
+//! Jobs on files (a mounted file system, `[fs] mount = true`): the page cache and the file
+//! system of `[fs]` on top of the path. The device sees what the file system's rules
+//! (`crates/fs`) send for each fsync.
+
+use crate::common::{f, options_as_written, run_json, stage};
+
+/// A single thread appending 4 KiB and calling fsync after each write (the Rio paper's
+/// fsync-append, one thread, fio's defaults: psync, buffered): `n` writes.
+fn fsync_append(n: u32, extra: &str) -> String {
+    format!("[append]\nrw=write\nbs=4k\nsize=1g\nnumber_ios={n}\nfsync=1\n{extra}")
+}
+
+/// Options for `job` on `device` with its file system mounted (`fs.mount=true`) and `sets`.
+fn options(job: &str, device: &str, sets: &[&str]) -> qoslab_sim::SimOptions {
+    let mut all = vec!["fs.mount=true"];
+    all.extend_from_slice(sets);
+    options_as_written(job, device, &all, 1)
+}
+
+fn run(job: &str, preset: &str, sets: &[&str]) -> serde_json::Value {
+    let device = qoslab_sim::device::preset_text(preset).unwrap();
+    run_json(&options(job, device, sets))
+}
+
+/// ext4 (data=ordered): an fsync of a file that grew commits a transaction: the data block,
+/// then the journal's descriptor and metadata, then the commit block with PREFLUSH and FUA.
+/// The drive (a volatile cache) sees exactly those three writes per fsync, the commit block a
+/// barrier (its flush part drains the cache first), and no other FLUSH.
+#[test]
+fn ext4_fsync_append_is_one_commit_and_one_barrier_write_per_fsync() {
+    let n = 50;
+    let r = run(&fsync_append(n, ""), "rio-flash", &[]);
+    let fs = stage(&r, "fs");
+    assert_eq!(f(&fs["fsyncs"]), f64::from(n), "{fs}");
+    assert_eq!(f(&fs["commits"]), f64::from(n), "{fs}");
+    let drive = stage(&r, "cached");
+    assert_eq!(f(&drive["writes"]), f64::from(3 * n), "{drive}");
+    assert_eq!(f(&drive["barrier_writes"]), f64::from(n), "{drive}");
+    assert_eq!(f(&drive["flushes"]), 0.0, "{drive}");
+    assert_eq!(f(&r["jobs"][0]["sync"]["total_ios"]), f64::from(n));
+    assert_eq!(f(&r["jobs"][0]["write"]["total_ios"]), f64::from(n));
+}
+
+/// `barrier=0` (nobarrier): the same commits, and neither FLUSH nor FUA reaches the drive.
+#[test]
+fn ext4_without_barriers_sends_no_flush_and_no_fua() {
+    let n = 50;
+    let r = run(
+        &fsync_append(n, ""),
+        "rio-flash",
+        &["fs.ext4.barrier=false"],
+    );
+    assert_eq!(f(&stage(&r, "fs")["commits"]), f64::from(n));
+    let drive = stage(&r, "cached");
+    assert_eq!(f(&drive["flushes"]), 0.0, "{drive}");
+    assert_eq!(f(&drive["barrier_writes"]), 0.0, "{drive}");
+}
+
+/// Buffered writes without fsync stay in the page cache: the run ends with them dirty and the
+/// drive saw none of them (the flusher's first periodic wake-up is 5 s away).
+#[test]
+fn buffered_writes_without_fsync_stay_in_the_page_cache() {
+    let r = run(&fsync_append(64, "fsync=0\n"), "rio-flash", &[]);
+    let fs = stage(&r, "fs");
+    assert_eq!(f(&fs["dirty_pages_at_end"]), 64.0, "{fs}");
+    assert_eq!(f(&stage(&r, "cached")["writes"]), 0.0);
+}
+
+/// RioFS sends each transaction as ordered groups through Rio's ordering, which needs target
+/// servers; on a local drive the run says so.
+#[test]
+fn riofs_needs_target_servers() {
+    let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let opts = options(&fsync_append(4, ""), device, &["fs.type=riofs"]);
+    let e = qoslab_sim::run(&opts).err().expect("an error").to_string();
+    assert!(
+        e.contains("fs.type = 'riofs'") && e.contains("target servers"),
+        "{e}"
+    );
+}
+
+/// Without `[fs] mount` the jobs work on the device: fio's `directory=` alone changes nothing
+/// (no fs stage, the same report as without it), and buffered I/O is refused.
+#[test]
+fn without_mount_jobs_work_on_the_device() {
+    let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
+    let direct = "[global]\nioengine=libaio\ndirect=1\n";
+    let plain = format!("{direct}{}", fsync_append(8, ""));
+    let with_dir = format!("{direct}{}directory=/mnt\n", fsync_append(8, ""));
+    let a = run_json(&options_as_written(&plain, device, &[], 1));
+    let b = run_json(&options_as_written(&with_dir, device, &[], 1));
+    let stages = |r: &serde_json::Value| r["qoslab"]["stages"].to_string();
+    assert!(!stages(&a).contains("\"fs\""), "{}", stages(&a));
+    assert_eq!(a["jobs"][0]["write"], b["jobs"][0]["write"]);
+    assert_eq!(a["jobs"][0]["sync"], b["jobs"][0]["sync"]);
+    let e = qoslab_sim::run(&options_as_written(&fsync_append(8, ""), device, &[], 1))
+        .err()
+        .expect("an error")
+        .to_string();
+    assert!(e.contains("direct=0") && e.contains("fs.mount=true"), "{e}");
+}
+
+/// RioFS and HORAEFS on Rio's flash target: every fsync of every thread returns, and the
+/// drive's volatile cache is drained for them.
+#[test]
+fn riofs_and_horaefs_run_on_rio_targets() {
+    let n = 50;
+    let job = format!("{}numjobs=4\n", fsync_append(n, ""));
+    for fs_type in ["horaefs", "riofs"] {
+        let r = run(&job, "rio-flash", &[&format!("fs.type={fs_type}")]);
+        assert_eq!(f(&stage(&r, "fs")["fsyncs"]), f64::from(4 * n), "{fs_type}");
+        for j in 0..4 {
+            assert_eq!(
+                f(&r["jobs"][j]["sync"]["total_ios"]),
+                f64::from(n),
+                "{fs_type}"
+            );
+        }
+        // HORAE persists a transaction with a FLUSH of its own, Rio with the commit block's
+        // PREFLUSH|FUA: either way the drive's cache is drained, at most once per fsync.
+        let drive = stage(&r, "cached");
+        let drains = f(&drive["flushes"]) + f(&drive["barrier_writes"]);
+        assert!(
+            (1.0..=f64::from(4 * n)).contains(&drains),
+            "{fs_type}: {drive}"
+        );
+    }
+}

@@ -237,7 +237,9 @@ def test_calibration_writes_a_profile_the_simulator_reads(calibration, qoslab):
         assert point["clat_ns"] == sorted(point["clat_ns"])
     # Re-run one held-out depth through `qoslab sim` by hand: the table shows what sim says.
     job = device_toml.with_name("qd8.fio")
-    job.write_text("[qd8]\nrw=randread\nbs=4096\niodepth=8\ntime_based\nruntime=2s\n")
+    job.write_text(
+        "[qd8]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4096\niodepth=8\ntime_based\nruntime=2s\n"
+    )
     done = qoslab("sim", job, "--device", device_toml, "--output-format", "json")
     assert done.returncode == 0, done.stderr
     sim = parse_fio_json(done.stdout).jobs[0].ops["read"].latency["clat"]

@@ -62,12 +62,14 @@ class Cells:
         )
 
 
-def _coordinate(demand: np.ndarray, capacity: int, policy: str, folder: Path):
+def _coordinate(
+    demand: np.ndarray, capacity: int, policy: str, folder: Path, predictor: str = "ewma"
+):
     from qoslab.plm.coordinate import coordinate
 
     path = folder / "demand.csv"
     study.write_demands(path, demand)
-    rows = coordinate(path, capacity=capacity, predictor="ewma", policy=policy)
+    rows = coordinate(path, capacity=capacity, predictor=predictor, policy=policy)
     util = np.array([r[8] for r in rows]).reshape(-1, 3)
     defi = np.array([r[7] for r in rows]).reshape(-1, 3)
 
@@ -78,8 +80,16 @@ def _coordinate(demand: np.ndarray, capacity: int, policy: str, folder: Path):
     return q(util, 0.1), q(defi, 0.5), q(defi, 0.9)
 
 
-def cells(sigma: float, seed: int, own_sigma: float = study.OWN_SIGMA) -> Cells:
-    """Fig. 6's numbers on DS1 demand drawn with burstiness `sigma` (`seed`'s draw)."""
+def cells(
+    sigma: float,
+    seed: int,
+    own_sigma: float = study.OWN_SIGMA,
+    predictor: str = "ewma",
+    factors: dict[int, float] | None = None,
+) -> Cells:
+    """Fig. 6's numbers on DS1 demand drawn with burstiness `sigma` (`seed`'s draw), CoD
+    (`predictor` ewma, the figure's) or HoD (exact); `factors` replaces Table II's factor of
+    M_DC for the configs it names (the controlled experiments on C; the fit uses Table II)."""
     workload = study.Workload(burst_sigma=sigma, own_sigma=own_sigma)
     slots = WINDOWS
     rate = study.slot_intensity("DS1", slots, seed, workload)
@@ -88,16 +98,17 @@ def cells(sigma: float, seed: int, own_sigma: float = study.OWN_SIGMA) -> Cells:
     with tempfile.TemporaryDirectory(prefix="qoslab-plm-fit-") as d:
         for config in sorted({c for c, _ in DOC_FIG6}):
             factor, window_ms = study.CONFIGS[config]
+            factor = (factors or {}).get(config, factor)
             k = window_ms // study.SLOT_MS
             demand = counts[: slots // k * k].reshape(-1, k, 3).sum(axis=1)
             capacity = max(1, round(factor * demand.sum(axis=1).mean()))
             for policy in ("sp", "fr"):
-                out[(config, policy)] = _coordinate(demand, capacity, policy, Path(d))
+                out[(config, policy)] = _coordinate(demand, capacity, policy, Path(d), predictor)
     return Cells(out)
 
 
-def mean_cells(sigma: float, seeds=SEEDS) -> Cells:
-    each = [cells(sigma, s) for s in seeds]
+def mean_cells(sigma: float, seeds=SEEDS, **kw) -> Cells:
+    each = [cells(sigma, s, **kw) for s in seeds]
     return Cells(
         {
             k: tuple(np.mean([c.values[k][i] for c in each], axis=0) for i in range(3))
@@ -118,11 +129,12 @@ def fit(grid=GRID, seeds=SEEDS) -> tuple[float, list[tuple[float, float]]]:
     return best, scores
 
 
-def table(sigma: float, seeds=SEEDS):
-    """Fig. 6's rows at `sigma` (mean over the seeds) beside the document's."""
+def table(sigma: float, seeds=SEEDS, **kw):
+    """Fig. 6's rows at `sigma` (mean over the seeds) beside the document's; `kw` as for
+    `cells` (e.g. `predictor="exact"` for HoD, `factors={4: 1.0}` for another C)."""
     import pandas as pd
 
-    c = mean_cells(sigma, seeds)
+    c = mean_cells(sigma, seeds, **kw)
     rows = []
     for (config, policy), doc in DOC_FIG6.items():
         for i, cls in enumerate(study.CLASSES):

@@ -63,6 +63,21 @@ SHARE = (
     "176.5 to 150.7 us, the bare drive's unchanged at 122.8 us): each set's half of the cache "
     f"holding 89 % of its copy's span is a large part of PLM's reads-only slowdown ({X6})."
 )
+X7 = (
+    "X7, X6's command with `--set media.channels=16` too, against X6 (on the warm cache that "
+    "holds each copy's span, each PLM copy's NVM set given the bare drive's 8 channels; seeds "
+    "1-3; mean [95 % interval])"
+)
+SPLIT = (
+    " On that warm, doubled cache, 16 channels alone move CoD's High p99 from 150.7 to 122.2 us, "
+    "whole-run p99.99 214.2 to 182.0 us, per DTWin 281.0 to 254.6 us: the bare 8-channel "
+    "drive's 122.8, 182.1 and 254.6 us (the bare drive gains too: p99 99.0 us at 16 channels, "
+    "so the rows move to -23.5 %, -3.5 % [-6.6, -0.5] and -4.0 % [-16.5, 8.5]). With each set's "
+    "share of the cache holding its copy and each set the bare drive's dies, PLM's reads-only "
+    "tail is the bare drive's: on a warm cache the set split and the cache's split account for "
+    "all of PLM's reads-only slowdown, and with nothing collected (0 victims) nothing is left "
+    f"to gain ({X7})."
+)
 X4 = (
     "X4, `qoslab plm study --out x4 --datasets DS1 --configs 2 --policies sp "
     "--write-sensitivity '' --duration 120s --writes 0.1 --set host.plm.release_delay_ns=3ms` "
@@ -121,19 +136,25 @@ WHY: dict[str, str] = {
         f"the band, not into it ({E1}). Of PLM's reads-only slowdown, the set split is a part: "
         "16 channels move CoD's p99 from 228.4 to 198.7 us, the bare drive's from 176.4 to "
         f"167.8 us ({X1}); doubling the mapping cache from a cold start moves nothing in 60 s "
-        f"({X2}: no row by more than 1 us). The rest is unexplained." + WARM + SHARE
+        f"({X2}: no row by more than 1 us)." + WARM + SHARE + SPLIT
     ),
     "abstract-p9999_us": (
         "Writes on top of the reads, alone, do not move the row: -16.7 % [-17.1, -16.4] "
         f"reads only, -16.8 % [-19.0, -14.7] with 10 % writes ({E1}). 16 channels move it "
         "from -22.1 % to -13.1 % (CoD 318.8 -> 285.0 us, bare 261.1 -> 252.0 us; 60 s runs) "
-        f"({X1}); doubling the mapping cache from a cold start does not ({X2}). The rest is "
-        "unexplained." + WARM + DRAIN + SHARE
+        f"({X1}); doubling the mapping cache from a cold start does not ({X2})."
+        + WARM
+        + DRAIN
+        + SHARE
+        + SPLIT
     ),
     "abstract-p9999_per_dtwin_us": (
         "Writes on top of the reads, alone, do not move the row towards its band: -17.2 % "
-        f"[-24.1, -5.8] reads only, -33.6 % [-47.7, -12.8] with 10 % writes ({E1}). "
-        "Unexplained." + WARM + DRAIN + SHARE
+        f"[-24.1, -5.8] reads only, -33.6 % [-47.7, -12.8] with 10 % writes ({E1})."
+        + WARM
+        + DRAIN
+        + SHARE
+        + SPLIT
     ),
     "fig4": _writes_alone("1.00x [0.98x, 1.01x]", "1.19x [0.23x, 2.15x]")
     + " (With its own writes the isolated High host's p99.99 per DTWin is 1,223 us against "

@@ -105,6 +105,10 @@ pub enum Command {
     /// The power fails now (not an NVMe command: the environment's event, sent down the path
     /// so the stage that holds volatile state loses it).
     PowerLoss,
+    /// Target server `target` of a fan-out crashes and restarts (not an NVMe command: the
+    /// environment's event). The fan-out sends that target alone a [`Command::PowerLoss`]:
+    /// its stages lose what is volatile, the initiator and the other targets stay up.
+    TargetCrash { target: u16 },
     /// Get Log Page `lid` for NVM set `set` (the log-specific identifier): the stage that owns
     /// it fills `data` with the page's bytes as the specification lays them out.
     GetLogPage { lid: u8, set: u16, data: Vec<u8> },

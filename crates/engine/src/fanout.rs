@@ -305,8 +305,9 @@ impl<L: Stage> Stage for Fanout<L> {
         }
     }
 
-    /// A power loss reaches every child; an ordering message the child it names; any other
-    /// command each child in turn until one answers.
+    /// A power loss reaches every child; a target's crash that child alone, as a power loss;
+    /// an ordering message the child it names; any other command each child in turn until
+    /// one answers.
     fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<Self::Event>) {
         match &msg.command {
             Command::Ordering(m) => {
@@ -321,6 +322,14 @@ impl<L: Stage> Stage for Fanout<L> {
                 for c in 0..self.children.len() {
                     self.with_child(c, ctx, |l, cx| l.control(msg, cx));
                 }
+            }
+            &Command::TargetCrash { target } => {
+                let c = target as usize;
+                assert!(c < self.children.len(), "a crash of target {c}");
+                msg.command = Command::PowerLoss;
+                self.with_child(c, ctx, |l, cx| l.control(msg, cx));
+                msg.command = Command::TargetCrash { target };
+                msg.status = ControlStatus::Success;
             }
             _ => {
                 for c in 0..self.children.len() {

@@ -75,6 +75,23 @@ pub struct Recovery {
     pub discarded_commands: u64,
     pub discarded_blocks: u64,
     pub streams: Vec<StreamOutcome>,
+    /// After the crash of one target server (`--crash-target`) instead of a power cut: what
+    /// it lost and what its recovery wrote again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_crash: Option<TargetCrash>,
+}
+
+/// The crash of one target server: its drive's volatile cache and the commands it held are
+/// gone; the initiator, the other targets and every PMR stay up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TargetCrash {
+    pub target: u16,
+    /// Commands that had completed into the crashed target's volatile cache (gone with it).
+    pub lost_from_cache: u64,
+    /// Of those, the commands the stack's target recovery writes to the target again.
+    pub replayed: u64,
+    /// Requests with a write gone for good (lost from the cache and not written again).
+    pub lost_for_good: u64,
 }
 
 /// One ordered stream after recovery.
@@ -85,6 +102,8 @@ pub struct StreamOutcome {
     /// Requests not known durable before the cut (the others survive, whatever happens).
     pub requests: u64,
     pub acknowledged: u64,
+    /// Of those, requests acknowledged with a FLUSH.
+    pub acknowledged_flushes: u64,
     /// Of those, requests whose data is whole on the media after recovery.
     pub survived: u64,
     pub violations: Vec<Violation>,
@@ -161,46 +180,11 @@ pub fn recover(
     let mut discards: Vec<Vec<u64>> = vec![Vec::new(); targets];
     for g in groups(state, lost, plp) {
         let erase = (g.stack.recover)(&g.plan, &g.image);
-        let survives = |c: usize| g.image.data[c] == Data::Durable && !erase[c];
-        let violations = judge_acked(&g.plan, &g.acked, survives);
-        out.prefix_ok &= !violations.iter().any(|v| v.kind == "prefix");
-        for (s, rec) in g.streams.iter().enumerate() {
-            let reqs = &g.plan.requests[s];
-            let whole = |r: &Request| {
-                r.cmds
-                    .iter()
-                    .all(|&c| g.plan.cmds[c].flush_only || survives(c))
-            };
-            // Writes the application could rely on: at or before its last FLUSH acknowledged.
-            let relied = reqs
-                .iter()
-                .enumerate()
-                .filter(|&(r, q)| q.persist && g.acked[s][r])
-                .map(|(_, q)| q.seq)
-                .max();
-            if let Some(upto) = relied {
-                out.acked_lost += reqs
-                    .iter()
-                    .filter(|q| q.seq <= upto && !q.cmds.is_empty() && !whole(q))
-                    .count() as u64;
-            }
-            out.streams.push(StreamOutcome {
-                stream: rec.stream,
-                ordering: rec.ordering.to_string(),
-                requests: reqs.len() as u64,
-                acknowledged: g.acked[s].iter().filter(|&&a| a).count() as u64,
-                survived: reqs.iter().filter(|q| whole(q)).count() as u64,
-                violations: violations
-                    .iter()
-                    .filter(|v| v.stream == s)
-                    .cloned()
-                    .map(|mut v| {
-                        v.stream = rec.stream as usize;
-                        v
-                    })
-                    .collect(),
-            });
-        }
+        judge_group(
+            &g,
+            |c| g.image.data[c] == Data::Durable && !erase[c],
+            &mut out,
+        );
         // What recovery reads back and erases.
         match g.stack.pmr_log {
             PmrLog::None => {}
@@ -241,6 +225,104 @@ pub fn recover(
         out.order_rebuild_ms = rebuild as f64 / 1e6;
         out.data_recovery_ms = data as f64 / 1e6;
     }
+    out
+}
+
+/// Judges one ordering's streams given which commands' data survives: each stream's outcome,
+/// its violations, and the writes lost that a FLUSH had acknowledged.
+fn judge_group(g: &Group<'_>, survives: impl Fn(usize) -> bool, out: &mut Recovery) {
+    let violations = judge_acked(&g.plan, &g.acked, &survives);
+    out.prefix_ok &= !violations.iter().any(|v| v.kind == "prefix");
+    for (s, rec) in g.streams.iter().enumerate() {
+        let reqs = &g.plan.requests[s];
+        let whole = |r: &Request| {
+            r.cmds
+                .iter()
+                .all(|&c| g.plan.cmds[c].flush_only || survives(c))
+        };
+        // Writes the application could rely on: at or before its last FLUSH acknowledged.
+        let relied = reqs
+            .iter()
+            .enumerate()
+            .filter(|&(r, q)| q.persist && g.acked[s][r])
+            .map(|(_, q)| q.seq)
+            .max();
+        if let Some(upto) = relied {
+            out.acked_lost += reqs
+                .iter()
+                .filter(|q| q.seq <= upto && !q.cmds.is_empty() && !whole(q))
+                .count() as u64;
+        }
+        out.streams.push(StreamOutcome {
+            stream: rec.stream,
+            ordering: rec.ordering.to_string(),
+            requests: reqs.len() as u64,
+            acknowledged: g.acked[s].iter().filter(|&&a| a).count() as u64,
+            acknowledged_flushes: reqs
+                .iter()
+                .zip(&g.acked[s])
+                .filter(|&(q, &a)| q.persist && a)
+                .count() as u64,
+            survived: reqs.iter().filter(|q| whole(q)).count() as u64,
+            violations: violations
+                .iter()
+                .filter(|v| v.stream == s)
+                .cloned()
+                .map(|mut v| {
+                    v.stream = rec.stream as usize;
+                    v
+                })
+                .collect(),
+        });
+    }
+}
+
+/// Recovers the cut `state` after target server `target` crashed and restarted (Rio 4.4.1,
+/// "Target recovery"), with the rule the crash checker proves (`check::target_violations`):
+/// a command that had completed into the target's volatile cache (its drive lost it, among
+/// `lost`) is gone unless the stack's target recovery writes it again; every other command the
+/// initiator sent reaches the media in the end, on a live target or sent again to the
+/// restarted one. Recovery time is not modelled for a target crash (0).
+pub fn recover_target(state: &OrderState, lost: &[LostWrite], plp: bool, target: u16) -> Recovery {
+    let t = target as usize;
+    let mut out = Recovery {
+        power_fail_at_ns: state.at_ns,
+        prefix_ok: true,
+        ..Recovery::default()
+    };
+    let mut crash = TargetCrash {
+        target,
+        ..TargetCrash::default()
+    };
+    for g in groups(state, lost, plp) {
+        // The plan's commands are the records' in order, then attributes of durable requests
+        // still in a log (sent, durable).
+        let n = g.plan.cmds.len();
+        let (mut sent, mut from_cache) = (vec![true; n], vec![false; n]);
+        for (c, cmd) in g.streams.iter().flat_map(|r| &r.cmds).enumerate() {
+            sent[c] = cmd.sent;
+            from_cache[c] = cmd.target as usize == t
+                && cmd.media_done
+                && !cmd.flush_only
+                && g.image.data[c] != Data::Durable;
+        }
+        let replay = (g.stack.replay_on_target)(&g.plan, &g.image, t);
+        crash.lost_from_cache += from_cache.iter().filter(|&&l| l).count() as u64;
+        crash.replayed += (0..n).filter(|&c| from_cache[c] && replay[c]).count() as u64;
+        let gone = |c: usize| from_cache[c] && !replay[c];
+        crash.lost_for_good += g
+            .plan
+            .requests
+            .iter()
+            .flatten()
+            .filter(|r| r.cmds.iter().any(|&c| gone(c)))
+            .count() as u64;
+        if g.stack.pmr_log == PmrLog::Attributes {
+            out.attributes_scanned += g.image.logs.get(t).map_or(0, |l| l.len() as u64);
+        }
+        judge_group(&g, |c| sent[c] && !gone(c), &mut out);
+    }
+    out.target_crash = Some(crash);
     out
 }
 

@@ -228,7 +228,8 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
     series_path=None, series_interval_ms=100.0, progress=false,
-    jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None
+    jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None,
+    crash_target=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -251,6 +252,7 @@ fn sim_run<'py>(
     sections: Vec<String>,
     device_text: Option<String>,
     power_fail_at: Option<&str>,
+    crash_target: Option<u16>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let power_fail_at_ns = power_fail_at
         .map(|t| {
@@ -347,6 +349,7 @@ fn sim_run<'py>(
         series,
         progress,
         power_fail_at_ns,
+        crash_target,
     };
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);

@@ -30,6 +30,7 @@ fn main() {
         series: None,
         progress: false,
         power_fail_at_ns: None,
+        crash_target: None,
     };
     let t = Instant::now();
     let out = qoslab_sim::run(&opts).unwrap_or_else(|e| panic!("{e}"));

@@ -91,6 +91,9 @@ pub struct SimOptions {
     pub progress: bool,
     /// Cut the power at this simulated time and report what it took (`qoslab.durability`).
     pub power_fail_at_ns: Option<Ns>,
+    /// At `power_fail_at_ns`, only this target server crashes and restarts (`[fabric]
+    /// targets`); the initiator and the other targets stay up.
+    pub crash_target: Option<u16>,
 }
 
 /// The per-interval time series (`--timeseries`), written as CSV while the run goes.
@@ -504,6 +507,7 @@ impl ModelVisitor for RunOnce<'_, '_> {
         let loop_opts = LoopOptions {
             progress: self.opts.progress,
             power_fail_at_ns: self.opts.power_fail_at_ns,
+            crash_target: self.opts.crash_target,
             recovery: recovery_of(&self.opts.device, &devs[0]),
         };
         run_with_media(self.opts, self.seed, devs, loop_opts, self.series)
@@ -530,6 +534,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
     let loop_opts = LoopOptions {
         progress: false,
         power_fail_at_ns: opts.power_fail_at_ns,
+        crash_target: opts.crash_target,
         recovery: recovery_of(&opts.device, &dev),
     };
     let outcome = run_with_media(opts, opts.seed, vec![dev], loop_opts, None)?;
@@ -560,6 +565,7 @@ where
     let loop_opts = LoopOptions {
         progress: false,
         power_fail_at_ns: opts.power_fail_at_ns,
+        crash_target: opts.crash_target,
         recovery: None,
     };
     let outcome = run::simulate(assemble(parts), jobs, loop_opts, None)?;
@@ -575,6 +581,23 @@ where
 /// Runs the simulation as `opts` says, writes the time series if asked, and renders the
 /// report.
 pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
+    if let Some(t) = opts.crash_target {
+        let targets = opts.device.targets_config().targets;
+        if opts.power_fail_at_ns.is_none() {
+            return Err(SimError::new("--crash-target: only with --power-fail-at"));
+        }
+        if targets == 0 {
+            return Err(SimError::new(
+                "--crash-target: the device has no target servers ([fabric] targets = 0)",
+            ));
+        }
+        if u32::from(t) >= targets {
+            return Err(SimError::new(format!(
+                "--crash-target: expected 0 to {}, got {t}",
+                targets - 1
+            )));
+        }
+    }
     let repeat = opts.repeat.max(1);
     // Every seed's outcome is kept until the report is rendered (its means and intervals).
     let held = opts.workload.clones() * u64::from(repeat);

@@ -975,6 +975,12 @@ fn json_report(
             q.insert("recovery".into(), Value::Array(recovery));
         }
     }
+    if let Some((at, outstanding)) = outcomes.iter().find_map(|o| o.stalled_after_cut) {
+        q.insert(
+            "stalled_after_cut".into(),
+            json!({"at_ns": at, "outstanding": outstanding}),
+        );
+    }
     if seeds.len() > 1 {
         q.insert("repeat".into(), repeat_json(opts, seeds, per_run));
     }

@@ -176,6 +176,8 @@ pub struct LoopOptions {
     pub progress: bool,
     /// Cut the power at this simulated time.
     pub power_fail_at_ns: Option<Ns>,
+    /// At that time only this target server crashes (and restarts), not the power.
+    pub crash_target: Option<u16>,
     /// At the cut, recover the ordered streams (the path has target servers): what recovery
     /// costs, and whether the drives have power-loss protection.
     pub recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
@@ -214,6 +216,9 @@ pub struct Outcome {
     pub durability: Option<DurabilityReport>,
     /// What recovery of the ordered streams found after the cut.
     pub recovery: Option<qoslab_fabric::cut::Recovery>,
+    /// After the cut, the run stopped with nothing scheduled: (when, I/Os outstanding). What
+    /// the cut lost may never complete; the run ends there and the cut is still reported.
+    pub stalled_after_cut: Option<(Ns, u32)>,
 }
 
 impl Outcome {
@@ -236,6 +241,8 @@ struct PowerFailMark {
     lost_before: usize,
     /// What the stages said of ordered writes just before the power failed.
     order: Option<qoslab_engine::order::OrderState>,
+    /// Only this target server crashed.
+    target: Option<u16>,
 }
 
 struct Sim<'w, P: Stage> {
@@ -252,6 +259,10 @@ struct Sim<'w, P: Stage> {
     series_out: Option<&'w mut SeriesWriter>,
     cpus: HostCpus,
     recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
+    /// `--crash-target`: at the cut only this target server crashes.
+    crash_target: Option<u16>,
+    /// The run stopped after the cut with nothing scheduled: (when, I/Os outstanding).
+    stalled_after_cut: Option<(Ns, u32)>,
     /// Some job set `exitall` (fio makes it global): every job's end ends others.
     exitall: bool,
     /// `group_reporting` per job definition (steady state counts a group together).
@@ -547,7 +558,7 @@ impl<P: Stage> Sim<'_, P> {
                 }
                 self.pump(j, now)?;
             }
-            Ev::Loop(LoopEv::PowerFail) => self.power_fail(now),
+            Ev::Loop(LoopEv::PowerFail) => self.power_fail(now, self.crash_target),
             Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,
             Ev::Loop(LoopEv::Tick) => self.tick(now),
             Ev::Loop(LoopEv::Job(j)) => {
@@ -577,8 +588,10 @@ impl<P: Stage> Sim<'_, P> {
     }
 
     /// Cuts the power: the stage that holds volatile data loses it (a `PowerLoss` command
-    /// down the path), after each job's view of what it has acknowledged is noted.
-    fn power_fail(&mut self, now: Ns) {
+    /// down the path), after each job's view of what it has acknowledged is noted. With a
+    /// crashed target, only that target's stages lose it (`TargetCrash`, which the fan-out
+    /// turns into a power loss of that target).
+    fn power_fail(&mut self, now: Ns, target: Option<u16>) {
         let marks = self
             .jobs
             .iter()
@@ -599,6 +612,7 @@ impl<P: Stage> Sim<'_, P> {
             jobs: marks,
             lost_before: before.len(),
             order,
+            target,
         });
         let mut ctx = RootCtx {
             now,
@@ -608,7 +622,8 @@ impl<P: Stage> Sim<'_, P> {
             submitters: &mut self.submitters,
             cpus: &mut self.cpus,
         };
-        let mut msg = Control::new(now, 0, Command::PowerLoss);
+        let command = target.map_or(Command::PowerLoss, |target| Command::TargetCrash { target });
+        let mut msg = Control::new(now, 0, command);
         self.path.control(&mut msg, &mut ctx);
     }
 
@@ -620,12 +635,11 @@ impl<P: Stage> Sim<'_, P> {
         let state = mark.order.as_ref()?;
         let mut lost: Vec<LostWrite> = Vec::new();
         self.path.collect_lost_writes(&mut lost);
-        Some(qoslab_fabric::cut::recover(
-            state,
-            &lost[mark.lost_before..],
-            *plp,
-            costs,
-        ))
+        let lost = &lost[mark.lost_before..];
+        Some(match mark.target {
+            Some(t) => qoslab_fabric::cut::recover_target(state, lost, *plp, t),
+            None => qoslab_fabric::cut::recover(state, lost, *plp, costs),
+        })
     }
 
     /// Each job's acknowledged writes at the power failure, against what it took.
@@ -685,6 +699,11 @@ impl<P: Stage> Sim<'_, P> {
                 update_progress(&mut bar, wall, &self.jobs, now);
             }
             let Some((at, ev)) = self.queue.pop() else {
+                if self.at_power_fail.is_some() {
+                    let stuck = self.jobs.iter().map(|j| j.inflight).sum();
+                    self.stalled_after_cut = Some((now, stuck));
+                    break;
+                }
                 return Err(self.stalled());
             };
             if at > MAX_TIME_NS {
@@ -764,6 +783,8 @@ pub fn simulate<P: Stage>(
         series_out,
         cpus: HostCpus::default(),
         recovery: opts.recovery.clone(),
+        crash_target: opts.crash_target,
+        stalled_after_cut: None,
     };
     if let Some(t) = opts.power_fail_at_ns {
         sim.queue.schedule(t, Ev::Loop(LoopEv::PowerFail));
@@ -801,6 +822,7 @@ pub fn simulate<P: Stage>(
     Ok(Outcome {
         durability,
         recovery,
+        stalled_after_cut: sim.stalled_after_cut,
         stages,
         max_outstanding: sim.reqs.high_water(),
         jobs: sim.jobs.into_iter().map(JobRun::into_result).collect(),
@@ -901,6 +923,7 @@ mod tests {
             series: None,
             progress: false,
             power_fail_at_ns: None,
+            crash_target: None,
         };
         crate::build_jobs(&opts, 1, 1 << 30)
             .unwrap_or_else(|e| panic!("{e}"))

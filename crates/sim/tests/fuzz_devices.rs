@@ -43,6 +43,7 @@ proptest! {
                 series: None,
                 progress: false,
                 power_fail_at_ns: None,
+                crash_target: None,
             };
             let _ = qoslab_sim::run(&opts);
         }

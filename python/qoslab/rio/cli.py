@@ -18,13 +18,11 @@ STACK_HELP = "Ordered-write stack: " + "; ".join(f"{n} ({h})" for n, h in _core.
 SET_HELP = "A [fabric] tunable, KEY=VALUE (repeatable): " + "; ".join(
     f"{name} ({unit}, default {default}): {help_}" for name, unit, default, help_ in _core.TUNABLES
 )
-STUDY_SET_HELP = (
-    "A [fabric], [fabric.timed] (timed.KEY), [fabric.recovery] (recovery.KEY) or transport "
-    "(rdma.KEY, tcp.KEY) tunable, KEY=VALUE (repeatable). Recovery: "
-    + "; ".join(
-        f"recovery.{name} ({unit}, default {default}): {help_}"
-        for name, unit, default, help_ in _core.RECOVERY_TUNABLES
-    )
+RUN_SET_HELP = (
+    "A tunable of the device, KEY=VALUE (repeatable): a bare KEY is one of [fabric] (targets, "
+    "merge_batch, pmr_bytes, cores, ...), recovery.KEY one of [fabric.recovery], plp the "
+    "drive's, a dotted KEY any of qoslab sim's (path.transport=tcp, media.units=4, ...); "
+    "`qoslab sim --list-tunables` lists them."
 )
 
 app = typer.Typer(
@@ -221,12 +219,13 @@ def study(
     sets: list[str] = typer.Option(
         [],
         "--set",
-        help=STUDY_SET_HELP,
+        help=RUN_SET_HELP,
         show_default="none",
     ),
 ) -> None:
-    """Rio's block-device experiments (document Figures 10-12) on the timed model: the four
-    stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
+    """Rio's block-device experiments (document Figures 10-12) on the simulator's path (qoslab
+    sim with the stacks' ordering plug-ins and the rio-flash and rio-optane target servers): the
+    four stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
     Rio's and HORAE's recovery time against the requests in flight (document 6.5, 30 power
     cuts per thread count), and a "document vs qoslab" table."""
     from qoslab.rio import study as st
@@ -254,7 +253,7 @@ def study(
 
 
 @app.command("run")
-def run_timed(
+def run_chain(
     stack: str = typer.Option("rio", "--stack", help=STACK_HELP),
     threads: int = typer.Option(4, "--threads", help="Threads, one ordered stream each."),
     writes: int = typer.Option(64, "--writes", help="Ordered writes per thread."),
@@ -262,6 +261,12 @@ def run_timed(
     batch: int = typer.Option(1, "--batch", help="Consecutive writes per batch (1: random)."),
     flush_every: int = typer.Option(
         0, "--flush-every", help="Every Nth write of a thread asks for a FLUSH (0: none)."
+    ),
+    iodepth: int = typer.Option(32, "--iodepth", help="Ordered writes a thread keeps outstanding."),
+    device: str = typer.Option(
+        "rio-flash",
+        "--device",
+        help="The target servers' preset (rio-flash: no PLP; rio-optane: PLP) or device file.",
     ),
     seed: int = typer.Option(1, "--seed", min=0, help="Seed of the write placement."),
     power_fail_at: str | None = typer.Option(
@@ -273,86 +278,63 @@ def run_timed(
     crash_target: int | None = typer.Option(
         None,
         "--crash-target",
-        help="With --power-fail-at: only this target server (0 is the first) loses power; the "
+        help="With --power-fail-at: only this target server (0 is the first) crashes; the "
         "initiator and the other targets stay up, and the stack's target recovery runs "
         "(document 4.4.1).",
         show_default="every server loses power",
     ),
     sets: list[str] = typer.Option(
-        [], "--set", help="As for `qoslab rio study`.", show_default="none"
+        [],
+        "--set",
+        help=RUN_SET_HELP,
+        show_default="targets=2",
     ),
-    jobs: Path | None = typer.Option(
-        None,
-        "--jobs",
-        help="A fio job file whose jobs each name their stack with ordering=none|flush|horae|"
-        "rio (with rw=write|randwrite, bs, numjobs threads, iodepth, number_ios, fsync); each "
-        "job runs alone, and the result is a JSON list, one entry per job. Replaces --stack, "
-        "--threads, --writes, --size-kib, --batch and --flush-every.",
-        show_default="not used",
+    show_job: bool = typer.Option(
+        False, "--show-job", help="Print the fio job file the run is made of, and stop."
     ),
 ) -> None:
-    """One timed run of ordered writes: throughput, latency and CPU cycles of each server, as
-    JSON; with --power-fail-at, what the stack's recovery kept and how long it took (with
-    --crash-target, what the crash of that target alone lost and the recovery replayed; exit 1
-    if it is not a prefix of every stream or an acknowledged FLUSH lost a write)."""
-    if crash_target is not None:
-        if power_fail_at is None:
-            raise InputError("--crash-target: only with --power-fail-at")
-        if jobs is not None:
-            raise InputError("--crash-target: not with --jobs")
-        if crash_target < 0:
-            raise InputError(f"--crash-target: expected 0 or more, got {crash_target}")
-    if jobs is not None:
-        given = [
-            name
-            for name, value, default in (
-                ("--stack", stack, "rio"),
-                ("--threads", threads, 4),
-                ("--writes", writes, 64),
-                ("--size-kib", size_kib, 4),
-                ("--batch", batch, 1),
-                ("--flush-every", flush_every, 0),
-            )
-            if value != default
-        ]
-        if given:
-            raise InputError(f"--jobs: the job file gives the workload; drop {', '.join(given)}")
-        try:
-            text = _core.timed_jobs(jobs, _sets(sets), seed, power_fail_at)
-        except ValueError as err:
-            raise InputError(str(err)) from None
-        results = json.loads(text)
-        print(json.dumps(results, indent=2))
-        if any(r.get("violations") for r in results):
-            raise typer.Exit(1)
-        return
+    """One run of ordered writes on the simulator's path (qoslab sim with the stack's
+    ordering plug-in, the fan-out and the target servers): throughput, latency and CPU cycles
+    of each side, as JSON; with --power-fail-at, what the stack's recovery kept and how long it
+    took (with --crash-target, what the crash of that target alone lost and the recovery
+    replayed; exit 1 if it is not a prefix of every stream or an acknowledged FLUSH lost a
+    write). A job file of ordered jobs runs as `qoslab sim FILE --device rio-flash`."""
+    from qoslab.rio import chain
+
     if stack not in STACK_NAMES:
         raise InputError(
             f"--stack: expected one of {', '.join(STACK_NAMES)}, got '{stack}'"
             + did_you_mean(stack, STACK_NAMES)
         )
-    for name, value in (("--threads", threads), ("--writes", writes), ("--batch", batch)):
+    if crash_target is not None:
+        if power_fail_at is None:
+            raise InputError("--crash-target: only with --power-fail-at")
+        if crash_target < 0:
+            raise InputError(f"--crash-target: expected 0 or more, got {crash_target}")
+    for name, value in (
+        ("--threads", threads),
+        ("--writes", writes),
+        ("--batch", batch),
+        ("--iodepth", iodepth),
+    ):
         _positive(name, value)
     if size_kib < 4 or size_kib % 4:
         raise InputError(f"--size-kib: expected a multiple of 4, got {size_kib}")
     if flush_every < 0:
         raise InputError(f"--flush-every: expected 0 or more, got {flush_every}")
-    try:
-        text = _core.timed_run(
-            stack,
-            _sets(sets),
-            threads,
-            writes,
-            size_kib // 4,
-            batch,
-            flush_every,
-            seed,
-            power_fail_at,
-            crash_target,
-        )
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    result = json.loads(text)
+    job = chain.job_text(stack, threads, writes, size_kib, batch, flush_every, iodepth)
+    if show_job:
+        print(job, end="")
+        return
+    report = chain.run(
+        job,
+        device=device,
+        sets=_sets(sets),
+        seed=seed,
+        power_fail_at=power_fail_at,
+        crash_target=crash_target,
+    )
+    result = chain.measured(stack, report) if power_fail_at is None else chain.cut(stack, report)
     print(json.dumps(result, indent=2))
-    if result.get("violations"):
+    if result.get("violations") or result.get("acked_lost"):
         raise typer.Exit(1)

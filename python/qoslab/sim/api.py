@@ -107,6 +107,7 @@ def run(
     progress: bool = False,
     fio_logs: bool = False,
     power_fail_at: str | None = None,
+    crash_target: int | None = None,
 ) -> dict[str, Any]:
     """Runs one simulation; returns {"text", "ios", "events", "max_outstanding", "logs"} and,
     for jobs, "jobs" (how they were read, as `parse_jobs` gives it).
@@ -118,7 +119,9 @@ def run(
     MQSim's ssdconfig.xml). With `timeseries`, the per-interval series (every `log_avg_msec`,
     unless a job sets its own) is written there as CSV, or as Parquet when the name ends in
     .parquet. With `fio_logs`, the fio logs the jobs ask for (`write_lat_log`, ...) are written
-    in the current folder (from the first seed's run) and "logs" lists them."""
+    in the current folder (from the first seed's run) and "logs" lists them. With
+    `power_fail_at`, the power fails at that simulated time; with `crash_target` too, only that
+    target server crashes (`qoslab.recovery.target_crash`)."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
@@ -129,6 +132,8 @@ def run(
     limits.number(repeat, "--repeat", lo=1, hi=limits.MAX_U32, integer=True)
     limits.number(qd_cap, "--qd-cap", hi=limits.MAX_U32, integer=True)
     limits.number(seed, "--seed", hi=limits.MAX_SEED, integer=True)
+    if crash_target is not None:
+        limits.number(crash_target, "--crash-target", hi=0xFFFF, integer=True)
     if not (speed > 0 and math.isfinite(speed)):
         raise InputError(f"--speed: expected a number above 0, got {speed:g}")
     if timeseries is not None:
@@ -146,6 +151,7 @@ def run(
         progress=progress,
         device_text=device_text,
         power_fail_at=power_fail_at,
+        crash_target=crash_target,
     )
     wants_logs = False
     if fio_logs and trace is None:

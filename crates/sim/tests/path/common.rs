@@ -33,6 +33,7 @@ pub fn options_as_written(job: &str, device: &str, overrides: &[&str], seed: u64
         series: None,
         progress: false,
         power_fail_at_ns: None,
+        crash_target: None,
     }
 }
 

@@ -14,21 +14,18 @@
 //! - [`stack`]: the four stacks as a plug-in table.
 //! - [`machine`]: the event machine (network, targets, PMR, SSD caches, acknowledgements).
 //! - [`recovery`]: Rio's and HORAE's recovery, after a power cut or the crash of one target.
-//! - [`recovery_time`]: how long that recovery takes on the timed machine's clock.
 //! - [`check`]: the crash checker and its reproducers.
-//! - [`timed`]: the same machine on a clock: throughput, latency and CPU cycles per server.
-//! - [`jobs`]: fio jobs with `ordering=` run on the timed machine.
+//! - [`target`]: the target server as a stage of the simulator's path (its cores, its PMR).
+//! - [`cut`]: a cut of a simulated path (a power failure or one target's crash) recovered and
+//!   judged by the checker's rules, and recovery time on the simulated clock.
 
 pub mod check;
 pub mod cut;
-pub mod jobs;
 pub mod machine;
 pub mod plan;
 pub mod recovery;
-pub mod recovery_time;
 pub mod stack;
 pub mod target;
-pub mod timed;
 pub mod workload;
 
 qoslab_engine::settings! {

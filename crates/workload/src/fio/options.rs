@@ -1294,7 +1294,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Choice(ORDERINGS, |j, i| j.ordering = Some(ORDERINGS[i])),
         "",
         "",
-        "qoslab only (fio has no such option): the ordered-write stack of the job's writes over NVMe-oF: none (orderless), flush (Linux: each write waits for the previous one and a FLUSH), horae or rio. In `qoslab sim` the block layer's ordering plug-in of that name orders them; rio and horae need target servers with a PMR ([fabric] targets of 1 or more over rdma or tcp: the rio-flash and rio-optane presets). `qoslab rio run --jobs FILE` runs them on the fabric's timed model."
+        "qoslab only (fio has no such option): the ordered-write stack of the job's writes over NVMe-oF: none (orderless), flush (Linux: each write waits for the previous one and a FLUSH), horae or rio. In `qoslab sim` the block layer's ordering plug-in of that name orders them; rio and horae need target servers with a PMR ([fabric] targets of 1 or more over rdma or tcp: the rio-flash and rio-optane presets). `qoslab rio run` builds such a job from its options and runs it here."
     ),
     opt!(
         "cmdprio_percentage",

@@ -7,6 +7,7 @@
 //! keeps the device's queue depth itself (an ATA disk's NCQ depth). See docs/block.md.
 
 pub mod config;
+pub mod cpu;
 pub mod elevator;
 pub mod flush;
 pub mod ioprio;

@@ -30,6 +30,12 @@
 //! model = "analytic"   # a name from qoslab_media::registry; the other keys are its tunables
 //! servers = 4
 //!
+//! [cpu]             # qoslab_block::cpu::CPU_TUNABLES: the CPU submissions and completions take
+//! model = "one"
+//!
+//! [cpu.one]         # the chosen CPU model's own tunables
+//! submit_ns = "11us"
+//!
 //! [fs]              # qoslab_fs::FS_TUNABLES: the page cache and the file system above
 //! type = "ext4"
 //!
@@ -111,6 +117,10 @@ pub struct DeviceConfig {
     /// `[fs.NAME]`: used when a job reads or writes through them (`crates/fs`).
     pub fs: Settings,
     pub fs_own: Settings,
+    /// The host CPU, `[cpu]`, and the chosen CPU model's table, `[cpu.NAME]` (empty for
+    /// `none`).
+    pub cpu: Settings,
+    pub cpu_own: Settings,
     /// Folder of the device file (relative paths in it are resolved there).
     pub dir: Option<PathBuf>,
 }
@@ -224,6 +234,18 @@ impl DeviceConfig {
         let fs_name = choose(&mut doc, overrides, "fs.type", "ext4", &fs_names, |f| {
             qoslab_fs::journal::lookup(f).is_ok()
         })?;
+        let cpu_names = qoslab_block::cpu::names();
+        let cpu_name = choose(
+            &mut doc,
+            overrides,
+            "cpu.model",
+            qoslab_block::cpu::NONE,
+            &cpu_names,
+            |c| qoslab_block::cpu::lookup(c).is_ok(),
+        )?;
+        let c_table = qoslab_block::cpu::lookup(&cpu_name)
+            .expect("chosen from the registry")
+            .map_or(&[][..], |c| c.tunables);
         let r_table = qoslab_nvme::replicas::lookup(&replicas_name)
             .expect("registered")
             .map_or(&[][..], |r| r.tunables);
@@ -260,6 +282,8 @@ impl DeviceConfig {
             .tunables;
         let mut fs_own = doc.section(&format!("fs.{fs_name}"), fs_table)?;
         let mut fs = doc.section("fs", qoslab_fs::FS_TUNABLES)?;
+        let mut cpu_own = doc.section(&format!("cpu.{cpu_name}"), c_table)?;
+        let mut cpu = doc.section("cpu", qoslab_block::cpu::CPU_TUNABLES)?;
         doc.finish()?;
         // The choices were read first; their sections record them for the report.
         path_s
@@ -274,6 +298,8 @@ impl DeviceConfig {
         host.set("replicas", &RawValue::Text(replicas_name))
             .expect("a text tunable");
         fs.set("type", &RawValue::Text(fs_name))
+            .expect("a text tunable");
+        cpu.set("model", &RawValue::Text(cpu_name))
             .expect("a text tunable");
         for o in overrides {
             if is_choice(o) {
@@ -291,6 +317,8 @@ impl DeviceConfig {
                 &mut media,
                 &mut fs,
                 &mut fs_own,
+                &mut cpu,
+                &mut cpu_own,
             ];
             targets.push(&mut fabric);
             targets.push(&mut recovery);
@@ -323,6 +351,8 @@ impl DeviceConfig {
             media_subs,
             fs,
             fs_own,
+            cpu,
+            cpu_own,
             dir,
         })
     }
@@ -395,7 +425,17 @@ impl DeviceConfig {
             &self.recovery,
             &self.media,
         ];
-        for s in fixed.into_iter().chain(&self.media_subs) {
+        // The CPU's tables only when a model is chosen: reports without one stay as they were.
+        let cpu: &[&Settings] = if self.cpu.str("model") == qoslab_block::cpu::NONE {
+            &[]
+        } else {
+            &[&self.cpu, &self.cpu_own]
+        };
+        for s in fixed
+            .into_iter()
+            .chain(&self.media_subs)
+            .chain(cpu.iter().copied())
+        {
             for (k, v) in s.iter() {
                 out.push((format!("{}.{k}", s.section()), v.to_string()));
             }
@@ -415,6 +455,7 @@ fn is_choice(o: &str) -> bool {
             | "block.scheduler"
             | "host.replicas"
             | "fs.type"
+            | "cpu.model"
     )
 }
 
@@ -532,6 +573,15 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
             section: section.to_string(),
             help: Some(help),
             table,
+        });
+    }
+    out.push(plain("cpu", qoslab_block::cpu::CPU_TUNABLES));
+    for c in qoslab_block::cpu::CPUS {
+        out.push(TableDoc {
+            heading: format!("cpu.{} (model = \"{}\")", c.name, c.name),
+            section: format!("cpu.{}", c.name),
+            help: Some(c.help),
+            table: c.tunables,
         });
     }
     out.push(plain("fs", qoslab_fs::FS_TUNABLES));

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! with the page cache and file system (`crates/fs`, `[fs] type`) on top when the run's jobs
-//! work on files (fio's `directory=`): `jobs -> fs -> block layer -> ...`.
+//! work on files (fio's `directory=`): `jobs -> fs -> block layer -> ...`, and the host's CPU
+//! (`qoslab_block::cpu`, `[cpu] model`) on top when the device file names a CPU model:
+//! `jobs -> cpu -> block layer -> media` (driver ata or simple).
 //!
 //! each stage a plug-in found in its registry: the scheduler by `[block] scheduler`, the
 //! transport by `[path] transport`, the
@@ -16,6 +18,7 @@
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
+use qoslab_block::cpu::CpuStage;
 use qoslab_block::ordering::{OrderConfig, OrderedStreams, OrderingOps};
 use qoslab_block::{BlockLayer, DriverLimits, QueueSetup, WriteCache};
 use qoslab_engine::order::Layout;
@@ -162,6 +165,14 @@ pub fn build<D: Device, V: PathVisitor>(
 ) -> Result<V::Output, SimError> {
     let path = device.path_config();
     let targets = device.targets_config().targets;
+    let cpu = cpu_stage(device)?;
+    if cpu.is_some() && (targets > 0 || path.driver == Driver::Nvme) {
+        // The NVMe host driver has CPU costs of its own ([host] submit_ns, complete_ns).
+        return Err(SimError::new(format!(
+            "{}: field 'cpu.model': a CPU model sits on a path whose driver is ata or simple; an NVMe path has its host's CPU costs ([host] submit_ns, complete_ns)",
+            device.source
+        )));
+    }
     if targets > 0 {
         if path.driver != Driver::Nvme {
             return Err(SimError::new(format!(
@@ -212,6 +223,15 @@ pub fn build<D: Device, V: PathVisitor>(
             block = block.with_ordered(o);
         }
         let direct: AtaPath<D> = Chain::new(block, dev);
+        if let Some(cpu) = cpu {
+            if plan.fs.is_some() {
+                return Err(SimError::new(format!(
+                    "{}: field 'cpu.model': a CPU model does not go with a mounted file system ([fs] mount), which has its own CPU costs",
+                    device.source
+                )));
+            }
+            return Ok(visitor.visit(Chain::new(cpu, direct)));
+        }
         return visit_path(device, plan, visitor, direct);
     }
     let name = path.transport;
@@ -225,6 +245,17 @@ pub fn build<D: Device, V: PathVisitor>(
         },
     )
     .ok_or_else(|| SimError::new(format!("unknown transport '{name}'")))?
+}
+
+/// The host CPU stage of `device` (`[cpu] model`), if it names a CPU model.
+fn cpu_stage(device: &DeviceConfig) -> Result<Option<CpuStage>, SimError> {
+    let Some(ops) =
+        qoslab_block::cpu::lookup(device.cpu.str("model")).map_err(|e| device.locate(e))?
+    else {
+        return Ok(None);
+    };
+    let model = ops.build.expect("checked by the registry")(&device.cpu_own);
+    Ok(Some(CpuStage::new(model)))
 }
 
 /// The ordering plug-in the file system of `device` (`[fs] type`) sends its ordered groups

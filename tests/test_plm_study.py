@@ -152,6 +152,8 @@ def test_every_why_names_a_claim_and_the_command_of_its_experiment(repeated):
     keys = {c.key for c in report._claims(results[results["seed"] == 4])}
     # Config 4's rows are named as Config 2's (this study has Config 2 only).
     keys |= {k[:-2] + "-4" for k in keys if k.endswith("-2")}
+    # DS4's rows need DS4's runs (this study has DS1 only).
+    keys |= {"ds4", "ds4-hod-cod"}
     assert report.WHY and set(report.WHY) <= keys
     for text in report.WHY.values():
         assert "`qoslab plm study --out" in text or "`python -c 'from qoslab.plm" in text

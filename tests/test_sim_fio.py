@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 
@@ -64,6 +65,24 @@ def test_section_runs_only_the_sections_named(qoslab, tmp_path):
     assert done.stderr == (
         f"qoslab: error: {job}: --section: no job section 'c' (sections: a, b)\n"
     )
+
+
+def test_showcmd_quotes_what_the_shell_would_split_so_its_line_runs_again(qoslab, tmp_path):
+    job = tmp_path / "spaces.fio"
+    job.write_text('[my job]\ndescription=a "quoted" word\ndirect=1\nrw=randread\nnumber_ios=10\n')
+    line = ok(qoslab("sim", "--showcmd", job))
+    # fio's own form for description (init.c puts it in double quotes), escaped for the shell.
+    assert line == (
+        'fio --name=\'my job\' --description="a \\"quoted\\" word" --direct=1 '
+        "--rw=randread --number_ios=10 \n"
+    )
+    words = shlex.split(line)
+    again = json.loads(ok(qoslab("sim", *words[1:], "--parse-only", "--output-format", "json")))
+    first = json.loads(ok(qoslab("sim", job, "--parse-only", "--output-format", "json")))
+    as_written = ("location", "options", "globals_before", "ignored")
+    assert [{k: v for k, v in j.items() if k not in as_written} for j in again["jobs"]] == [
+        {k: v for k, v in j.items() if k not in as_written} for j in first["jobs"]
+    ]
 
 
 def test_parse_only_reads_and_stops(qoslab, tmp_path):

@@ -11,6 +11,7 @@ back to fio's command line.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from qoslab import _core
@@ -108,11 +109,24 @@ def job_text(options: list[tuple[str, str | None, str]]) -> CommandLineJobs:
     return jobs
 
 
+def _shell_word(name: str, value: str) -> str:
+    """`--name=value` as one word of a shell command line. fio puts `description` in double
+    quotes and nothing else (init.c, `dump_print_option`), so its line does not run again when
+    another value has a space: qoslab quotes those too (`shlex.quote`), and escapes what a
+    double quote would not keep (`"`, `$`, a backquote, a backslash)."""
+    if name == "description":
+        escaped = "".join(f"\\{c}" if c in '"$`\\' else c for c in value)
+        return f'--{name}="{escaped}"'
+    word = f"--{name}={value}"
+    return word if shlex.quote(word) == word else f"--{name}={shlex.quote(value)}"
+
+
 def showcmd(parsed: dict) -> str:
     """fio's `--showcmd`: the job file as one fio command line, section by section as written
     (a `[global]` section's options where it stands), each option under fio's own name and
     those fio reads first (`kb_base`) first in their section, ending with a space as fio's
-    line does."""
+    line does; a value the shell would split or expand is quoted (`_shell_word`), so the line
+    runs again."""
     canonical: dict[str, str] = {}
     first: set[str] = set()
     for name, aliases, read_first, *_ in _core.fio_options():
@@ -124,7 +138,7 @@ def showcmd(parsed: dict) -> str:
     def options(pairs) -> list[str]:
         named = [(canonical.get(k, k), v) for k, v in pairs]
         named = [p for p in named if p[0] in first] + [p for p in named if p[0] not in first]
-        return [f"--{k}" if v == "" else f"--{k}={v}" for k, v in named]
+        return [f"--{k}" if v == "" else _shell_word(k, v) for k, v in named]
 
     globals_ = parsed["global_options"]
     words = ["fio"]
@@ -132,7 +146,7 @@ def showcmd(parsed: dict) -> str:
     for job in parsed["jobs"]:
         words += options(globals_[done : job["globals_before"]])
         done = max(done, job["globals_before"])
-        words.append(f"--name={job['section']}")
+        words.append(_shell_word("name", job["section"]))
         words += options(job["options"])
     words += options(globals_[done:])
     return " ".join(words) + " \n"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 
 def test_each_file_system_recovers_consistent_with_every_fsync_kept(qoslab, tmp_path):
     for fs in ("ext4", "horaefs", "riofs"):
@@ -63,6 +65,49 @@ def test_fs_study_runs_every_point_with_three_seeds_and_writes_csv_and_plot(qosl
     assert {float(r["commits"]) for r in one} == {20.0}
     assert (out / "throughput.png").stat().st_size > 10_000
     assert "riofs/ext4" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("workload", "operations"),
+    [("varmail", {"deletefile1", "createfile2", "fsyncfile3", "readfile4"}), ("fillsync", {"put"})],
+)
+def test_fs_study_runs_the_applications_of_figure_15(qoslab, tmp_path, workload, operations):
+    """Varmail and fillsync, each thread a job clone running the application: the study's
+    throughput is the application's operations per second, beside the document's ratios."""
+    out = tmp_path / "study"
+    done = qoslab(
+        "fs",
+        "study",
+        "--workload",
+        workload,
+        "--quick",
+        "--devices",
+        "rio-optane",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    runs = list(csv.DictReader((out / "runs.csv").open()))
+    assert len(runs) == 3 * 2 * 3  # file systems x thread counts x seeds
+    assert all(float(r["kops"]) > 0 for r in runs)
+    ratios = list(csv.DictReader((out / "ratios.csv").open()))
+    doc = {"varmail": {"2.3", "1.3"}, "fillsync": {"1.9", "1.5"}}[workload]
+    assert {r["document"] for r in ratios} == doc
+    job = (out / f"{workload}.fio").read_text()
+    assert f"app={workload}" in job
+    report = json.loads(
+        qoslab(
+            "sim",
+            str(out / f"{workload}.fio"),
+            "--device",
+            "rio-optane",
+            "--set",
+            "fs.mount=true",
+            "--output-format",
+            "json",
+        ).stdout
+    )
+    assert operations <= set(report["jobs"][0]["qoslab_app"]["operations"])
 
 
 def test_fs_study_refuses_bad_thread_counts(qoslab, tmp_path):

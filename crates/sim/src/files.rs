@@ -4,7 +4,7 @@
 //! field it is for jobs on the device.
 
 use qoslab_block::OrderingOps;
-use qoslab_fs::{FsConfig, FsSetup};
+use qoslab_fs::{FileSpec, FsConfig, FsSetup};
 use qoslab_workload::fio::JobFile;
 
 use crate::SimError;
@@ -43,14 +43,15 @@ pub fn mounted(device: &DeviceConfig) -> bool {
 }
 
 /// The page cache and file system for `jobs` job clones on `cores` cores of a device of
-/// `capacity_bytes`: every job's file is new (its writes allocate it).
-pub fn setup(capacity_bytes: u64, cores: u32, jobs: usize) -> FsSetup {
+/// `capacity_bytes`: every job's file is new (its writes allocate it); an application's
+/// `files` exist before the run.
+pub fn setup(capacity_bytes: u64, cores: u32, jobs: usize, files: Vec<FileSpec>) -> FsSetup {
     FsSetup {
         capacity_bytes,
         cores,
         kernel_job: jobs as u32,
         mount: true,
-        files: Vec::new(),
+        files,
         dirs: Vec::new(),
     }
 }

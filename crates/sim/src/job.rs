@@ -11,10 +11,15 @@ use qoslab_workload::fio::{EngineClass, ExitWhat, Job, SteadyState, SubmitMode};
 use qoslab_workload::generator::{GenIo, JobGen};
 use qoslab_workload::trace::{ReplaySpeed, TraceReader};
 
+mod app;
+pub use app::{AppOps, AppShared};
+
 /// Where a job's I/Os come from.
 pub enum Source {
     Gen(Box<JobGen>),
     Trace(Box<TraceSource>),
+    /// A thread of an application (`app=`): its calls go through `JobRun::pump_app`.
+    App(Box<app::AppSource>),
 }
 
 /// Open-loop replay of a trace at its timestamps (scaled by the speed), offsets wrapped into
@@ -29,6 +34,7 @@ impl Source {
     fn next(&mut self) -> Result<Option<GenIo>, WorkloadError> {
         match self {
             Source::Gen(g) => Ok(g.next_io()),
+            Source::App(_) => Ok(None),
             Source::Trace(t) => {
                 let Some(rec) = t.reader.next().transpose()? else {
                     return Ok(None);
@@ -133,6 +139,8 @@ pub struct JobStats {
     pub latency_depth: u32,
     /// The steady-state check, if the job had one.
     pub steadystate: Option<SteadyStateReport>,
+    /// An application job's operations (`app=`).
+    pub app: Option<AppOps>,
 }
 
 /// One op's latencies split into their [`LatencyPart`]s and added up: the report gives each
@@ -234,6 +242,9 @@ impl JobStats {
         self.latency_depth = self.latency_depth.max(o.latency_depth);
         if self.steadystate.is_none() {
             self.steadystate.clone_from(&o.steadystate);
+        }
+        if let Some(b) = &o.app {
+            self.app.get_or_insert_with(Default::default).merge(b);
         }
     }
 }
@@ -940,6 +951,9 @@ impl JobRun {
         now: Ns,
         mut submit: impl FnMut(Request) -> bool,
     ) -> Result<(Pump, PumpNotes), WorkloadError> {
+        if matches!(self.source, Source::App(_)) {
+            return Ok(self.pump_app(now, &mut submit));
+        }
         let mut notes = PumpNotes::default();
         if self.host_loop.offload {
             // Offload workers (and a trace's replay) reap each I/O as it completes.
@@ -1255,6 +1269,9 @@ impl JobRun {
 
     /// Records a request the path completed: the job reaps it when its loop does.
     pub fn complete(&mut self, req: &Request) {
+        if matches!(self.source, Source::App(_)) {
+            return self.complete_app(req);
+        }
         self.inflight -= 1;
         if req.op == Op::Flush {
             let d = &mut self.durability;

@@ -125,6 +125,16 @@ fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Res
         SimError::at(&loc.path, loc.line, format!("job '{}': {m}", job.name))
     };
     let null = job.engine == qoslab_workload::fio::EngineClass::Null;
+    if let Some(app) = job.app
+        && !files::mounted(device)
+    {
+        return Err(at(
+            None,
+            format!(
+                "app={app} runs above a file system: mount one ([fs] mount = true in the device file, or --set fs.mount=true, docs/fs.md)"
+            ),
+        ));
+    }
     if !job.direct && !null && !files::mounted(device) {
         return Err(at(
             job.direct_location.as_ref(),
@@ -226,8 +236,36 @@ fn build_jobs(
             // The clones of each job, for wait_for.
             let mut first_clone: Vec<usize> = Vec::with_capacity(file.jobs.len());
             let mut start_rng = qoslab_engine::RngStream::new(seed, "startdelay");
+            // The application's files are named after the one file of each job clone.
+            let mut app_files = Vec::new();
+            let mut app_seen = false;
             for job in &file.jobs {
                 first_clone.push(out.len());
+                let app = match job.app {
+                    Some(name) => {
+                        let at = |m: String| SimError::at(&job.location.path, job.location.line, m);
+                        if std::mem::replace(&mut app_seen, true) {
+                            return Err(at(format!(
+                                "job '{}': app={name}: one application job per run (its clones are its threads)",
+                                job.name
+                            )));
+                        }
+                        let shared =
+                            job::AppShared::new(name, job.numjobs, seed, clones as u32 + 1);
+                        if !shared.ends_by_itself()
+                            && job.number_ios.is_none()
+                            && job.runtime_ns.is_none()
+                        {
+                            return Err(at(format!(
+                                "job '{}': app={name} loops without end: give it number_ios= (operations per thread) or runtime=",
+                                job.name
+                            )));
+                        }
+                        app_files = shared.files();
+                        Some((name, shared))
+                    }
+                    None => None,
+                };
                 let interval = job
                     .log_avg_msec
                     .filter(|&ms| ms > 0)
@@ -245,13 +283,20 @@ fn build_jobs(
                     let core = (on_host[h] % cores[h]) as u16;
                     on_host[h] += 1;
                     let host_loop = job::HostLoop::of_job(job, null_costs);
+                    let (source, issues) = match &app {
+                        Some((name, shared)) => (
+                            shared.source(name, clone, seed, job.number_ios),
+                            [true, true, false, false],
+                        ),
+                        None => (Source::Gen(Box::new(g.clone())), issues),
+                    };
                     let mut run = JobRun::new(
                         job.name.clone(),
                         job.index,
                         clone,
                         (job.run_group, job.group_id),
                         core,
-                        Source::Gen(Box::new(g.clone())),
+                        source,
                         host_loop,
                         g.ramp_ns(),
                         g.end_ns(),
@@ -357,7 +402,7 @@ fn build_jobs(
                 }
             }
             if on_files.is_some() {
-                fs = Some(files::setup(capacity, cores[0], out.len()));
+                fs = Some(files::setup(capacity, cores[0], out.len(), app_files));
             }
             out
         }

@@ -364,6 +364,21 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
         "sync".into(),
         json!({"total_ios": sync.ios, "lat_ns": moments_json(&sync.lat.moments)}),
     );
+    if let Some(app) = &s.app {
+        // qoslab's own key: an application job's operations (`app=`), as Filebench's
+        // "IO Summary" and db_bench's ops/sec give them.
+        let per_s = |n: u64| n as f64 * 1e9 / s.runtime_ns.max(1) as f64;
+        let ops: Map<String, Value> = app
+            .operations
+            .iter()
+            .zip(&app.counts)
+            .map(|(k, &n)| ((*k).to_string(), json!(n)))
+            .collect();
+        m.insert(
+            "qoslab_app".into(),
+            json!({"app": app.name, "ops": app.total(), "ops_per_s": per_s(app.total()), "operations": ops}),
+        );
+    }
     m.insert(
         "job_runtime".into(),
         json!((s.runtime_ns as f64 / 1e6).round() as u64),

@@ -7,6 +7,8 @@
 //! - [`generator`]: [`JobGen`] turns a job (and a clone index and a run seed) into I/Os:
 //!   direction, offset, length, priority, pacing, and end conditions, with no allocation per
 //!   I/O.
+//! - [`apps`]: applications above a file system (Filebench's Varmail, RocksDB's db_bench
+//!   fillsync) as their threads' system calls; a job's `app=` runs one (`crates/sim`).
 //! - [`trace`]: streaming readers for MSR Cambridge, SYSTOR '17, blkparse text and fio iolog
 //!   v2/v3 traces, with format auto-detection.
 //!
@@ -16,6 +18,7 @@
 //!
 //! This crate depends on `qoslab-engine` only (for `Op`, `IoPrio`, `Ns` and `RngStream`).
 
+pub mod apps;
 mod error;
 pub mod fio;
 pub mod generator;

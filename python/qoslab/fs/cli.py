@@ -98,35 +98,61 @@ def study(
     out: Path = typer.Option(
         ..., "--out", help="Directory for runs.csv, summary.csv, ratios.csv, throughput.png."
     ),
+    workload: str = typer.Option(
+        "fsync-append",
+        "--workload",
+        help="fsync-append (Figure 13, fio's fsync=1 job), varmail (Filebench's Varmail) or "
+        "fillsync (RocksDB's db_bench fillsync), Figure 15.",
+    ),
     quick: bool = typer.Option(
-        False, "--quick", help="1 and 4 threads, 20 appends per thread (seconds)."
+        False,
+        "--quick",
+        help="1 and 4 threads, 20 operations per thread (Varmail: 26, two rounds) (seconds).",
     ),
     threads: str = typer.Option(
         "1,4,16,24", "--threads", help="Comma-separated thread counts (the document's 1-24)."
     ),
     writes: int = typer.Option(
-        200, "--writes", min=1, max=MAX_COUNT, help="Appends (each with its fsync) per thread."
+        200,
+        "--writes",
+        min=1,
+        max=MAX_COUNT,
+        help="Operations per thread: appends (each with its fsync), Varmail's flowops or "
+        "fillsync's puts.",
+    ),
+    devices: str = typer.Option(
+        "", "--devices", help="Comma-separated presets.", show_default="rio-flash,rio-optane"
     ),
     seeds: int = typer.Option(3, "--seeds", min=3, max=100, help="Seeds per point."),
     jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
 ) -> None:
-    """The Rio document's fsync-append (Figure 13) in the simulator: threads appending 4 KiB
-    and calling fsync, on ext4, HORAEFS and RioFS over Rio's flash and Optane targets
-    (rio-flash, rio-optane); throughput against threads, and RioFS's ratios beside the
-    document's."""
+    """The Rio document's fsync-append (Figure 13), Varmail and fillsync (Figure 15) in the
+    simulator, on ext4, HORAEFS and RioFS over Rio's flash and Optane targets (rio-flash,
+    rio-optane); throughput against threads, and RioFS's ratios beside the document's."""
+    import dataclasses
+
     from qoslab.fs import study as st
     from qoslab.options import int_list_option
 
+    if workload not in st.WORKLOADS:
+        raise InputError(
+            f"--workload: expected one of {', '.join(st.WORKLOADS)}, got '{workload}'"
+            + did_you_mean(workload, list(st.WORKLOADS))
+        )
     if quick:
-        plan = st.Plan.quick()
+        plan = st.Plan.quick(workload)
     else:
-        plan = st.Plan(threads=int_list_option(threads, "--threads"), writes=writes)
-    plan = st.Plan(plan.threads, plan.writes, seeds)
+        plan = st.Plan(
+            threads=int_list_option(threads, "--threads"), writes=writes, workload=workload
+        )
+    plan = dataclasses.replace(plan, seeds=seeds)
+    if devices:
+        plan = dataclasses.replace(plan, devices=tuple(d.strip() for d in devices.split(",")))
     runs = st.run_study(plan, jobs=jobs)
     table = st.write_study(plan, runs, out)
     for r in table.itertuples():
         print(
             f"{r.device} {r.threads:>2} threads: riofs/{r.vs} {r.qoslab:.2f}x "
-            f"(document, 16 threads: {r.document_at_16_threads}x)"
+            f"(document, {r.document_at}: {r.document}x)"
         )
     print(f"study: {out / 'summary.csv'}, {out / 'throughput.png'}")

@@ -1,9 +1,14 @@
-"""`qoslab fs study`: the Rio document's fsync-append experiment (Liao et al., EuroSys'23,
-Figure 13) in the simulator: threads appending 4 KiB to a file of their own and calling fsync
-after each write, on ext4, HORAEFS and RioFS, on Rio's target presets. Every point is one
-`qoslab sim` run of a fio job file (`fsync=1`) on the device's file system mounted
-(`--set fs.mount=true`), the file system chosen with `--set fs.type=NAME`; each point runs
-with several seeds and the summary gives their mean and spread."""
+"""`qoslab fs study`: the Rio document's file-system experiments (Liao et al., EuroSys'23) in
+the simulator, on ext4, HORAEFS and RioFS over Rio's target presets:
+
+- `fsync-append` (Figure 13): threads appending 4 KiB to a file of their own and calling fsync
+  after each write (a fio job, `fsync=1`);
+- `varmail` and `fillsync` (Figure 15): Filebench's Varmail and RocksDB's db_bench fillsync,
+  each thread a job clone running the application (`app=`, crates/workload/src/apps).
+
+Every point is one `qoslab sim` run on the device's file system mounted (`--set
+fs.mount=true`), the file system chosen with `--set fs.type=NAME`; each point runs with several
+seeds and the summary gives their mean and spread."""
 
 from __future__ import annotations
 
@@ -21,9 +26,16 @@ from qoslab.sim import api
 
 FILE_SYSTEMS = ("ext4", "horaefs", "riofs")
 DEVICES = ("rio-flash", "rio-optane")
-# The document's fsync-append results at 16 threads (6.3, Figure 13): RioFS's throughput
-# against Ext4's and HORAEFS's.
-DOCUMENT_RATIOS = {"ext4": 3.0, "horaefs": 1.2}
+WORKLOADS = ("fsync-append", "varmail", "fillsync")
+# The document's results: RioFS's throughput against Ext4's and HORAEFS's, for fsync-append at
+# 16 threads (6.3, Figure 13), for Varmail and fillsync on average over its thread counts (6.4,
+# Figure 15). All on the Optane target.
+DOCUMENT_RATIOS = {
+    "fsync-append": {"ext4": 3.0, "horaefs": 1.2},
+    "varmail": {"ext4": 2.3, "horaefs": 1.3},
+    "fillsync": {"ext4": 1.9, "horaefs": 1.5},
+}
+DOCUMENT_AT = {"fsync-append": "16 threads", "varmail": "mean", "fillsync": "mean"}
 
 
 @dataclass(frozen=True)
@@ -31,29 +43,41 @@ class Plan:
     """What the study runs; `quick` is for tests and the docs."""
 
     threads: tuple[int, ...] = (1, 4, 16, 24)
+    # Operations per thread: appends (each with its fsync), Varmail's flowops, fillsync's puts.
     writes: int = 200
     seeds: int = 3
     file_systems: tuple[str, ...] = FILE_SYSTEMS
     devices: tuple[str, ...] = DEVICES
+    workload: str = "fsync-append"
 
     @classmethod
-    def quick(cls) -> Plan:
-        return cls(threads=(1, 4), writes=20, seeds=3)
+    def quick(cls, workload: str = "fsync-append") -> Plan:
+        # Varmail: two rounds of its thirteen flowops per thread.
+        ops = 26 if workload == "varmail" else 20
+        return cls(threads=(1, 4), writes=ops, seeds=3, workload=workload)
 
 
-def job_text(threads: int, writes: int) -> str:
+def job_text(threads: int, writes: int, workload: str = "fsync-append") -> str:
     """fio's fsync-append: `threads` clones, each appending `writes` 4 KiB blocks to its own new
-    file with an fsync after each."""
+    file with an fsync after each; or `threads` threads of an application, `writes` operations
+    each."""
+    if workload != "fsync-append":
+        return (
+            f"[{workload}]\napp={workload}\nnumjobs={threads}\nnumber_ios={writes}\n"
+            "group_reporting=1\n"
+        )
     return (
         "[global]\nrw=write\nbs=4k\nsize=1g\nfsync=1\n"
         f"number_ios={writes}\n\n[fsync-append]\nnumjobs={threads}\n"
     )
 
 
-def run_point(device: str, fs: str, threads: int, writes: int, seed: int) -> dict:
+def run_point(
+    device: str, fs: str, threads: int, writes: int, seed: int, workload: str = "fsync-append"
+) -> dict:
     """One simulation: the threads' total throughput and their fsync latency."""
     result = api.run(
-        jobtext=job_text(threads, writes),
+        jobtext=job_text(threads, writes, workload),
         jobname="fs-study.fio",
         device=device,
         sets=["fs.mount=true", f"fs.type={fs}"],
@@ -64,13 +88,18 @@ def run_point(device: str, fs: str, threads: int, writes: int, seed: int) -> dic
     counters = api.stage_counters(report, "fs")
     syncs = [j["sync"] for j in jobs]
     n = sum(s["total_ios"] for s in syncs)
+    if workload == "fsync-append":
+        # An operation is one append and its fsync: the appends per second of every thread.
+        kops = sum(j["write"]["iops"] for j in jobs) / 1000.0
+    else:
+        # The application's operations per second (Filebench's and db_bench's own measure).
+        kops = sum(j["qoslab_app"]["ops_per_s"] for j in jobs) / 1000.0
     return {
         "device": device,
         "fs": fs,
         "threads": threads,
         "seed": seed,
-        # An operation is one append and its fsync: the appends per second of every thread.
-        "kops": sum(j["write"]["iops"] for j in jobs) / 1000.0,
+        "kops": kops,
         "fsync_lat_mean_us": sum(s["lat_ns"]["mean"] * s["total_ios"] for s in syncs)
         / max(n, 1)
         / 1000.0,
@@ -84,11 +113,15 @@ def run_study(plan: Plan, jobs: int = 2, quiet: bool = False) -> pd.DataFrame:
     for d in plan.devices:
         if d not in dict(api.presets()):
             raise InputError(f"--devices: no preset '{d}'")
+    if plan.workload not in WORKLOADS:
+        raise InputError(
+            f"--workload: expected one of {', '.join(WORKLOADS)}, got '{plan.workload}'"
+        )
     for fs in plan.file_systems:
         if fs not in FILE_SYSTEMS:
             raise InputError(f"--fs: expected some of {', '.join(FILE_SYSTEMS)}, got '{fs}'")
     points = [
-        (d, fs, t, plan.writes, seed)
+        (d, fs, t, plan.writes, seed, plan.workload)
         for d in plan.devices
         for fs in plan.file_systems
         for t in plan.threads
@@ -119,15 +152,15 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def ratios(summary: pd.DataFrame) -> pd.DataFrame:
+def ratios(summary: pd.DataFrame, workload: str = "fsync-append") -> pd.DataFrame:
     """RioFS's throughput against each other file system's, per device and thread count, beside
-    the document's (given at 16 threads)."""
+    the document's (fsync-append: at 16 threads; Varmail and fillsync: its mean over threads)."""
     rows = []
     for (device, threads), g in summary.groupby(["device", "threads"], sort=False):
         by = dict(zip(g.fs, g.kops_mean, strict=True))
         if "riofs" not in by:
             continue
-        for other, doc in DOCUMENT_RATIOS.items():
+        for other, doc in DOCUMENT_RATIOS[workload].items():
             if other in by and by[other] > 0:
                 rows.append(
                     {
@@ -135,13 +168,14 @@ def ratios(summary: pd.DataFrame) -> pd.DataFrame:
                         "threads": threads,
                         "vs": other,
                         "qoslab": by["riofs"] / by[other],
-                        "document_at_16_threads": doc,
+                        "document": doc,
+                        "document_at": DOCUMENT_AT[workload],
                     }
                 )
     return pd.DataFrame(rows)
 
 
-def plot(summary: pd.DataFrame, path: Path) -> None:
+def plot(summary: pd.DataFrame, path: Path, workload: str = "fsync-append") -> None:
     """Throughput against threads, one panel per device, one line per file system, the seeds'
     range as error bars."""
     import matplotlib
@@ -159,9 +193,10 @@ def plot(summary: pd.DataFrame, path: Path) -> None:
                 (g.kops_max - g.kops_mean).clip(lower=0),
             ]
             ax.errorbar(g.threads, g.kops_mean, yerr=err, marker="o", capsize=3, label=fs)
-        ax.set_title(f"fsync-append, {device}")
+        ax.set_title(f"{workload}, {device}")
         ax.set_xlabel("threads")
-        ax.set_ylabel("throughput (K appends+fsync/s)")
+        unit = "appends+fsync" if workload == "fsync-append" else "ops"
+        ax.set_ylabel(f"throughput (K {unit}/s)")
         ax.set_ylim(bottom=0)
         ax.legend()
     fig.tight_layout()
@@ -172,7 +207,7 @@ def plot(summary: pd.DataFrame, path: Path) -> None:
 def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
     """runs.csv, summary.csv, ratios.csv, throughput.png and meta.json into `out`."""
     summary = summarise(runs)
-    table = ratios(summary)
+    table = ratios(summary, plan.workload)
     with staged_dir(
         out,
         is_earlier_output=lambda d: (d / "summary.csv").is_file() and (d / "meta.json").is_file(),
@@ -181,8 +216,10 @@ def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
         runs.to_csv(tmp / "runs.csv", index=False, float_format="%.6g")
         summary.to_csv(tmp / "summary.csv", index=False, float_format="%.6g")
         table.to_csv(tmp / "ratios.csv", index=False, float_format="%.4g")
-        (tmp / "fsync-append.fio").write_text(job_text(max(plan.threads), plan.writes))
-        plot(summary, tmp / "throughput.png")
+        (tmp / f"{plan.workload}.fio").write_text(
+            job_text(max(plan.threads), plan.writes, plan.workload)
+        )
+        plot(summary, tmp / "throughput.png", plan.workload)
         meta = {"command": sys.argv, "plan": asdict(plan)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return table

@@ -126,3 +126,68 @@ fn riofs_and_horaefs_run_on_rio_targets() {
         );
     }
 }
+
+/// The application a job's clones run (`app=`): its operations per flowop or put, from the
+/// report's `qoslab_app`.
+fn app_ops(r: &serde_json::Value) -> &serde_json::Map<String, serde_json::Value> {
+    r["jobs"][0]["qoslab_app"]["operations"]
+        .as_object()
+        .expect("an application job's operations")
+}
+
+/// db_bench's fillsync: each put is one log append of RocksDB's record (1,063 bytes for a
+/// 16-byte key and a 1 KiB value) and one fdatasync, made by the thread before its next put.
+#[test]
+fn fillsync_puts_are_a_log_append_and_an_fdatasync_each() {
+    let job = "[db]\napp=fillsync\nnumjobs=2\nnumber_ios=20\ngroup_reporting=1\n";
+    let r = run(job, "rio-optane", &[]);
+    let ops = app_ops(&r);
+    assert_eq!(f(&ops["put"]), 40.0, "{ops:?}");
+    assert_eq!(f(&r["jobs"][0]["qoslab_app"]["ops"]), 40.0);
+    assert!(f(&r["jobs"][0]["qoslab_app"]["ops_per_s"]) > 0.0);
+    let j = &r["jobs"][0];
+    assert_eq!(f(&j["write"]["total_ios"]), 40.0);
+    assert_eq!(f(&j["write"]["io_bytes"]), 40.0 * 1063.0);
+    assert_eq!(f(&j["sync"]["total_ios"]), 40.0);
+    let fs = stage(&r, "fs");
+    assert_eq!(f(&fs["fsyncs"]), 40.0, "{fs}");
+}
+
+/// Filebench's Varmail: every thread goes through the thirteen flowops in turn, so two loops
+/// of four threads count each flowop eight times; its creates, unlinks and fsyncs reach the
+/// file system, and its reads find the preallocated files in the page cache.
+#[test]
+fn varmail_threads_run_the_thirteen_flowops_in_turn() {
+    let job = "[mail]\napp=varmail\nnumjobs=4\nnumber_ios=26\ngroup_reporting=1\n";
+    for fs_type in ["ext4", "riofs"] {
+        let r = run(job, "rio-optane", &[&format!("fs.type={fs_type}")]);
+        let ops = app_ops(&r);
+        assert_eq!(ops.len(), 13, "{ops:?}");
+        for (name, n) in ops {
+            assert_eq!(f(n), 8.0, "{fs_type}: {name}: {ops:?}");
+        }
+        let fs = stage(&r, "fs");
+        assert!(f(&fs["creates"]) > 0.0 && f(&fs["unlinks"]) > 0.0, "{fs}");
+        assert_eq!(
+            f(&fs["fsyncs"]),
+            f(&r["jobs"][0]["sync"]["total_ios"]),
+            "{fs}"
+        );
+        assert!(f(&fs["cache_hit_pages"]) > 0.0, "{fs}");
+    }
+}
+
+/// An application needs a mounted file system, and Varmail (which loops) a bound.
+#[test]
+fn an_application_needs_a_mount_and_varmail_a_bound() {
+    let device = qoslab_sim::device::preset_text("rio-optane").unwrap();
+    let opts = options_as_written("[mail]\napp=varmail\nnumber_ios=5\n", device, &[], 1);
+    let e = qoslab_sim::run(&opts).err().expect("an error").to_string();
+    assert!(
+        e.contains("app=varmail") && e.contains("fs.mount=true"),
+        "{e}"
+    );
+    let opts = options("[mail]\napp=varmail\n", device, &[]);
+    let e = qoslab_sim::run(&opts).err().expect("an error").to_string();
+    assert!(e.contains("number_ios=") && e.contains("runtime="), "{e}");
+}

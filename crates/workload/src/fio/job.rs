@@ -211,6 +211,9 @@ pub struct Location {
 /// The values of `ordering`: no order (orderless), Linux's FLUSH ordering, HORAE and Rio.
 pub const ORDERINGS: &[&str] = &["none", "flush", "horae", "rio"];
 
+/// The values of `app`: the applications of [`crate::apps`] a job's threads can run.
+pub const APPS: &[&str] = &["varmail", "fillsync"];
+
 /// One job of a job file, after `[global]` options and its own section have been applied.
 ///
 /// A job with `numjobs=N` is one `Job`; the generator is built once per clone.
@@ -354,6 +357,9 @@ pub struct Job {
     /// The ordered-write stack of the job's writes (`ordering`, qoslab's own option): one of
     /// [`ORDERINGS`]; such a job runs on the fabric's timed model (`qoslab rio run --jobs`).
     pub ordering: Option<&'static str>,
+    /// The application the job's threads run above a mounted file system (`app`, qoslab's
+    /// own option): one of [`APPS`]; None: fio's own I/O loop.
+    pub app: Option<&'static str>,
     /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
     pub fsync_every: u64,
     /// `end_fsync` / `fsync_on_close`: a cache flush when the job has written its last.
@@ -489,6 +495,7 @@ impl Job {
             cmdprio: [0; 3],
             sim_host: 0,
             ordering: None,
+            app: None,
             fsync_every: 0,
             end_fsync: false,
             write_barrier_every: 0,

@@ -8,7 +8,7 @@
 use qoslab_engine::{IoPrioClass, Ns};
 
 use super::job::{
-    Distribution, ExitWhat, FileService, Job, ORDERINGS, RateProcess, RwPattern, SteadyState,
+    APPS, Distribution, ExitWhat, FileService, Job, ORDERINGS, RateProcess, RwPattern, SteadyState,
     SubmitMode, ThinkBlocksType, Zone, ZoneExtent,
 };
 use super::values::{
@@ -1295,6 +1295,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "",
         "",
         "qoslab only (fio has no such option): the ordered-write stack of the job's writes over NVMe-oF: none (orderless), flush (Linux: each write waits for the previous one and a FLUSH), horae or rio. In `qoslab sim` the block layer's ordering plug-in of that name orders them; rio and horae need target servers with a PMR ([fabric] targets of 1 or more over rdma or tcp: the rio-flash and rio-optane presets). `qoslab rio run` builds such a job from its options and runs it here."
+    ),
+    opt!(
+        "app",
+        [],
+        Kind::Choice(APPS, |j, i| j.app = Some(APPS[i])),
+        "",
+        "",
+        "qoslab only (fio has no such option): each clone of the job is a thread of an application on the mounted file system ([fs] mount = true) instead of fio's I/O loop: varmail (Filebench's Varmail personality: 1,000 files of 16 KiB in one directory, its thirteen flowops) or fillsync (RocksDB's db_bench fillsync: 16-byte keys, 1 KiB values, a write-ahead-log append and an fdatasync per put). The clones of the job share one fileset or database; number_ios bounds each thread's operations (flowops or puts), runtime its time. The report's `qoslab_app` gives the operations per second."
     ),
     opt!(
         "cmdprio_percentage",

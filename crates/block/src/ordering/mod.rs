@@ -604,9 +604,12 @@ impl OrderedStreams {
             };
             let mut r = Request::new(op, offset, cmd.len_bytes, s.job, queued);
             r.flags = ReqFlags::ORDERED;
-            if cmd.attr.flush && !cmd.flush_only {
+            if cmd.attr.flush && !cmd.flush_only && !self.cfg.plp {
                 // A write carrying the FLUSH: everything before it and itself durable when it
-                // completes.
+                // completes. Without a volatile write cache (or with PLP) the block layer
+                // drops PREFLUSH and FUA, as Linux's does for every bio of a write-through
+                // queue (blk_insert_flush; the document, 4.3.2: "the FLUSH command is usually
+                // ignored by the block layer"): a completed write is durable already.
                 r.flags |= ReqFlags::PREFLUSH | ReqFlags::FUA;
             }
             r.prio = prio;

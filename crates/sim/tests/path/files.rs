@@ -127,6 +127,21 @@ fn riofs_and_horaefs_run_on_rio_targets() {
     }
 }
 
+/// On a drive with power-loss protection (rio-optane) a completed write is durable, and the
+/// block layer drops the cache flags of every write, the ordered ones included (Linux's
+/// blk_insert_flush; Rio 4.3.2): no file system's fsync drains the drive there.
+#[test]
+fn no_fsync_drains_a_drive_with_power_loss_protection() {
+    let job = format!("{}numjobs=4\n", fsync_append(25, ""));
+    for fs_type in ["ext4", "horaefs", "riofs"] {
+        let r = run(&job, "rio-optane", &[&format!("fs.type={fs_type}")]);
+        assert_eq!(f(&stage(&r, "fs")["fsyncs"]), 100.0, "{fs_type}");
+        let drive = stage(&r, "cached");
+        assert_eq!(f(&drive["barrier_writes"]), 0.0, "{fs_type}: {drive}");
+        assert_eq!(f(&drive["flushes"]), 0.0, "{fs_type}: {drive}");
+    }
+}
+
 /// The application a job's clones run (`app=`): its operations per flowop or put, from the
 /// report's `qoslab_app`.
 fn app_ops(r: &serde_json::Value) -> &serde_json::Map<String, serde_json::Value> {

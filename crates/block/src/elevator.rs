@@ -20,8 +20,7 @@
 //! | `timer` | a scheduler's own timer | a wake-up it asked for is due |
 
 use qoslab_engine::{
-    ConfigError, IoPrio, Ns, PluginInfo, ReqId, Request, Requests, STAGE_API_VERSION, Settings,
-    Tunable,
+    ConfigError, IoPrio, Ns, ReqId, Request, Requests, STAGE_API_VERSION, Settings,
 };
 
 use crate::config::QueueSetup;
@@ -220,19 +219,14 @@ pub struct SchedSetup<'a> {
 /// A scheduler's constructor: `None` for `none`, whose requests bypass scheduling.
 pub type BuildSched = fn(&SchedSetup<'_>) -> Option<Box<dyn Elevator>>;
 
-/// One scheduler, as the registry knows it (Linux's `struct elevator_type`).
-pub struct SchedOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    /// The stage contract it was written for.
-    pub api_version: u32,
-    /// Its tunables, read from `[block.NAME]` (Linux's `elevator_attrs`).
-    pub tunables: &'static [Tunable],
-    /// After a bio merge, the block layer also tries to join the grown request with its
-    /// neighbour in sector order (Linux's `next_request` / `former_request`).
-    pub merges_requests: bool,
-    /// Builds it (required).
-    pub build: Option<BuildSched>,
+qoslab_engine::plugin_ops! {
+    /// One scheduler, as the registry knows it (Linux's `struct elevator_type`; its tunables
+    /// are Linux's `elevator_attrs`).
+    pub struct SchedOps: "scheduler", tunables "[block.NAME]", build BuildSched {
+        /// After a bio merge, the block layer also tries to join the grown request with its
+        /// neighbour in sector order (Linux's `next_request` / `former_request`).
+        pub merges_requests: bool,
+    }
 }
 
 /// Every scheduler a device file can name.
@@ -248,37 +242,14 @@ pub static SCHEDULERS: &[&SchedOps] = &[
 /// The version every scheduler in this crate is written for.
 pub(crate) const API: u32 = STAGE_API_VERSION;
 
-/// The scheduler called `name` in `registry`, checked against the stage contract.
-pub fn lookup_in(
-    registry: &[&'static SchedOps],
-    name: &str,
-) -> Result<&'static SchedOps, ConfigError> {
-    let ops = registry.iter().find(|s| s.name == name).ok_or_else(|| {
-        let names: Vec<&str> = registry.iter().map(|s| s.name).collect();
-        ConfigError::new(format!(
-            "field 'block.scheduler': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    let missing: &[&str] = if ops.build.is_none() { &["build"] } else { &[] };
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "scheduler",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: missing,
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
-}
-
-/// The registered scheduler called `name`.
+/// The registered scheduler called `name`, checked against the stage contract.
 pub fn lookup(name: &str) -> Result<&'static SchedOps, ConfigError> {
-    lookup_in(SCHEDULERS, name)
+    qoslab_engine::lookup(SCHEDULERS, "block.scheduler", name)
 }
 
 /// Names of the registered schedulers.
 pub fn scheduler_names() -> Vec<&'static str> {
-    SCHEDULERS.iter().map(|s| s.name).collect()
+    qoslab_engine::plugin::names(SCHEDULERS)
 }
 
 /// The priority class of a request (0 RT, 1 BE, 2 IDLE).
@@ -296,13 +267,7 @@ pub fn same_prio(a: IoPrio, b: IoPrio) -> bool {
 mod tests {
     use super::*;
 
-    qoslab_engine::registry_contract_test!(
-        SchedOps,
-        none::OPS,
-        SCHEDULERS,
-        "block.scheduler",
-        |reg, name| lookup_in(reg, name)
-    );
+    qoslab_engine::registry_contract_test!(SchedOps, none::OPS, SCHEDULERS, "block.scheduler");
 
     #[test]
     fn names_are_unique_and_every_scheduler_loads() {

@@ -56,6 +56,42 @@ pub enum Handoff {
     Notice(Notice),
 }
 
+/// The hooks of a context nested in a composite stage (a chain's two stages, a fan-out's
+/// children) that go straight to the context around it (`self.outer`): time, the requests, a
+/// core's time, and the stage's own events, scheduled wrapped as the composite's
+/// (`|self, ev| WRAP`).
+macro_rules! nested_ctx_hooks {
+    ($event:ty, |$this:ident, $ev:ident| $wrap:expr) => {
+        #[inline(always)]
+        fn now_ns(&self) -> Ns {
+            self.outer.now_ns()
+        }
+        #[inline(always)]
+        fn reqs(&self) -> &Requests {
+            self.outer.reqs()
+        }
+        #[inline(always)]
+        fn reqs_mut(&mut self) -> &mut Requests {
+            self.outer.reqs_mut()
+        }
+        #[inline(always)]
+        fn schedule(&mut $this, at_ns: Ns, $ev: $event) {
+            let wrapped = $wrap;
+            $this.outer.schedule(at_ns, wrapped);
+        }
+        #[inline(always)]
+        fn schedule_now(&mut $this, $ev: $event) {
+            let wrapped = $wrap;
+            $this.outer.schedule_now(wrapped);
+        }
+        #[inline(always)]
+        fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
+            self.outer.cpu(host, core, start_ns, ns)
+        }
+    };
+}
+pub(crate) use nested_ctx_hooks;
+
 /// The context of the upper stage `U` inside a chain. `lower` is absent while a hook of the
 /// lower stage runs (a completion taken at once, `COMPLETES_AT_ONCE`): nothing reaches it then.
 struct UpperCtx<'a, C, U, L> {
@@ -94,26 +130,7 @@ where
     L: Stage,
     C: StageCtx<Link<U::Event, L::Event>>,
 {
-    #[inline(always)]
-    fn now_ns(&self) -> Ns {
-        self.outer.now_ns()
-    }
-    #[inline(always)]
-    fn reqs(&self) -> &Requests {
-        self.outer.reqs()
-    }
-    #[inline(always)]
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.outer.reqs_mut()
-    }
-    #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: U::Event) {
-        self.outer.schedule(at_ns, Link::Upper(ev));
-    }
-    #[inline(always)]
-    fn schedule_now(&mut self, ev: U::Event) {
-        self.outer.schedule_now(Link::Upper(ev));
-    }
+    nested_ctx_hooks!(U::Event, |self, ev| Link::Upper(ev));
     #[inline(always)]
     fn dispatch(&mut self, id: ReqId) -> Admission {
         let (lower, mut ctx) = self.below("dispatch");
@@ -156,10 +173,6 @@ where
     fn dma(&mut self, t: Transfer) -> Ns {
         self.outer.dma(t)
     }
-    #[inline(always)]
-    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
-        self.outer.cpu(host, core, start_ns, ns)
-    }
 }
 
 /// The context of the lower stage inside a chain whose upper stage is `U`. `upper` is absent
@@ -177,26 +190,7 @@ where
     L: Stage,
     C: StageCtx<Link<U::Event, L::Event>>,
 {
-    #[inline(always)]
-    fn now_ns(&self) -> Ns {
-        self.outer.now_ns()
-    }
-    #[inline(always)]
-    fn reqs(&self) -> &Requests {
-        self.outer.reqs()
-    }
-    #[inline(always)]
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.outer.reqs_mut()
-    }
-    #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: L::Event) {
-        self.outer.schedule(at_ns, Link::Lower(ev));
-    }
-    #[inline(always)]
-    fn schedule_now(&mut self, ev: L::Event) {
-        self.outer.schedule_now(Link::Lower(ev));
-    }
+    nested_ctx_hooks!(L::Event, |self, ev| Link::Lower(ev));
     #[inline(always)]
     fn dispatch(&mut self, id: ReqId) -> Admission {
         self.outer.dispatch(id)
@@ -249,10 +243,6 @@ where
             return done;
         }
         self.outer.dma(t)
-    }
-    #[inline(always)]
-    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
-        self.outer.cpu(host, core, start_ns, ns)
     }
 }
 

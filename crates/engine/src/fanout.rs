@@ -17,6 +17,7 @@
 //! - **Back-pressure**: a child that says busy keeps its word as in a chain; when it has room
 //!   again the stage above is told, and offers what it held.
 
+use crate::chain::nested_ctx_hooks;
 use crate::control::{Command, Control, ControlStatus, LostWrite, Notice, Transfer};
 use crate::request::{IoStatus, Op, ReqFlags, ReqId, ReqTable, Requests};
 use crate::stage::{Admission, Stage, StageCtx, StageReport};
@@ -125,28 +126,10 @@ where
     E: Copy,
     C: StageCtx<FanoutEvent<E>>,
 {
-    #[inline(always)]
-    fn now_ns(&self) -> Ns {
-        self.outer.now_ns()
-    }
-    #[inline(always)]
-    fn reqs(&self) -> &Requests {
-        self.outer.reqs()
-    }
-    #[inline(always)]
-    fn reqs_mut(&mut self) -> &mut Requests {
-        self.outer.reqs_mut()
-    }
-    #[inline(always)]
-    fn schedule(&mut self, at_ns: Ns, ev: E) {
-        let child = self.child;
-        self.outer.schedule(at_ns, FanoutEvent { child, ev });
-    }
-    #[inline(always)]
-    fn schedule_now(&mut self, ev: E) {
-        let child = self.child;
-        self.outer.schedule_now(FanoutEvent { child, ev });
-    }
+    nested_ctx_hooks!(E, |self, ev| FanoutEvent {
+        child: self.child,
+        ev
+    });
     fn dispatch(&mut self, id: ReqId) -> Admission {
         self.outer.dispatch(id)
     }
@@ -194,10 +177,6 @@ where
     #[inline(always)]
     fn dma(&mut self, t: Transfer) -> Ns {
         self.outer.dma(t)
-    }
-    #[inline(always)]
-    fn cpu(&mut self, host: u16, core: u16, start_ns: Ns, ns: Ns) -> Ns {
-        self.outer.cpu(host, core, start_ns, ns)
     }
 }
 

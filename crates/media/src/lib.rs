@@ -44,6 +44,11 @@ bitflags::bitflags! {
         const ABORT_QUEUED = 1 << 3;
         /// Has power-loss protection: a power failure loses nothing acknowledged.
         const POWER_LOSS_PROTECTION = 1 << 4;
+        /// A spinning disk: its block queue says `queue/rotational` = 1.
+        const ROTATIONAL = 1 << 5;
+        /// Keeps NVM sets in Predictable Latency Mode windows (NVMe 1.4, 8.18): a host may
+        /// steer reads by them.
+        const PREDICTABLE_LATENCY = 1 << 6;
     }
 }
 

@@ -15,9 +15,10 @@
 
 use std::collections::VecDeque;
 
-use qoslab_engine::{ConfigError, PluginInfo, ReqId, RngStream, STAGE_API_VERSION};
+use qoslab_engine::{ConfigError, Plugin, PluginInfo, ReqId, RngStream, STAGE_API_VERSION};
 
-/// One completion order, as the registry knows it.
+/// One completion order, as the registry knows it: a table of data (no constructor, no
+/// tunables), so it writes its [`Plugin`] impl itself rather than through `plugin_ops!`.
 #[derive(Debug)]
 pub struct OrderOps {
     pub name: &'static str,
@@ -34,6 +35,20 @@ pub struct OrderOps {
     /// Entries that must be eligible before a burst opens, given the outstanding count (0:
     /// no bursts).
     pub burst: fn(outstanding: usize) -> usize,
+}
+
+impl Plugin for OrderOps {
+    fn info(&self) -> PluginInfo {
+        PluginInfo {
+            kind: "completion order",
+            name: self.name,
+            api_version: self.api_version,
+            missing_hooks: &[],
+        }
+    }
+    fn help(&self) -> &'static str {
+        self.help
+    }
 }
 
 fn oldest(_: usize, _: usize) -> usize {
@@ -111,21 +126,7 @@ pub static ORDERS: &[&OrderOps] = &[&DEVICE, &FIFO, &RANDOM, &ADVERSARIAL, &BATC
 
 /// The completion order called `name`, checked against the stage contract.
 pub fn lookup(name: &str) -> Result<&'static OrderOps, ConfigError> {
-    let ops = ORDERS.iter().find(|o| o.name == name).ok_or_else(|| {
-        let names: Vec<&str> = ORDERS.iter().map(|o| o.name).collect();
-        ConfigError::new(format!(
-            "field 'controller.completion_order': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "completion order",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: &[],
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
+    qoslab_engine::lookup(ORDERS, "controller.completion_order", name)
 }
 
 /// One SQ's outstanding commands in fetch order, with "the media has finished it".

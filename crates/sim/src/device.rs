@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 
 use qoslab_block::{BLOCK_TUNABLES, BlockConfig, SCHEDULERS};
 use qoslab_engine::tunable::apply_override;
-use qoslab_engine::{ConfigDoc, ConfigError, RawValue, Settings, Tunable};
+use qoslab_engine::{ConfigDoc, ConfigError, Plugin, RawValue, Settings, Tunable};
 use qoslab_fabric::cut::RECOVERY_TUNABLES;
 use qoslab_fabric::target::{TARGETS_TUNABLES, TargetsConfig};
 use qoslab_media::registry::{model_info, model_sub_tables};
@@ -524,46 +524,17 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         table,
     };
     let mut out = vec![plain("path", PATH_TUNABLES), plain("block", BLOCK_TUNABLES)];
-    for s in SCHEDULERS {
-        if !s.tunables.is_empty() {
-            out.push(TableDoc {
-                heading: format!("block.{} (scheduler = \"{}\")", s.name, s.name),
-                section: format!("block.{}", s.name),
-                help: Some(s.help),
-                table: s.tunables,
-            });
-        }
-    }
-    for o in qoslab_block::ORDERINGS {
-        if !o.tunables.is_empty() {
-            out.push(TableDoc {
-                heading: format!("block.{} (ordering = \"{}\")", o.name, o.name),
-                section: format!("block.{}", o.name),
-                help: Some(o.help),
-                table: o.tunables,
-            });
-        }
-    }
+    plugin_tables("block", "scheduler", SCHEDULERS, &mut out);
+    plugin_tables("block", "ordering", qoslab_block::ORDERINGS, &mut out);
     out.push(plain("host", HOST_TUNABLES));
-    for r in qoslab_nvme::replicas::REPLICAS {
-        out.push(TableDoc {
-            heading: format!("host.{} (replicas = \"{}\")", r.name, r.name),
-            section: format!("host.{}", r.name),
-            help: Some(r.help),
-            table: r.tunables,
-        });
-    }
+    plugin_tables(
+        "host",
+        "replicas",
+        qoslab_nvme::replicas::REPLICAS,
+        &mut out,
+    );
     out.push(plain("controller", CONTROLLER_TUNABLES));
-    for a in ARBITERS {
-        if !a.tunables.is_empty() {
-            out.push(TableDoc {
-                heading: format!("controller.{} (arbitration = \"{}\")", a.name, a.name),
-                section: format!("controller.{}", a.name),
-                help: Some(a.help),
-                table: a.tunables,
-            });
-        }
-    }
+    plugin_tables("controller", "arbitration", ARBITERS, &mut out);
     out.push(plain("fabric", TARGETS_TUNABLES));
     out.push(plain("fabric.recovery", RECOVERY_TUNABLES));
     for name in transport_names() {
@@ -614,6 +585,25 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         }
     }
     out
+}
+
+/// The sub-table `[SECTION.NAME]` of every plug-in of `registry` that has tunables, for the
+/// plug-in chosen by `SECTION.KEY = "NAME"`.
+fn plugin_tables<P: Plugin>(
+    section: &str,
+    key: &str,
+    registry: &[&'static P],
+    out: &mut Vec<TableDoc>,
+) {
+    for p in registry.iter().filter(|p| !p.tunables().is_empty()) {
+        let name = p.info().name;
+        out.push(TableDoc {
+            heading: format!("{section}.{name} ({key} = \"{name}\")"),
+            section: format!("{section}.{name}"),
+            help: Some(p.help()),
+            table: p.tunables(),
+        });
+    }
 }
 
 /// Every table (all registered models), as (heading, tunables).

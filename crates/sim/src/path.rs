@@ -68,7 +68,7 @@ fn block_layer(
     let cfg = device.block_config();
     let ops = qoslab_block::lookup(&cfg.scheduler).map_err(|e| device.locate(e))?;
     let limits = DriverLimits {
-        rotational: device.model == "hdd",
+        rotational: caps.contains(DeviceCaps::ROTATIONAL),
         ..limits
     };
     Ok(BlockLayer::new(
@@ -146,6 +146,23 @@ impl PathPlan {
             .iter()
             .map(|&n| if cfg.cores == 0 { n.max(1) } else { cfg.cores })
             .collect()
+    }
+
+    /// The plan over a path of `hosts` hosts (hosts without jobs get none); an error when a
+    /// job runs on a host the path does not have.
+    fn over_hosts(&self, hosts: u16) -> Result<PathPlan, SimError> {
+        if self.jobs_per_host.len() > hosts as usize {
+            return Err(SimError::new(format!(
+                "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
+                self.jobs_per_host.len() - 1
+            )));
+        }
+        let mut jobs_per_host = self.jobs_per_host.clone();
+        jobs_per_host.resize(hosts as usize, 0);
+        Ok(PathPlan {
+            jobs_per_host,
+            ..self.clone()
+        })
     }
 }
 
@@ -341,18 +358,7 @@ pub fn parts<T: TransportModel, D: Device>(
     plan: &PathPlan,
 ) -> Result<PathParts<T, D>, SimError> {
     let hosts = device.path_config().hosts;
-    if plan.jobs_per_host.len() > hosts as usize {
-        return Err(SimError::new(format!(
-            "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
-            plan.jobs_per_host.len() - 1
-        )));
-    }
-    let mut jobs_per_host = plan.jobs_per_host.clone();
-    jobs_per_host.resize(hosts as usize, 0);
-    let plan = PathPlan {
-        jobs_per_host,
-        ..plan.clone()
-    };
+    let plan = plan.over_hosts(hosts)?;
     let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
     let foldable = transport.caps().foldable();
     let ctrl_cfg = device.controller_config();
@@ -383,13 +389,10 @@ pub fn parts<T: TransportModel, D: Device>(
     if let Some(ops) =
         qoslab_nvme::replicas::lookup(&host_cfg.replicas).map_err(|e| device.locate(e))?
     {
-        let plm_drive = device.model == "ssd"
-            && qoslab_media::ssd::config::SsdSettings::from_settings(&device.media).gc_gate
-                == "plm";
-        if ops.name == "plm" && !plm_drive {
+        if ops.needs_plm && !dev.caps().contains(DeviceCaps::PREDICTABLE_LATENCY) {
             return Err(SimError::new(format!(
-                "{}: host.replicas = 'plm' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
-                device.source
+                "{}: host.replicas = '{}' needs a device in Predictable Latency Mode (media model 'ssd' with gc.gate = 'plm')",
+                device.source, ops.name
             )));
         }
         let policy =
@@ -463,18 +466,7 @@ pub fn fabric_path<T: FabricModel, D: Device>(
     plan: &PathPlan,
 ) -> Result<FabricPath<T, D>, SimError> {
     let hosts = device.path_config().hosts;
-    if plan.jobs_per_host.len() > hosts as usize {
-        return Err(SimError::new(format!(
-            "a job runs on sim_host {} but the device's path has {hosts} host(s) ([path] hosts)",
-            plan.jobs_per_host.len() - 1
-        )));
-    }
-    let mut jobs_per_host = plan.jobs_per_host.clone();
-    jobs_per_host.resize(hosts as usize, 0);
-    let plan = PathPlan {
-        jobs_per_host,
-        ..plan.clone()
-    };
+    let plan = plan.over_hosts(hosts)?;
     let t = device.targets_config();
     let host_cfg = device.host_config();
     if host_cfg.replicas != qoslab_nvme::replicas::NONE {

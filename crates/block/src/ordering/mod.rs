@@ -33,8 +33,8 @@ use qoslab_engine::order::{
     ReqRecord, Sequencer, StreamRecord, TraceEvent, TraceKind,
 };
 use qoslab_engine::{
-    Admission, Command, ConfigError, Control, IoStatus, Ns, Op, PluginInfo, ReqFlags, ReqId,
-    ReqTable, Request, Requests, StageCtx,
+    Admission, Command, ConfigError, Control, IoStatus, Ns, Op, ReqFlags, ReqId, ReqTable, Request,
+    Requests, StageCtx,
 };
 
 use crate::BlockEvent;
@@ -105,15 +105,12 @@ pub struct OrderingSetup<'a> {
 /// An ordering plug-in's constructor.
 pub type BuildOrdering = fn(&OrderingSetup<'_>) -> Box<dyn Ordering>;
 
-/// One ordering plug-in, as the registry knows it.
-pub struct OrderingOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its streams need target servers with a PMR below (the path's `[fabric]`).
-    pub needs_target: bool,
-    pub tunables: &'static [qoslab_engine::Tunable],
-    pub build: Option<BuildOrdering>,
+qoslab_engine::plugin_ops! {
+    /// One ordering plug-in, as the registry knows it.
+    pub struct OrderingOps: "ordering", tunables "[block.NAME]", build BuildOrdering {
+        /// Its streams need target servers with a PMR below (the path's `[fabric]`).
+        pub needs_target: bool,
+    }
 }
 
 impl std::fmt::Debug for OrderingOps {
@@ -127,25 +124,7 @@ pub static ORDERINGS: &[&OrderingOps] = &[&none::OPS, &flush::OPS, &horae::OPS, 
 
 /// The ordering called `name`, checked against the stage contract.
 pub fn lookup(name: &str) -> Result<&'static OrderingOps, ConfigError> {
-    let ops = ORDERINGS.iter().find(|o| o.name == name).ok_or_else(|| {
-        ConfigError::new(format!(
-            "field 'block.ordering': expected one of {}, got '{name}'",
-            ordering_names().join(", ")
-        ))
-    })?;
-    let missing: &[&str] = if ops.build.is_none() { &["build"] } else { &[] };
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "ordering",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: missing,
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
-}
-
-pub fn ordering_names() -> Vec<&'static str> {
-    ORDERINGS.iter().map(|o| o.name).collect()
+    qoslab_engine::lookup(ORDERINGS, "block.ordering", name)
 }
 
 /// The ordered streams' common settings (the `[fabric]` table of the path).
@@ -976,4 +955,11 @@ impl OrderedStreams {
             (s.wakeups * self.cfg.context_switch_ns) as f64,
         ));
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    qoslab_engine::registry_contract_test!(OrderingOps, none::OPS, ORDERINGS, "block.ordering");
 }

@@ -647,7 +647,7 @@ impl Device for Hdd {
     }
 
     fn caps(&self) -> DeviceCaps {
-        let mut caps = DeviceCaps::FUA;
+        let mut caps = DeviceCaps::FUA | DeviceCaps::ROTATIONAL;
         if self.write_cache {
             caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
         }

@@ -5,11 +5,11 @@
 //! Defaults are MQSim's default `ssdconfig.xml` (configs/devices/mqsim/), so a device file only
 //! states where it differs from that drive.
 
-use qoslab_engine::{ConfigError, Ns, Settings};
+use qoslab_engine::{ConfigError, Ns, Settings, lookup};
 
 use super::gate::{GATES, GateOps};
 use super::geometry::{AllocationOrder, Geometry, SetGrouping};
-use super::plugin::{lookup, settings_of};
+use super::plugin::settings_of;
 use super::priority::{PRIORITIES, PrioritySetup, ranks_of};
 use super::scheduling::{Rules, SCHEDULINGS, SchedulingSetup};
 use super::victim::{VICTIMS, VictimOps};

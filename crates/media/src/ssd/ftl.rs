@@ -663,9 +663,9 @@ impl Sealed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ssd::plugin::lookup;
     use crate::ssd::victim::{VICTIMS, VictimSetup};
     use qoslab_engine::Settings;
+    use qoslab_engine::lookup;
 
     /// A one-plane drive of 16 blocks of 8 pages, victims chosen by the policy called `name`
     /// (`rga` with `choices` draws).

@@ -11,8 +11,6 @@
 //! blocks fall below the threshold, on the same dies and channels as host I/O. See
 //! docs/media.md for the model, its parameters and its validation.
 
-#[macro_use]
-pub mod plugin;
 pub mod cache;
 pub mod cmt;
 pub mod config;
@@ -21,6 +19,7 @@ pub mod ftl;
 pub mod gate;
 pub mod geometry;
 pub mod mean_field;
+pub mod plugin;
 pub mod precondition;
 pub mod priority;
 pub mod scheduling;
@@ -1499,6 +1498,9 @@ impl Device for Ssd {
         }
         if self.cfg.plp {
             caps |= DeviceCaps::POWER_LOSS_PROTECTION;
+        }
+        if self.gate_caps.contains(GateCaps::WINDOWS) {
+            caps |= DeviceCaps::PREDICTABLE_LATENCY;
         }
         caps
     }

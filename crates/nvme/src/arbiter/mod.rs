@@ -8,7 +8,7 @@
 pub mod rr;
 pub mod wrr;
 
-use qoslab_engine::{ConfigError, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable};
+use qoslab_engine::{ConfigError, Ns, STAGE_API_VERSION, Settings};
 
 use crate::config::SqClass;
 
@@ -41,18 +41,13 @@ pub struct ArbiterSetup<'a> {
 /// An arbiter's constructor.
 pub type BuildArbiter = fn(&ArbiterSetup<'_>) -> Box<dyn Arbiter>;
 
-/// One arbiter, as the registry knows it.
-pub struct ArbiterOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    /// The stage contract the arbiter was written for.
-    pub api_version: u32,
-    /// Its tunables, read from `[controller.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Whether each core gets one SQ per [`SqClass`] (so the host can place I/Os by priority).
-    pub sq_per_class: bool,
-    /// Builds the arbiter (required).
-    pub build: Option<BuildArbiter>,
+qoslab_engine::plugin_ops! {
+    /// One arbiter, as the registry knows it.
+    pub struct ArbiterOps: "arbiter", tunables "[controller.NAME]", build BuildArbiter {
+        /// Whether each core gets one SQ per [`SqClass`] (so the host can place I/Os by
+        /// priority).
+        pub sq_per_class: bool,
+    }
 }
 
 /// Every arbiter a device file can name.
@@ -63,22 +58,7 @@ pub fn lookup_in(
     registry: &[&'static ArbiterOps],
     name: &str,
 ) -> Result<&'static ArbiterOps, ConfigError> {
-    let ops = registry.iter().find(|a| a.name == name).ok_or_else(|| {
-        let names: Vec<&str> = registry.iter().map(|a| a.name).collect();
-        ConfigError::new(format!(
-            "field 'controller.arbitration': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    let missing: &[&str] = if ops.build.is_none() { &["build"] } else { &[] };
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "arbiter",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: missing,
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
+    qoslab_engine::lookup(registry, "controller.arbitration", name)
 }
 
 /// The registered arbiter called `name`.
@@ -124,13 +104,7 @@ pub(crate) fn saturated(classes: &[SqClass]) -> Vec<SqView> {
 mod tests {
     use super::*;
 
-    qoslab_engine::registry_contract_test!(
-        ArbiterOps,
-        rr::OPS,
-        ARBITERS,
-        "controller.arbitration",
-        |reg, name| lookup_in(reg, name)
-    );
+    qoslab_engine::registry_contract_test!(ArbiterOps, rr::OPS, ARBITERS, "controller.arbitration");
 
     #[test]
     fn names_are_unique() {

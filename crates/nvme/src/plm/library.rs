@@ -61,6 +61,7 @@ pub static OPS: ReplicaOps = ReplicaOps {
     help: "Predictable Latency Mode copies: reads to a copy in its deterministic window, windows taking turns, the PLM coordinator",
     api_version: API,
     tunables: PLM_LIBRARY_TUNABLES,
+    needs_plm: true,
     build: Some(build),
 };
 

@@ -15,6 +15,7 @@ pub static OPS: ReplicaOps = ReplicaOps {
     help: "every write to every copy, reads to the copies in turn",
     api_version: API,
     tunables: MIRROR_TUNABLES,
+    needs_plm: false,
     build: Some(|s: &ReplicaSetup<'_>| {
         Ok(Box::new(Mirror {
             copies: MirrorConfig::from_settings(s.settings).copies,

@@ -12,9 +12,7 @@ pub mod mirror;
 
 use std::path::Path;
 
-use qoslab_engine::{
-    ConfigError, Control, Notice, Ns, PluginInfo, STAGE_API_VERSION, Settings, Tunable,
-};
+use qoslab_engine::{ConfigError, Control, Notice, Ns, STAGE_API_VERSION, Settings};
 
 /// The policy's hooks. Hosts are numbered from 0; namespaces from 1.
 pub trait ReplicaPolicy {
@@ -71,15 +69,13 @@ pub struct ReplicaSetup<'a> {
 
 pub type BuildReplicas = fn(&ReplicaSetup<'_>) -> Result<Box<dyn ReplicaPolicy>, ConfigError>;
 
-/// One replica policy, as the registry knows it.
-pub struct ReplicaOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[host.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Builds it (required).
-    pub build: Option<BuildReplicas>,
+qoslab_engine::plugin_ops! {
+    /// One replica policy, as the registry knows it.
+    pub struct ReplicaOps: "replica policy", tunables "[host.NAME]", build BuildReplicas {
+        /// Capability: it steers reads by the drive's Predictable Latency Mode windows, so the
+        /// device must keep them.
+        pub needs_plm: bool,
+    }
 }
 
 /// Every replica policy a device file can name (besides `none`).
@@ -99,23 +95,13 @@ pub fn lookup_in(
     if name == NONE {
         return Ok(None);
     }
-    let ops = registry.iter().find(|a| a.name == name).ok_or_else(|| {
-        let names: Vec<&str> = std::iter::once(NONE)
-            .chain(registry.iter().map(|a| a.name))
-            .collect();
-        ConfigError::new(format!(
-            "field 'host.replicas': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "replica policy",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: if ops.build.is_none() { &["build"] } else { &[] },
-    })
-    .map_err(ConfigError::new)?;
-    Ok(Some(ops))
+    if registry.iter().all(|p| p.name != name) {
+        // The choices include `none`, which is not a plug-in.
+        let names = qoslab_engine::plugin::names(registry).join(", ");
+        let e = format!("field 'host.replicas': expected one of {NONE}, {names}, got '{name}'");
+        return Err(ConfigError::new(e));
+    }
+    qoslab_engine::lookup(registry, "host.replicas", name).map(Some)
 }
 
 /// The registered policy called `name` (`None` for `none`).

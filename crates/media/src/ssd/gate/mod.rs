@@ -124,6 +124,9 @@ bitflags::bitflags! {
         /// May close: the SSD checks background work against it (a gate that never closes
         /// saves those calls).
         const CLOSES = 1 << 1;
+        /// Keeps each set's Predictable Latency Mode windows: the drive then offers
+        /// [`DeviceCaps::PREDICTABLE_LATENCY`](crate::DeviceCaps).
+        const WINDOWS = 1 << 2;
     }
 }
 
@@ -142,9 +145,9 @@ pub struct GateSetup<'a> {
 
 pub type BuildGate = fn(&GateSetup<'_>) -> Box<dyn GcGate>;
 
-plugin_ops! {
+qoslab_engine::plugin_ops! {
     /// One gate, as the registry knows it.
-    pub struct GateOps: "GC gate", section "gc", build BuildGate {
+    pub struct GateOps: "GC gate", tunables "[media.gc.NAME]", build BuildGate {
         pub caps: GateCaps,
     }
 }
@@ -156,16 +159,9 @@ pub(crate) const API: u32 = STAGE_API_VERSION;
 
 #[cfg(test)]
 mod tests {
-    use super::super::plugin::lookup;
     use super::*;
 
-    qoslab_engine::registry_contract_test!(
-        GateOps,
-        always::OPS,
-        GATES,
-        "media.gc.gate",
-        |reg, name| lookup(reg, "media.gc.gate", name)
-    );
+    qoslab_engine::registry_contract_test!(GateOps, always::OPS, GATES, "media.gc.gate");
 
     #[test]
     fn the_default_gate_always_lets_gc_run() {

@@ -50,7 +50,9 @@ pub static OPS: GateOps = GateOps {
     help: "Predictable Latency Mode: per NVM set deterministic and non-deterministic windows (features 13h, 14h; log pages 0Ah, 0Bh)",
     api_version: API,
     tunables: PLM_TUNABLES,
-    caps: GateCaps::COMMANDS.union(GateCaps::CLOSES),
+    caps: GateCaps::COMMANDS
+        .union(GateCaps::CLOSES)
+        .union(GateCaps::WINDOWS),
     build: Some(|s: &GateSetup<'_>| Box::new(Plm::new(s))),
 };
 

@@ -28,9 +28,9 @@ pub struct PrioritySetup<'a> {
 
 pub type BuildPriority = fn(&PrioritySetup<'_>) -> Box<dyn DiePriority>;
 
-plugin_ops! {
+qoslab_engine::plugin_ops! {
     /// One die priority, as the registry knows it.
-    pub struct PriorityOps: "die priority", section "nand", build BuildPriority {
+    pub struct PriorityOps: "die priority", tunables "[media.nand.NAME]", build BuildPriority {
     }
 }
 
@@ -62,7 +62,6 @@ pub fn rank(ranks: &[u8; CLASSES], class: OpClass) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plugin::lookup;
     use super::*;
 
     struct Broken;
@@ -76,8 +75,7 @@ mod tests {
         PriorityOps,
         reads_first::OPS,
         PRIORITIES,
-        "media.nand.priority",
-        |reg, name| lookup(reg, "media.nand.priority", name)
+        "media.nand.priority"
     );
 
     #[test]

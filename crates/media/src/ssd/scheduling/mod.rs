@@ -47,9 +47,9 @@ pub struct SchedulingSetup<'a> {
 
 pub type BuildScheduling = fn(&SchedulingSetup<'_>) -> Box<dyn FlashScheduling>;
 
-plugin_ops! {
+qoslab_engine::plugin_ops! {
     /// One flash scheduling, as the registry knows it.
-    pub struct SchedulingOps: "flash scheduling", section "scheduling", build BuildScheduling {
+    pub struct SchedulingOps: "flash scheduling", tunables "[media.scheduling.NAME]", build BuildScheduling {
     }
 }
 
@@ -62,9 +62,9 @@ pub(crate) const API: u32 = STAGE_API_VERSION;
 mod tests {
     use qoslab_engine::{Harness, Ns, Settings};
 
-    use super::super::plugin::lookup;
     use super::super::tests::{read, ssd, ssd_config};
     use super::*;
+    use qoslab_engine::lookup;
 
     /// Command (290 ns) + tR (75 us) + 4096 B at 3 ns/B on the channel.
     const READ_NS: Ns = 290 + 75_000 + 4096 * 3;

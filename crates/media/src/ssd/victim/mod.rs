@@ -44,9 +44,9 @@ pub struct VictimSetup<'a> {
 
 pub type BuildVictim = fn(&VictimSetup<'_>) -> Box<dyn VictimPolicy>;
 
-plugin_ops! {
+qoslab_engine::plugin_ops! {
     /// One victim policy, as the registry knows it.
-    pub struct VictimOps: "GC victim policy", section "gc", build BuildVictim {
+    pub struct VictimOps: "GC victim policy", tunables "[media.gc.NAME]", build BuildVictim {
         /// Capability: the FTL keeps each plane's sealed blocks in lists by valid count, which
         /// [`Sealed::fewest_valid`] and [`Sealed::by_valid`] then read instead of scanning the
         /// plane. A policy that looks at few blocks (random draws) leaves it off and saves the
@@ -68,16 +68,10 @@ pub(crate) fn victim_rng(seed: u64) -> RngStream {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plugin::lookup;
     use super::*;
+    use qoslab_engine::lookup;
 
-    qoslab_engine::registry_contract_test!(
-        VictimOps,
-        greedy::OPS,
-        VICTIMS,
-        "media.gc.victim",
-        |reg, name| lookup(reg, "media.gc.victim", name)
-    );
+    qoslab_engine::registry_contract_test!(VictimOps, greedy::OPS, VICTIMS, "media.gc.victim");
 
     #[test]
     fn names_are_unique_and_every_policy_passes_its_check() {

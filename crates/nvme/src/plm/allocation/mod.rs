@@ -10,7 +10,7 @@ pub mod maxmin;
 pub mod proportional;
 pub mod sp;
 
-use qoslab_engine::{ConfigError, PluginInfo, STAGE_API_VERSION, Tunable};
+use qoslab_engine::{ConfigError, STAGE_API_VERSION};
 
 use super::coordinator::QosClass;
 
@@ -51,14 +51,10 @@ pub struct AllocationSetup {
 
 pub type BuildAllocation = fn(&AllocationSetup) -> Box<dyn Allocation>;
 
-/// One policy, as the registry knows it.
-pub struct AllocationOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    pub tunables: &'static [Tunable],
-    /// Builds it (required).
-    pub build: Option<BuildAllocation>,
+qoslab_engine::plugin_ops! {
+    /// One policy, as the registry knows it (none has tunables yet: the ratios are the
+    /// coordinator's).
+    pub struct AllocationOps: "allocation policy", tunables "[host.plm.NAME]", build BuildAllocation {}
 }
 
 /// Every allocation policy.
@@ -66,43 +62,15 @@ pub static ALLOCATIONS: &[&AllocationOps] = &[&sp::OPS, &fr::OPS, &proportional:
 
 pub(crate) const API: u32 = STAGE_API_VERSION;
 
-/// The policy called `name` in `registry`, checked against the stage contract.
-pub fn lookup_in(
-    registry: &[&'static AllocationOps],
-    field: &str,
-    name: &str,
-) -> Result<&'static AllocationOps, ConfigError> {
-    let ops = registry.iter().find(|a| a.name == name).ok_or_else(|| {
-        let names: Vec<&str> = registry.iter().map(|a| a.name).collect();
-        ConfigError::new(format!(
-            "field '{field}': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "allocation policy",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: if ops.build.is_none() { &["build"] } else { &[] },
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
-}
-
-/// The registered policy called `name`.
+/// The registered policy called `name` (the value of key `field`), checked against the stage
+/// contract.
 pub fn lookup(field: &str, name: &str) -> Result<&'static AllocationOps, ConfigError> {
-    lookup_in(ALLOCATIONS, field, name)
+    qoslab_engine::lookup(ALLOCATIONS, field, name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    qoslab_engine::registry_contract_test!(
-        AllocationOps,
-        sp::OPS,
-        ALLOCATIONS,
-        "policy",
-        |reg, name| lookup_in(reg, "policy", name)
-    );
+    qoslab_engine::registry_contract_test!(AllocationOps, sp::OPS, ALLOCATIONS, "policy");
 }

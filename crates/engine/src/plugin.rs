@@ -1,0 +1,258 @@
+//! The one plug-in idiom: every choice a device file makes by name (a block scheduler, an NVMe
+//! arbiter, a GC victim policy, ...) is a plug-in of some kind, in the spirit of Linux's
+//! `struct elevator_type` and fio's `struct ioengine_ops`:
+//! - a kind is an ops table declared once with [`plugin_ops!`](crate::plugin_ops) (name, help,
+//!   the stage contract it was written for, its tunables, the kind's capability fields, the
+//!   required constructor) and a trait with the kind's hooks, most with defaults;
+//! - a plug-in is one file: its hooks and a `static OPS` literal of the table;
+//! - a registry is one line, a `pub static` slice of the kind's ops tables (`ARBITERS`, `GATES`,
+//!   ...), searched by [`lookup`], which refuses a plug-in built for another contract or lacking
+//!   its constructor ([`check_plugin`]) and names the choices when a name is unknown. Every
+//!   registry's own test module runs [`registry_contract_test!`](crate::registry_contract_test)
+//!   on it.
+//!
+//! The path builder asks a plug-in's capability fields, never its name.
+
+use crate::stage::STAGE_API_VERSION;
+use crate::tunable::{ConfigError, Tunable};
+
+/// What a registry knows of a plug-in before it accepts it (fio's `check_engine_ops`): the
+/// contract it was built for and the hooks it must have.
+#[derive(Clone, Copy, Debug)]
+pub struct PluginInfo {
+    /// Kind of plug-in and its name, for the error (`arbiter 'wrr'`).
+    pub kind: &'static str,
+    pub name: &'static str,
+    /// [`STAGE_API_VERSION`] when the plug-in was written.
+    pub api_version: u32,
+    /// Required hooks the plug-in does not provide.
+    pub missing_hooks: &'static [&'static str],
+}
+
+/// Refuses a plug-in built against another contract or lacking a required hook.
+pub fn check_plugin(p: &PluginInfo) -> Result<(), String> {
+    if p.api_version != STAGE_API_VERSION {
+        return Err(format!(
+            "{} '{}' was built for stage API version {}, this simulator speaks version {}",
+            p.kind, p.name, p.api_version, STAGE_API_VERSION
+        ));
+    }
+    if let Some(h) = p.missing_hooks.first() {
+        return Err(format!(
+            "{} '{}' lacks the required hook '{h}'",
+            p.kind, p.name
+        ));
+    }
+    Ok(())
+}
+
+/// What a registry needs to know of a plug-in to find and check it. [`plugin_ops!`] writes it
+/// for a kind's ops table.
+///
+/// [`plugin_ops!`]: crate::plugin_ops
+pub trait Plugin: Sync + 'static {
+    /// Kind and name for messages (`GC victim policy 'rga'`), contract and missing hooks.
+    fn info(&self) -> PluginInfo;
+    fn help(&self) -> &'static str;
+    /// Its own tunables (its sub-table); none by default.
+    fn tunables(&self) -> &'static [Tunable] {
+        &[]
+    }
+}
+
+/// The plug-in of `registry` called `name` (the value of key `field`, e.g.
+/// `controller.arbitration`), checked against the stage contract.
+pub fn lookup<P: Plugin>(
+    registry: &[&'static P],
+    field: &str,
+    name: &str,
+) -> Result<&'static P, ConfigError> {
+    let ops = registry
+        .iter()
+        .find(|p| p.info().name == name)
+        .ok_or_else(|| {
+            ConfigError::new(format!(
+                "field '{field}': expected one of {}, got '{name}'",
+                names(registry).join(", ")
+            ))
+        })?;
+    check_plugin(&ops.info()).map_err(ConfigError::new)?;
+    Ok(ops)
+}
+
+/// The names of `registry`'s plug-ins, in registration order.
+pub fn names<P: Plugin>(registry: &[&'static P]) -> Vec<&'static str> {
+    registry.iter().map(|p| p.info().name).collect()
+}
+
+/// Declares a plug-in kind's ops table: the fields every kind has (name, help, contract
+/// version, tunables, the required constructor), the kind's own capability fields, and its
+/// [`Plugin`] impl. A macro rather than a generic struct because each kind's capability fields
+/// differ and a plug-in file writes its table as a plain `static` literal.
+///
+/// ```
+/// /// What a cable plug-in builds.
+/// pub trait Cable {
+///     fn delay_ns(&self) -> u64;
+/// }
+/// pub type BuildCable = fn(&qoslab_engine::Settings) -> Box<dyn Cable>;
+///
+/// qoslab_engine::plugin_ops! {
+///     /// One cable, as the registry knows it.
+///     pub struct CableOps: "cable", tunables "[cable.NAME]", build BuildCable {
+///         /// Capability: it carries power too.
+///         pub powered: bool,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! plugin_ops {
+    (
+        $(#[$meta:meta])*
+        pub struct $ops:ident: $kind:literal, tunables $table:literal, build $build:ty {
+            $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $ops {
+            pub name: &'static str,
+            pub help: &'static str,
+            /// The stage contract the plug-in was written for.
+            pub api_version: u32,
+            #[doc = concat!("Its tunables, read from `", $table, "`.")]
+            pub tunables: &'static [$crate::Tunable],
+            $($(#[$fmeta])* pub $field: $fty,)*
+            /// Builds it (required).
+            pub build: Option<$build>,
+        }
+
+        impl $crate::Plugin for $ops {
+            fn info(&self) -> $crate::PluginInfo {
+                $crate::PluginInfo {
+                    kind: $kind,
+                    name: self.name,
+                    api_version: self.api_version,
+                    missing_hooks: if self.build.is_none() { &["build"] } else { &[] },
+                }
+            }
+            fn help(&self) -> &'static str {
+                self.help
+            }
+            fn tunables(&self) -> &'static [$crate::Tunable] {
+                self.tunables
+            }
+        }
+    };
+}
+
+/// The one contract test of a plug-in registry, for the registry's own test module: its
+/// lookup refuses a plug-in written for another stage contract and one without its required
+/// `build` hook, names the choices when a name is unknown, and accepts every registered
+/// plug-in. The two bad plug-ins are copies of `$valid`'s table (any registered one) with
+/// `api_version` or `build` changed. The lookup is [`lookup`] of key `$field`, or
+/// `|reg, name| EXPR` for a registry with its own.
+///
+/// ```ignore
+/// qoslab_engine::registry_contract_test!(ArbiterOps, rr::OPS, ARBITERS, "controller.arbitration");
+/// ```
+#[macro_export]
+macro_rules! registry_contract_test {
+    ($ops:ident, $valid:path, $registry:expr, $field:literal) => {
+        $crate::registry_contract_test!($ops, $valid, $registry, $field, |reg, name| {
+            $crate::plugin::lookup(reg, $field, name)
+        });
+    };
+    ($ops:ident, $valid:path, $registry:expr, $field:literal, |$reg:ident, $name:ident| $lookup:expr) => {
+        #[test]
+        fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
+            static FUTURE: $ops = $ops {
+                name: "future",
+                api_version: $crate::STAGE_API_VERSION + 1,
+                ..$valid
+            };
+            static HOOKLESS: $ops = $ops {
+                name: "hookless",
+                build: None,
+                ..$valid
+            };
+            let find = |$reg: &[&'static $ops], $name: &str| $lookup;
+            let reg: &[&'static $ops] = &[&$valid, &FUTURE, &HOOKLESS];
+            assert!(find(reg, $valid.name).is_ok());
+            let e = find(reg, "future").err().expect("refused").to_string();
+            let version = format!(
+                "'future' was built for stage API version {}, this simulator speaks version {}",
+                $crate::STAGE_API_VERSION + 1,
+                $crate::STAGE_API_VERSION
+            );
+            assert!(e.ends_with(&version), "{e}");
+            let e = find(reg, "hookless").err().expect("refused").to_string();
+            assert!(
+                e.ends_with("'hookless' lacks the required hook 'build'"),
+                "{e}"
+            );
+            let e = find(reg, "nonesuch").err().expect("refused").to_string();
+            assert!(
+                e.starts_with(concat!("field '", $field, "': expected one of ")),
+                "{e}"
+            );
+            assert!(e.ends_with(", future, hookless, got 'nonesuch'"), "{e}");
+            for p in $registry {
+                assert!(find($registry, p.name).is_ok(), "{}", p.name);
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Plugin, lookup, names};
+
+    pub type BuildToy = fn() -> u32;
+
+    crate::plugin_ops! {
+        /// A registry of the smallest kind, to check the idiom and the contract test itself.
+        pub struct ToyOps: "toy", tunables "[toy.NAME]", build BuildToy {
+            /// A capability field.
+            pub big: bool,
+        }
+    }
+
+    static ONE: ToyOps = ToyOps {
+        name: "one",
+        help: "builds 1",
+        api_version: crate::STAGE_API_VERSION,
+        tunables: &[],
+        big: false,
+        build: Some(|| 1),
+    };
+
+    static TWO: ToyOps = ToyOps {
+        name: "two",
+        help: "builds 2",
+        big: true,
+        build: Some(|| 2),
+        ..ONE
+    };
+
+    static TOYS: &[&ToyOps] = &[&ONE, &TWO];
+
+    crate::registry_contract_test!(ToyOps, ONE, TOYS, "toy.kind");
+
+    #[test]
+    fn a_registry_finds_a_plugin_by_name_and_the_caller_asks_its_capabilities() {
+        let two = lookup(TOYS, "toy.kind", "two").unwrap();
+        assert!(std::ptr::eq(two, &TWO));
+        assert!(two.big && !ONE.big);
+        assert_eq!((two.build.unwrap())(), 2);
+        assert_eq!(names(TOYS), ["one", "two"]);
+        let info = two.info();
+        assert_eq!(
+            (info.kind, info.name, two.help()),
+            ("toy", "two", "builds 2")
+        );
+        assert_eq!(
+            lookup(TOYS, "toy.kind", "three").err().unwrap().to_string(),
+            "field 'toy.kind': expected one of one, two, got 'three'"
+        );
+    }
+}

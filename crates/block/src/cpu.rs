@@ -14,8 +14,7 @@
 use std::collections::VecDeque;
 
 use qoslab_engine::{
-    Admission, ConfigError, Ns, PluginInfo, ReqId, Request, STAGE_API_VERSION, Settings, Stage,
-    StageCtx, Tunable,
+    Admission, ConfigError, Ns, ReqId, Request, STAGE_API_VERSION, Settings, Stage, StageCtx,
 };
 
 qoslab_engine::settings! {
@@ -38,61 +37,25 @@ pub trait CpuModel {
 /// Builds a CPU model from its `[cpu.NAME]` table.
 pub type BuildCpu = fn(&Settings) -> Box<dyn CpuModel>;
 
-/// One CPU model, as the registry knows it.
-pub struct CpuOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[cpu.NAME]`.
-    pub tunables: &'static [Tunable],
-    /// Builds it (required).
-    pub build: Option<BuildCpu>,
+qoslab_engine::plugin_ops! {
+    /// One CPU model, as the registry knows it.
+    pub struct CpuOps: "CPU model", tunables "[cpu.NAME]", build BuildCpu {}
 }
 
 /// Every CPU model a device file can name (besides `none`).
 pub static CPUS: &[&CpuOps] = &[&ONE];
 
-/// The word for "no CPU model".
-pub const NONE: &str = "none";
+/// The word for "no CPU model" (no CPU stage).
+pub use qoslab_engine::plugin::NONE;
 
-/// The CPU model called `name` in `registry` (`None` for `none`), checked against the stage
-/// contract.
-pub fn lookup_in(
-    registry: &[&'static CpuOps],
-    name: &str,
-) -> Result<Option<&'static CpuOps>, ConfigError> {
-    if name == NONE {
-        return Ok(None);
-    }
-    let ops = registry.iter().find(|c| c.name == name).ok_or_else(|| {
-        let names: Vec<&str> = std::iter::once(NONE)
-            .chain(registry.iter().map(|c| c.name))
-            .collect();
-        ConfigError::new(format!(
-            "field 'cpu.model': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "CPU model",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: if ops.build.is_none() { &["build"] } else { &[] },
-    })
-    .map_err(ConfigError::new)?;
-    Ok(Some(ops))
-}
-
-/// The CPU model called `name` (`None` for `none`).
+/// The CPU model called `name` (`None` for `none`), checked against the stage contract.
 pub fn lookup(name: &str) -> Result<Option<&'static CpuOps>, ConfigError> {
-    lookup_in(CPUS, name)
+    qoslab_engine::plugin::lookup_or_none(CPUS, "cpu.model", name)
 }
 
 /// The names a device file may give `cpu.model`.
 pub fn names() -> Vec<&'static str> {
-    std::iter::once(NONE)
-        .chain(CPUS.iter().map(|c| c.name))
-        .collect()
+    qoslab_engine::plugin::names_or_none(CPUS)
 }
 
 qoslab_engine::settings! {
@@ -287,7 +250,5 @@ mod tests {
         assert_eq!(e, "field 'cpu.model': expected one of none, one, got 'two'");
     }
 
-    qoslab_engine::registry_contract_test!(CpuOps, ONE, CPUS, "cpu.model", |reg, name| {
-        lookup_in(reg, name).map(|o| o.expect("not none"))
-    });
+    qoslab_engine::registry_contract_test!(CpuOps, ONE, CPUS, "cpu.model", or_none);
 }

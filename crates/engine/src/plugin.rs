@@ -85,6 +85,35 @@ pub fn names<P: Plugin>(registry: &[&'static P]) -> Vec<&'static str> {
     registry.iter().map(|p| p.info().name).collect()
 }
 
+/// The word a key takes for "no plug-in of this kind" where none is a choice
+/// (`[host] replicas`, `[cpu] model`): no stage or layer of the kind on the path.
+pub const NONE: &str = "none";
+
+/// [`lookup`] for a key that may also say [`NONE`]: `None` for it, and the choices the
+/// error names begin with it.
+pub fn lookup_or_none<P: Plugin>(
+    registry: &[&'static P],
+    field: &str,
+    name: &str,
+) -> Result<Option<&'static P>, ConfigError> {
+    if name == NONE {
+        return Ok(None);
+    }
+    if registry.iter().all(|p| p.info().name != name) {
+        return Err(ConfigError::new(format!(
+            "field '{field}': expected one of {}, got '{name}'",
+            names_or_none(registry).join(", ")
+        )));
+    }
+    lookup(registry, field, name).map(Some)
+}
+
+/// [`NONE`], then the names of `registry`'s plug-ins: what a key read by [`lookup_or_none`]
+/// accepts.
+pub fn names_or_none<P: Plugin>(registry: &[&'static P]) -> Vec<&'static str> {
+    std::iter::once(NONE).chain(names(registry)).collect()
+}
+
 /// Declares a plug-in kind's ops table: the fields every kind has (name, help, contract
 /// version, tunables, the required constructor), the kind's own capability fields, and its
 /// [`Plugin`] impl. A macro rather than a generic struct because each kind's capability fields
@@ -149,17 +178,23 @@ macro_rules! plugin_ops {
 /// lookup refuses a plug-in written for another stage contract and one without its required
 /// `build` hook, names the choices when a name is unknown, and accepts every registered
 /// plug-in. The two bad plug-ins are copies of `$valid`'s table (any registered one) with
-/// `api_version` or `build` changed. The lookup is [`lookup`] of key `$field`, or
-/// `|reg, name| EXPR` for a registry with its own.
+/// `api_version` or `build` changed. The lookup is [`lookup`] of key `$field`, [`lookup_or_none`]
+/// with `or_none` after the key, or `|reg, name| EXPR` for a registry with its own.
 ///
 /// ```ignore
 /// qoslab_engine::registry_contract_test!(ArbiterOps, rr::OPS, ARBITERS, "controller.arbitration");
+/// qoslab_engine::registry_contract_test!(CpuOps, ONE, CPUS, "cpu.model", or_none);
 /// ```
 #[macro_export]
 macro_rules! registry_contract_test {
     ($ops:ident, $valid:path, $registry:expr, $field:literal) => {
         $crate::registry_contract_test!($ops, $valid, $registry, $field, |reg, name| {
             $crate::plugin::lookup(reg, $field, name)
+        });
+    };
+    ($ops:ident, $valid:path, $registry:expr, $field:literal, or_none) => {
+        $crate::registry_contract_test!($ops, $valid, $registry, $field, |reg, name| {
+            $crate::plugin::lookup_or_none(reg, $field, name)
         });
     };
     ($ops:ident, $valid:path, $registry:expr, $field:literal, |$reg:ident, $name:ident| $lookup:expr) => {
@@ -205,7 +240,7 @@ macro_rules! registry_contract_test {
 
 #[cfg(test)]
 mod tests {
-    use super::{Plugin, lookup, names};
+    use super::{Plugin, lookup, lookup_or_none, names, names_or_none};
 
     pub type BuildToy = fn() -> u32;
 
@@ -237,6 +272,29 @@ mod tests {
     static TOYS: &[&ToyOps] = &[&ONE, &TWO];
 
     crate::registry_contract_test!(ToyOps, ONE, TOYS, "toy.kind");
+
+    mod or_none {
+        use super::{ONE, TOYS, ToyOps};
+
+        crate::registry_contract_test!(ToyOps, ONE, TOYS, "toy.kind", or_none);
+    }
+
+    #[test]
+    fn a_key_that_may_say_none_gets_no_plugin_for_it_and_names_it_first() {
+        assert!(lookup_or_none(TOYS, "toy.kind", "none").unwrap().is_none());
+        let two = lookup_or_none(TOYS, "toy.kind", "two").unwrap().unwrap();
+        assert!(std::ptr::eq(two, &TWO));
+        assert_eq!(names_or_none(TOYS), ["none", "one", "two"]);
+        assert_eq!(
+            lookup_or_none(TOYS, "toy.kind", "three")
+                .err()
+                .unwrap()
+                .to_string(),
+            "field 'toy.kind': expected one of none, one, two, got 'three'"
+        );
+        // Without `or_none` the word is a name like any other.
+        assert!(lookup(TOYS, "toy.kind", "none").is_err());
+    }
 
     #[test]
     fn a_registry_finds_a_plugin_by_name_and_the_caller_asks_its_capabilities() {

@@ -219,9 +219,7 @@ impl DeviceConfig {
             &sched_names,
             |s| qoslab_block::lookup(s).is_ok(),
         )?;
-        let replica_names: Vec<&str> = std::iter::once(qoslab_nvme::replicas::NONE)
-            .chain(qoslab_nvme::replicas::REPLICAS.iter().map(|r| r.name))
-            .collect();
+        let replica_names = qoslab_nvme::replicas::names();
         let replicas_name = choose(
             &mut doc,
             overrides,
@@ -547,14 +545,7 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
         });
     }
     out.push(plain("cpu", qoslab_block::cpu::CPU_TUNABLES));
-    for c in qoslab_block::cpu::CPUS {
-        out.push(TableDoc {
-            heading: format!("cpu.{} (model = \"{}\")", c.name, c.name),
-            section: format!("cpu.{}", c.name),
-            help: Some(c.help),
-            table: c.tunables,
-        });
-    }
+    plugin_tables("cpu", "model", qoslab_block::cpu::CPUS, &mut out);
     out.push(plain("fs", qoslab_fs::FS_TUNABLES));
     for j in qoslab_fs::JOURNALS {
         out.push(TableDoc {

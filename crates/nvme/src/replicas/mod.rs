@@ -81,32 +81,19 @@ qoslab_engine::plugin_ops! {
 /// Every replica policy a device file can name (besides `none`).
 pub static REPLICAS: &[&ReplicaOps] = &[&mirror::OPS, &crate::plm::library::OPS];
 
-/// The word for "no policy".
-pub const NONE: &str = "none";
+/// The word for "no policy" (no replica layer).
+pub use qoslab_engine::plugin::NONE;
 
 pub(crate) const API: u32 = STAGE_API_VERSION;
 
-/// The policy called `name` in `registry` (`None` for `none`), checked against the stage
-/// contract.
-pub fn lookup_in(
-    registry: &[&'static ReplicaOps],
-    name: &str,
-) -> Result<Option<&'static ReplicaOps>, ConfigError> {
-    if name == NONE {
-        return Ok(None);
-    }
-    if registry.iter().all(|p| p.name != name) {
-        // The choices include `none`, which is not a plug-in.
-        let names = qoslab_engine::plugin::names(registry).join(", ");
-        let e = format!("field 'host.replicas': expected one of {NONE}, {names}, got '{name}'");
-        return Err(ConfigError::new(e));
-    }
-    qoslab_engine::lookup(registry, "host.replicas", name).map(Some)
-}
-
 /// The registered policy called `name` (`None` for `none`).
 pub fn lookup(name: &str) -> Result<Option<&'static ReplicaOps>, ConfigError> {
-    lookup_in(REPLICAS, name)
+    qoslab_engine::plugin::lookup_or_none(REPLICAS, "host.replicas", name)
+}
+
+/// The names a device file may give `host.replicas`.
+pub fn names() -> Vec<&'static str> {
+    qoslab_engine::plugin::names_or_none(REPLICAS)
 }
 
 #[cfg(test)]
@@ -118,19 +105,19 @@ mod tests {
         mirror::OPS,
         REPLICAS,
         "host.replicas",
-        |reg, name| lookup_in(reg, name)
+        or_none
     );
 
     #[test]
     fn the_registry_knows_none() {
-        let reg: &[&'static ReplicaOps] = &[&mirror::OPS];
-        assert!(lookup_in(reg, "none").unwrap().is_none());
-        assert_eq!(lookup_in(reg, "mirror").unwrap().unwrap().name, "mirror");
-        let e = lookup_in(reg, "raid5").err().unwrap().to_string();
+        assert!(lookup("none").unwrap().is_none());
+        assert_eq!(lookup("mirror").unwrap().unwrap().name, "mirror");
+        let e = lookup("raid5").err().unwrap().to_string();
         assert_eq!(
             e,
-            "field 'host.replicas': expected one of none, mirror, got 'raid5'"
+            "field 'host.replicas': expected one of none, mirror, plm, got 'raid5'"
         );
+        assert_eq!(names(), ["none", "mirror", "plm"]);
         for r in REPLICAS {
             assert!(lookup(r.name).unwrap().is_some());
         }

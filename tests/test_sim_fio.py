@@ -46,6 +46,32 @@ def test_fio_command_line_options_are_the_job_file_they_stand_for(qoslab, tmp_pa
     assert [j["jobname"] for j in report["jobs"]] == ["a", "b"]
 
 
+def test_fio_options_beside_a_job_file_are_globals_the_file_overrides(qoslab, tmp_path):
+    # As fio 3.33 runs `fio --number_ios=7 --bs=4k job.fio` (measured): the file's [global]
+    # bs=8k wins, job b (no number_ios of its own) does 7 I/Os, and a job named on the command
+    # line runs first, without the file's globals (b's size keeps that run short).
+    job = tmp_path / "two.fio"
+    job.write_text(
+        "[global]\nbs=8k\ndirect=1\n[a]\nrw=randread\nnumber_ios=30\n[b]\nrw=write\nsize=1m\n"
+    )
+    report = json.loads(
+        ok(qoslab("sim", "--number_ios=7", "--bs=4k", job, "--output-format", "json"))
+    )
+    assert report["global options"] == {"number_ios": "7", "bs": "8k", "direct": "1"}
+    ios = {j["jobname"]: (j["read"]["total_ios"] + j["write"]["total_ios"]) for j in report["jobs"]}
+    assert ios == {"a": 30, "b": 7}
+    line = ["--name=x", "--direct=1", "--rw=read", "--number_ios=5", job]
+    report = json.loads(ok(qoslab("sim", *line, "--output-format", "json")))
+    assert [j["jobname"] for j in report["jobs"]] == ["x", "a", "b"]
+    assert report["jobs"][0]["read"]["io_bytes"] == 5 * 4096
+    # An option's error names the argument, a line of the file names the file.
+    done = qoslab("sim", "--bs=huge", job)
+    assert done.returncode == 2 and done.stderr.startswith("qoslab: error: --bs=huge: ")
+    with job.open() as stdin:
+        done = qoslab("sim", "--bs=4k", "-", stdin=stdin)
+    assert done.returncode == 2 and "job file on stdin" in done.stderr
+
+
 def test_a_job_file_on_stdin_runs_as_the_file_does(qoslab, tmp_path):
     job = tmp_path / "two.fio"
     job.write_text(TWO_JOBS)
@@ -123,6 +149,39 @@ def test_fios_run_options_eta_minimal_and_readonly(qoslab, tmp_path):
     assert "--minimal is --output-format terse: give one of them" in done.stderr
 
 
+def test_status_interval_prints_the_report_so_far_every_interval_of_simulated_time(qoslab):
+    job = [
+        "--name=s",
+        "--direct=1",
+        "--ioengine=libaio",
+        "--iodepth=4",
+        "--rw=randread",
+        "--runtime=25ms",
+        "--time_based",
+        "--output-format=json",
+    ]
+    final = ok(qoslab("sim", *job))
+    out = ok(qoslab("sim", *job, "--status-interval=10ms"))
+    reports, at = [], 0
+    while at < len(out):
+        report, at = json.JSONDecoder().raw_decode(out, at)
+        reports.append(report)
+        at += len(out[at:]) - len(out[at:].lstrip())
+    # At 10 and 20 ms of simulated time, then the final report, unchanged by the dumps.
+    assert len(reports) == 3
+    assert json.dumps(reports[-1], indent=2) == json.dumps(json.loads(final), indent=2)
+    ios = [r["jobs"][0]["read"]["total_ios"] for r in reports]
+    runtimes = [r["jobs"][0]["read"]["runtime"] for r in reports]
+    assert 0 < ios[0] < ios[1] < ios[2], ios
+    assert runtimes[0] <= 10 < runtimes[1] <= 20 < runtimes[2], runtimes
+    for bad in ("soon", "0", "-1s"):
+        done = qoslab("sim", *job, f"--status-interval={bad}")
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith("qoslab: error: --status-interval: expected"), done.stderr
+    done = qoslab("sim", *job, "--status-interval=1ms", "--repeat=3")
+    assert done.returncode == 2 and "leave out --repeat" in done.stderr
+
+
 def test_output_formats_combine_in_fios_order(qoslab):
     args = ["sim", *TWO_JOBS_AS_OPTIONS, "--output-format"]
     alone = {f: ok(qoslab(*args, f)) for f in ("terse", "json", "normal")}
@@ -190,6 +249,22 @@ def test_a_synchronous_engine_at_depth_is_capped_with_fios_note(qoslab):
     job = json.loads(done.stdout)["jobs"][0]
     assert job["iodepth_level"]["1"] == 100.0
     assert job["read"]["slat_ns"]["N"] == 0
+
+
+def test_vsync_runs_as_fios_vector_engine_or_is_refused_where_fio_never_ends(qoslab):
+    job = ["--name=v", "--ioengine=vsync", "--direct=1", "--iodepth=4", "--rw=write"]
+    done = qoslab("sim", *job, "--number_ios=50", "--output-format=json")
+    assert done.returncode == 0, done.stderr
+    assert "ioengine=vsync at iodepth=4: adjacent I/Os go out together" in done.stderr
+    # fio 3.33 (measured): with a think time or a rate this job never ends.
+    for extra in ("--thinktime=100", "--rate_iops=1000"):
+        done = qoslab("sim", *job, "--number_ios=50", extra)
+        assert done.returncode == 2 and done.stdout == ""
+        error = done.stderr.splitlines()[-1]
+        assert error.startswith("qoslab: error: --ioengine=vsync: job 'v': ioengine=vsync")
+        assert "never ends this job" in error and done.stderr.count("error") == 1
+    done = qoslab("sim", "--name=t", "--ioengine=vsync", "--direct=1", "--rw=trim")
+    assert done.returncode == 2 and "issues a trim as a write" in done.stderr
 
 
 def test_buffered_io_and_non_block_engines_are_refused_in_one_line(qoslab):

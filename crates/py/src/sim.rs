@@ -28,7 +28,8 @@ pub(crate) fn to_py(e: SimError) -> PyErr {
 }
 
 /// The jobs to run: a job file, or job-file text (read from stdin or made from fio's command
-/// line) named `jobname` in messages; only the `sections` named, if any.
+/// line) named `jobname` in messages, or both (fio's options beside a job file); only the
+/// `sections` named, if any.
 fn load_jobs(
     jobfile: Option<PathBuf>,
     jobtext: Option<String>,
@@ -41,6 +42,11 @@ fn load_jobs(
         (None, Some(text)) => {
             let name = PathBuf::from(jobname.unwrap_or_else(|| "<stdin>".into()));
             qoslab_workload::fio::parse_job_str(&text, &name, env)?
+        }
+        // fio's job options on the command line beside a job file (`jobname` names them).
+        (Some(path), Some(text)) => {
+            let name = PathBuf::from(jobname.unwrap_or_else(|| "<command line>".into()));
+            qoslab_workload::fio::parse_job_file_after(&text, &name, &path, env)?
         }
         _ => return Err(SimError::new("give either a job file or job text")),
     };
@@ -221,15 +227,17 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 /// Runs `qoslab sim`, writing the time series as CSV to `series_path` (every
 /// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. The device
 /// is a preset or a file named `device`, or the device file `device_text` (named `device` in
-/// messages). Returns a dict: text, ios, events, max_outstanding, and for jobs `jobs` (JSON
-/// text of how they were read, as `fio_parse` gives it).
+/// messages). Returns a dict: text, status (the report at each `status_interval`, a simulated
+/// time), ios, events, max_outstanding, and for jobs `jobs` (JSON text of how they were read,
+/// as `fio_parse` gives it).
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
     series_path=None, series_interval_ms=100.0, progress=false,
     jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None,
-    crash_target=None
+    crash_target=None,
+    status_interval=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -253,7 +261,25 @@ fn sim_run<'py>(
     device_text: Option<String>,
     power_fail_at: Option<&str>,
     crash_target: Option<u16>,
+    status_interval: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    // fio's --status-interval: a time, in seconds when it has no unit.
+    let status_interval_ns = status_interval
+        .map(|t| {
+            let with_unit = if t.trim().parse::<f64>().is_ok() {
+                format!("{t}s")
+            } else {
+                t.to_string()
+            };
+            qoslab_engine::units::parse_duration_ns(&with_unit)
+                .filter(|&ns| ns > 0)
+                .ok_or_else(|| {
+                    to_py(SimError::new(format!(
+                        "--status-interval: expected a simulated time like 10ms or 1 (s), got '{t}'"
+                    )))
+                })
+        })
+        .transpose()?;
     let power_fail_at_ns = power_fail_at
         .map(|t| {
             qoslab_engine::units::parse_duration_ns(t).ok_or_else(|| {
@@ -350,6 +376,7 @@ fn sim_run<'py>(
         progress,
         power_fail_at_ns,
         crash_target,
+        status_interval_ns,
     };
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);
@@ -357,6 +384,7 @@ fn sim_run<'py>(
         d.set_item("jobs", jobs_json(file))?;
     }
     d.set_item("text", out.text)?;
+    d.set_item("status", out.status)?;
     d.set_item("ios", out.ios)?;
     d.set_item("events", out.events)?;
     d.set_item("max_outstanding", out.max_outstanding)?;

@@ -31,6 +31,7 @@ fn main() {
         progress: false,
         power_fail_at_ns: None,
         crash_target: None,
+        status_interval_ns: None,
     };
     let t = Instant::now();
     let out = qoslab_sim::run(&opts).unwrap_or_else(|e| panic!("{e}"));

@@ -125,6 +125,8 @@ pub struct JobStats {
     /// read, write, trim, sync (flush).
     pub ops: [OpStats; 4],
     pub iodepth_level: [u64; DEPTH_BUCKETS],
+    /// I/Os queued that fio never counted in `iodepth_level` (see `JobRun::uncommitted`).
+    pub iodepth_uncounted: u64,
     pub submit_batches: [u64; DEPTH_BUCKETS],
     pub complete_batches: [u64; DEPTH_BUCKETS],
     pub errors: u64,
@@ -234,6 +236,7 @@ impl JobStats {
             self.submit_batches[k] += o.submit_batches[k];
             self.complete_batches[k] += o.complete_batches[k];
         }
+        self.iodepth_uncounted += o.iodepth_uncounted;
         self.errors += o.errors;
         self.runtime_ns = self.runtime_ns.max(o.runtime_ns);
         if self.error == 0 {
@@ -351,24 +354,49 @@ pub struct HostLoop {
     /// Whether fio records a submission latency: not for a synchronous call (a sync engine,
     /// or `null` at depth 1), whose whole time is its completion latency.
     pub slat: bool,
+    /// How the engine's own calls differ from libaio's.
+    pub calls: EngineCalls,
+}
+
+/// How an engine's calls behave where they differ from libaio's (whose commit submits the
+/// queued batch and whose getevents reaps `iodepth_batch_complete_min..max`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineCalls {
+    Batch,
+    /// `posixaio` (engines/posixaio.c) has no commit: each I/O leaves when it is queued, and
+    /// fio marks a submission and a completion of one I/O there (ioengines.c, `td_io_queue`);
+    /// the depths are still counted `iodepth_batch_submit` I/Os at a time (`td_io_commit`), and
+    /// its getevents returns every completion it finds, whatever the maximum.
+    EachAtQueue,
+    /// `vsync` above depth 1 (engines/sync.c): I/Os queue into one vector while each follows
+    /// the last (same direction, next offset); the commit is one readv/writev the job waits
+    /// for; a queued I/O that does not follow makes the engine busy (commit, reap, queue it
+    /// again). Getevents returns the I/Os of the last call, whatever the minimum and maximum,
+    /// or none if they were reaped: the I/Os of a call not reaped before the next one are never
+    /// reaped (they keep their slot of `iodepth` to the end of the job, as in fio 3.33).
+    Vector,
 }
 
 impl HostLoop {
     /// fio's rules (init.c `fixup_options`, the engines' own): a synchronous engine has one
     /// I/O at a time; batches and the low mark fit inside `iodepth` (0 meaning `iodepth`);
     /// the reaping maximum is at least its minimum; `posixaio` has no commit and so submits
-    /// each I/O by itself; `null` at a depth above 1 completes a batch at its commit and
+    /// each I/O by itself (see [`EngineCalls`]); `null` at a depth above 1 completes a batch at its commit and
     /// takes no more until it is reaped.
     pub fn of_job(job: &Job, null_costs: (Ns, Ns)) -> Self {
         let depth = job.iodepth.max(1);
         let fit = |v: u32| if v == 0 || v > depth { depth } else { v };
-        let mut batch = fit(job.iodepth_batch_submit);
-        if job.ioengine == "posixaio" {
-            batch = 1;
-        }
+        let batch = fit(job.iodepth_batch_submit);
+        let calls = match job.ioengine.as_str() {
+            "posixaio" => EngineCalls::EachAtQueue,
+            // At depth 1 a vector of one is a psync call.
+            "vsync" if depth > 1 => EngineCalls::Vector,
+            _ => EngineCalls::Batch,
+        };
         let complete_min = job.iodepth_batch_complete_min;
         let complete_max = job.iodepth_batch_complete_max.max(complete_min);
         let (iodepth, batch) = match job.engine {
+            EngineClass::Sync if calls == EngineCalls::Vector => (depth, batch),
             EngineClass::Sync => (1, 1),
             EngineClass::Null if depth > 1 => (batch, batch),
             EngineClass::Null => (1, 1),
@@ -388,6 +416,7 @@ impl HostLoop {
                 EngineClass::Null => depth > 1,
                 EngineClass::Async => true,
             },
+            calls,
         }
     }
 
@@ -404,6 +433,7 @@ impl HostLoop {
             offload: true,
             null_costs: None,
             slat: true,
+            calls: EngineCalls::Batch,
         }
     }
 }
@@ -629,6 +659,11 @@ pub struct JobRun {
     staged: Vec<Request>,
     /// Committed in a submission call that slept before handing them all to the path.
     in_call: std::collections::VecDeque<Request>,
+    /// Queued since fio's last `td_io_commit` (its `io_u_queued`), for engines whose I/O does
+    /// not wait in `staged` for it ([`EngineCalls`]).
+    uncommitted: u32,
+    /// A vector engine's I/Os in the call the job waits for ([`EngineCalls::Vector`]).
+    in_vector: Vec<Request>,
     /// Completed by the path, not yet reaped by the job.
     done: std::collections::VecDeque<Request>,
     wait: Wait,
@@ -834,6 +869,8 @@ impl JobRun {
             allocated: 0,
             staged: Vec::new(),
             in_call: std::collections::VecDeque::new(),
+            uncommitted: 0,
+            in_vector: Vec::new(),
             done: std::collections::VecDeque::new(),
             wait: Wait::Nothing,
             pending: None,
@@ -963,7 +1000,7 @@ impl JobRun {
         }
         let result = loop {
             // 0. A submission call that slept for a tag goes on first.
-            if !self.continue_call(&mut submit) {
+            if !self.continue_call(&mut submit) || !self.in_vector.is_empty() {
                 break Pump::Wait;
             }
             // 1. What the loop is waiting for.
@@ -976,9 +1013,25 @@ impl JobRun {
                     }
                     self.wait = Wait::Nothing;
                 }
+                Wait::Reap { full, .. } if self.host_loop.calls == EngineCalls::Vector => {
+                    // vsync's getevents: its commit first (the job waits for the call), then
+                    // the last call's I/Os, or none.
+                    if !self.commit(&mut submit, false) {
+                        break Pump::Wait;
+                    }
+                    let n = self.done.len() as u32;
+                    self.reap(now, n, &mut notes);
+                    // With nothing reaped fio 3.33 calls again for ever (the slots it never
+                    // reaps keep the queue above iodepth_low); the simulation goes on.
+                    if n > 0 && full && self.allocated > self.host_loop.low && !self.stopping() {
+                        self.wait = self.reap_wait(true);
+                        continue;
+                    }
+                    self.wait = Wait::Nothing;
+                }
                 Wait::Reap { min, max, full } => {
                     if (self.done.len() as u32) < min {
-                        self.commit(&mut submit);
+                        self.commit(&mut submit, false);
                         break Pump::Wait;
                     }
                     self.reap(now, max, &mut notes);
@@ -989,7 +1042,7 @@ impl JobRun {
                     self.wait = Wait::Nothing;
                 }
                 Wait::Quiesce(then) => {
-                    if !self.commit(&mut submit) {
+                    if !self.commit(&mut submit, true) {
                         break Pump::Wait;
                     }
                     while !self.done.is_empty() {
@@ -1020,8 +1073,10 @@ impl JobRun {
                     self.wait = Wait::Nothing;
                 }
             }
-            // 2. A flush: after every I/O of the job is reaped, alone.
-            if self.durability.busy() {
+            // 2. A flush: after every I/O of the job is reaped, alone. (vsync's job drains
+            // first: fio's end_fsync comes after its last call, step 3.)
+            let vector_end = self.exhausted && self.host_loop.calls == EngineCalls::Vector;
+            if self.durability.busy() && !(vector_end && self.allocated > 0) {
                 if self.durability.sync_due {
                     if self.allocated > 0 {
                         self.wait = Wait::Quiesce(AfterQuiesce::Continue);
@@ -1056,10 +1111,22 @@ impl JobRun {
                 continue;
             }
             if self.exhausted {
+                if self.allocated > 0 && self.host_loop.calls == EngineCalls::Vector {
+                    // vsync's last getevents returns the last call's I/Os (or none); the job
+                    // ends holding the I/Os of earlier calls, never reaped.
+                    if !self.commit(&mut submit, false) {
+                        break Pump::Wait;
+                    }
+                    let n = self.done.len() as u32;
+                    self.reap(now, n, &mut notes);
+                    self.allocated = 0;
+                    continue;
+                }
                 if self.allocated > 0 {
                     // fio's last call waits for every I/O the job holds and reaps them
                     // together (offload workers reap each as it comes, above).
-                    if !self.commit(&mut submit) || (self.done.len() as u32) < self.allocated {
+                    if !self.commit(&mut submit, false) || (self.done.len() as u32) < self.allocated
+                    {
                         break Pump::Wait;
                     }
                     let all = self.allocated;
@@ -1117,6 +1184,18 @@ impl JobRun {
                 self.wait = self.reap_wait(true);
                 continue;
             }
+            // 8b. vsync: an I/O that does not follow its vector makes the engine busy: fio
+            // commits what is queued, reaps (`do_io`'s `reap:`), then queues the I/O again.
+            if self.host_loop.calls == EngineCalls::Vector
+                && let Some(last) = self.staged.last()
+                && (last.op != io.op || last.offset_bytes + last.len_bytes != io.offset_bytes)
+            {
+                self.wait = self.reap_wait(self.allocated >= self.depth());
+                if !self.commit(&mut submit, true) {
+                    break Pump::Wait;
+                }
+                continue;
+            }
             // 9. Queue the I/O; a batch is submitted once complete.
             self.pending = None;
             self.thought = false;
@@ -1150,18 +1229,49 @@ impl JobRun {
             }
             req.host = self.host;
             req.core = self.core;
-            self.staged.push(req);
             if self.allocated >= self.depth() {
                 // fio reaps right after queueing into a full queue (`do_io`'s `reap:`), the
                 // last I/O included: its final call then drains what is left after that reap.
                 self.wait = self.reap_wait(true);
             }
-            if self.staged.len() as u32 >= self.host_loop.batch && !self.commit(&mut submit) {
-                break Pump::Wait;
+            match self.host_loop.calls {
+                EngineCalls::Batch => {
+                    self.staged.push(req);
+                    if self.staged.len() as u32 >= self.host_loop.batch
+                        && !self.commit(&mut submit, true)
+                    {
+                        break Pump::Wait;
+                    }
+                }
+                EngineCalls::EachAtQueue => {
+                    self.stats.submit_batches[batch_bucket(1)] += 1;
+                    if now >= self.ramp_end() {
+                        self.stats.complete_batches[batch_bucket(1)] += 1;
+                    }
+                    self.uncommitted += 1;
+                    if self.uncommitted >= self.host_loop.batch {
+                        self.commit(&mut submit, true);
+                    }
+                    self.in_call.push_back(req);
+                    if !self.continue_call(&mut submit) {
+                        break Pump::Wait;
+                    }
+                }
+                EngineCalls::Vector => {
+                    self.staged.push(req);
+                    self.uncommitted += 1;
+                    if self.uncommitted >= self.host_loop.batch && !self.commit(&mut submit, true) {
+                        break Pump::Wait;
+                    }
+                }
             }
         };
-        if self.exhausted && self.allocated == 0 && !self.durability.busy() {
-            self.finished = true;
+        if self.exhausted && self.allocated == 0 {
+            // Queued and never counted by a commit: fio's job ends with them.
+            self.stats.iodepth_uncounted += u64::from(std::mem::take(&mut self.uncommitted));
+            if !self.durability.busy() {
+                self.finished = true;
+            }
         }
         notes.failed |= self.error != 0;
         Ok((result, notes))
@@ -1172,9 +1282,20 @@ impl JobRun {
         self.exhausted || self.terminated || self.error != 0
     }
 
-    /// fio's `td_io_commit`: the queued I/Os go down in one submission, counted at the depth
-    /// the job holds. False if the call sleeps (see `continue_call`).
-    fn commit(&mut self, submit: &mut impl FnMut(Request) -> bool) -> bool {
+    /// fio's `td_io_commit` (`counted`) or the engine's own commit that getevents makes
+    /// first: the queued I/Os go down in one submission, counted at the depth the job holds.
+    /// False if the call sleeps (see `continue_call`) or, for a vector engine, while the job
+    /// waits for its call.
+    fn commit(&mut self, submit: &mut impl FnMut(Request) -> bool, counted: bool) -> bool {
+        if self.host_loop.calls != EngineCalls::Batch {
+            // These engines' I/Os are counted by fio's `io_u_queued`, not by what waits.
+            if counted && self.allocated > 0 && self.uncommitted > 0 {
+                let level = depth_level_bucket(self.allocated);
+                self.stats.iodepth_level[level] += u64::from(self.uncommitted);
+                self.uncommitted = 0;
+            }
+            return self.call_vector(submit);
+        }
         let n = self.staged.len() as u32;
         if n == 0 {
             return true;
@@ -1190,6 +1311,26 @@ impl JobRun {
         }
         self.in_call.extend(self.staged.drain(..));
         self.continue_call(submit)
+    }
+
+    /// A vector engine's commit: the queued I/Os (each following the last) as one request,
+    /// a readv/writev the job waits for. The I/Os of the previous call, if not reaped, are
+    /// no longer the engine's events: they are never reaped.
+    fn call_vector(&mut self, submit: &mut impl FnMut(Request) -> bool) -> bool {
+        let Some(&first) = self.staged.first() else {
+            return true;
+        };
+        self.stats.submit_batches[batch_bucket(self.staged.len() as u32)] += 1;
+        self.done.clear();
+        let mut call = first;
+        for io in &self.staged[1..] {
+            call.len_bytes += io.len_bytes;
+            call.flags |= io.flags;
+        }
+        self.in_vector.append(&mut self.staged);
+        self.in_call.push_back(call);
+        self.continue_call(submit);
+        false
     }
 
     /// Hands the I/Os of the current submission call to the path, in order. `submit` answers
@@ -1288,13 +1429,27 @@ impl JobRun {
             }
             return;
         }
+        if self.host_loop.calls == EngineCalls::Vector {
+            // The readv/writev returns: its I/Os are the engine's events.
+            for mut io in self.in_vector.drain(..) {
+                io.t = req.t;
+                io.status = req.status;
+                self.done.push_back(io);
+            }
+            return;
+        }
         self.done.push_back(*req);
     }
 
     /// Reaps up to `max` completions in one call at `now` (fio's getevents).
     fn reap(&mut self, now: Ns, max: u32, notes: &mut PumpNotes) {
-        let n = (max.max(1) as usize).min(self.done.len());
-        if n == 0 {
+        let n = match self.host_loop.calls {
+            EngineCalls::Batch => (max.max(1) as usize).min(self.done.len()),
+            // posixaio's and vsync's getevents return all they have.
+            _ => self.done.len(),
+        };
+        // vsync's getevents counts a call that returns nothing.
+        if n == 0 && self.host_loop.calls != EngineCalls::Vector {
             return;
         }
         for _ in 0..n {
@@ -1557,6 +1712,27 @@ impl JobRun {
             clone: self.clone,
             group: self.report_group,
             stats: self.stats,
+            issued: self.issued,
+        }
+    }
+
+    /// The job's results so far, its books closed as at its last completion (fio's
+    /// `--status-interval` dump), the run going on.
+    pub fn snapshot(&self) -> JobResult {
+        let mut stats = self.stats.clone();
+        let end = self.last_complete_ns;
+        self.bw_sampler.clone().close_until(end, &mut stats);
+        self.iops_sampler.clone().close_until(end, &mut stats);
+        stats.runtime_ns = end.saturating_sub(self.ramp_end());
+        stats.error = self.error;
+        stats.latency_depth = self.latency_target.as_ref().map_or(0, |lt| lt.qd);
+        stats.steadystate = self.steadystate.as_ref().map(|s| s.report.clone());
+        JobResult {
+            name: self.name.clone(),
+            def: self.def,
+            clone: self.clone,
+            group: self.report_group,
+            stats,
             issued: self.issued,
         }
     }

@@ -94,6 +94,9 @@ pub struct SimOptions {
     /// At `power_fail_at_ns`, only this target server crashes and restarts (`[fabric]
     /// targets`); the initiator and the other targets stay up.
     pub crash_target: Option<u16>,
+    /// Report the run as it stands every this much simulated time (fio's
+    /// `--status-interval`), before the final report.
+    pub status_interval_ns: Option<Ns>,
 }
 
 /// The per-interval time series (`--timeseries`), written as CSV while the run goes.
@@ -109,6 +112,8 @@ pub struct SeriesSpec {
 pub struct SimOutput {
     /// The report in the requested format.
     pub text: String,
+    /// The report at each `status_interval_ns` of simulated time, before the end.
+    pub status: Vec<String>,
     /// Simulated I/Os over all runs and the events handled (for benchmarks).
     pub ios: u64,
     pub events: u64,
@@ -164,6 +169,9 @@ fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Res
             }
         }
     }
+    if job.ioengine == "vsync" {
+        vsync_runnable(job).map_err(|m| at(job.ioengine_location.as_ref(), m))?;
+    }
     let host = device.host_config();
     if null && job.time_based && host.submit_ns + host.complete_ns == 0 {
         return Err(at(
@@ -171,6 +179,62 @@ fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Res
             "ioengine=null on a device whose host costs (host.submit_ns, host.complete_ns) are 0: \
              a time_based job would issue without end in no simulated time"
                 .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// fio 3.33's `vsync` writes a trim with writev; above depth 1 its getevents returns only the
+/// last vector call's I/Os (engines/sync.c), so those of a call not reaped before the next are
+/// never reaped: fio's wait for every I/O in flight before a sleep (`io_u_quiesce`), or for
+/// the queue to drain to `iodepth_low`, then never ends (measured: thinktime and rate_iops
+/// at iodepth=4), and with `fsync` it counts depths twice (measured: iodepth 4 = 106 % with
+/// fsync=8).
+fn vsync_runnable(job: &qoslab_workload::fio::Job) -> Result<(), String> {
+    if job.rw.issues(qoslab_engine::Op::Trim) {
+        return Err(
+            "ioengine=vsync with trims: fio's vector engine issues a trim as a write (it knows \
+             only readv and writev); use another engine"
+                .into(),
+        );
+    }
+    if job.iodepth <= 1 {
+        return Ok(());
+    }
+    let depth = job.iodepth;
+    let rate = job
+        .rate_bytes_per_s
+        .iter()
+        .chain(&job.rate_iops)
+        .any(Option::is_some);
+    let quiesces = [
+        (job.thinktime_ns > 0, "thinktime"),
+        (rate, "a rate"),
+        (job.flow_sleep_ns > 0, "flow_sleep"),
+        (job.latency_target_ns.is_some(), "latency_target"),
+        // (measured: iodepth=8, iodepth_batch_submit=4, iodepth_low=2 never ends)
+        (
+            job.iodepth_low != 0 && job.iodepth_low < depth,
+            "iodepth_low below iodepth",
+        ),
+    ];
+    if let Some((_, what)) = quiesces.iter().find(|(on, _)| *on) {
+        return Err(format!(
+            "ioengine=vsync at iodepth={depth} with {what}: fio waits there for I/Os in flight, \
+             and vsync never returns those of a vector call it did not reap before the next, so \
+             fio 3.33 never ends this job; use iodepth=1 (vsync is then psync) or another engine"
+        ));
+    }
+    if job.fsync_every > 0 {
+        return Err(format!(
+            "ioengine=vsync at iodepth={depth} with fsync: fio 3.33 counts this job's depths \
+             twice (more than 100 %); use iodepth=1 (vsync is then psync) or another engine"
+        ));
+    }
+    if job.submit_mode == qoslab_workload::fio::SubmitMode::Offload {
+        return Err(format!(
+            "ioengine=vsync at iodepth={depth} with io_submit_mode=offload: not simulated (its \
+             vector calls are the job's own); use iodepth=1 or another engine"
         ));
     }
     Ok(())
@@ -550,6 +614,7 @@ impl ModelVisitor for RunOnce<'_, '_> {
             })
             .collect::<Result<Vec<D>, _>>()?;
         let loop_opts = LoopOptions {
+            status_interval_ns: self.opts.status_interval_ns,
             progress: self.opts.progress,
             power_fail_at_ns: self.opts.power_fail_at_ns,
             crash_target: self.opts.crash_target,
@@ -578,6 +643,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
 ) -> Result<SimOutput, SimError> {
     let loop_opts = LoopOptions {
         progress: false,
+        status_interval_ns: None,
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
         recovery: recovery_of(&opts.device, &dev),
@@ -586,6 +652,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,
+        status: Vec::new(),
         ios: outcome.jobs.iter().map(|j| j.issued).sum(),
         events: outcome.events,
         max_outstanding: outcome.max_outstanding,
@@ -609,6 +676,7 @@ where
     let parts = path::parts::<T, D>(&opts.device, dev, &plan)?;
     let loop_opts = LoopOptions {
         progress: false,
+        status_interval_ns: None,
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
         recovery: None,
@@ -617,6 +685,7 @@ where
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
     Ok(SimOutput {
         text,
+        status: Vec::new(),
         ios: outcome.jobs.iter().map(|j| j.issued).sum(),
         events: outcome.events,
         max_outstanding: outcome.max_outstanding,
@@ -644,6 +713,11 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
         }
     }
     let repeat = opts.repeat.max(1);
+    if repeat > 1 && opts.status_interval_ns.is_some() {
+        return Err(SimError::new(
+            "--status-interval: reports one run as it goes; leave out --repeat",
+        ));
+    }
     // Every seed's outcome is kept until the report is rendered (its means and intervals).
     let held = opts.workload.clones() * u64::from(repeat);
     if repeat > 1 && held > MAX_HELD_CLONE_RUNS {
@@ -692,11 +766,17 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
         outcomes
     };
     let text = report::render(opts, &seeds, &outcomes)?;
+    let status = outcomes[0]
+        .status
+        .iter()
+        .map(|o| report::render(opts, &seeds[..1], std::slice::from_ref(o)))
+        .collect::<Result<Vec<_>, _>>()?;
     if let Some(s) = series {
         s.persist()?;
     }
     Ok(SimOutput {
         text,
+        status,
         ios: outcomes
             .iter()
             .flat_map(|o| o.jobs.iter())

@@ -230,7 +230,10 @@ fn op_json(
 }
 
 fn share_map(keys: &[&str], counts: &[u64; DEPTH_BUCKETS]) -> Value {
-    let total: u64 = counts.iter().sum();
+    share_map_of(keys, counts, counts.iter().sum())
+}
+
+fn share_map_of(keys: &[&str], counts: &[u64; DEPTH_BUCKETS], total: u64) -> Value {
     let mut m = Map::new();
     for (k, c) in keys.iter().zip(counts) {
         m.insert((*k).into(), json!(depth_share(*c, total)));
@@ -265,6 +268,12 @@ fn steadystate_json(ss: &crate::job::SteadyStateReport) -> Value {
 }
 
 /// fio's `stat_calc_dist`: a bucket's share in percent, at least 0.1 when it holds anything.
+/// fio divides the depths by the I/Os queued: those its engine never counted in a commit
+/// (posixaio's and vsync's last, [`crate::job::EngineCalls`]) leave the shares short of 100 %.
+fn level_total(s: &JobStats) -> u64 {
+    s.iodepth_level.iter().sum::<u64>() + s.iodepth_uncounted
+}
+
 fn depth_share(count: u64, total: u64) -> f64 {
     let pct = share(count, total);
     if count > 0 && pct < 0.1 { 0.1 } else { pct }
@@ -391,7 +400,11 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
     }
     m.insert(
         "iodepth_level".into(),
-        share_map(&["1", "2", "4", "8", "16", "32", ">=64"], &s.iodepth_level),
+        share_map_of(
+            &["1", "2", "4", "8", "16", "32", ">=64"],
+            &s.iodepth_level,
+            level_total(s),
+        ),
     );
     let batch_keys = ["0", "4", "8", "16", "32", "64", ">=64"];
     m.insert(
@@ -478,7 +491,7 @@ fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
         }
         // CPU: user, system, context switches, major and minor faults (nothing runs on a host).
         f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
-        let level_total: u64 = s.iodepth_level.iter().sum();
+        let level_total = level_total(s);
         for c in s.iodepth_level {
             f.push(format!("{:.1}%", depth_share(c, level_total)));
         }

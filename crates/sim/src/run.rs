@@ -41,6 +41,8 @@ enum LoopEv {
     PowerFail,
     /// fio's helper thread, once a second: the steady-state checks.
     Tick,
+    /// `--status-interval`: the report so far.
+    Status,
 }
 
 /// Jobs whose submission call sleeps in the block layer (a request of theirs waits for a
@@ -174,6 +176,8 @@ impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
 pub struct LoopOptions {
     /// Show a progress bar on stderr once the run has taken a second.
     pub progress: bool,
+    /// Record the run as it stands every this much simulated time (`--status-interval`).
+    pub status_interval_ns: Option<Ns>,
     /// Cut the power at this simulated time.
     pub power_fail_at_ns: Option<Ns>,
     /// At that time only this target server crashes (and restarts), not the power.
@@ -206,6 +210,8 @@ pub struct DurabilityReport {
 /// What a run leaves behind.
 pub struct Outcome {
     pub jobs: Vec<JobResult>,
+    /// The run as it stood at each `--status-interval` (fio's status dumps), in time order.
+    pub status: Vec<Outcome>,
     /// Simulated time of the last event handled.
     pub end_ns: Ns,
     pub events: u64,
@@ -267,6 +273,9 @@ struct Sim<'w, P: Stage> {
     exitall: bool,
     /// `group_reporting` per job definition (steady state counts a group together).
     group_reporting: Vec<bool>,
+    /// `--status-interval`, and the run as it stood at each.
+    status_every: Option<Ns>,
+    status: Vec<Outcome>,
 }
 
 impl<P: Stage> Sim<'_, P> {
@@ -561,6 +570,8 @@ impl<P: Stage> Sim<'_, P> {
             Ev::Loop(LoopEv::PowerFail) => self.power_fail(now, self.crash_target),
             Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,
             Ev::Loop(LoopEv::Tick) => self.tick(now),
+            // Taken by the loop itself, which counts the events (`status_dump`).
+            Ev::Loop(LoopEv::Status) => {}
             Ev::Loop(LoopEv::Job(j)) => {
                 let job = &mut self.jobs[j as usize];
                 if job.wake_at == Some(now) {
@@ -709,6 +720,12 @@ impl<P: Stage> Sim<'_, P> {
             if at > MAX_TIME_NS {
                 return Err(past_the_clock(at));
             }
+            if let Ev::Loop(LoopEv::Status) = ev {
+                // Not an event of the run: its report (and `now`, the time a run that stalls
+                // after a cut stops at) stays as without the dumps.
+                self.status_dump(at, events);
+                continue;
+            }
             now = at;
             events += 1;
             self.handle(ev, now)?;
@@ -717,6 +734,32 @@ impl<P: Stage> Sim<'_, P> {
             b.finish_and_clear();
         }
         Ok(events)
+    }
+
+    /// fio's `--status-interval` dump: the run's report so far, every interval of simulated
+    /// time (fio's is wall-clock time), until the run ends.
+    #[cold]
+    fn status_dump(&mut self, now: Ns, events: u64) {
+        let mut stages = Vec::new();
+        self.path.reports(&mut stages);
+        stages.extend(self.cpus.report());
+        self.status.push(Outcome {
+            jobs: self.jobs.iter().map(JobRun::snapshot).collect(),
+            status: Vec::new(),
+            end_ns: now,
+            events,
+            stages,
+            max_outstanding: self.reqs.high_water(),
+            durability: None,
+            recovery: None,
+            stalled_after_cut: None,
+        });
+        // With nothing else scheduled the run has stalled (which the loop then says).
+        if let Some(every) = self.status_every
+            && !self.queue.is_empty()
+        {
+            self.queue.schedule(now + every, Ev::Loop(LoopEv::Status));
+        }
     }
 
     #[cold]
@@ -785,12 +828,17 @@ pub fn simulate<P: Stage>(
         recovery: opts.recovery.clone(),
         crash_target: opts.crash_target,
         stalled_after_cut: None,
+        status_every: opts.status_interval_ns.filter(|&t| t > 0),
+        status: Vec::new(),
     };
     if let Some(t) = opts.power_fail_at_ns {
         sim.queue.schedule(t, Ev::Loop(LoopEv::PowerFail));
     }
     if steady {
         sim.queue.schedule(TICK_NS, Ev::Loop(LoopEv::Tick));
+    }
+    if let Some(every) = sim.status_every {
+        sim.queue.schedule(every, Ev::Loop(LoopEv::Status));
     }
     {
         let mut ctx = RootCtx {
@@ -820,6 +868,7 @@ pub fn simulate<P: Stage>(
     let durability = sim.durability();
     let recovery = sim.recovered();
     Ok(Outcome {
+        status: std::mem::take(&mut sim.status),
         durability,
         recovery,
         stalled_after_cut: sim.stalled_after_cut,
@@ -924,6 +973,7 @@ mod tests {
             progress: false,
             power_fail_at_ns: None,
             crash_target: None,
+            status_interval_ns: None,
         };
         crate::build_jobs(&opts, 1, 1 << 30)
             .unwrap_or_else(|e| panic!("{e}"))

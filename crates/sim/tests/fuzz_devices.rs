@@ -44,6 +44,7 @@ proptest! {
                 progress: false,
                 power_fail_at_ns: None,
                 crash_target: None,
+                status_interval_ns: None,
             };
             let _ = qoslab_sim::run(&opts);
         }

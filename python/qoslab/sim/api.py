@@ -77,7 +77,14 @@ def job_notes(parsed: dict[str, Any]) -> list[str]:
                 f"job '{job['name']}': options accepted but ignored by the simulator: "
                 + ", ".join(seen.values())
             )
-        if job["engine_class"] == "sync" and job["iodepth"] > 1:
+        if job["ioengine"] == "vsync" and job["iodepth"] > 1:
+            lines.append(
+                f"job '{job['name']}': ioengine=vsync at iodepth={job['iodepth']}: adjacent I/Os "
+                "go out together in one readv/writev, one call at a time, and fio 3.33 never "
+                "reaps the I/Os of a call once it makes the next (see 'Engines' in "
+                "docs/workload.md)"
+            )
+        elif job["engine_class"] == "sync" and job["iodepth"] > 1:
             lines.append(
                 f"job '{job['name']}': ioengine={job['ioengine']} is synchronous: iodepth="
                 f'{job["iodepth"]} is capped at 1, as fio does (fio: "queue depth will be '
@@ -108,9 +115,12 @@ def run(
     fio_logs: bool = False,
     power_fail_at: str | None = None,
     crash_target: int | None = None,
+    status_interval: str | None = None,
 ) -> dict[str, Any]:
-    """Runs one simulation; returns {"text", "ios", "events", "max_outstanding", "logs"} and,
-    for jobs, "jobs" (how they were read, as `parse_jobs` gives it).
+    """Runs one simulation; returns {"text", "status", "ios", "events", "max_outstanding",
+    "logs"} and, for jobs, "jobs" (how they were read, as `parse_jobs` gives it). "status" has
+    the report at every `status_interval` of simulated time (fio's `--status-interval`; a
+    number is seconds), before the end.
 
     `trace` is one block trace or a list of them, trace i replayed on host i. Jobs come from a
     job file, or from `jobtext` (job-file text named `jobname` in messages, or fio's command
@@ -152,6 +162,7 @@ def run(
         device_text=device_text,
         power_fail_at=power_fail_at,
         crash_target=crash_target,
+        status_interval=status_interval,
     )
     wants_logs = False
     if fio_logs and trace is None:

@@ -135,6 +135,13 @@ def sim(
         help="When to show the progress bar on stderr, as fio's --eta: always, never, or auto "
         "(when stderr is a terminal).",
     ),
+    status_interval: str | None = typer.Option(
+        None,
+        "--status-interval",
+        help="Print the report so far every this much simulated time (fio's, which counts "
+        "wall-clock time), then the final one: 10ms, 1s, or a number of seconds.",
+        show_default="never",
+    ),
     readonly: bool = typer.Option(
         False,
         "--readonly",
@@ -212,11 +219,16 @@ def sim(
         _warn(converted.warning(mqsim_workload))
         jobs.update(jobtext=converted.text, jobname=str(mqsim_workload))
     elif fio_args:
-        if jobfile is not None:
+        if jobfile is not None and str(jobfile) == "-":
             raise InputError(
-                "give the jobs either as a job file or as fio options (--name=...), not both"
+                "fio options beside a job file on stdin: give the job file's path (or put the "
+                "options in its [global] section)"
             )
+        # Beside a job file, fio's options come first: global ones the file overrides, and
+        # jobs of their own (--name=...) before the file's.
         jobs["jobtext"] = job_text(fio_args)
+        if jobfile is not None:
+            jobs["jobfile"] = jobfile
     elif jobfile is not None and str(jobfile) == "-":
         jobs.update(jobtext=sys.stdin.read(), jobname="<stdin>")
     elif jobfile is not None:
@@ -270,16 +282,18 @@ def sim(
             progress=ETA[eta](),
             fio_logs=True,
             power_fail_at=power_fail_at,
+            status_interval=status_interval,
         )
         if plot is not None:
             from qoslab.sim.plot import timeseries_figure
 
             title = str(trace[0] if trace else jobfile or "command line")
             timeseries_figure(series, plot, title=title)
+    text = "".join(result["status"]) + result["text"]
     if output is None:
-        sys.stdout.write(result["text"])
+        sys.stdout.write(text)
     else:
-        write_file(output, result["text"])
+        write_file(output, text)
 
 
 def _warn(warning: str | None) -> None:

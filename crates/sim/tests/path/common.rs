@@ -34,6 +34,7 @@ pub fn options_as_written(job: &str, device: &str, overrides: &[&str], seed: u64
         progress: false,
         power_fail_at_ns: None,
         crash_target: None,
+        status_interval_ns: None,
     }
 }
 

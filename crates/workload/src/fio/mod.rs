@@ -60,9 +60,38 @@ pub fn parse_job_str(
     path: &Path,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<JobFile, WorkloadError> {
+    parse_job_parts(&[(text, path)], path, env)
+}
+
+/// Parses fio's job options from its command line (job-file text named `name`) and then the
+/// job file at `path`, as `fio --opt=value job.fio` reads them (init.c, `parse_cmd_line`
+/// before `parse_jobs_ini`): options before the first `--name` are global ones that the
+/// file's own `[global]` and sections override, and a job named on the command line comes
+/// before the file's jobs.
+pub fn parse_job_file_after(
+    text: &str,
+    name: &Path,
+    path: impl AsRef<Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<JobFile, WorkloadError> {
+    let path = path.as_ref();
+    let file = std::fs::read_to_string(path)
+        .map_err(|e| WorkloadError::in_file(path, format!("cannot read job file: {e}")))?;
+    parse_job_parts(&[(text, name), (&file, path)], path, env)
+}
+
+/// Parses job-file texts read one after the other, each `(text, path)` its own file for
+/// messages and `include`s; `path` names the whole.
+fn parse_job_parts(
+    parts: &[(&str, &Path)],
+    path: &Path,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<JobFile, WorkloadError> {
     let mut lines = Vec::new();
-    let mut stack = vec![path.to_path_buf()];
-    flatten(text, path, true, &mut stack, &mut lines)?;
+    for (text, part) in parts {
+        let mut stack = vec![part.to_path_buf()];
+        flatten(text, part, true, &mut stack, &mut lines)?;
+    }
 
     let mut global_options: Vec<OptionLine> = Vec::new();
     let mut jobs: Vec<Job> = Vec::new();

@@ -10,10 +10,12 @@ import re
 import duckdb
 import pandas as pd
 import pytest
+from scipy.stats import ttest_ind
 
 from chromium import chromium_probe, needs_chromium
 from conftest import ROOT
 from qoslab.lab.sched import SchedOptions
+from qoslab.sched.report import findings, rank_agreement
 from qoslab.sched.study import (
     HDD,
     Point,
@@ -22,6 +24,7 @@ from qoslab.sched.study import (
     job_text,
     registered_schedulers,
     run_point,
+    summarise,
 )
 from qoslab.sim.api import parse_jobs
 
@@ -134,6 +137,43 @@ def test_the_cli_writes_parquet_duckdb_reads_and_a_report(study_out):
     assert "hdd-7200 qd2" in page and page.count("<svg") == 3
     series = pd.read_parquet(out / "series.parquet")
     assert set(series.job) == {"database_sim", "backup_sim"} and series.time_ms.max() >= 900
+
+
+def test_no_verdict_or_error_bar_from_fewer_than_three_repetitions(study_out):
+    # The study of study_out ran 2 seeds: its findings give no verdict, its table no sd of 0.
+    page = (study_out / "report.html").read_text()
+    assert "no interval, no verdict" in page
+    assert "significant" not in page and "within the error bars" not in page
+    summary = pd.read_csv(study_out / "summary.csv")
+    assert (summary.seeds == 2).all() and summary.p99_us_sd.notna().all()
+    runs = pd.read_parquet(study_out / "runs.parquet")
+    assert summarise(runs[runs.seed == 1], ["device", "scheduler"]).p99_us_sd.isna().all()
+    one = summary.assign(seeds=1, p99_us_sd=float("nan"))
+    lines = findings(one, "hdd-7200 qd2")
+    assert lines and all("no verdict" in line for line in lines)
+
+    # The real kernel beside the simulation: a pair is ordered only by a Welch t interval
+    # from 3 repetitions or more on each side.
+    def table(reps, p99s):
+        return pd.DataFrame(
+            [
+                {"scheduler": sched, "rep": r, "job": "database_sim", "p99_us": p}
+                for sched, ps in p99s.items()
+                for r, p in enumerate(ps[:reps], 1)
+            ]
+        )
+
+    p99s = {"none": [100.0, 130.0, 110.0, 120.0], "mq-deadline": [200.0, 260.0, 230.0, 240.0]}
+    sim = table(3, {"none": [1.0] * 3, "mq-deadline": [2.0] * 3})
+    for reps in (1, 2):
+        pairs = rank_agreement(table(reps, p99s), sim)
+        assert "significant" not in pairs.columns
+        assert pairs.real_order.tolist() == ["too few repetitions (under 3)"]
+        assert pairs.real_ci_low.isna().all()
+    pairs = rank_agreement(table(4, p99s), sim)
+    ci = ttest_ind(p99s["none"], p99s["mq-deadline"], equal_var=False).confidence_interval(0.95)
+    assert (pairs.real_ci_low[0], pairs.real_ci_high[0]) == pytest.approx((ci.low, ci.high))
+    assert pairs.real_order.tolist() == ["a lower"] and pairs.sim_order.tolist() == ["same"]
 
 
 @needs_chromium

@@ -13,6 +13,7 @@ import pandas as pd
 
 from qoslab.report import Figure
 from qoslab.report.figures import pyplot, save_figure
+from qoslab.report.stats import MIN_REPS
 
 plt = pyplot()
 
@@ -215,7 +216,8 @@ def _sched_bars(summary, mean, sd, ylabel, title, path, log=False) -> Figure:
     fig, axes = plt.subplots(1, len(jobs), figsize=(5 * len(jobs), 4))
     for ax, job in zip(np.atleast_1d(axes), jobs, strict=True):
         s = summary[summary.job == job].set_index("scheduler").reindex(scheds)
-        err = s[sd].fillna(0.0) if sd else None
+        # No error bar from fewer than MIN_REPS repetitions (one run has no spread to show).
+        err = s[sd].where(s["reps"] >= MIN_REPS) if sd else None
         ax.bar(scheds, s[mean], yerr=err, capsize=4, color=JOB_COLORS.get(job, "grey"))
         ax.set_title(f"{job}: {title}")
         ax.set_ylabel(ylabel)

@@ -34,6 +34,7 @@ from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner, find_fio
 from qoslab.lab.target import prepare_target
 from qoslab.report import Section, Text, write_report
+from qoslab.report.stats import MIN_REPS
 
 JOBS = ("database_sim", "backup_sim")
 _PRIO = re.compile(r"^(rt|be)([0-7])$|^idle$")
@@ -270,7 +271,7 @@ def _report(out, table, summary, ts, opts, meta) -> None:
                     "priorities raises database_sim's IOPS and lowers its p99 at backup_sim's "
                     "expense; one that ignores them lets the large sequential reads queue in "
                     "front of the small random ones. Error bars: ±1 standard deviation over "
-                    "the repetitions."
+                    f"the repetitions, drawn from {MIN_REPS} repetitions or more."
                 ),
                 fig(figs.iops_bars(summary, fig_dir / "sched-iops.png"), "IOPS per job"),
                 fig(figs.p99_bars(summary, fig_dir / "sched-p99.png"), "p99 latency per job"),

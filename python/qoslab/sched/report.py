@@ -12,6 +12,7 @@ from qoslab.errors import InputError
 from qoslab.lab.report import frame_table
 from qoslab.report import Figure, Section, Text, write_report
 from qoslab.report.figures import PALETTE, pyplot, save_figure
+from qoslab.report.stats import INTERVAL_NAME, MIN_REPS, order_of, shown_sd, welch_interval
 
 JOB_COLORS = {"database_sim": PALETTE[0], "backup_sim": PALETTE[1]}
 REAL_COLUMNS = ("scheduler", "rep", "job", "iops", "mb_s", "p50_us", "p99_us", "p99_9_us")
@@ -34,19 +35,24 @@ def read_real(path: Path) -> pd.DataFrame:
 
 
 def over(runs: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFrame:
-    """Mean, standard deviation and count of `metric` over repetitions, per `keys`."""
+    """Mean, standard deviation and count of `metric` over repetitions, per `keys`; `bar` is
+    the standard deviation where there are at least MIN_REPS repetitions, else NaN (the
+    figures draw no error bar from fewer)."""
     g = runs.groupby(keys, sort=False)[metric]
-    return pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1).fillna(0.0), "n": g.size()})
+    out = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1), "n": g.size()})
+    out["bar"] = [shown_sd(sd, n) for sd, n in zip(out.sd, out.n, strict=True)]
+    return out
 
 
 def rank_agreement(
     real: pd.DataFrame, sim: pd.DataFrame, job: str = "database_sim", metric: str = "p99_us"
 ) -> pd.DataFrame:
-    """Per pair of schedulers both sides ran: the real difference of `metric` for `job`, whether
-    it exceeds the error bars (|difference| above the sum of the two standard deviations), and
-    how the simulation orders the pair: `same`, `opposite`, or `tie` (equal means: nothing
-    the two schedulers do differently reaches the device, so the simulation cannot order
-    them)."""
+    """Per pair of schedulers both sides ran: the real difference a - b of `metric` for `job`
+    with its 95 % Welch t interval over the repetitions (none under MIN_REPS on either side),
+    what the interval says (`real_order`: a lower, a higher, not resolved, or too few
+    repetitions), and how the simulation orders the pair: `same`, `opposite`, or `tie` (equal
+    means: nothing the two schedulers do differently reaches the device, so the simulation
+    cannot order them)."""
     r = over(real[real.job == job], ["scheduler"], metric)
     s = over(sim[sim.job == job], ["scheduler"], metric)
     common = [x for x in r.index if x in s.index]
@@ -54,7 +60,10 @@ def rank_agreement(
     for i, a in enumerate(common):
         for b in common[i + 1 :]:
             diff = r.loc[a, "mean"] - r.loc[b, "mean"]
-            bars = r.loc[a, "sd"] + r.loc[b, "sd"]
+            ci = welch_interval(
+                (r.loc[a, "mean"], r.loc[a, "sd"], r.loc[a, "n"]),
+                (r.loc[b, "mean"], r.loc[b, "sd"], r.loc[b, "n"]),
+            )
             sim_diff = s.loc[a, "mean"] - s.loc[b, "mean"]
             rows.append(
                 {
@@ -62,8 +71,11 @@ def rank_agreement(
                     "b": b,
                     "real_a": r.loc[a, "mean"],
                     "real_b": r.loc[b, "mean"],
-                    "real_error_bars": bars,
-                    "significant": bool(abs(diff) > bars),
+                    "real_reps": int(min(r.loc[a, "n"], r.loc[b, "n"])),
+                    "real_diff": diff,
+                    "real_ci_low": ci[0] if ci else np.nan,
+                    "real_ci_high": ci[1] if ci else np.nan,
+                    "real_order": order_of(ci),
                     "sim_a": s.loc[a, "mean"],
                     "sim_b": s.loc[b, "mean"],
                     "sim_order": "tie"
@@ -100,7 +112,7 @@ def _bars(ax, runs: pd.DataFrame, scheds: list[str], metric: str, log: bool = Fa
             x + (k - (len(jobs) - 1) / 2) * width,
             s["mean"],
             width,
-            yerr=s["sd"],
+            yerr=s["bar"],
             capsize=3,
             label=job,
             color=JOB_COLORS[job],
@@ -132,7 +144,8 @@ def device_figure(runs: pd.DataFrame, device: str, scheds: list[str], out: Path,
         fig,
         out,
         f"device-{n}",
-        f"{device}: per job and scheduler, mean over seeds, error bars ±1 standard deviation. "
+        f"{device}: per job and scheduler, mean over seeds, error bars ±1 standard deviation "
+        f"(drawn from {MIN_REPS} seeds or more). "
         "Latency is the total latency (submission + completion, fio's lat_percentiles=1). "
         "Scheduler CPU: the cost model's price of the scheduler's work per request completed "
         "(the whole device, not per job).",
@@ -151,7 +164,7 @@ def wait_figure(runs: pd.DataFrame, device: str, scheds: list[str], out: Path, n
             x + (k - 0.5) * 0.4,
             s["mean"] / 1e6,
             0.4,
-            yerr=s["sd"] / 1e6,
+            yerr=s["bar"] / 1e6,
             capsize=3,
             label=label,
             color=PALETTE[2 + k],
@@ -205,7 +218,7 @@ def constants_figure(const: pd.DataFrame, out: Path) -> Figure:
             ax.errorbar(
                 s.index,
                 s["mean"] / scale,
-                yerr=s["sd"] / scale,
+                yerr=s["bar"] / scale,
                 marker="o",
                 capsize=3,
                 color=JOB_COLORS[job],
@@ -221,7 +234,8 @@ def constants_figure(const: pd.DataFrame, out: Path) -> Figure:
         out,
         "constants",
         "The study's open constants on the HDD, each changed alone (the others at their "
-        "defaults): database_sim's p99 and backup_sim's throughput, mean ± 1 sd over seeds.",
+        "defaults): database_sim's p99 and backup_sim's throughput, mean over seeds, ± 1 sd "
+        f"from {MIN_REPS} seeds or more.",
     )
 
 
@@ -238,7 +252,7 @@ def real_figure(real: pd.DataFrame, sim: pd.DataFrame, out: Path) -> Figure:
                     x + (k - 0.5) * 0.4,
                     s["mean"],
                     0.4,
-                    yerr=s["sd"],
+                    yerr=s["bar"],
                     capsize=3,
                     label=name,
                     color=PALETTE[4 + k],
@@ -251,7 +265,8 @@ def real_figure(real: pd.DataFrame, sim: pd.DataFrame, out: Path) -> Figure:
         out,
         "sim-vs-real",
         "The loop device: `qoslab lab sched` on the real kernel beside the simulation on the "
-        "device calibrated from it; mean ± 1 sd over repetitions (real) and seeds (simulated). "
+        "device calibrated from it; mean over repetitions (real) and seeds (simulated), ± 1 sd "
+        f"where a side has {MIN_REPS} or more. "
         "A scheduler only one side has shows one bar.",
     )
 
@@ -285,28 +300,33 @@ def findings(summary: pd.DataFrame, device: str) -> list[str]:
     def get(sched, job, col):
         return s.loc[(sched, job), col] if (sched, job) in s.index else None
 
+    def p99(sched):
+        return tuple(get(sched, "database_sim", c) for c in ("p99_us_mean", "p99_us_sd", "seeds"))
+
     base = get("none", "database_sim", "p99_us_mean")
     if base is None:
         return lines
     for sched in dict.fromkeys(summary.scheduler):
         if sched == "none":
             continue
-        p99 = get(sched, "database_sim", "p99_us_mean")
-        sd = get(sched, "database_sim", "p99_us_sd")
+        mean = get(sched, "database_sim", "p99_us_mean")
         mb = get(sched, "backup_sim", "mb_s_mean")
-        if p99 is None:
+        if mean is None:
             continue
-        rel = (p99 - base) / base
-        verdict = (
-            "lower than"
-            if p99 + sd < base - get("none", "database_sim", "p99_us_sd")
-            else "higher than"
-            if p99 - sd > base + get("none", "database_sim", "p99_us_sd")
-            else "within the error bars of"
-        )
+        rel = (mean - base) / base
+        ci = welch_interval(p99(sched), p99("none"))
+        if ci is None:
+            verdict = f"beside `none`'s (under {MIN_REPS} seeds: no interval, no verdict)"
+        else:
+            said = {"a lower": "lower than", "a higher": "higher than"}
+            verdict = (
+                f"{said.get(order_of(ci), 'not told apart from')} `none`'s "
+                f"({INTERVAL_NAME} of the difference: {ci[0] / 1000:+.2f} to "
+                f"{ci[1] / 1000:+.2f} ms)"
+            )
         lines.append(
-            f"`{sched}`: database_sim p99 {p99 / 1000:.2f} ms ({rel:+.0%}), {verdict} `none`'s "
-            f"{base / 1000:.2f} ms; backup_sim {mb:.1f} MB/s."
+            f"`{sched}`: database_sim p99 {mean / 1000:.2f} ms ({rel:+.0%}), {verdict}, "
+            f"`none` {base / 1000:.2f} ms; backup_sim {mb:.1f} MB/s."
         )
     return lines
 
@@ -320,7 +340,9 @@ def write_study_report(out, opts, runs, summary, series, const, real) -> Path:
                 Text(
                     "Each device runs the two jobs of `qoslab lab sched` together, once per "
                     f"scheduler and seed ({opts.seeds} seeds, {opts.runtime_s:g} s simulated "
-                    "each). Bars are means over seeds with ±1 standard deviation. A scheduler "
+                    "each). Bars are means over seeds, with ±1 standard deviation from "
+                    f"{MIN_REPS} seeds or more (none is drawn from fewer), and a difference is "
+                    f"told only by its {INTERVAL_NAME}. A scheduler "
                     "can only order requests that wait in the block layer: where the device "
                     "takes every request at once (its queue deeper than the 20 the jobs keep "
                     "out), all work-conserving schedulers give the same result, and the figure "
@@ -368,8 +390,9 @@ def write_study_report(out, opts, runs, summary, series, const, real) -> Path:
                 "Simulated beside the real kernel",
                 [
                     Text(
-                        "A pair of schedulers counts where the real difference of "
-                        "database_sim's p99 exceeds the sum of its two standard deviations; "
+                        "A pair of schedulers counts where the "
+                        f"{INTERVAL_NAME} of the real difference of database_sim's p99 "
+                        f"(from {MIN_REPS} repetitions or more) leaves out zero; "
                         "there the simulation should order the pair the same way. A tie means "
                         "the simulated schedulers did the same: nothing waited in the scheduler "
                         "(the loop device takes 128 requests per hardware queue, the jobs keep "

@@ -287,7 +287,8 @@ def summarise(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     ]
     g = runs.groupby([*keys, "job"], sort=False)[measures]
     mean = g.mean().add_suffix("_mean")
-    sd = g.std(ddof=1).fillna(0.0).add_suffix("_sd")
+    # One seed has no spread to tell: its sd stays empty, not 0.
+    sd = g.std(ddof=1).add_suffix("_sd")
     n = g.size().rename("seeds")
     return pd.concat([n, mean, sd], axis=1).reset_index()
 

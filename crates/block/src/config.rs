@@ -4,6 +4,8 @@
 
 use qoslab_engine::{Op, Request};
 
+use crate::elevator::SchedOps;
+
 qoslab_engine::settings! {
     /// `[block]`: the host block layer (blk-mq) of every host on the path.
     pub struct BlockConfig in BLOCK_TUNABLES {
@@ -74,8 +76,8 @@ pub struct CpuCost {
 const BLKDEV_DEFAULT_RQ: u32 = 128;
 
 impl QueueSetup {
-    /// Resolves `cfg` against the driver's `limits`.
-    pub fn new(cfg: &BlockConfig, limits: &DriverLimits) -> Self {
+    /// Resolves `cfg` against the driver's `limits`, for scheduler `sched` (`cfg.scheduler`'s).
+    pub fn new(cfg: &BlockConfig, limits: &DriverLimits, sched: &SchedOps) -> Self {
         let queue_depth = if cfg.queue_depth > 0 {
             Some(cfg.queue_depth)
         } else if limits.driver_admits {
@@ -89,7 +91,7 @@ impl QueueSetup {
         let tag_set_depth = limits.hw_queue_depth.max(1);
         let nr_requests = if cfg.nr_requests > 0 {
             cfg.nr_requests
-        } else if cfg.scheduler == "none" {
+        } else if !sched.elevator {
             tag_set_depth
         } else {
             2 * tag_set_depth.min(BLKDEV_DEFAULT_RQ)
@@ -161,7 +163,9 @@ mod tests {
         for s in sets {
             apply_override(s, &mut [&mut block]).expect("a valid setting");
         }
-        QueueSetup::new(&BlockConfig::from_settings(&block), &limits)
+        let cfg = BlockConfig::from_settings(&block);
+        let sched = crate::lookup(&cfg.scheduler).expect("registered");
+        QueueSetup::new(&cfg, &limits, sched)
     }
 
     const AHCI: DriverLimits = DriverLimits {

@@ -223,6 +223,10 @@ qoslab_engine::plugin_ops! {
     /// One scheduler, as the registry knows it (Linux's `struct elevator_type`; its tunables
     /// are Linux's `elevator_attrs`).
     pub struct SchedOps: "scheduler", tunables "[block.NAME]", build BuildSched {
+        /// Capability: it is an elevator (Linux's `q->elevator`), whose queues hold requests
+        /// back, so the queue gets scheduler tags, by default 2 x min(tag set depth, 128)
+        /// (`blk_mq_init_sched`); `none` is not, and requests go to the driver as they come.
+        pub elevator: bool,
         /// After a bio merge, the block layer also tries to join the grown request with its
         /// neighbour in sector order (Linux's `next_request` / `former_request`).
         pub merges_requests: bool,
@@ -275,5 +279,14 @@ mod tests {
             assert!(SCHEDULERS[..i].iter().all(|t| t.name != s.name));
             assert!(lookup(s.name).is_ok());
         }
+    }
+
+    #[test]
+    fn a_scheduler_is_an_elevator_exactly_when_it_builds_one() {
+        for s in SCHEDULERS {
+            let built = crate::testbed::try_build_sched(s.name, &[]);
+            assert_eq!(built.is_some(), s.elevator, "{}", s.name);
+        }
+        assert!(!none::OPS.elevator && mq_deadline::OPS.elevator);
     }
 }

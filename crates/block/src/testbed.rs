@@ -71,7 +71,7 @@ pub fn rig(sched: &str, sets: &[&str], queue_depth: u32, service_ns: Ns) -> Rig 
         rotational: false,
     };
     let cfg = BlockConfig::from_settings(&block);
-    let layer = BlockLayer::new(QueueSetup::new(&cfg, &limits), ops, &own, 1);
+    let layer = BlockLayer::new(QueueSetup::new(&cfg, &limits, ops), ops, &own, 1);
     Harness::new(Chain::new(
         layer,
         Disk {
@@ -144,7 +144,9 @@ pub fn with_sched_ctx<R>(
         max_hw_bytes: 0,
         rotational: false,
     };
-    let setup = QueueSetup::new(&BlockConfig::from_settings(&block), &limits);
+    let cfg = BlockConfig::from_settings(&block);
+    let sched = crate::lookup(&cfg.scheduler).expect("registered");
+    let setup = QueueSetup::new(&cfg, &limits, sched);
     let meta = vec![crate::elevator::RqMeta::default(); reqs.high_water() + 1];
     let merges = crate::merge::MergeIndex::default();
     let mut wakes = Vec::new();
@@ -163,6 +165,11 @@ pub fn with_sched_ctx<R>(
 
 /// Scheduler `sched` with `sets` (`block.NAME.key=value`) on its own, for [`with_sched_ctx`].
 pub fn build_sched(sched: &str, sets: &[&str]) -> Box<dyn crate::elevator::Elevator> {
+    try_build_sched(sched, sets).expect("not none")
+}
+
+/// What scheduler `sched`'s constructor builds with `sets` (`None` for no elevator).
+pub fn try_build_sched(sched: &str, sets: &[&str]) -> Option<Box<dyn crate::elevator::Elevator>> {
     let ops = crate::lookup(sched).expect("registered");
     let mut block = Settings::defaults("block", crate::BLOCK_TUNABLES);
     let mut own = Settings::defaults(&format!("block.{sched}"), ops.tunables);
@@ -176,11 +183,10 @@ pub fn build_sched(sched: &str, sets: &[&str]) -> Box<dyn crate::elevator::Eleva
         max_hw_bytes: 0,
         rotational: false,
     };
-    let queue = QueueSetup::new(&BlockConfig::from_settings(&block), &limits);
+    let queue = QueueSetup::new(&BlockConfig::from_settings(&block), &limits, ops);
     let build = ops.build.expect("a scheduler");
     build(&crate::elevator::SchedSetup {
         settings: &own,
         queue: &queue,
     })
-    .expect("not none")
 }

@@ -72,7 +72,7 @@ fn block_layer(
         ..limits
     };
     Ok(BlockLayer::new(
-        QueueSetup::new(&cfg, &limits),
+        QueueSetup::new(&cfg, &limits, ops),
         ops,
         &device.scheduler,
         hosts,

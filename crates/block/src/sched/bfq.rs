@@ -49,6 +49,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "Linux's bfq (a documented subset): per-job queues with weights from the I/O priority, sector budgets, strict classes, idling and low-latency weight raising",
     api_version: API,
     tunables: BFQ_TUNABLES,
+    elevator: true,
     merges_requests: false,
     build: Some(build),
 };

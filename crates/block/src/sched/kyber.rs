@@ -41,6 +41,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "Linux's kyber: read, write, discard and other domains with token depths adjusted to meet read and write latency targets",
     api_version: API,
     tunables: KYBER_TUNABLES,
+    elevator: true,
     merges_requests: false,
     build: Some(build),
 };

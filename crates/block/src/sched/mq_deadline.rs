@@ -37,6 +37,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "Linux's deadline scheduler: per priority class, read and write FIFOs with deadlines and sector-sorted trees served in batches",
     api_version: API,
     tunables: MQ_DEADLINE_TUNABLES,
+    elevator: true,
     merges_requests: true,
     build: Some(build),
 };

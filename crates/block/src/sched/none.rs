@@ -9,6 +9,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "no scheduling: first come, first served, straight to the driver",
     api_version: API,
     tunables: &[],
+    elevator: false,
     merges_requests: false,
     build: Some(build),
 };

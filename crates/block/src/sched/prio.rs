@@ -23,6 +23,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "the study's scheduler: HIGH, NORMAL and LOW FIFOs from the I/O priority, strict priority with aging",
     api_version: API,
     tunables: PRIO_TUNABLES,
+    elevator: true,
     merges_requests: false,
     build: Some(build),
 };

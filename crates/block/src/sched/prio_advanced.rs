@@ -40,6 +40,7 @@ pub static OPS: SchedOps = SchedOps {
     help: "prio plus a sequential/random detector (for the device, or per job), sector order with an expiry guard on a rotational disk, batching in sequential mode, same-level merging",
     api_version: API,
     tunables: PRIO_ADVANCED_TUNABLES,
+    elevator: true,
     merges_requests: true,
     build: Some(build),
 };

@@ -547,14 +547,7 @@ pub fn table_docs(models: Option<&[&str]>) -> Vec<TableDoc> {
     out.push(plain("cpu", qoslab_block::cpu::CPU_TUNABLES));
     plugin_tables("cpu", "model", qoslab_block::cpu::CPUS, &mut out);
     out.push(plain("fs", qoslab_fs::FS_TUNABLES));
-    for j in qoslab_fs::JOURNALS {
-        out.push(TableDoc {
-            heading: format!("fs.{} (type = \"{}\")", j.name, j.name),
-            section: format!("fs.{}", j.name),
-            help: Some(j.help),
-            table: j.tunables,
-        });
-    }
+    plugin_tables("fs", "type", qoslab_fs::JOURNALS, &mut out);
     for name in model_names() {
         if models.is_some_and(|m| !m.contains(name)) {
             continue;

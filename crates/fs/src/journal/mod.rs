@@ -15,7 +15,7 @@ pub mod horaefs;
 pub mod ijournal;
 pub mod riofs;
 
-use qoslab_engine::{ConfigError, Ns, PluginInfo, ReqFlags, STAGE_API_VERSION, Settings, Tunable};
+use qoslab_engine::{ConfigError, Ns, ReqFlags, STAGE_API_VERSION, Settings};
 
 /// One step of a commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,14 +84,9 @@ pub trait Journal {
 /// A journal's constructor, from its sub-table `[fs.NAME]`.
 pub type BuildJournal = fn(&Settings) -> Box<dyn Journal>;
 
-/// One journal, as the registry knows it.
-pub struct JournalOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub api_version: u32,
-    /// Its tunables, read from `[fs.NAME]`.
-    pub tunables: &'static [Tunable],
-    pub build: Option<BuildJournal>,
+qoslab_engine::plugin_ops! {
+    /// One journal, as the registry knows it.
+    pub struct JournalOps: "file system", tunables "[fs.NAME]", build BuildJournal {}
 }
 
 /// Every file system a device file can name (`[fs] type`).
@@ -99,27 +94,12 @@ pub static JOURNALS: &[&JournalOps] = &[&ext4::OPS, &horaefs::OPS, &riofs::OPS];
 
 /// The journal called `name`, checked against the stage contract.
 pub fn lookup(name: &str) -> Result<&'static JournalOps, ConfigError> {
-    let ops = JOURNALS.iter().find(|j| j.name == name).ok_or_else(|| {
-        let names: Vec<&str> = JOURNALS.iter().map(|j| j.name).collect();
-        ConfigError::new(format!(
-            "field 'fs.type': expected one of {}, got '{name}'",
-            names.join(", ")
-        ))
-    })?;
-    let missing: &[&str] = if ops.build.is_none() { &["build"] } else { &[] };
-    qoslab_engine::check_plugin(&PluginInfo {
-        kind: "file system",
-        name: ops.name,
-        api_version: ops.api_version,
-        missing_hooks: missing,
-    })
-    .map_err(ConfigError::new)?;
-    Ok(ops)
+    qoslab_engine::lookup(JOURNALS, "fs.type", name)
 }
 
 /// Names of the registered file systems.
 pub fn names() -> Vec<&'static str> {
-    JOURNALS.iter().map(|j| j.name).collect()
+    qoslab_engine::plugin::names(JOURNALS)
 }
 
 pub(crate) const API: u32 = STAGE_API_VERSION;
@@ -127,6 +107,8 @@ pub(crate) const API: u32 = STAGE_API_VERSION;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    qoslab_engine::registry_contract_test!(JournalOps, ext4::OPS, JOURNALS, "fs.type");
 
     #[test]
     fn every_file_system_loads_and_names_are_unique() {

@@ -12,10 +12,6 @@ completion it finds, so its cases set `iodepth_batch_complete_min` to the depth:
 fio itself differs from run to run (five runs of the first case without it: depth 4 from
 0.4 % to 3.2 %). fio prints its percentages with six decimals (`%f`), so both sides are
 compared at that precision.
-
-The cases marked `xfail(strict=True)` are differences measured and not fixed yet (each reason
-says what differs): a strict xfail fails the suite the day the case starts to agree, so the
-mark cannot outlive the bug.
 """
 
 from __future__ import annotations
@@ -74,7 +70,8 @@ CASES = {
         "[v]\nioengine=vsync\niodepth=8\niodepth_batch_submit=4\nrw=randwrite\nnumber_ios=500\n"
     ),
     # ... and a call's I/Os that are not reaped before the next call never are: 497 of 500
-    # complete, 3 I/Os are never counted at a depth (fio's shares add up to 99.6 %).
+    # complete, 3 I/Os are never counted at a depth (fio's shares add up to 99.6 %), and
+    # total_ios counts all 500, as fio counts an I/O when it queues it.
     "vsync-unreaped-calls": (
         "[v]\nioengine=vsync\niodepth=4\niodepth_batch_submit=3\nrw=read\nnumber_ios=500\n"
     ),
@@ -87,14 +84,6 @@ CASES = {
         "[w]\nstonewall\nioengine=pvsync2\nrw=read\nnumber_ios=300\n"
     ),
 }
-
-
-# Measured against fio 3.33 on this machine and not fixed yet.
-UNREAPED = (
-    "fio's total_ios counts the I/Os queued (500), qoslab's those completed (497): the I/Os of "
-    "vsync calls never reaped are missing from qoslab's count (depths, bytes and completions agree)"
-)
-KNOWN = {"stonewalled-sync-engines": UNREAPED, "vsync-unreaped-calls": UNREAPED}
 
 
 def _r6(d: dict) -> dict:
@@ -143,13 +132,7 @@ def _both(qoslab, folder, data, name: str, text: str) -> tuple[str, str]:
     return real.stdout, simulated.stdout
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN else n
-        for n in sorted(CASES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_a_file_backed_job_runs_as_fio_runs_it(qoslab, data_file, name):
     real, simulated = _both(qoslab, data_file.parent, data_file, name, CASES[name])
     assert _summary(simulated) == _summary(real)

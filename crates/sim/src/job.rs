@@ -77,11 +77,21 @@ pub struct OpStats {
     /// bandwidth and IOPS samples over fio's 500 ms averaging window (`bw_avg_time`).
     pub bw_samples: Moments,
     pub iops_samples: Moments,
+    /// I/Os queued after the ramp whose completions the job never reaps (a vsync call not
+    /// reaped before the next one: [`EngineCalls::Vector`]). fio counts an I/O in
+    /// `total_ios` (and its IOPS) when it queues it, so they count there, not in `ios`.
+    pub unreaped: u64,
 }
 
 impl OpStats {
+    /// fio's `total_io_u`: the I/Os queued, which is `ios` plus those never reaped.
+    pub fn total_ios(&self) -> u64 {
+        self.ios + self.unreaped
+    }
+
     pub fn merge(&mut self, o: &OpStats) {
         self.ios += o.ios;
+        self.unreaped += o.unreaped;
         self.bytes += o.bytes;
         self.slat.merge(&o.slat);
         self.clat.merge(&o.clat);
@@ -1321,7 +1331,12 @@ impl JobRun {
             return true;
         };
         self.stats.submit_batches[batch_bucket(self.staged.len() as u32)] += 1;
-        self.done.clear();
+        let ramp_end = self.ramp_end();
+        for io in self.done.drain(..) {
+            if io.t.queued_ns >= ramp_end {
+                self.stats.ops[io.op.index()].unreaped += 1;
+            }
+        }
         let mut call = first;
         for io in &self.staged[1..] {
             call.len_bytes += io.len_bytes;

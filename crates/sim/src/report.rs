@@ -191,7 +191,7 @@ fn op_json(
     } else {
         (
             (op.bytes as f64 / secs).round() as u64,
-            op.ios as f64 / secs,
+            op.total_ios() as f64 / secs,
         )
     };
     let samples = |m: &qoslab_engine::Moments| (m.n, m.min, m.max, m.mean(), m.stddev());
@@ -209,7 +209,7 @@ fn op_json(
         "bw": bw_bytes / 1024,
         "iops": iops,
         "runtime": if op.ios == 0 { 0 } else { (runtime_ns as f64 / 1e6).round() as u64 },
-        "total_ios": op.ios,
+        "total_ios": op.total_ios(),
         "short_ios": 0,
         "drop_ios": 0,
         "slat_ns": moments_json(&op.slat),
@@ -532,7 +532,7 @@ fn terse_direction(f: &mut Vec<String>, op: &OpStats, runtime_ns: u64, pcts: &[f
     let iops = if idle {
         0
     } else {
-        (op.ios as u128 * 1_000_000_000 / runtime_ns as u128) as u64
+        (op.total_ios() as u128 * 1_000_000_000 / runtime_ns as u128) as u64
     };
     let runtime_ms = if idle {
         0
@@ -776,7 +776,7 @@ fn figures(op: &OpStats, runtime_ns: u64, pcts: &[f64]) -> Vec<(String, f64)> {
         (
             "iops".to_string(),
             if secs > 0.0 {
-                op.ios as f64 / secs
+                op.total_ios() as f64 / secs
             } else {
                 0.0
             },
@@ -1084,7 +1084,11 @@ fn normal(
                 continue;
             }
             let secs = e.stats.runtime_ns as f64 / 1e9;
-            let iops = if secs > 0.0 { s.ios as f64 / secs } else { 0.0 };
+            let iops = if secs > 0.0 {
+                s.total_ios() as f64 / secs
+            } else {
+                0.0
+            };
             let bw = if secs > 0.0 {
                 s.bytes as f64 / secs
             } else {

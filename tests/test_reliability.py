@@ -276,6 +276,28 @@ def test_inputs_found_by_fuzzing_are_clean_errors(qoslab, tmp_path, name, text, 
     one_line_error(qoslab(*args, env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)}), name)
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [("groupid", "1e309"), ("timestamp", "-1e400"), ("groupid", "NaN"), ("groupid", "Infinity")],
+)
+def test_a_fio_json_number_past_a_double_is_a_clean_error(qoslab, tmp_path, field, value):
+    # Found by `make fuzz` (seed 20261130, target fio-json): Python's json reads 1e309 as inf,
+    # and `lab tidy` died converting it to an integer.
+    job = {"jobname": "j", "groupid": 0, "read": {"io_bytes": 4096, "runtime": 1}}
+    text = json.dumps({"fio version": "fio-3.33", "timestamp": 1, "jobs": [job]}, indent=1)
+    text = text.replace(f'"{field}": {0 if field == "groupid" else 1}', f'"{field}": {value}')
+    assert value in text
+    path = tmp_path / "out.json"
+    path.write_text(text)
+    line = text[: text.index(value)].count("\n") + 1
+    out = tmp_path / "t.csv"
+    done = qoslab(
+        "lab", "tidy", path, "--out", out, env={**os.environ, "QOSLAB_STATE_DIR": str(tmp_path)}
+    )
+    one_line_error(done, f"out.json:{line}:", value, "not a finite number")
+    assert not out.exists()
+
+
 def test_an_error_quoting_a_huge_line_stays_one_readable_line(qoslab, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("128166372000000000,w,0,Read,4096," + "A" * 100_000 + ",1\n")

@@ -18,6 +18,7 @@ Anything else is an `InputError` naming the file (and line, for broken JSON).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,25 @@ def parse_fio_json(text: str, path: str | Path = "<fio output>") -> FioOutput:
     )
 
 
+class _NotFinite(ValueError):
+    def __init__(self, literal: str):
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _finite(literal: str) -> float:
+    # Python's json reads 1e309 as inf and accepts NaN/Infinity, which fio never writes; an
+    # infinite count would overflow where it is used (groupid, timestamp), so it stops here.
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NotFinite(literal)
+    return value
+
+
+def _not_a_number(literal: str) -> float:
+    raise _NotFinite(literal)
+
+
 def _decode(text: str, path: Path) -> Any:
     if not text.strip():
         raise InputError("empty file: expected fio JSON output", path=path)
@@ -145,7 +165,15 @@ def _decode(text: str, path: Path) -> Any:
             path=path,
         )
     try:
-        doc, _end = json.JSONDecoder().raw_decode(text, start)
+        decoder = json.JSONDecoder(parse_float=_finite, parse_constant=_not_a_number)
+        doc, _end = decoder.raw_decode(text, start)
+    except _NotFinite as err:
+        line = text.count("\n", 0, max(text.find(err.literal, start), 0)) + 1
+        raise InputError(
+            f"number {err.literal[:40]} is not a finite number (fio writes none)",
+            path=path,
+            line=line,
+        ) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply", path=path) from None
     except json.JSONDecodeError as err:

@@ -275,6 +275,56 @@ def test_qoslab_sim_runs_ordered_streams_and_recovers_them_after_a_cut(qoslab, t
     assert again["qoslab"]["recovery"] == rec
 
 
+def test_qoslab_sim_crashes_one_target_as_rio_run_does(qoslab, tmp_path):
+    # `qoslab sim --crash-target` is the cut `rio run --crash-target` makes: the same job on
+    # the same device, target 0 crashed alone at the same time, reports the same losses.
+    run = ["rio", "run", "--stack", "rio", "--threads", "2", "--writes", "16"]
+    job = tmp_path / "rio.fio"
+    job.write_text(qoslab(*run, "--show-job", check=True).stdout)
+    crash = ["--power-fail-at", CRASH_AT, "--crash-target", "0"]
+    by_rio = json.loads(qoslab(*run, *crash, check=True).stdout)
+    sim = ["sim", str(job), "--device", "rio-flash", "--set", "fabric.targets=2"]
+    sim += ["--output-format", "json"]
+    rec = json.loads(qoslab(*sim, *crash, check=True).stdout)["qoslab"]["recovery"]
+    lost = rec["target_crash"]
+    assert lost["target"] == 0 and lost["lost_from_cache"] > 0
+    for key in ("lost_from_cache", "replayed", "lost_for_good"):
+        assert lost[key] == by_rio[key], key
+    # Rio writes again every command the crashed cache held: nothing is lost for good, and
+    # every stream is still a prefix of its order.
+    assert lost["replayed"] == lost["lost_from_cache"] and lost["lost_for_good"] == 0
+    assert rec["prefix_ok"] and all(s["violations"] == [] for s in rec["streams"])
+    # The other target crashed instead: its own cache's commands; a power cut has no
+    # target_crash.
+    other = json.loads(qoslab(*sim, "--power-fail-at", CRASH_AT, "--crash-target", "1").stdout)
+    assert other["qoslab"]["recovery"]["target_crash"]["target"] == 1
+    cut = json.loads(qoslab(*sim, "--power-fail-at", CRASH_AT, check=True).stdout)
+    assert "target_crash" not in cut["qoslab"]["recovery"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--crash-target", "0"], "--crash-target: only with --power-fail-at"),
+        (["--power-fail-at", "1us", "--crash-target", "2"], "--crash-target: expected 0 to 1"),
+        (["--power-fail-at", "1us", "--crash-target", "-1"], "--crash-target"),
+        (["--power-fail-at", "1us", "--crash-target", "one"], "--crash-target"),
+        (["--power-fail-at", "1us", "--crash-target", "70000"], "--crash-target"),
+        (
+            ["--power-fail-at", "1us", "--crash-target", "0", "--device", "ideal"],
+            "--crash-target: the device has no target servers",
+        ),
+    ],
+)
+def test_bad_crash_targets_of_qoslab_sim_are_one_line_and_exit_2(qoslab, tmp_path, args, message):
+    job = tmp_path / "w.fio"
+    job.write_text("[w]\nioengine=libaio\ndirect=1\nbs=4k\nrw=write\nnumber_ios=8\n")
+    device = [] if "--device" in args else ["--device", "rio-flash", "--set", "fabric.targets=2"]
+    r = qoslab("sim", str(job), *device, *args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -166,8 +166,16 @@ def sim(
         None,
         "--power-fail-at",
         help="Cut the power at this simulated time (e.g. 20ms) and report per job what it "
-        "took (qoslab.durability in the JSON).",
+        "took (qoslab.durability in the JSON) and, for ordered jobs, what recovery kept "
+        "(qoslab.recovery).",
         show_default="never",
+    ),
+    crash_target: int | None = typer.Option(
+        None,
+        "--crash-target",
+        help="With --power-fail-at: only this target server (0 is the first of [fabric] "
+        "targets) crashes and restarts; qoslab.recovery.target_crash says what it lost.",
+        show_default="none",
     ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),
     list_tunables: bool = typer.Option(
@@ -282,6 +290,7 @@ def sim(
             progress=ETA[eta](),
             fio_logs=True,
             power_fail_at=power_fail_at,
+            crash_target=crash_target,
             status_interval=status_interval,
         )
         if plot is not None:

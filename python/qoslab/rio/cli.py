@@ -15,12 +15,12 @@ from qoslab.outputs import staged_dir, write_files
 STACK_NAMES = [name for name, _ in _core.STACKS]
 DEFAULTS = _core.CHECK_DEFAULTS
 STACK_HELP = "Ordered-write stack: " + "; ".join(f"{n} ({h})" for n, h in _core.STACKS) + "."
-SET_HELP = "A [fabric] tunable, KEY=VALUE (repeatable): " + "; ".join(
+SET_HELP = "A \\[fabric] tunable, KEY=VALUE (repeatable): " + "; ".join(
     f"{name} ({unit}, default {default}): {help_}" for name, unit, default, help_ in _core.TUNABLES
 )
 RUN_SET_HELP = (
-    "A tunable of the device, KEY=VALUE (repeatable): a bare KEY is one of [fabric] (targets, "
-    "merge_batch, pmr_bytes, cores, ...), recovery.KEY one of [fabric.recovery], plp the "
+    "A tunable of the device, KEY=VALUE (repeatable): a bare KEY is one of \\[fabric] (targets, "
+    "merge_batch, pmr_bytes, cores, ...), recovery.KEY one of \\[fabric.recovery], plp the "
     "drive's, a dotted KEY any of qoslab sim's (path.transport=tcp, media.units=4, ...); "
     "`qoslab sim --list-tunables` lists them."
 )

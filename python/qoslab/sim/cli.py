@@ -173,8 +173,9 @@ def sim(
     crash_target: int | None = typer.Option(
         None,
         "--crash-target",
-        help="With --power-fail-at: only this target server (0 is the first of [fabric] "
-        "targets) crashes and restarts; qoslab.recovery.target_crash says what it lost.",
+        help="With --power-fail-at: only this target server (0 to the device's "
+        "fabric.targets - 1) crashes and restarts; qoslab.recovery.target_crash says what it "
+        "lost.",
         show_default="none",
     ),
     list_devices: bool = typer.Option(False, "--list-devices", help="List device presets."),

@@ -277,10 +277,70 @@ fn judge_group(g: &Group<'_>, survives: impl Fn(usize) -> bool, out: &mut Recove
     }
 }
 
+/// What the crash of one target server does to each command of a group's plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetLoss {
+    /// The command left the initiator (the rest of its stream's order is still to be sent).
+    pub sent: Vec<bool>,
+    /// The target had answered it and its data was in the crashed drive's volatile cache:
+    /// gone with it, and the initiator holds no copy it must send again.
+    pub from_cache: Vec<bool>,
+    /// The stack's target recovery writes it to the restarted target again.
+    pub replay: Vec<bool>,
+}
+
+impl TargetLoss {
+    /// Its data is gone for good.
+    pub fn gone(&self, c: usize) -> bool {
+        self.from_cache[c] && !self.replay[c]
+    }
+
+    /// Its data reaches the media in the end.
+    pub fn survives(&self, c: usize) -> bool {
+        self.sent[c] && !self.gone(c)
+    }
+}
+
+/// What the crash of target server `t` does to `g`'s commands, with the rule the crash
+/// checker proves (`Machine::lost_with_target`, `check::target_violations`).
+///
+/// Only a command the target had *answered* can be lost from its cache. The initiator sends a
+/// command again until it receives a successful completion response (Rio 4.4.1, "Target
+/// recovery": it "re-sends W4 to target 1 until a successful completion response is
+/// received"; NVMe-oF's host requeues the commands a lost connection left without one), so a
+/// command whose data reached the crashed drive's cache before the target answered it is
+/// written again whatever the stack; one the target had answered is written again only if the
+/// stack's target recovery replays it (Rio: its attribute in the log is not persistent;
+/// HORAE: its metadata names it). On a path with target servers the target answers a command
+/// at the instant its drive completes it (`path.rs` builds target paths with the
+/// controller's early completions only), so the record's `media_done` is that answer, and a
+/// cut at any event boundary never finds a command done by the drive and not yet answered.
+/// The differential test (`crates/sim/tests/path/ordering.rs`) holds this rule to the
+/// checker's at every event boundary.
+pub fn target_loss(g: &Group<'_>, t: usize) -> TargetLoss {
+    // The plan's commands are the records' in order, then attributes of durable requests
+    // still in a log (sent, durable).
+    let n = g.plan.cmds.len();
+    let (mut sent, mut from_cache) = (vec![true; n], vec![false; n]);
+    for (c, cmd) in g.streams.iter().flat_map(|r| &r.cmds).enumerate() {
+        sent[c] = cmd.sent;
+        let answered = cmd.media_done;
+        from_cache[c] = cmd.target as usize == t
+            && answered
+            && !cmd.flush_only
+            && g.image.data[c] != Data::Durable;
+    }
+    TargetLoss {
+        sent,
+        from_cache,
+        replay: (g.stack.replay_on_target)(&g.plan, &g.image, t),
+    }
+}
+
 /// Recovers the cut `state` after target server `target` crashed and restarted (Rio 4.4.1,
-/// "Target recovery"), with the rule the crash checker proves (`check::target_violations`):
-/// a command that had completed into the target's volatile cache (its drive lost it, among
-/// `lost`) is gone unless the stack's target recovery writes it again; every other command the
+/// "Target recovery"), with the rule the crash checker proves ([`target_loss`]): a command the
+/// target had answered into its drive's volatile cache (its drive lost it, among `lost`) is
+/// gone unless the stack's target recovery writes it again; every other command the
 /// initiator sent reaches the media in the end, on a live target or sent again to the
 /// restarted one. Recovery time is not modelled for a target crash (0).
 pub fn recover_target(state: &OrderState, lost: &[LostWrite], plp: bool, target: u16) -> Recovery {
@@ -295,32 +355,23 @@ pub fn recover_target(state: &OrderState, lost: &[LostWrite], plp: bool, target:
         ..TargetCrash::default()
     };
     for g in groups(state, lost, plp) {
-        // The plan's commands are the records' in order, then attributes of durable requests
-        // still in a log (sent, durable).
+        let loss = target_loss(&g, t);
         let n = g.plan.cmds.len();
-        let (mut sent, mut from_cache) = (vec![true; n], vec![false; n]);
-        for (c, cmd) in g.streams.iter().flat_map(|r| &r.cmds).enumerate() {
-            sent[c] = cmd.sent;
-            from_cache[c] = cmd.target as usize == t
-                && cmd.media_done
-                && !cmd.flush_only
-                && g.image.data[c] != Data::Durable;
-        }
-        let replay = (g.stack.replay_on_target)(&g.plan, &g.image, t);
-        crash.lost_from_cache += from_cache.iter().filter(|&&l| l).count() as u64;
-        crash.replayed += (0..n).filter(|&c| from_cache[c] && replay[c]).count() as u64;
-        let gone = |c: usize| from_cache[c] && !replay[c];
+        crash.lost_from_cache += loss.from_cache.iter().filter(|&&l| l).count() as u64;
+        crash.replayed += (0..n)
+            .filter(|&c| loss.from_cache[c] && loss.replay[c])
+            .count() as u64;
         crash.lost_for_good += g
             .plan
             .requests
             .iter()
             .flatten()
-            .filter(|r| r.cmds.iter().any(|&c| gone(c)))
+            .filter(|r| r.cmds.iter().any(|&c| loss.gone(c)))
             .count() as u64;
         if g.stack.pmr_log == PmrLog::Attributes {
             out.attributes_scanned += g.image.logs.get(t).map_or(0, |l| l.len() as u64);
         }
-        judge_group(&g, |c| sent[c] && !gone(c), &mut out);
+        judge_group(&g, |c| loss.survives(c), &mut out);
     }
     out.target_crash = Some(crash);
     out

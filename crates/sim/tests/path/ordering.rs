@@ -1,11 +1,16 @@
 //! The ordered-write stacks as stages of the chain, held to the crash checker's rules: the
 //! chain and the checker's untimed machine run the same workloads, the machine replays the
 //! chain's every step (each must be one the machine allows), and at every event boundary the
-//! power is cut in the chain and the two crash images and acknowledgements must be the same.
+//! power is cut in the chain and the two crash images and acknowledgements must be the same;
+//! so must what the crash of one target server alone loses, replays and breaks.
+
+use std::collections::HashSet;
 
 use qoslab_engine::order::{OrderAttr, OrderState, TraceKind};
 use qoslab_engine::{Command, Control, Harness, LostWrite, Op, ReqFlags, Request, Stage};
 use qoslab_fabric::FabricConfig;
+use qoslab_fabric::check::target_violations;
+use qoslab_fabric::cut::{recover_target, target_loss};
 use qoslab_fabric::machine::{Action, Data, Machine};
 use qoslab_fabric::plan::Plan;
 use qoslab_fabric::stack::{self, StackOps};
@@ -95,17 +100,42 @@ fn chain(
     h
 }
 
-/// What the stages say at `at`, then the power cut's lost writes.
-fn cut(h: &mut Harness<FabricPath<Rdma, CachedDrive>>, at: u64) -> (OrderState, Vec<LostWrite>) {
+/// What the stages say at `at`, then the writes the drives lost to `crash` (a power cut, or
+/// the crash of one target server).
+fn cut(
+    h: &mut Harness<FabricPath<Rdma, CachedDrive>>,
+    at: u64,
+    crash: Command,
+) -> (OrderState, Vec<LostWrite>) {
     let mut st = OrderState {
         at_ns: at,
         ..OrderState::default()
     };
     h.stage.collect_order_state(&h.reqs, &mut st);
-    h.control(Control::new(at, 0, Command::PowerLoss));
+    h.control(Control::new(at, 0, crash));
     let mut lost = Vec::new();
     h.stage.collect_lost_writes(&mut lost);
     (st, lost)
+}
+
+/// Of the writes a power cut took, those target `t`'s drive lost: what the crash of target
+/// `t` alone takes, since the fan-out sends `Command::TargetCrash` to that target's stages as
+/// the power loss, and to no other (checked against real target crashes on a sample below).
+fn lost_on(st: &OrderState, lost: &[LostWrite], t: u16) -> Vec<LostWrite> {
+    let on_t: HashSet<(u32, u64, u64)> = st
+        .streams
+        .iter()
+        .flat_map(|r| {
+            r.cmds
+                .iter()
+                .filter(|c| c.target == t)
+                .map(move |c| (r.stream, c.offset_bytes, c.len_bytes))
+        })
+        .collect();
+    lost.iter()
+        .filter(|l| on_t.contains(&(l.job, l.offset_bytes, l.len_bytes)))
+        .copied()
+        .collect()
 }
 
 /// The machine's actions for the chain's trace, bucketed by time.
@@ -228,6 +258,101 @@ fn compare(
     }
 }
 
+/// The kinds of violations, each once, sorted (the two sides number a stream's writes
+/// differently: the chain's record starts at its first request not known durable).
+fn kinds<'a>(v: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut k: Vec<&str> = v.collect();
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+/// The crash of target `t` alone at `at`, in the chain (its cut's `recover_target` over what
+/// `t`'s drive lost) against the machine after the same steps (`lost_with_target`, the
+/// stack's `replay_on_target`, `target_violations`): per command, lost for good and surviving;
+/// per stream, the violations' kinds; the counts the report gives.
+#[allow(clippy::too_many_arguments)]
+fn compare_target(
+    what: &str,
+    st: &OrderState,
+    lost_t: &[LostWrite],
+    plp: bool,
+    m: &Machine<'_>,
+    plan: &Plan,
+    s: &StackOps,
+    t: u16,
+) {
+    let tu = t as usize;
+    let lost = m.lost_with_target(tu);
+    let replay = (s.replay_on_target)(plan, &m.image, tu);
+    let gone = |c: usize| lost[c] && !replay[c];
+    let groups = qoslab_fabric::cut::groups(st, lost_t, plp);
+    if let Some(g) = groups.first() {
+        let loss = target_loss(g, tu);
+        for (si, rec) in g.streams.iter().enumerate() {
+            let ms = rec.stream as usize;
+            let cmds = &plan.order[ms];
+            let first = cmds.len() - rec.cmds.len();
+            for (i, &c) in cmds[first..].iter().enumerate() {
+                let gc = g.plan.order[si][i];
+                assert_eq!(
+                    loss.from_cache[gc], lost[c],
+                    "{what}: command {c} of stream {ms} lost from target {t}'s cache"
+                );
+                assert_eq!(
+                    loss.gone(gc),
+                    gone(c),
+                    "{what}: command {c} of stream {ms} gone for good"
+                );
+                assert_eq!(
+                    loss.survives(gc),
+                    m.sent(c) && !gone(c),
+                    "{what}: command {c} of stream {ms} survives"
+                );
+            }
+            // Commands the stream forgot were durable: no crash takes them.
+            assert!(
+                cmds[..first].iter().all(|&c| !lost[c]),
+                "{what}: stream {ms} forgot a command target {t}'s crash takes"
+            );
+        }
+    }
+    let chain = recover_target(st, lost_t, plp, t);
+    let checker = target_violations(plan, s, m, tu);
+    for out in &chain.streams {
+        let ms = out.stream as usize;
+        assert_eq!(
+            kinds(out.violations.iter().map(|v| v.kind.as_str())),
+            kinds(
+                checker
+                    .iter()
+                    .filter(|v| v.stream == ms)
+                    .map(|v| v.kind.as_str())
+            ),
+            "{what}: violations of stream {ms} after target {t}'s crash"
+        );
+    }
+    let counts = chain.target_crash.expect("a target crash");
+    let n = plan.cmds.len();
+    assert_eq!(
+        (
+            counts.lost_from_cache,
+            counts.replayed,
+            counts.lost_for_good
+        ),
+        (
+            (0..n).filter(|&c| lost[c]).count() as u64,
+            (0..n).filter(|&c| lost[c] && replay[c]).count() as u64,
+            plan.requests
+                .iter()
+                .flatten()
+                .filter(|r| r.cmds.iter().any(|&c| gone(c)))
+                .count() as u64
+        ),
+        "{what}: lost from target {t}'s cache, replayed, requests lost for good"
+    );
+}
+
 /// One workload under one stack: the machine replays the chain, and every event boundary is
 /// a cut compared between the two. Returns the number of cuts.
 fn differential(
@@ -236,6 +361,7 @@ fn differential(
     s: &'static StackOps,
     plp: bool,
     in_order: bool,
+    real_target_crashes: bool,
     label: &str,
 ) -> usize {
     let dev = device(plp, in_order);
@@ -249,7 +375,7 @@ fn differential(
         w.writes(),
         "{label}: every write completes"
     );
-    let (whole, _) = cut(&mut h, end);
+    let (whole, _) = cut(&mut h, end, Command::PowerLoss);
     let steps = actions(&whole, &plan);
     let mut m = Machine::new(&plan, s, &cfg, 0);
     for (at, acts) in &steps {
@@ -266,15 +392,37 @@ fn differential(
         replay(&mut m, acts.clone(), *at, label);
         let mut h = chain(&dev, ordering, w);
         h.run_until(*at);
-        let (st, lost) = cut(&mut h, *at);
-        compare(
-            &format!("{label}, cut at {at} ns"),
-            &st,
-            &lost,
-            plp,
-            &m,
-            &plan,
-        );
+        let (st, lost) = cut(&mut h, *at, Command::PowerLoss);
+        let what = format!("{label}, cut at {at} ns");
+        compare(&what, &st, &lost, plp, &m, &plan);
+        for t in 0..2u16 {
+            let lost_t = lost_on(&st, &lost, t);
+            if real_target_crashes {
+                // The crash of target t alone, in a chain of its own, loses exactly what the
+                // power cut took from t's drive.
+                let mut h = chain(&dev, ordering, w);
+                h.run_until(*at);
+                let (alone, mut crashed) = cut(&mut h, *at, Command::TargetCrash { target: t });
+                assert_eq!(
+                    alone, st,
+                    "{what}: the stages' state before target {t}'s crash"
+                );
+                let mut expect = lost_t.clone();
+                let key = |l: &LostWrite| {
+                    (
+                        l.job,
+                        l.offset_bytes,
+                        l.len_bytes,
+                        l.queued_ns,
+                        l.acknowledged,
+                    )
+                };
+                crashed.sort_by_key(key);
+                expect.sort_by_key(key);
+                assert_eq!(crashed, expect, "{what}: writes target {t}'s crash took");
+            }
+            compare_target(&what, &st, &lost_t, plp, &m, &plan, s, t);
+        }
         cuts += 1;
     }
     cuts
@@ -284,7 +432,8 @@ fn differential(
 fn the_chain_keeps_the_crash_checkers_rules_at_every_event_boundary() {
     // 1,000 seeded workloads of 2 streams of 4 writes (some split at the 8-block stripe
     // unit, some merged, groups of several writes, FLUSHes), each under the four stacks,
-    // flash without PLP and Optane with it in turn.
+    // flash without PLP and Optane with it in turn. Every event boundary is a power cut and,
+    // for each of the two targets, the crash of that target alone.
     let shape = Shape {
         streams: 2,
         writes_per_stream: 4,
@@ -303,7 +452,9 @@ fn the_chain_keeps_the_crash_checkers_rules_at_every_event_boundary() {
         let plp = seed % 2 == 1;
         for (ordering, s) in stacks {
             let label = format!("workload {seed}, {ordering}, plp {plp}");
-            cuts += differential(&w, ordering, s, plp, true, &label);
+            // A chain of its own per target crash on a sample of the workloads.
+            let real = seed % 50 == 0;
+            cuts += differential(&w, ordering, s, plp, true, real, &label);
         }
     }
     assert!(cuts > 50_000, "{cuts} cuts");
@@ -320,6 +471,14 @@ fn rio_without_in_order_completion_is_followed_too() {
     for seed in 0..100u64 {
         let w = Workload::generate(seed, &shape);
         let label = format!("workload {seed}, rio without in-order completion");
-        differential(&w, "rio", &stack::RIO, seed % 2 == 0, false, &label);
+        differential(
+            &w,
+            "rio",
+            &stack::RIO,
+            seed % 2 == 0,
+            false,
+            seed % 25 == 0,
+            &label,
+        );
     }
 }

@@ -90,7 +90,7 @@ def test_a_cycle_is_found_when_there_is_one():
 # Bottom to top: a package imports only from the layers below its own (`guest_devices`, the
 # guest's device specs, below both the simulator that builds their twins and the kernel study).
 LAYERS = (
-    ("errors", "interrupts"),
+    ("errors", "interrupts", "progress"),
     ("limits", "outputs", "fio"),
     ("units", "store", "guest_devices", "yamlnodes"),
     ("options", "report", "sim"),

@@ -14,7 +14,6 @@ import queue
 import shlex
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -29,6 +28,7 @@ from qoslab.dut.runner import BatchRunner, DutStartError, SingleRunner, make_tas
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import read_input, workload_paths
 from qoslab.outputs import staged_dir
+from qoslab.progress import Count, progress_bar
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILTIN_C = "builtin:c"
@@ -149,7 +149,9 @@ def run_plan(plan: Plan, argv: list[str], opts: DiffOptions, workdir: Path) -> l
     reports: list[RunReport] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
-    progress = _Progress(plan.total)
+    failing = [0]
+    bar = progress_bar()
+    done = Count(bar, "diff (0 failing)", total=plan.total)
 
     def worker() -> None:
         # Whatever happens, a worker keeps taking tasks until its None: the producer never
@@ -172,11 +174,13 @@ def run_plan(plan: Plan, argv: list[str], opts: DiffOptions, workdir: Path) -> l
                 report = RunReport(order, task.run_id, poison, outcome, keep, task.workload_path)
                 with lock:
                     reports.append(report)
-                progress.advance(outcome.status != "match")
+                    failing[0] += outcome.status != "match"
+                    done.advance(description=f"diff ({failing[0]} failing)")
         finally:
             runner.close()
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(opts.jobs)]
+    bar.start()
     for t in threads:
         t.start()
     try:
@@ -189,38 +193,13 @@ def run_plan(plan: Plan, argv: list[str], opts: DiffOptions, workdir: Path) -> l
             tasks.put(None)
         for t in threads:
             t.join()
-        progress.close()
+        bar.stop()
     for err in errors:
         if isinstance(err, DutStartError):
             raise InputError(f"--dut: {err}")
         raise err
     reports.sort(key=lambda r: r.order)
     return reports
-
-
-class _Progress:
-    """A progress bar on a terminal; nothing otherwise."""
-
-    def __init__(self, total: int):
-        self.bar = None
-        self.lock = threading.Lock()
-        if sys.stderr.isatty() and total > 0:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("diff", total=total)
-            self.failed = 0
-
-    def advance(self, failed: bool) -> None:
-        if self.bar is not None:
-            with self.lock:
-                self.failed += failed
-                self.bar.update(self.task, advance=1, description=f"diff ({self.failed} failing)")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 # ---- output -------------------------------------------------------------------------------------

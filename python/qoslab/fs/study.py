@@ -22,6 +22,7 @@ import pandas as pd
 
 from qoslab.errors import InputError
 from qoslab.outputs import staged_dir
+from qoslab.progress import Count, progress_bar
 from qoslab.sim import api
 
 FILE_SYSTEMS = ("ext4", "horaefs", "riofs")
@@ -128,14 +129,12 @@ def run_study(plan: Plan, jobs: int = 2, quiet: bool = False) -> pd.DataFrame:
         for seed in range(1, plan.seeds + 1)
     ]
     rows = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with progress_bar(quiet) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = Count(bar, "fs study", total=len(points))
         futures = [pool.submit(run_point, *p) for p in points]
-        for i, f in enumerate(futures):  # in point order, whatever the worker count
+        for f in futures:  # in point order, whatever the worker count
             rows.append(f.result())
-            if not quiet and sys.stderr.isatty():
-                print(f"\rfs study: {i + 1}/{len(points)} runs", end="", file=sys.stderr)
-    if not quiet and sys.stderr.isatty():
-        print(file=sys.stderr)
+            done.advance()
     return pd.DataFrame(rows)
 
 

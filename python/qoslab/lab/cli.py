@@ -74,11 +74,11 @@ def device_create(
 ) -> None:
     """Create a loop device (direct I/O on) over a new backing file written in full."""
     from qoslab.lab.device import create_loop_device
-    from qoslab.lab.progress import lab_progress
     from qoslab.lab.registry import Registry
+    from qoslab.progress import progress_bar
 
     nbytes = size_option(size, "--size")
-    with terminable(), lab_progress(quiet) as progress:
+    with terminable(), progress_bar(quiet) as progress:
         entry = create_loop_device(nbytes, backing, Registry(), progress)
     typer.echo(entry.loop)
 

@@ -27,12 +27,12 @@ from qoslab.fio.logs import read_fio_log
 from qoslab.lab.journal import scheduler_restored
 from qoslab.lab.outdir import staged
 from qoslab.lab.plans import global_options
-from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner, find_fio
 from qoslab.lab.target import prepare_target
+from qoslab.progress import progress_bar
 from qoslab.report import Section, Text, write_report
 from qoslab.report.stats import MIN_REPS
 
@@ -108,7 +108,7 @@ def run_sched(
     per_run_s = opts.runtime_s + opts.ramp_s + 0.5
     total_s = per_run_s * opts.reps * len(opts.schedulers)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    with lab_progress(quiet) as progress, staged(out) as tmp:
+    with progress_bar(quiet) as progress, staged(out) as tmp:
         target = prepare_target(
             target_arg,
             size,

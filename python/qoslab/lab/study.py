@@ -36,12 +36,12 @@ from qoslab.lab.plans import (
     tails_depths,
     tails_plan,
 )
-from qoslab.lab.progress import lab_progress
 from qoslab.lab.queue import device_metadata
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import Runner, find_fio
 from qoslab.lab.target import prepare_target, release_target
+from qoslab.progress import progress_bar
 from qoslab.report import Figure, Section, Text, write_report
 from qoslab.units import human_bytes
 
@@ -83,7 +83,7 @@ def run_study(
     find_fio()  # before anything is created or written
     registry = Registry()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    with lab_progress(quiet) as progress, staged(out) as tmp:
+    with progress_bar(quiet) as progress, staged(out) as tmp:
         target = prepare_target(
             target_arg,
             size,

@@ -8,13 +8,13 @@ then rename): an error or Ctrl-C leaves no half-written output.
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import load_matrix
 from qoslab.outputs import staged_dir
+from qoslab.progress import Count, progress_bar
 from qoslab.report import Figure, Link, Section, Table, Text, write_report
 
 FAULT_ORDER = ("NONE", "TIMEOUT", "RESET")
@@ -27,45 +27,6 @@ _REFUSAL = (
 
 def _is_earlier_output(out: Path) -> bool:
     return (out / "runs.csv").is_file()
-
-
-class _Progress:
-    """A rich progress bar on a terminal; silent otherwise."""
-
-    def __init__(self, total: int):
-        self.bar = None
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            self.bar = Progress(
-                TextColumn("nvmelite matrix"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                transient=True,
-                console=Console(stderr=True),  # stdout carries the report's path
-            )
-            self.task = self.bar.add_task("runs", total=total)
-
-    def __enter__(self):
-        if self.bar:
-            self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar:
-            self.bar.__exit__(*exc)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar:
-            self.bar.update(self.task, completed=done, total=total)
 
 
 def run_study(
@@ -89,7 +50,8 @@ def run_study(
             # The Rust core releases the GIL while it runs the matrix: load the chart code
             # meanwhile, off the command's critical path.
             threading.Thread(target=_load_chart_code, daemon=True).start()
-        with _Progress(len(matrix)) as progress:
+        with progress_bar() as bar:
+            progress = Count(bar, "nvmelite matrix", total=len(matrix))
             try:
                 extra = {} if exact_nodes is None else {"exact_nodes": exact_nodes}
                 summary = matrix.write(

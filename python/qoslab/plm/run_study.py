@@ -8,10 +8,10 @@ import tempfile
 from pathlib import Path
 
 from qoslab.errors import InputError
-from qoslab.lab.progress import lab_progress
 from qoslab.limits import MAX_SEED
 from qoslab.outputs import staged_dir
 from qoslab.plm import report, study
+from qoslab.progress import Count, progress_bar
 from qoslab.units import parse_duration
 
 OUTPUTS = ("report.html", "results.parquet", "fig6.csv", "targets.csv", "meta.json")
@@ -128,10 +128,10 @@ def main(
             refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
-        lab_progress() as bar,
+        progress_bar() as bar,
     ):
         # On a terminal, a bar of the runs done (stderr); nothing in a log or a pipe.
-        task = bar.add_task("plm study", total=None)
+        runs = Count(bar, "plm study")
         results, slow, _ = study.run_study(
             datasets=ds,
             configs=cs,
@@ -145,7 +145,7 @@ def main(
             workload=workload,
             sensitivity=sensitivity,
             sets=sets,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            progress=runs,
         )
         if len(slow):
             slow.to_csv(folder / "slow_reads.csv", index=False, float_format="%.3f")

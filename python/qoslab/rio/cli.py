@@ -222,19 +222,23 @@ def study(
         help=RUN_SET_HELP,
         show_default="none",
     ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Rio's block-device experiments (document Figures 10-12) on the simulator's path (qoslab
     sim with the stacks' ordering plug-ins and the rio-flash and rio-optane target servers): the
     four stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
     Rio's and HORAE's recovery time against the requests in flight (document 6.5, 30 power
     cuts per thread count), and a "document vs qoslab" table."""
+    from qoslab.progress import Count, progress_bar
     from qoslab.rio import study as st
 
     _positive("--writes", writes)
     plan = st.Plan.quick() if quick else st.Plan(writes=writes)
     plan = st.Plan(plan.threads, plan.sizes_kib, plan.batches, plan.writes, seed, plan.repeats)
-    rows = st.run_study(plan, _sets(sets))
-    cuts = st.recovery_cuts(plan, _sets(sets))
+    with progress_bar(quiet) as bar:
+        done = Count(bar, "rio study", total=st.runs(plan))
+        rows = st.run_study(plan, _sets(sets), done.advance)
+        cuts = st.recovery_cuts(plan, _sets(sets), done.advance)
     table = st.compare(rows, cuts)
     with staged_dir(
         out,

@@ -57,22 +57,37 @@ def _run(
     return chain.measured(stack, report) if at is None else chain.cut(stack, report)
 
 
-def run_study(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
+def _points(plan: Plan) -> list[tuple]:
+    """The study's points: (figure, ssd, stack, threads, size_kib, batch, label, extra sets)."""
+    points = [
+        ("10", ssd, stack, threads, 4, 1, None, ())
+        for ssd in SSDS
+        for threads in plan.threads
+        for stack in STACKS
+    ]
+    # Figure 10(d): two target servers, one SSD each. (10(c), one target with two SSDs, needs
+    # a target stage over two drives, which the path does not build.)
+    for threads in plan.threads:
+        points += [("10d", "flash", s, threads, 4, 1, None, (("targets", "2"),)) for s in STACKS]
+    for size in plan.sizes_kib:
+        points += [("11", "flash", stack, 1, size, 1, None, ()) for stack in STACKS]
+    for batch in plan.batches:
+        merge = (("merge_batch", str(batch)),)
+        points += [("12", "optane", stack, 1, 4, batch, None, merge) for stack in STACKS]
+        points.append(
+            ("12", "optane", "rio", 1, 4, batch, "rio w/o merge", (("merge_batch", "1"),))
+        )
+    return points
+
+
+def run_study(
+    plan: Plan, sets: list[tuple[str, str]], progress: Callable[[], None] = lambda: None
+) -> list[dict]:
     """Every point of the study, one row each (one target server, one SSD, as Figure 10(a)/(b);
-    `sets` overrides any tunable)."""
+    `sets` overrides any tunable); `progress()` is called after each point."""
     base = [("targets", "1"), *sets]
     rows = []
-
-    def point(
-        figure: str,
-        ssd: str,
-        stack: str,
-        threads: int,
-        size_kib: int,
-        batch: int,
-        label: str | None = None,
-        extra: tuple = (),
-    ) -> None:
+    for figure, ssd, stack, threads, size_kib, batch, label, extra in _points(plan):
         m = _run(stack, ssd, [*base, *extra], threads, plan.writes, size_kib, batch, plan.seed)
         rows.append(
             {
@@ -85,27 +100,14 @@ def run_study(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
                 **{k: v for k, v in m.items() if k != "stack"},
             }
         )
-
-    for ssd in SSDS:
-        for threads in plan.threads:
-            for stack in STACKS:
-                point("10", ssd, stack, threads, 4, 1)
-    # Figure 10(d): two target servers, one SSD each. (10(c), one target with two SSDs, needs
-    # a target stage over two drives, which the path does not build.)
-    for threads in plan.threads:
-        for stack in STACKS:
-            point("10d", "flash", stack, threads, 4, 1, extra=(("targets", "2"),))
-    for size in plan.sizes_kib:
-        for stack in STACKS:
-            point("11", "flash", stack, 1, size, 1)
-    for batch in plan.batches:
-        for stack in STACKS:
-            point("12", "optane", stack, 1, 4, batch, extra=(("merge_batch", str(batch)),))
-        point(
-            "12", "optane", "rio", 1, 4, batch, label="rio w/o merge", extra=(("merge_batch", "1"),)
-        )
+        progress()
     _normalise(rows)
     return rows
+
+
+def runs(plan: Plan) -> int:
+    """How many simulator runs `run_study` and `recovery_cuts` make, for the progress bar."""
+    return len(_points(plan)) + len(plan.threads) * len(RECOVERY_STACKS) * (1 + plan.repeats)
 
 
 # Document 6.5: two target servers, 4 KiB ordered writes without FLUSH, the crash at a random
@@ -116,9 +118,12 @@ RECOVERY_SSD = "optane"
 RECOVERY_SETS = [("targets", "2")]
 
 
-def recovery_cuts(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
+def recovery_cuts(
+    plan: Plan, sets: list[tuple[str, str]], progress: Callable[[], None] = lambda: None
+) -> list[dict]:
     """Rio's and HORAE's recovery after power cuts at `plan.repeats` seeded moments of each
-    thread count's run (between a fifth and four fifths of it), one row per cut."""
+    thread count's run (between a fifth and four fifths of it), one row per cut; `progress()`
+    is called after each run."""
     import random
 
     rows = []
@@ -127,6 +132,7 @@ def recovery_cuts(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
             run_sets = [*RECOVERY_SETS, *sets]
             args = (stack, RECOVERY_SSD, run_sets, threads, plan.writes, 4, 1, plan.seed)
             end = _run(*args)["elapsed_ns"]
+            progress()
             rng = random.Random(f"rio-study/recovery-cuts/{plan.seed}/{stack}/{threads}")
             at = sorted(int(end * rng.uniform(0.2, 0.8)) for _ in range(plan.repeats))
             for cut in (_run(*args, power_fail_at_ns=t) for t in at):
@@ -140,6 +146,7 @@ def recovery_cuts(plan: Plan, sets: list[tuple[str, str]]) -> list[dict]:
                         **cut["recovery"],
                     }
                 )
+                progress()
     return rows
 
 

@@ -31,6 +31,7 @@ from qoslab.errors import InputError
 from qoslab.fio import jobs_table, parse_fio_json
 from qoslab.lab.sched import SchedOptions, prio_options
 from qoslab.outputs import staged_dir
+from qoslab.progress import Count, progress_bar
 from qoslab.sim import api
 
 HDD = "hdd-7200"
@@ -312,22 +313,16 @@ def run_study(opts: StudyOptions, out: Path, real: Path | None = None, quiet: bo
             raise InputError("no such device file or preset", path=d.device)
     real_runs = read_real(real) if real is not None else None
     main, constants = plan(opts)
-    total = len(main) + len(constants)
-    done = [0]
-
-    def progress():
-        done[0] += 1
-        if not quiet and sys.stderr.isatty():
-            print(f"\rsched study: {done[0]}/{total} runs", end="", file=sys.stderr, flush=True)
-
-    with staged_dir(
-        out,
-        is_earlier_output=_is_earlier_output,
-        refusal="exists, is not empty and is not an earlier study output",
-    ) as tmp:
-        results = _run_all(main + constants, opts, progress)
-        if not quiet and sys.stderr.isatty():
-            print(file=sys.stderr)
+    with (
+        progress_bar(quiet) as bar,
+        staged_dir(
+            out,
+            is_earlier_output=_is_earlier_output,
+            refusal="exists, is not empty and is not an earlier study output",
+        ) as tmp,
+    ):
+        done = Count(bar, "sched study", total=len(main) + len(constants))
+        results = _run_all(main + constants, opts, done.advance)
         runs = pd.concat([r for r, _ in results[: len(main)]], ignore_index=True)
         series = pd.concat([s for _, s in results[: len(main)]], ignore_index=True)
         summary = summarise(runs, ["device", "scheduler"])

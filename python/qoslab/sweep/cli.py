@@ -61,7 +61,7 @@ def sweep(
         )
         return
     try:
-        with SweepProgress(loaded.name, enabled=False if quiet else None) as progress:
+        with SweepProgress(loaded.name, quiet) as progress:
             o = run_sweep(
                 loaded,
                 store,

@@ -1,0 +1,93 @@
+"""One progress display (qoslab.progress) for every command that shows progress: on a terminal
+a bar with what is done of how much, the time so far and an ETA; nothing under --quiet or when
+stderr is not a terminal."""
+
+from __future__ import annotations
+
+import ast
+import io
+
+from rich.console import Console
+
+from conftest import ROOT
+from qoslab.progress import Count, progress_bar
+
+PACKAGE = ROOT / "python" / "qoslab"
+
+
+def _shown(quiet: bool = False, terminal: bool = True) -> str:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=120)
+    with progress_bar(quiet, console=console) as bar:
+        runs = Count(bar, "sched study", total=3)
+        runs.advance()
+        runs.advance()
+        written = bar.add_task("writing t.img", total=4096)
+        bar.update(written, completed=1024)
+    return out.getvalue()
+
+
+def test_on_a_terminal_the_bar_shows_runs_done_of_all_a_percentage_and_an_eta():
+    shown = _shown()
+    assert "sched study" in shown and "2/3" in shown
+    assert "writing t.img" in shown and "25%" in shown
+    assert "ETA" in shown
+
+
+def test_nothing_is_drawn_under_quiet_or_when_stderr_is_not_a_terminal():
+    assert _shown(quiet=True) == ""
+    assert _shown(terminal=False) == ""
+
+
+def test_a_count_follows_a_total_that_changes():
+    out = io.StringIO()
+    with progress_bar(console=Console(file=out, force_terminal=True, width=120)) as bar:
+        points = Count(bar, "sweep s")
+        points(5, 40, description="sweep s  failed 1")
+    assert "5/40" in out.getvalue() and "failed 1" in out.getvalue()
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _starts_with_cr(arg: ast.expr) -> bool:
+    if isinstance(arg, ast.JoinedStr) and arg.values:
+        arg = arg.values[0]
+    return isinstance(arg, ast.Constant) and str(arg.value).startswith("\r")
+
+
+def _draws(node: ast.AST) -> bool:
+    """A `print(...)` or a `.write(...)` of something."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == "print") or (
+        isinstance(f, ast.Attribute) and f.attr == "write"
+    )
+
+
+def test_no_module_draws_progress_of_its_own():
+    """rich's progress classes only in qoslab/progress.py, and no counter redrawn with `\\r`."""
+    own = []
+    for rel, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "rich.progress":
+                own.append(f"{rel}: imports rich.progress")
+            if _draws(node) and _starts_with_cr(node.args[0]):
+                own.append(f"{rel}:{node.lineno}: a line redrawn with \\r")
+    assert own == ["progress.py: imports rich.progress"]
+
+
+def test_the_rio_study_counts_every_simulator_run_it_makes():
+    from qoslab.rio import study
+
+    plan = study.Plan.quick()
+    ticks = []
+    rows = study.run_study(plan, [], lambda: ticks.append("point"))
+    cuts = study.recovery_cuts(plan, [], lambda: ticks.append("cut"))
+    assert len(ticks) == study.runs(plan)
+    # one tick per row, and per cut plus the uncut run that times each recovery point
+    assert ticks.count("point") == len(rows) == 42
+    assert ticks.count("cut") == len(cuts) + len(plan.threads) * len(study.RECOVERY_STACKS)

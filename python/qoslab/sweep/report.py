@@ -3,8 +3,11 @@
 For each study in the store: the figures the study defines (its adapter's `figures` hook),
 then for each sweep of it the parameters that vary, a table of configurations (mean and
 spread over seeds), and one figure per varying parameter and headline metric: the metric's
-mean against the parameter, error bars the 95 % confidence interval of the mean over seeds
-(Student's t). Parameters and metrics are read from the store itself (a row's `params` names
+mean over seeds against the parameter, error bars the 95 % confidence interval of the mean
+(Student's t), one line per combination of the other varying parameters (or one mark per
+configuration when they are too many: a metric is never averaged over another parameter), marks
+without joining lines for a categorical parameter, and times in ns drawn in ns, µs, ms or s.
+Parameters and metrics are read from the store itself (a row's `params` names
 its parameters), so a study this qoslab does not know is still reported, generically.
 Everything is aggregated by DuckDB: a report of a million points reads no row into Python.
 """
@@ -171,11 +174,8 @@ def _sweep_section(view: _StudyView, sweep: str, figdir: Path, n_fig: list[int])
         items.append(Text(f"One value or none in this sweep (not drawn): {', '.join(same)}."))
     for p in varying[:MAX_PARAMS_PLOTTED]:
         others = [q for q in varying if q != p]
-        line = min(
-            (q for q in others if distinct[q] <= MAX_LINES), key=lambda q: distinct[q], default=None
-        )
         for m in plotted:
-            fig = _param_figure(view, sweep, p, line, m, distinct, figdir, n_fig, seeded)
+            fig = _param_figure(view, sweep, p, others, m, distinct, figdir, n_fig, seeded)
             if fig is not None:
                 items.append(fig)
     items.append(_config_table(view, sweep, varying, plotted))
@@ -211,26 +211,29 @@ def _informative(view: _StudyView, sweep: str, metrics: list[str]) -> list[str]:
     return [m for m, n in zip(metrics, row, strict=True) if n > 1]
 
 
-def _param_figure(view, sweep, p, line, metric, distinct, figdir, n_fig, seeded) -> Figure | None:
+def _param_figure(view, sweep, p, others, metric, distinct, figdir, n_fig, seeded) -> Figure | None:
+    """`metric` against the parameter `p`. Nothing is averaged over another varying parameter (a
+    p99 averaged over queue depths means nothing): the other parameters' combinations become
+    lines when there are at most MAX_LINES of them, otherwise each configuration is one mark.
+    A categorical `p` gets marks, never lines joining its categories."""
     from qoslab.report.figures import pyplot, save_figure
 
     con = view.store.con
     t = _ident(view.table)
     numeric = _is_numeric(view.types[p])
-    per_config = numeric and distinct[p] > MAX_CATEGORIES
-    # Seed-level means first (the other parameters averaged within a seed), so that the spread
-    # is the spread over seeds.
-    if per_config:
-        groups = f"{_ident(p)} AS x, params AS line"
-        group_by = "x, line"
-    else:
-        groups = f"{_ident(p)} AS x, " + (f"{_ident(line)} AS line" if line else "NULL AS line")
-        group_by = "x, line"
+    combinations = math.prod(distinct[q] for q in others)
+    per_config = (numeric and distinct[p] > MAX_CATEGORIES) or combinations > MAX_LINES
+    lines_by = [] if per_config else others
+    keys = ["x", *(f"k{i}" for i in range(len(lines_by)))]
+    columns = ", ".join(
+        [f"{_ident(p)} AS x", *(f"{_ident(q)} AS k{i}" for i, q in enumerate(lines_by))]
+        + (["params AS config"] if per_config else [])
+    )
+    # The mean of each configuration over its seeds, and the spread over seeds (GROUP BY ALL:
+    # by the selected columns, whatever the parameters are called).
     frame = con.execute(
-        f"WITH s AS (SELECT {groups}, seed, avg({_ident(metric)}) AS v FROM {t} "
-        f"WHERE sweep = ? AND {_ident(metric)} IS NOT NULL GROUP BY {group_by}, seed) "
-        "SELECT x, line, avg(v) AS mean, stddev_samp(v) AS sd, count(*) AS n FROM s "
-        "GROUP BY x, line",
+        f"SELECT {columns}, avg({_ident(metric)}) AS mean, stddev_samp({_ident(metric)}) AS sd, "
+        f"count(*) AS n FROM {t} WHERE sweep = ? AND {_ident(metric)} IS NOT NULL GROUP BY ALL",
         [sweep],
     ).df()
     if frame.empty:
@@ -238,21 +241,34 @@ def _param_figure(view, sweep, p, line, metric, distinct, figdir, n_fig, seeded)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.9))
     frame["ci"] = [_ci(sd, int(n)) for sd, n in zip(frame["sd"], frame["n"], strict=True)]
-    if numeric:
-        frame = frame.sort_values("x")
+    unit, scale = _scaled_unit(view, metric, frame["mean"].abs().max())
+    frame["mean"] /= scale
+    frame["ci"] /= scale
     categories = sorted(frame["x"].unique(), key=_order_key)
     position = {v: i for i, v in enumerate(categories)}
     if per_config:
-        ax.errorbar(frame["x"], frame["mean"], yerr=frame["ci"], fmt="o", ms=3, capsize=2)
+        xs = frame["x"] if numeric else frame["x"].map(position)
+        ax.errorbar(xs, frame["mean"], yerr=frame["ci"], fmt="o", ms=3, capsize=2, alpha=0.7)
     else:
-        lines = sorted(frame["line"].unique(), key=_order_key) if line else [None]
-        for value in lines:
-            part = frame if value is None else frame[frame["line"] == value]
+
+        def label(row: tuple) -> str:
+            return ", ".join(f"{q} = {_shown(v)}" for q, v in zip(lines_by, row, strict=True))
+
+        values = list(frame[keys[1:]].itertuples(index=False, name=None))
+        frame["line"] = [label(row) for row in values]
+        ordered = sorted(set(values), key=lambda r: tuple(map(_order_key, r)))
+        lines = list(dict.fromkeys(label(row) for row in ordered))
+        for i, label in enumerate(lines):
+            part = frame[frame["line"] == label]
             part = part.sort_values("x", key=lambda s: s.map(_order_key))
-            xs = part["x"] if numeric else part["x"].map(position)
-            label = None if value is None else f"{line} = {value}"
-            ax.errorbar(xs, part["mean"], yerr=part["ci"], marker="o", capsize=3, label=label)
-        if line:
+            style: dict = {"marker": "o", "capsize": 3, "label": label or None}
+            if numeric:
+                xs = part["x"]
+            else:  # side by side around each category, no line joining two categories
+                xs = part["x"].map(position) + (i - (len(lines) - 1) / 2) * 0.5 / len(lines)
+                style["linestyle"] = "none"
+            ax.errorbar(xs, part["mean"], yerr=part["ci"], **style)
+        if lines_by:
             ax.legend(fontsize="small")
     if numeric:
         xs = frame["x"].astype(float)
@@ -260,25 +276,30 @@ def _param_figure(view, sweep, p, line, metric, distinct, figdir, n_fig, seeded)
             ax.set_xscale("log")
     else:
         ax.set_xticks(range(len(categories)), [str(c) for c in categories])
-    unit = _unit(view, metric)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_xlabel(p + _unit(view, p, param=True))
     ax.set_ylabel(metric + unit)
     ax.set_title(f"{metric} vs {p} ({sweep})", fontsize="medium")
     n_fig[0] += 1
     if seeded:
-        others = "" if per_config else "the other varying parameters averaged within each seed; "
         caption = (
-            f"Mean of {metric} over seeds; {others}error bars: {CONFIDENCE:.0%} confidence "
-            "interval of the mean over seeds (Student's t)."
+            f"Mean of {metric} over seeds; error bars: {CONFIDENCE:.0%} confidence interval of "
+            "the mean over seeds (Student's t)."
         )
     else:
-        caption = (
-            f"{metric} of each point (this study takes no seeds)"
-            + ("" if per_config else "; the other varying parameters averaged")
+        caption = f"{metric} of each point (this study takes no seeds)."
+    if per_config:
+        caption += (
+            " One mark per configuration"
+            + (
+                f" (the other varying parameters, {', '.join(others)}, not averaged)"
+                if others
+                else ""
+            )
             + "."
         )
-    if per_config:
-        caption += " One mark per configuration."
+    elif lines_by:
+        caption += f" One line per value of {', '.join(lines_by)}."
     return save_figure(
         fig,
         figdir,
@@ -287,6 +308,19 @@ def _param_figure(view, sweep, p, line, metric, distinct, figdir, n_fig, seeded)
         caption,
         "figures/",
     )
+
+
+# A metric kept in nanoseconds is drawn in the unit that gives its values a few digits.
+_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
+def _scaled_unit(view: _StudyView, metric: str, largest: float) -> tuple[str, float]:
+    """The axis label's unit and the divisor that brings `metric`'s values into it."""
+    unit = _unit(view, metric)
+    if unit != " (ns)" or not largest or math.isnan(largest):
+        return unit, 1.0
+    scale, name = next((f, n) for f, n in _TIME_UNITS if largest >= f or f == 1.0)
+    return f" ({name})", scale
 
 
 def _unit(view: _StudyView, name: str, param: bool = False) -> str:

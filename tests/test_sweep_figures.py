@@ -90,7 +90,12 @@ def test_a_time_in_ns_is_drawn_in_a_unit_that_needs_no_offset(drawn, tmp_path):
     seen = drawn(
         """
         study: sim
-        parameters: {job: qd.fio, device: ideal, env.QD: [1, 8]}
+        name: qd
+        parameters:
+          job: qd.fio
+          device: nvme-analytic
+          env.QD: [1, 4, 16]
+          set.media.servers: [64, 16]
         seeds: [1]
         """
     )
@@ -99,3 +104,12 @@ def test_a_time_in_ns_is_drawn_in_a_unit_that_needs_no_offset(drawn, tmp_path):
     assert fig["ylabel"] == "read_clat_p99_ns (µs)"
     assert fig["offset"] == ""
     assert 1 < max(ys) < 1000
+    # IOPS against p99: one curve per value of the other parameter, joined in QD's order.
+    curves = seen["Read IOPS against p99 latency"]["marks"]
+    assert [label for label, *_ in curves] == [
+        "qd: set.media.servers = 16",
+        "qd: set.media.servers = 64",
+    ]
+    for _, iops, _, style in curves:
+        assert len(iops) == 3 and style == "-"
+        assert iops == sorted(iops)  # more queue depth, more IOPS

@@ -202,7 +202,9 @@ def _compact(text: str) -> str:
 
 def _figures(store, table, directory):
     """Throughput against tail latency, the trade-off a QoS study is about: one mark per
-    configuration (mean over seeds), error bars one standard deviation over seeds."""
+    configuration (mean over seeds), error bars one standard deviation over seeds; within a
+    sweep one curve per value of the varying parameters other than the one with the most values
+    (a queue depth, say), whose marks it joins in that parameter's order when it is numeric."""
     from qoslab.report.figures import pyplot, save_figure
 
     figures = []
@@ -217,15 +219,17 @@ def _figures(store, table, directory):
             continue
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for sweep, part in cells.groupby("sweep", sort=True):
-            ax.errorbar(
-                part["x"],
-                part["y"],
-                xerr=part["dx"].fillna(0),
-                yerr=part["dy"].fillna(0),
-                fmt="o",
-                capsize=3,
-                label=sweep,
-            )
+            for label, curve, joined in _curves(sweep, part):
+                ax.errorbar(
+                    curve["x"],
+                    curve["y"],
+                    xerr=curve["dx"].fillna(0),
+                    yerr=curve["dy"].fillna(0),
+                    marker="o",
+                    linestyle="-" if joined else "none",
+                    capsize=3,
+                    label=label,
+                )
         ax.set_xlabel(f"{op} IOPS")
         ax.set_ylabel(f"{op} p99 completion latency (µs)")
         ax.set_xlim(left=0)
@@ -238,11 +242,42 @@ def _figures(store, table, directory):
                 f"sim_{op}_iops_vs_p99",
                 f"{op.capitalize()} IOPS against p99 latency",
                 "One mark per configuration: the mean over its seeds; error bars are one "
-                "standard deviation over the seeds.",
+                "standard deviation over the seeds. One curve per value of the sweep's other "
+                "varying parameters, its marks joined in the order of the parameter with the "
+                "most values when that one is numeric.",
                 "figures/",
             )
         )
     return figures
+
+
+def _curves(sweep: str, part):
+    """(label, rows, joined) for each curve of one sweep's configurations."""
+    import pandas as pd
+
+    params = pd.DataFrame([json.loads(p) for p in part["params"]], index=part.index)
+    distinct = {c: params[c].astype(str).nunique() for c in params.columns}
+    varying = [c for c in params.columns if distinct[c] > 1]
+    if not varying:
+        yield sweep, part, False
+        return
+    along = max(varying, key=lambda c: distinct[c])
+    numeric = pd.api.types.is_numeric_dtype(params[along])
+    others = [c for c in varying if c != along]
+    values = [tuple(r) for r in params[others].itertuples(index=False)]
+    for key in sorted(set(values), key=lambda t: tuple(map(_order, t))):
+        rows = part[[v == key for v in values]]
+        if numeric:
+            rows = rows.loc[params.loc[rows.index, along].sort_values(kind="stable").index]
+        named = ", ".join(f"{c} = {v}" for c, v in zip(others, key, strict=True))
+        yield (f"{sweep}: {named}" if others else sweep), rows, numeric
+
+
+def _order(value) -> tuple:
+    """Numbers by value, then anything else by its text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
 
 
 STUDY = Study(

@@ -8,8 +8,9 @@
 //! interrupt ~5 us, so the requests of a burst reach the device spread out and one job's
 //! submissions wait while another's run (docs/vm.md, finding 7). A CPU model is a plug-in:
 //! a [`CpuModel`] and its [`CpuOps`], one line in [`CPUS`], its tunables `[cpu.NAME]`. The
-//! stage ([`CpuStage`]) books each submission and each completion on the model's CPU, first
-//! come first served, and passes the request on when its work ends.
+//! stage ([`CpuStage`]) runs each submission and each completion on the model's CPU, first
+//! come first served unless the model puts interrupts first or lets a woken job preempt, and
+//! passes the request on when its work ends.
 
 use std::collections::VecDeque;
 
@@ -32,6 +33,17 @@ pub trait CpuModel {
     /// CPU time from the driver's completion of `req` to its job seeing it (the interrupt,
     /// the block layer's completion, the wake-up of the job).
     fn complete_ns(&self, req: &Request) -> Ns;
+    /// Whether a completion (interrupt context) runs ahead of every submission (process
+    /// context) and preempts one on the CPU, as a hardware interrupt does.
+    fn interrupts_first(&self) -> bool {
+        false
+    }
+    /// Whether a job woken by its completion runs ahead of the other jobs' submissions and
+    /// preempts one on the CPU, as Linux's scheduler does for a task that slept (its
+    /// wake-up preemption).
+    fn wakeup_preempts(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a CPU model from its `[cpu.NAME]` table.
@@ -66,6 +78,8 @@ qoslab_engine::settings! {
         submit_ns: Ns = ns(11_000, "CPU time of one I/O's turn of the job's loop: its submission call and the reaping of the completion before it, whatever its size (guest: a fio process's 4 KiB bios follow each other every 12-14 us, less 4 x per_kib_ns)"),
         per_kib_ns: Ns = ns(380, "CPU time of that turn per KiB of the I/O (pinning the pages, a driver that copies the data as scsi_debug does) (guest: 128 KiB bios every 60 us, 4 KiB every 12.5 us: (60 - 12.5) us / 124 KiB)"),
         complete_ns: Ns = ns(5_000, "CPU time of one completion, the interrupt and the block layer's completion before the job can see it (guest: completions due at once follow each other every 5 us)"),
+        interrupts_first: bool = flag(false, "completions (interrupt context) run ahead of every submission and preempt one on the CPU; false: the CPU serves its work first come first served"),
+        wakeup_preempts: bool = flag(false, "a job woken by its completion runs ahead of the other jobs' submissions and preempts one on the CPU (Linux's wake-up preemption); false: it queues behind them"),
     }
 }
 
@@ -82,6 +96,14 @@ impl CpuModel for OneCpu {
     fn complete_ns(&self, _req: &Request) -> Ns {
         self.cfg.complete_ns
     }
+
+    fn interrupts_first(&self) -> bool {
+        self.cfg.interrupts_first
+    }
+
+    fn wakeup_preempts(&self) -> bool {
+        self.cfg.wakeup_preempts
+    }
 }
 
 pub static ONE: CpuOps = CpuOps {
@@ -96,25 +118,61 @@ pub static ONE: CpuOps = CpuOps {
     }),
 };
 
-/// The CPU stage's events: a request's CPU work is done.
+/// The CPU stage's event: the work on the CPU since `epoch` began is done (a work item that
+/// was preempted started a new epoch, so its old end is ignored).
 #[derive(Clone, Copy, Debug)]
-pub enum CpuEvent {
-    /// Its submission reached the block layer.
-    Submitted(ReqId),
-    /// Its completion reached the job.
-    Completed(ReqId),
+pub struct CpuEvent {
+    epoch: u64,
 }
 
-/// The stage: every submission and completion booked on the CPU in the order they come.
+/// One piece of work on the CPU: a request's submission (process context, its job's) or its
+/// completion (interrupt context).
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    id: ReqId,
+    completion: bool,
+    job: u32,
+    /// CPU time still to run.
+    left_ns: Ns,
+    /// CPU time in all (for the time it waited).
+    cost_ns: Ns,
+    arrived_ns: Ns,
+    /// A submission of a job just woken by its completion (the model's `wakeup_preempts`).
+    woken: bool,
+}
+
+impl Work {
+    fn new(id: ReqId, req: &Request, completion: bool, cost_ns: Ns, now: Ns) -> Self {
+        Work {
+            id,
+            completion,
+            job: req.job,
+            left_ns: cost_ns,
+            cost_ns,
+            arrived_ns: now,
+            woken: false,
+        }
+    }
+}
+
+/// The stage: every submission and completion run on the one CPU, in the order the model's
+/// rules give (first come first served when it has none).
 pub struct CpuStage {
     model: Box<dyn CpuModel>,
-    /// When the CPU is next free.
-    free_at: Ns,
+    /// The work on the CPU and when it (last) started.
+    running: Option<(Work, Ns)>,
+    /// The work waiting for the CPU, in the order it will run.
+    ready: VecDeque<Work>,
+    /// Counts the starts of work on the CPU; a [`CpuEvent`] of an older epoch is stale.
+    epoch: u64,
+    /// When each job last saw a completion (it was woken then).
+    woke_at: Vec<Ns>,
     busy_ns: Ns,
     /// Time requests waited for the CPU, in all.
     waited_ns: Ns,
     submits: u64,
     completes: u64,
+    preemptions: u64,
     /// Requests the stage below refused, in order (offered again on `pull`).
     held: VecDeque<ReqId>,
 }
@@ -123,22 +181,71 @@ impl CpuStage {
     pub fn new(model: Box<dyn CpuModel>) -> Self {
         CpuStage {
             model,
-            free_at: 0,
+            running: None,
+            ready: VecDeque::new(),
+            epoch: 0,
+            woke_at: Vec::new(),
             busy_ns: 0,
             waited_ns: 0,
             submits: 0,
             completes: 0,
+            preemptions: 0,
             held: VecDeque::new(),
         }
     }
 
-    /// Runs `ns` of work on the CPU from `now` or when it is next free; when it ends.
-    fn book(&mut self, now: Ns, ns: Ns) -> Ns {
-        let start = now.max(self.free_at);
-        self.waited_ns += start - now;
-        self.busy_ns += ns;
-        self.free_at = start + ns;
-        self.free_at
+    fn start(&mut self, work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
+        let now = ctx.now_ns();
+        self.epoch += 1;
+        self.running = Some((work, now));
+        ctx.schedule(now + work.left_ns, CpuEvent { epoch: self.epoch });
+    }
+
+    /// Whether `job` has a submission on the CPU or waiting for it (then it is running its
+    /// loop, not asleep).
+    fn busy_job(&self, job: u32) -> bool {
+        let mine = |w: &Work| !w.completion && w.job == job;
+        self.running.as_ref().is_some_and(|(w, _)| mine(w)) || self.ready.iter().any(mine)
+    }
+
+    /// `work` arrives: it runs at once on an idle CPU, takes the CPU from a submission it
+    /// preempts, or waits in its place.
+    fn arrive(&mut self, mut work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
+        let irq_first = self.model.interrupts_first();
+        if !work.completion && self.model.wakeup_preempts() {
+            let woke = self.woke_at.get(work.job as usize) == Some(&work.arrived_ns);
+            work.woken = woke && !self.busy_job(work.job);
+        }
+        let Some((run, started)) = self.running else {
+            self.start(work, ctx);
+            return;
+        };
+        // Only process context is preempted: by an interrupt, or by a woken job's
+        // submission when another job's loop runs.
+        let preempts = !run.completion
+            && ((work.completion && irq_first)
+                || (work.woken && !run.woken && run.job != work.job));
+        if preempts {
+            let mut run = run;
+            run.left_ns -= ctx.now_ns() - started;
+            self.preemptions += 1;
+            self.ready.push_front(run);
+            self.start(work, ctx);
+            return;
+        }
+        let at = if work.completion && irq_first {
+            // Behind the interrupts already waiting, ahead of every submission.
+            self.ready.iter().position(|w| !w.completion)
+        } else if work.woken {
+            // Ahead of the submissions of jobs that were not just woken.
+            self.ready.iter().position(|w| !w.completion && !w.woken)
+        } else {
+            None
+        };
+        match at {
+            Some(i) => self.ready.insert(i, work),
+            None => self.ready.push_back(work),
+        }
     }
 
     fn offer(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
@@ -156,24 +263,42 @@ impl Stage for CpuStage {
     }
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
-        let ns = self.model.submit_ns(&ctx.reqs()[id]);
-        let at = self.book(ctx.now_ns(), ns);
+        let req = &ctx.reqs()[id];
+        let work = Work::new(id, req, false, self.model.submit_ns(req), ctx.now_ns());
         self.submits += 1;
-        ctx.schedule(at, CpuEvent::Submitted(id));
+        self.arrive(work, ctx);
     }
 
     fn on_event(&mut self, ev: CpuEvent, ctx: &mut impl StageCtx<CpuEvent>) {
-        match ev {
-            CpuEvent::Submitted(id) => self.offer(id, ctx),
-            CpuEvent::Completed(id) => ctx.complete(id),
+        if ev.epoch != self.epoch {
+            return;
+        }
+        let (done, _) = self.running.take().expect("an epoch's work is on the CPU");
+        let now = ctx.now_ns();
+        self.busy_ns += done.cost_ns;
+        self.waited_ns += now - done.arrived_ns - done.cost_ns;
+        // The next work takes the CPU before this one's effects (a woken job's submission)
+        // arrive, so they queue behind it as they would on the CPU.
+        if let Some(next) = self.ready.pop_front() {
+            self.start(next, ctx);
+        }
+        if done.completion {
+            let job = done.job as usize;
+            if self.woke_at.len() <= job {
+                self.woke_at.resize(job + 1, Ns::MAX);
+            }
+            self.woke_at[job] = now;
+            ctx.complete(done.id);
+        } else {
+            self.offer(done.id, ctx);
         }
     }
 
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
-        let ns = self.model.complete_ns(&ctx.reqs()[id]);
-        let at = self.book(ctx.now_ns(), ns);
+        let req = &ctx.reqs()[id];
+        let work = Work::new(id, req, true, self.model.complete_ns(req), ctx.now_ns());
         self.completes += 1;
-        ctx.schedule(at, CpuEvent::Completed(id));
+        self.arrive(work, ctx);
     }
 
     fn pull(&mut self, ctx: &mut impl StageCtx<CpuEvent>) {
@@ -191,6 +316,7 @@ impl Stage for CpuStage {
             ("waited_ns".into(), self.waited_ns as f64),
             ("submissions".into(), self.submits as f64),
             ("completions".into(), self.completes as f64),
+            ("preemptions".into(), self.preemptions as f64),
         ]
     }
 }
@@ -204,8 +330,13 @@ mod tests {
     const US: Ns = 1_000;
 
     fn one(submit_ns: Ns, per_kib_ns: Ns, complete_ns: Ns) -> CpuStage {
+        one_with(submit_ns, per_kib_ns, complete_ns, "")
+    }
+
+    /// `one` with the extra `[cpu.one]` lines `rules` (its ordering rules).
+    fn one_with(submit_ns: Ns, per_kib_ns: Ns, complete_ns: Ns, rules: &str) -> CpuStage {
         let text = format!(
-            "[cpu.one]\nsubmit_ns = {submit_ns}\nper_kib_ns = {per_kib_ns}\ncomplete_ns = {complete_ns}\n"
+            "[cpu.one]\nsubmit_ns = {submit_ns}\nper_kib_ns = {per_kib_ns}\ncomplete_ns = {complete_ns}\n{rules}"
         );
         let mut doc =
             qoslab_engine::ConfigDoc::parse(std::path::Path::new("t.toml"), &text).expect("parses");
@@ -240,6 +371,76 @@ mod tests {
         let at = |id| done.iter().find(|d| d.id == id).expect("completed").done_ns;
         assert_eq!(at(big), 157 * US);
         assert_eq!(at(small), 162 * US);
+    }
+
+    fn read(job: u32) -> Request {
+        Request::new(Op::Read, 0, 4096, job, 0)
+    }
+
+    /// Job 1's read X at 0 (10 us of CPU, 1 us at the device, 5 us to complete), job 0's
+    /// three reads at 1 us; when job 1 sees X it issues Y at once (fio's loop). Returns when
+    /// X and Y were seen.
+    fn wake_and_resubmit(stage: CpuStage, job0_again_at: Option<Ns>) -> (Ns, Ns) {
+        let mut h = Harness::new(Chain::new(stage, Null::new(US)));
+        let x = h.submit_at(0, read(1));
+        for _ in 0..3 {
+            h.submit_at(US, read(0));
+        }
+        if let Some(at) = job0_again_at {
+            for _ in 0..2 {
+                h.submit_at(at, read(0));
+            }
+        }
+        let (mut seen_x, mut y) = (None, None);
+        let mut done = Vec::new();
+        while h.step(&mut done) {
+            for d in done.drain(..) {
+                // Y may reuse X's freed id: Y is asked for first once it exists.
+                if y.is_some() && Some(d.id) == y {
+                    return (seen_x.expect("X first"), d.done_ns);
+                } else if y.is_none() && d.id == x {
+                    seen_x = Some(d.done_ns);
+                    y = h.submit(read(1));
+                }
+            }
+        }
+        panic!("Y never completed");
+    }
+
+    #[test]
+    fn an_interrupt_preempts_a_submission_when_interrupts_come_first() {
+        // X's completion is due at 11 us while job 0's first read has the CPU (10 to 20 us).
+        // First come first served it waits for job 0's three turns (to 40 us): X is seen at
+        // 45 us; Y then waits for the completions of job 0's reads (45 to 60 us), runs 60 to
+        // 70 us, and is seen at 76 us.
+        assert_eq!(
+            wake_and_resubmit(one(10 * US, 0, 5 * US), None),
+            (45 * US, 76 * US)
+        );
+        // Interrupts first: X's completion runs at once (11 to 16 us) and job 0's read
+        // resumes with 9 us left. Y queues behind job 0's turns, which job 0's completions
+        // interrupt (26, 41 and 56 us, the last one Y's own turn): Y is seen at 76 us too.
+        let irq = one_with(10 * US, 0, 5 * US, "interrupts_first = true\n");
+        assert_eq!(wake_and_resubmit(irq, None), (16 * US, 76 * US));
+    }
+
+    #[test]
+    fn a_woken_job_preempts_another_jobs_submission() {
+        // Both rules: X seen at 16 us; Y, from the woken job 1, takes the CPU from job 0's
+        // read (16 to 26 us), reaches the device at 26 us and its completion preempts job 0
+        // again at 27 us: seen at 32 us.
+        let both = "interrupts_first = true\nwakeup_preempts = true\n";
+        let stage = one_with(10 * US, 0, 5 * US, both);
+        assert_eq!(wake_and_resubmit(stage, None), (16 * US, 32 * US));
+        // Wake-up preemption alone, job 0 issuing two more reads at 42 us: X's completion
+        // runs 40 to 45 us, behind job 0's turns; Y cannot preempt the completion of job 0's
+        // first read that starts then, but goes ahead of job 0's two new reads: it runs 60 to
+        // 70 us after the completions waiting before it, and is seen at 95 us. Without the
+        // rule Y runs after job 0's two reads (80 to 90 us) and is seen at 105 us.
+        let wake = one_with(10 * US, 0, 5 * US, "wakeup_preempts = true\n");
+        assert_eq!(wake_and_resubmit(wake, Some(42 * US)), (45 * US, 95 * US));
+        let fcfs = one(10 * US, 0, 5 * US);
+        assert_eq!(wake_and_resubmit(fcfs, Some(42 * US)), (45 * US, 105 * US));
     }
 
     #[test]

@@ -226,10 +226,11 @@ CLAIMS = [
             "document: with the thread's sleep and wake-up per round trip at [fabric] "
             "context_switch_ns = 2 us (a model assumption) a HORAE thread makes 90K requests/s "
             "and 4 threads come within 20% of the flash SSD's ceiling, where the document's "
-            "HORAE needs more than 8 cores (its 2). That time alone moves the row and leaves "
-            "Rio unchanged at every thread count: context_switch_ns 4, 8, 16 us gives 1.54x, "
-            "1.83x, 2.45x (qoslab rio study --set context_switch_ns=8000). From 12 threads "
-            "both stacks sit at the drive's ceiling (Rio / HORAE 0.95x), which caps the mean"
+            "HORAE needs more than 8 cores (its section 3, Figure 2). That time alone moves the "
+            "row and leaves Rio unchanged at every thread count: context_switch_ns 4, 8, 16 us "
+            "gives 1.54x, 1.83x, 2.45x (qoslab rio study --set context_switch_ns=8000). From "
+            "12 threads both stacks sit at the drive's ceiling (Rio / HORAE 0.95x), which caps "
+            "the mean"
         ),
     ),
     Claim(

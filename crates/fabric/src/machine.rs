@@ -322,7 +322,10 @@ impl<'p> Machine<'p> {
                     acts.push(Action::Submit(c));
                 }
                 Phase::Submitted => {
-                    let flush = plan.cmds[c].attr.flush;
+                    // With PLP a FLUSH of its own never reaches the drive (the target
+                    // completes it), so it waits for nothing the drive holds.
+                    let at_target = self.cfg.plp && plan.cmds[c].flush_only;
+                    let flush = plan.cmds[c].attr.flush && !at_target;
                     if !flush || self.ssd_before_done(c) {
                         acts.push(Action::Done(c));
                     }

@@ -9,7 +9,9 @@
 //! this target are logged, and into a circular log of `pmr_bytes / attr_bytes` slots, and
 //! submits it to the drive only after they are submitted (per-server in-order submission, Rio
 //! 4.3.1). A command without an attribute goes straight to the drive. Each submission costs a
-//! core `submit_cycles`; a completion `respond_cycles` (counted, and booked on the cores).
+//! core `submit_cycles`; a completion `respond_cycles` (counted, and booked on the cores). A
+//! FLUSH for a drive with PLP never reaches it: the target completes it when it would submit
+//! it, and its response crosses the network as the drive's completion would.
 //!
 //! When the drive completes a command with a Rio attribute, the target sets its `persist` bit:
 //! with PLP at once, without only on the command that carries a FLUSH (Rio 4.3.2). The head of
@@ -87,7 +89,12 @@ pub enum TargetEvent {
     Logged(ReqId),
     /// A core has submitted `id` to the drive.
     Submitted(ReqId),
+    /// The response to a FLUSH the target completed itself lands at the initiator.
+    Answered(ReqId),
 }
+
+/// An NVMe completion queue entry: the response capsule of a FLUSH the target answers itself.
+const CQE_BYTES: u64 = 16;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 enum Phase {
@@ -100,6 +107,8 @@ enum Phase {
     Logged,
     Submitting,
     AtDrive,
+    /// A FLUSH the target completed itself (PLP): its response is on the wire.
+    Answering,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -129,6 +138,7 @@ struct Stats {
     cycles: u64,
     pmr_busy_ns: Ns,
     max_log: u64,
+    flushes_not_sent: u64,
 }
 
 /// One target server.
@@ -258,7 +268,7 @@ impl Target {
             }
         }
         let mut lane = lane;
-        lane.retain(|&id| self.cmds[id].phase != Phase::AtDrive);
+        lane.retain(|&id| self.cmds[id].phase < Phase::AtDrive);
         self.lanes[stream as usize] = lane;
     }
 
@@ -403,11 +413,43 @@ impl Stage for Target {
                 // The controller sees the command when the target submits it.
                 ctx.reqs_mut()[id].t.arrived_ns = now;
                 self.note(now, TraceKind::Submit, id, 0);
-                if ctx.dispatch(id) == Admission::Busy {
+                // A FLUSH for a drive with PLP: the target's block layer completes it at once
+                // and the drive never sees it, as Linux's does with an empty flush on a queue
+                // without a volatile write cache (submit_bio_noacct; nvmet's flush of such a
+                // namespace). The document, 4.3.2: "the FLUSH command is usually ignored by
+                // the block layer"; it still crosses the network both ways and costs both
+                // sides their cycles, as the document's Optane CPU figures show.
+                let r = ctx.reqs()[id];
+                let here = r.op == Op::Flush && self.s.plp;
+                if here {
+                    self.cmds.entry(id).phase = Phase::Answering;
+                } else if ctx.dispatch(id) == Admission::Busy {
                     unreachable!("the controller refused a command");
                 }
+                // Its lane moves on first: completing forgets the command.
                 if let Some(a) = attr {
                     self.run_lane(a.stream, ctx);
+                }
+                if here {
+                    self.stats.flushes_not_sent += 1;
+                    // The response capsule, as the drive's completion would send it.
+                    let landed = ctx.dma(Transfer {
+                        host: r.host,
+                        dir: Dma::ToHost,
+                        payload: Payload::QueueEntries,
+                        start_ns: now,
+                        bytes: CQE_BYTES,
+                    });
+                    let t = &mut ctx.reqs_mut()[id].t;
+                    t.fetched_ns = now;
+                    t.media_start_ns = now;
+                    t.cq_posted_ns = landed;
+                    ctx.schedule(landed, TargetEvent::Answered(id));
+                }
+            }
+            TargetEvent::Answered(id) => {
+                if self.cmds.entry(id).phase == Phase::Answering {
+                    self.complete(id, ctx);
                 }
             }
         }
@@ -417,7 +459,7 @@ impl Stage for Target {
         let c = std::mem::take(self.cmds.entry(id));
         let now = ctx.now_ns();
         if let Some(a) = c.attr
-            && c.phase == Phase::AtDrive
+            && matches!(c.phase, Phase::AtDrive | Phase::Answering)
             && let Some(e) = self.log.get_mut((c.log_no - self.log_base) as usize)
         {
             debug_assert_eq!(e.id, id);
@@ -517,6 +559,7 @@ impl Stage for Target {
             ("core_busy_ns".into(), s.core_busy_ns as f64),
             ("target_cycles".into(), s.cycles as f64),
             ("pmr_busy_ns".into(), s.pmr_busy_ns as f64),
+            ("flushes_not_sent".into(), s.flushes_not_sent as f64),
         ]
     }
 }

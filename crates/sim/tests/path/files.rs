@@ -128,19 +128,29 @@ fn riofs_and_horaefs_run_on_rio_targets() {
 }
 
 /// On a drive with power-loss protection (rio-optane) a completed write is durable, and the
-/// block layer drops the cache flags of every write, the ordered ones included (Linux's
-/// blk_insert_flush; Rio 4.3.2): ext4's and RioFS's fsyncs do not drain the drive there.
-/// HORAEFS's flush-only ordered commands still reach it (100 flushes for 100 fsyncs): the same
-/// class of defect, open in issue 35, so HORAEFS is not in this list until it is fixed.
+/// block layer drops the cache flags of every write, the ordered ones included, and completes
+/// every FLUSH (Linux's blk_insert_flush and submit_bio_noacct on a write-through queue; Rio
+/// 4.3.2): no file system's fsync drains the drive there. HORAEFS's ordered FLUSH command (one
+/// per fsync) goes to the target server, whose block layer completes it; its response still
+/// crosses the network like every other command's.
 #[test]
 fn no_fsync_drains_a_drive_with_power_loss_protection() {
     let job = format!("{}numjobs=4\n", fsync_append(25, ""));
-    for fs_type in ["ext4", "riofs"] {
+    for fs_type in ["ext4", "horaefs", "riofs"] {
         let r = run(&job, "rio-optane", &[&format!("fs.type={fs_type}")]);
         assert_eq!(f(&stage(&r, "fs")["fsyncs"]), 100.0, "{fs_type}");
         let drive = stage(&r, "cached");
         assert_eq!(f(&drive["barrier_writes"]), 0.0, "{fs_type}: {drive}");
         assert_eq!(f(&drive["flushes"]), 0.0, "{fs_type}: {drive}");
+        let at_target = f(&stage(&r, "target")["flushes_not_sent"]);
+        let ordered = if fs_type == "horaefs" { 100.0 } else { 0.0 };
+        assert_eq!(at_target, ordered, "{fs_type}");
+        let wire = stage(&r, "rdma");
+        assert_eq!(
+            f(&wire["completions"]),
+            f(&wire["commands"]),
+            "{fs_type}: {wire}"
+        );
     }
 }
 

@@ -58,3 +58,32 @@ def test_every_option_with_a_value_says_its_default():
         if p.default in (None, [], ()) and not isinstance(p.show_default, str)
     ]
     assert silent == []
+
+
+def test_no_help_text_loses_words_to_rich_markup():
+    """typer draws help through rich, which reads "[fs]" or "[fabric]" as a style tag and drops
+    it: "[fs]'s" printed as "'s" (a help text names a TOML table as "\\[fs]")."""
+    import typer.main
+    from rich.markup import MarkupError, render
+
+    from qoslab.cli import app
+
+    def texts(command, path):
+        yield path, command.help or ""
+        for p in command.params:
+            yield path, getattr(p, "help", None) or ""
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from texts(sub, f"{path} {name}")
+
+    def shown(text):
+        try:
+            return render(text).plain
+        except MarkupError as e:
+            return str(e)
+
+    lost = [
+        (where, text)
+        for where, text in texts(typer.main.get_command(app), "qoslab")
+        if shown(text) != text.replace("\\[", "[")
+    ]
+    assert lost == []

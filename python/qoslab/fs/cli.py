@@ -21,7 +21,7 @@ SET_HELP = (
         f"{fs}: " + ", ".join(f"{t[0]} (default {t[2]})" for t in tunables)
         for fs, _, tunables in _core.FILE_SYSTEMS
     )
-    + ") or [fs]'s as fs.KEY."
+    + ") or \\[fs]'s as fs.KEY."
 )
 
 # The workload options reach the core as 32-bit counts; a million is far past any useful run.

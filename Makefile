@@ -10,8 +10,10 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 QOSLAB  := $(VENV)/bin/qoslab
 CARGO   ?= cargo
-# Both the extension and `cargo test` build in release mode so they share compiled dependencies.
-CARGO_TEST_FLAGS := --release --workspace --exclude qoslab-py
+# The Rust tests build in the bench profile: the release profile's optimisation without its LTO
+# (Cargo.toml says why); `make fuzz`, `make sim-test` and `make media-test` build in it too.
+CARGO_TEST_PROFILE := --profile bench
+CARGO_TEST_FLAGS := $(CARGO_TEST_PROFILE) --workspace --exclude qoslab-py
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
 

@@ -13,8 +13,8 @@ FUZZ_REPORT     ?= out/fuzz-report.json
 fuzz: setup
 	@mkdir -p $(dir $(FUZZ_REPORT))
 	@echo "fuzz seed: $(FUZZ_SEED)"
-	PROPTEST_CASES=$(FUZZ_RUST_CASES) $(CARGO) test --release -p qoslab-workload --test fuzz_inputs
-	PROPTEST_CASES=$$(( $(FUZZ_RUST_CASES) / 40 )) $(CARGO) test --release -p qoslab-sim --test fuzz_devices
+	PROPTEST_CASES=$(FUZZ_RUST_CASES) $(CARGO) test $(CARGO_TEST_PROFILE) -p qoslab-workload --test fuzz_inputs
+	PROPTEST_CASES=$$(( $(FUZZ_RUST_CASES) / 40 )) $(CARGO) test $(CARGO_TEST_PROFILE) -p qoslab-sim --test fuzz_devices
 	QOSLAB_FUZZ_CASES=$(FUZZ_CASES) QOSLAB_FUZZ_SEED=$(FUZZ_SEED) QOSLAB_FUZZ_REPORT=$(FUZZ_REPORT) \
 	  $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_fuzz.py
 	$(PY) tests/fuzzing.py $(FUZZ_REPORT)

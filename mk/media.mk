@@ -4,7 +4,7 @@
 
 # The device models' own tests only (their Rust unit tests and tests/test_media.py).
 media-test: setup
-	$(CARGO) test --release -p qoslab-media
+	$(CARGO) test $(CARGO_TEST_PROFILE) -p qoslab-media
 	$(VENV)/bin/pytest -q tests/test_media.py
 
 media-bench: setup

@@ -8,7 +8,7 @@ sim-docs: setup
 
 # The simulator's own tests only (Rust crates and tests/test_sim.py).
 sim-test: setup
-	$(CARGO) test --release -p qoslab-engine -p qoslab-nvme -p qoslab-media -p qoslab-sim
+	$(CARGO) test $(CARGO_TEST_PROFILE) -p qoslab-engine -p qoslab-nvme -p qoslab-media -p qoslab-sim
 	$(VENV)/bin/pytest -q tests/test_sim.py
 
 sim-bench: setup

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use qoslab_engine::{IoPrioClass, Op};
 use qoslab_workload::fio::{
     Distribution, EngineClass, ExitWhat, FileService, RateProcess, RwPattern, SizeSpec,
-    SteadyState, SubmitMode, ThinkBlocksType, Zone, ZoneExtent, parse_job_file, parse_job_str,
+    SteadyState, SubmitMode, ThinkBlocksType, Zone, ZoneExtent, parse_job_file,
+    parse_job_file_after, parse_job_str,
 };
 
 fn no_env(_: &str) -> Option<String> {
@@ -293,6 +294,19 @@ fn bad_input_names_file_line_and_what_was_expected() {
     );
     assert!(
         parse_job_file("/nonexistent/x.fio", no_env)
+            .unwrap_err()
+            .to_string()
+            .starts_with("/nonexistent/x.fio: cannot read job file")
+    );
+    // The same line when command-line options come before the file.
+    let after = parse_job_file_after(
+        "[j]\n",
+        Path::new("<cmdline>"),
+        "/nonexistent/x.fio",
+        no_env,
+    );
+    assert!(
+        after
             .unwrap_err()
             .to_string()
             .starts_with("/nonexistent/x.fio: cannot read job file")

@@ -49,9 +49,13 @@ pub fn parse_job_file(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<JobFile, WorkloadError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| WorkloadError::in_file(path, format!("cannot read job file: {e}")))?;
-    parse_job_str(&text, path, env)
+    parse_job_str(&read_job_file(path)?, path, env)
+}
+
+/// A job file's text, or the one-line error that names it.
+fn read_job_file(path: &Path) -> Result<String, WorkloadError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| WorkloadError::in_file(path, format!("cannot read job file: {e}")))
 }
 
 /// Parses job-file text; `path` names it in messages and anchors relative `include`s.
@@ -75,8 +79,7 @@ pub fn parse_job_file_after(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<JobFile, WorkloadError> {
     let path = path.as_ref();
-    let file = std::fs::read_to_string(path)
-        .map_err(|e| WorkloadError::in_file(path, format!("cannot read job file: {e}")))?;
+    let file = read_job_file(path)?;
     parse_job_parts(&[(text, name), (&file, path)], path, env)
 }
 

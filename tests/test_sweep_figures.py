@@ -4,6 +4,8 @@ and draws a time kept in ns in a unit that needs no axis offset."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sweep_helpers import sweep, write_spec
@@ -104,6 +106,16 @@ def test_a_time_in_ns_is_drawn_in_a_unit_that_needs_no_offset(drawn, tmp_path):
     assert fig["ylabel"] == "read_clat_p99_ns (µs)"
     assert fig["offset"] == ""
     assert 1 < max(ys) < 1000
+    # The configurations table shows the same metric in the same unit as the figure.
+    html = (tmp_path / "out" / "report.html").read_text()
+    table = html[html.index("<h3>Configurations") :]
+    table = table[: table.index("</table>")]
+    header = re.findall(r"<th>(.*?)</th>", table)
+    assert "read_clat_p99_ns mean (µs)" in header and "read_clat_p99_ns sd (µs)" in header
+    column = header.index("read_clat_p99_ns mean (µs)")
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in table.split("<tr>")[2:]]
+    means = [float(r[column].replace(",", "")) for r in rows]
+    assert len(means) == 6 and max(means) == pytest.approx(max(ys), rel=1e-5)
     # IOPS against p99: one curve per value of the other parameter, joined in QD's order.
     curves = seen["Read IOPS against p99 latency"]["marks"]
     assert [label for label, *_ in curves] == [

@@ -163,3 +163,26 @@ def test_a_store_of_failed_points_alone_is_reported(tmp_path):
     html = (tmp_path / "out" / "report.html").read_text()
     assert "selftest: failed points" in html
     assert html.count("RuntimeError: failed on purpose") == 2
+
+
+def test_two_copies_of_a_store_give_the_same_report_whatever_the_directory(tmp_path, monkeypatch):
+    # The report names the store as the user gave it (relative) or by its name (absolute),
+    # never by where it is: two users' reports of the same store are the same bytes.
+    from qoslab.sweep.report import build_report
+
+    spec = write_spec(
+        tmp_path, "study: selftest\nparameters: {x: [1, 2], n: [1, 3]}\nseeds: [1, 2]\n"
+    )
+    sweep(spec, tmp_path / "a" / "results" / "store", "--jobs", "1")
+    shutil.copytree(tmp_path / "a" / "results", tmp_path / "b" / "elsewhere" / "results")
+    reports = []
+    for user in ("a", "b/elsewhere"):
+        monkeypatch.chdir(tmp_path / user)
+        build_report("results/store", "out")
+        reports.append((tmp_path / user / "out" / "report.html").read_bytes())
+    assert reports[0] == reports[1]
+    assert b"qoslab store query results/store" in reports[0]
+    assert str(tmp_path).encode() not in reports[0]
+    build_report(tmp_path / "a" / "results" / "store", tmp_path / "c")
+    by_name = (tmp_path / "c" / "report.html").read_text()
+    assert "qoslab store query store " in by_name and str(tmp_path) not in by_name

@@ -6,7 +6,8 @@ spread over seeds), and one figure per varying parameter and headline metric: th
 mean over seeds against the parameter, error bars the 95 % confidence interval of the mean
 (Student's t), one line per combination of the other varying parameters (or one mark per
 configuration when they are too many: a metric is never averaged over another parameter), marks
-without joining lines for a categorical parameter, and times in ns drawn in ns, µs, ms or s.
+without joining lines for a categorical parameter, and times in ns drawn and tabled in ns, µs, ms
+or s. The store is named as the user gave it (relative) or by its name, never by where it is.
 Parameters and metrics are read from the store itself (a row's `params` names
 its parameters), so a study this qoslab does not know is still reported, generically.
 Everything is aggregated by DuckDB: a report of a million points reads no row into Python.
@@ -351,6 +352,14 @@ def _config_table(view: _StudyView, sweep: str, varying: list[str], headline: li
         [sweep],
     ).df()
     total = len(frame)
+    for m in headline:  # a time kept in ns in the figures' unit, named in its column's header
+        if _unit(view, m) == " (ns)":
+            unit, scale = _scaled_unit(view, m, frame[f"{m} mean"].abs().max())
+            for stat in ("mean", "sd"):
+                frame[f"{m} {stat}"] /= scale
+            frame = frame.rename(
+                columns={f"{m} mean": f"{m} mean{unit}", f"{m} sd": f"{m} sd{unit}"}
+            )
     if varying:
         frame = frame.sort_values(varying, key=lambda s: s.map(_order_key))
     frame = frame.head(MAX_TABLE_ROWS)
@@ -411,11 +420,18 @@ def _failed_sweeps(store: Store, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _schema(store: Store) -> Section:
+def _shown_path(store_path: str | Path) -> str:
+    """The store as the report names it: the path the user gave if relative, else its name, so
+    two reports of the same store are the same bytes whatever the directory they ran in."""
+    path = Path(store_path)
+    return path.name if path.is_absolute() else str(path)
+
+
+def _schema(store: Store, shown: str) -> Section:
     items: list[Text | Table] = [
         Text(
-            f'Query the store with `qoslab store query {store.path} "SQL"` or '
-            f'`qoslab.store.open("{store.path}")`; these are its views and their columns.'
+            f'Query the store with `qoslab store query {shown} "SQL"` or '
+            f'`qoslab.store.open("{shown}")`; these are its views and their columns.'
         )
     ]
     rows = []
@@ -437,7 +453,8 @@ def build_report(store_path: str | Path, out: str | Path) -> Path:
             figdir = tmp / "figures"
             figdir.mkdir()
             sections: list[Section] = []
-            facts: dict[str, Any] = {"store": str(store.path)}
+            shown = _shown_path(store_path)
+            facts: dict[str, Any] = {"store": shown}
             views = store.views()
             if "points" in views or "failures" in views:
                 sections.append(Section("Overview", _overview(store)))
@@ -475,7 +492,7 @@ def build_report(store_path: str | Path, out: str | Path) -> Path:
                         )
                 for sweep in view.sweeps:
                     sections.append(_sweep_section(view, sweep, figdir, n_fig))
-            sections.append(_schema(store))
+            sections.append(_schema(store, shown))
             write_report(
                 tmp / "report.html",
                 f"qoslab results: {store.path.name}",

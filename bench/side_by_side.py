@@ -10,8 +10,11 @@ the median of each round's HEAD / BASE (the two runs of a round follow each othe
 machine whose speed drifts over minutes moves both), with the range of those ratios beside
 it. A module runs as `make bench` runs it (bench/run.py --one), from the revision's own
 worktree, so each revision is timed by its own benchmark code on its own build. Only modules
-both revisions have are compared, and only the figures both report; a figure is a table row of
-a section (`| figure | value |`) whose value starts with a number.
+both revisions have are compared, and only the figures both report. A figure is a cell of a
+section's Markdown table whose text starts with a number, in any column but the first: the first
+column names the row (`| figure | value |` tables: the row's name; tables of several measured
+columns, such as `| stack | crash points | wall s |`: "row: column"). A row name that repeats in
+a table is told apart by the row's other cells that are not numbers (`| 1,000,000 | no | 2.6 s |`).
 """
 
 from __future__ import annotations
@@ -28,23 +31,68 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import revs
 
-ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<value>[^|]+?)\s*\|$")
-NUMBER = re.compile(r"^(?P<num>[0-9][0-9,]*(?:\.[0-9]+)?)\s*(?P<unit>.*)$")
+NUMBER = re.compile(r"^(?P<num>-?[0-9][0-9,]*(?:\.[0-9]+)?)\s*(?P<unit>.*)$")
+SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+$")
+
+
+def _cells(line: str) -> list[str] | None:
+    """The cells of a Markdown table row, or None if `line` is not one."""
+    line = line.strip()
+    if len(line) < 2 or not (line.startswith("|") and line.endswith("|")):
+        return None
+    return [c.strip() for c in line[1:-1].split("|")]
+
+
+def _tables(lines: list[str]) -> list[tuple[list[str], list[list[str]]]]:
+    """Each table of `lines` as (header cells, body rows): a header row, a separator row
+    (`|---|---|`), then rows up to the first line that is not a row."""
+    out = []
+    i = 0
+    while i + 1 < len(lines):
+        header = _cells(lines[i])
+        if header is None or not SEPARATOR.match(lines[i + 1].strip()):
+            i += 1
+            continue
+        body = []
+        i += 2
+        while i < len(lines) and (row := _cells(lines[i])) is not None:
+            body.append(row)
+            i += 1
+        out.append((header, body))
+    return out
+
+
+def _row_names(body: list[list[str]]) -> list[str]:
+    """Each row's name: its first cell; where that repeats, with the row's cells that are not
+    numbers; where that still repeats, with the row's place in the table."""
+    first = [row[0] for row in body]
+    names = [
+        ", ".join([row[0], *(c for c in row[1:] if c and not NUMBER.match(c))])
+        if first.count(row[0]) > 1
+        else row[0]
+        for row in body
+    ]
+    return [f"{n} (row {r + 1})" if names.count(n) > 1 else n for r, n in enumerate(names)]
 
 
 def figures(sections: list[str]) -> dict[tuple[str, str], tuple[float, str]]:
-    """`(section title, figure) -> (number, unit)` for every numeric row of every section."""
+    """`(section title, figure) -> (number, unit)` for every numeric cell of every table of
+    every section (the module docstring says how a figure is named)."""
     out: dict[tuple[str, str], tuple[float, str]] = {}
     for section in sections:
         lines = section.splitlines()
         title = next((ln[3:].strip() for ln in lines if ln.startswith("## ")), "?")
-        for line in lines:
-            row = ROW.match(line)
-            if not row or set(row["value"]) <= set("-: "):
-                continue
-            num = NUMBER.match(row["value"])
-            if num:
-                out[(title, row["name"])] = (float(num["num"].replace(",", "")), num["unit"])
+        for t, (header, body) in enumerate(_tables(lines)):
+            for r, name in enumerate(_row_names(body)):
+                for c, cell in enumerate(body[r][1:], start=1):
+                    num = NUMBER.match(cell)
+                    if not num:
+                        continue
+                    column = header[c] if c < len(header) else f"column {c + 1}"
+                    figure = name if len(header) == 2 else f"{name}: {column}"
+                    if (title, figure) in out:  # the same row and column in an earlier table
+                        figure = f"{figure} (table {t + 1})"
+                    out[(title, figure)] = (float(num["num"].replace(",", "")), num["unit"])
     return out
 
 

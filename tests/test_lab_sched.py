@@ -8,6 +8,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+from chromium import CHROMIUM, chromium_probe
 from lab_helpers import active_scheduler, interrupt_lab, lab_env, needs_root, qoslab_device, queue
 
 pytestmark = [pytest.mark.root, needs_root]
@@ -90,6 +91,12 @@ def test_two_schedulers_two_reps_and_the_scheduler_restored(
     figures = {p.stem for p in (out / "figures").glob("*.png")}
     assert figures == {"sched-iops", "sched-p99", "sched-cpu", "sched-series"}
     assert (out / "report.html").read_text().count("<svg") == 4
+    # Two repetitions give no error bar (report/stats.py); the report says so.
+    assert "drawn from 3 repetitions or more" in (out / "report.html").read_text()
+    if CHROMIUM is not None:  # the browser check of the report (chromium from make tools)
+        found = chromium_probe(out / "report.html", tmp_path / "profile")
+        assert found["errors"] == [] and all(found["images"])
+        assert found["svgs"] == [True] * 4
 
 
 def test_ctrl_c_stops_fio_and_restores_the_scheduler(tmp_path, device_with_tuned_deadline):

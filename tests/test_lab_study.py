@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from chromium import chromium_probe, needs_chromium
 from lab_helpers import lab_env, loops_backed_by, needs_root, qoslab_device, registry_entries
 from qoslab.fio import parse_fio_json, read_fio_json
 
@@ -164,6 +165,13 @@ def test_knee_tails_and_report(study_all):
     assert not list(out.parent.glob(f".{out.name}.partial-*"))
 
 
+@needs_chromium
+def test_the_report_opens_in_chromium_with_every_figure_drawn(study_all, tmp_path):
+    found = chromium_probe(study_all.out / "report.html", tmp_path / "profile")
+    assert found["errors"] == [] and all(found["images"])
+    assert found["svgs"] == [True] * 8
+
+
 @pytest.fixture(scope="module")
 def calibration(study_all, tmp_path_factory):
     """Two more qd-sweeps of the same device, then `qoslab lab calibrate` on all three."""
@@ -261,3 +269,13 @@ def test_calibration_is_deterministic(calibration, tmp_path):
     for suffix in (".profile.toml", ".calibration.csv"):
         first = device_toml.with_name(f"loop{suffix}").read_bytes()
         assert again.with_name(f"loop{suffix}").read_bytes() == first
+
+
+@needs_chromium
+def test_the_calibration_report_opens_in_chromium_with_its_figure_drawn(calibration, tmp_path):
+    device_toml, _, _ = calibration
+    page = device_toml.with_name(f"{device_toml.stem}.calibration.html")
+    found = chromium_probe(page, tmp_path / "profile")
+    assert found["errors"] == [] and all(found["images"])
+    assert found["svgs"] == [True]
+    assert "Measured vs predicted" in found["text"]

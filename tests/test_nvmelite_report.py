@@ -86,3 +86,24 @@ def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(report, 
     links.feed((report / "report.html").read_text())
     local = [h for h in links.hrefs if not h.startswith("#")]
     assert local and all((report / h).exists() for h in local), local
+
+
+def test_no_error_bar_from_fewer_than_three_schedule_seeds(report, tmp_path):
+    from conftest import run_qoslab
+
+    # The published matrix has 30 schedule seeds per cell: its p95 bars carry their sd.
+    assert 'class="error"' in (report / "figures" / "p95_by_policy.svg").read_text()
+    config = tmp_path / "two-seeds.yaml"
+    text = (EXPECTED / "config.yaml").read_text()
+    config.write_text(
+        text.replace('"../seed_001.json"', f'"{EXPECTED.parent / "seed_001.json"}"').replace(
+            '"0-29"', '"0-1"'
+        )
+    )
+    out = tmp_path / "out"
+    done = run_qoslab("nvmelite", "matrix", config, "--out", out, "--no-logs")
+    assert done.returncode == 0, done.stderr
+    svg = (out / "figures" / "p95_by_policy.svg").read_text()
+    # Two seeds give a standard deviation, but no error bar (nor a +- in a bar's tip).
+    assert 'class="error"' not in svg and "+-" not in svg
+    assert "drawn from 3 seeds or more" in (out / "report.html").read_text()

@@ -1,16 +1,18 @@
-"""One progress display (qoslab.progress) for every command that shows progress: on a terminal
-a bar with what is done of how much, the time so far and an ETA; nothing under --quiet or when
-stderr is not a terminal."""
+"""One progress display (qoslab.progress) for every command that shows progress, `qoslab sim`'s
+included: on a terminal a bar with what is done of how much, the time so far and an ETA; nothing
+under --quiet or when stderr is not a terminal; fio's --eta, --eta-newline for `qoslab sim`."""
 
 from __future__ import annotations
 
 import ast
 import io
+import re
+import time
 
 from rich.console import Console
 
 from conftest import ROOT
-from qoslab.progress import Count, progress_bar
+from qoslab.progress import Count, lines_every, progress_bar
 
 PACKAGE = ROOT / "python" / "qoslab"
 
@@ -91,3 +93,46 @@ def test_the_rio_study_counts_every_simulator_run_it_makes():
     # one tick per row, and per cut plus the uncut run that times each recovery point
     assert ticks.count("point") == len(rows) == 42
     assert ticks.count("cut") == len(cuts) + len(plan.threads) * len(study.RECOVERY_STACKS)
+
+
+# A run of a few tenths of a second: 20,000 reads at depth 4 on one 10 us server.
+SIM_JOB = ["--name=p", "--direct=1", "--ioengine=libaio", "--iodepth=4", "--rw=randread"]
+SIM_JOB += ["--number_ios=20000", "--device=ideal", "--minimal"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_qoslab_sim_draws_this_bar_as_fios_eta_says(qoslab):
+    """`qoslab sim`'s bar is this module's: the simulator only says how far its runs are.
+    fio's --eta: auto draws on a terminal only (stderr here is a pipe), never and --quiet
+    never, always also into a pipe; the bar changes nothing that is written."""
+    report = qoslab("sim", *SIM_JOB)
+    assert report.returncode == 0 and report.stderr == ""
+    for quiet in (["--eta=never"], ["--quiet"], ["--eta=auto"]):
+        done = qoslab("sim", *SIM_JOB, *quiet)
+        assert (done.stdout, done.stderr) == (report.stdout, ""), quiet
+    done = qoslab("sim", *SIM_JOB, "--eta=always")
+    assert done.returncode == 0 and done.stdout == report.stdout
+    shown = ANSI.sub("", done.stderr)
+    assert "sim: " in shown and "20,000 I/Os" in shown and "100%" in shown and "ETA" in shown
+    # With --repeat, the runs done of all.
+    done = qoslab("sim", *SIM_JOB, "--repeat=3", "--eta=always")
+    assert done.returncode == 0 and "3/3 runs" in ANSI.sub("", done.stderr)
+
+
+def test_eta_newline_prints_the_bar_as_lines_that_stay():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    # Redrawn once in 1000 s: what reaches the file is the lines, the first and last draws.
+    with progress_bar(console=console, refresh_s=1000) as bar, lines_every(bar, 0.05):
+        Count(bar, "sim", total=4).advance()
+        time.sleep(0.5)
+    # A line that stays ends with a newline; the bar's redraws start with a carriage return.
+    lines = [ANSI.sub("", line).split("\r")[-1] for line in out.getvalue().split("\n")]
+    kept = [line for line in lines if line.startswith("sim")]
+    assert len(kept) >= 4 and all("1/4" in line for line in kept), lines
+    # Nothing is drawn, and no line printed, when the bar is not drawn.
+    quiet = io.StringIO()
+    with progress_bar(True, Console(file=quiet), refresh_s=1000) as bar, lines_every(bar, 0.01):
+        Count(bar, "sim", total=4).advance()
+        time.sleep(0.05)
+    assert quiet.getvalue() == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import math
 import re
 
@@ -82,10 +83,66 @@ def test_warnings_and_errors_are_pythons():
         qoslab.sim_json()
 
 
-def test_the_nvmelite_matrix_is_the_published_runs_table():
+def test_the_nvmelite_matrix_is_the_published_runs_table_with_each_runs_cell():
     expected_dir = ROOT / "tests" / "data" / "nvmelite" / "expected"
     runs = qoslab.nvmelite.matrix(expected_dir / "config.yaml")
     published = gzip.decompress((expected_dir / "runs.csv.gz").read_bytes())
     expected = pd.read_csv(io.BytesIO(published), dtype={"run_id": str})
-    assert len(runs) == 2520
-    pd.testing.assert_frame_equal(runs, expected)
+    cell = ["seed_id", "policy", "bound_k", "schedule_seed", "fault_mode"]
+    assert list(runs.columns) == ["run_id", *cell, *expected.columns[1:]]
+    pd.testing.assert_frame_equal(runs.drop(columns=cell), expected)
+    # config.yaml: one workload, 4 policies x 7 bounds x 3 faults, schedule seeds 0-29.
+    assert set(runs.seed_id) == {"seed_001"}
+    assert set(runs.policy) == {"FIFO", "RANDOM", "ADVERSARIAL", "BATCHED"}
+    assert set(runs.bound_k) == {"0", "1", "2", "3", "5", "10", "inf"}
+    assert set(runs.fault_mode) == {"NONE", "TIMEOUT", "RESET"}
+    assert runs.schedule_seed.dtype == "uint64" and set(runs.schedule_seed) == set(range(30))
+    assert runs.groupby(["policy", "bound_k", "fault_mode"]).size().eq(30).all()
+    # The spec's run id (section 7.1) is the cell's parts joined by '_'.
+    rebuilt = runs[cell].astype(str).agg("_".join, axis=1)
+    assert rebuilt.tolist() == runs.run_id.tolist()
+
+
+def test_the_nvmelite_matrix_splits_a_seed_id_holding_underscores(tmp_path):
+    workload = {"seed_id": "my_long_id", "commands": [{"type": "FENCE"}]}
+    (tmp_path / "w.json").write_text(json.dumps(workload))
+    (tmp_path / "config.yaml").write_text(
+        'seeds: ["w.json"]\npolicies: [FIFO]\nbounds: ["inf"]\nfaults: [RESET]\n'
+        'schedule_seeds: "18446744073709551615-18446744073709551615"\nscheduler_version: "v1.0"\n'
+    )
+    runs = qoslab.nvmelite.matrix(tmp_path / "config.yaml")
+    assert runs.run_id.tolist() == ["my_long_id_FIFO_inf_18446744073709551615_RESET"]
+    assert runs.loc[0, ["seed_id", "policy", "bound_k", "fault_mode"]].tolist() == [
+        "my_long_id", "FIFO", "inf", "RESET",
+    ]  # fmt: skip
+    assert runs.schedule_seed[0] == 2**64 - 1
+
+
+def test_sim_takes_the_values_of_a_jobs_environment_variables_as_env(monkeypatch):
+    # fio reads ${NAME} from the environment; a notebook gives it as env= (names it lacks come
+    # from the process environment, as `QD=4 qoslab sim job.fio` would).
+    job = "[j]\nioengine=libaio\ndirect=1\nrw=randread\niodepth=${QD}\nnumber_ios=${N}\n"
+    monkeypatch.setenv("N", "300")
+    report = qoslab.sim_json(text=job, device="ideal", env={"QD": 4})
+    j = report["jobs"][0]
+    assert j["job options"]["iodepth"] == "4" and j["job options"]["number_ios"] == "300"
+    assert j["read"]["total_ios"] == 300 and j["iodepth_level"]["4"] == 99.0
+    df = qoslab.sim(text=job, device="ideal", env={"QD": 8, "N": 1000})
+    assert df.total_ios[0] == 1000 and df.iodepth[0] == 8
+    monkeypatch.delenv("N")
+    with pytest.raises(InputError, match=r"^<text>:6: environment variable 'N' is not set$"):
+        qoslab.sim(text=job, device="ideal", env={"QD": 4})
+
+
+def test_library_errors_are_the_commands_one_line_errors(tmp_path):
+    # Matrix.write into a path under a file: the InputError the command prints, not an OSError.
+    (tmp_path / "file").write_text("")
+    expected_dir = ROOT / "tests" / "data" / "nvmelite" / "expected"
+    matrix = qoslab.nvmelite.load_matrix(expected_dir / "config.yaml")
+    with pytest.raises(InputError) as err:
+        matrix.write(str(tmp_path / "file" / "out"), logs=False)
+    message = str(err.value)
+    assert message.startswith(f"cannot write: {tmp_path / 'file'}") and "\n" not in message
+    assert "Not a directory" in message
+    with pytest.raises(InputError, match="env: expected a dict"):
+        qoslab.sim(text="[j]\ndirect=1\n", env=["QD=4"])

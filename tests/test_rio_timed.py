@@ -7,6 +7,8 @@ from statistics import mean
 
 import pytest
 
+from chromium import chromium_probe, needs_chromium
+
 WRITES = """[global]
 ioengine=libaio
 direct=1
@@ -60,10 +62,19 @@ def test_the_fabric_adds_its_round_trip_to_every_write(tmp_path):
     assert tcp - pcie == pytest.approx(5000 + 166 + 5000 + 1, abs=1)
 
 
-def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, tmp_path):
-    out = tmp_path / "study"
-    r = qoslab("rio", "study", "--quick", "--out", str(out))
+@pytest.fixture(scope="module")
+def quick_study(tmp_path_factory):
+    """`qoslab rio study --quick`'s output folder."""
+    from conftest import run_qoslab
+
+    out = tmp_path_factory.mktemp("rio") / "study"
+    r = run_qoslab("rio", "study", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_the_quick_study_writes_its_report_and_has_the_documents_shape(quick_study):
+    out = quick_study
     data = json.loads((out / "study.json").read_text())
     # Figures 10 (flash, Optane), 10(d), 11, 12 and recovery.
     assert (out / "report.html").read_text().count("<svg") == 6
@@ -101,6 +112,14 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(qoslab, t
     # A Rio attribute (32 B) takes longer to read back than a HORAE entry (16 B), as the
     # document's 55 ms against 38 ms.
     assert table["order rebuild Rio / HORAE, 4 threads"]["qoslab"] > 1
+
+
+@needs_chromium
+def test_the_study_report_opens_in_chromium_with_every_figure_drawn(quick_study, tmp_path):
+    found = chromium_probe(quick_study / "report.html", tmp_path / "profile")
+    assert found["errors"] == [] and all(found["images"])
+    assert found["svgs"] == [True] * 6
+    assert "Document vs qoslab" in found["text"]
 
 
 # A crash of one target early in a run of 2 x 16 writes: each stack has writes in flight.

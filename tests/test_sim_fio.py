@@ -149,6 +149,61 @@ def test_fios_run_options_eta_minimal_and_readonly(qoslab, tmp_path):
     assert "--minimal is --output-format terse: give one of them" in done.stderr
 
 
+def test_fios_output_and_warning_options(qoslab, tmp_path):
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    # --append-terse is fio's older --output-format X,terse; qoslab writes terse version 3.
+    both = ok(qoslab("sim", job, "--output-format", "json,terse"))
+    assert ok(qoslab("sim", job, "--output-format", "json", "--append-terse")) == both
+    terse = ok(qoslab("sim", job, "--minimal"))
+    assert ok(qoslab("sim", job, "--minimal", "--terse-version=3")) == terse
+    assert terse.startswith("3;")
+    for version, says in (("4", "writes fio's terse version 3 only, got 4"), ("6", "got '6'")):
+        done = qoslab("sim", job, "--minimal", f"--terse-version={version}")
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith("qoslab: error: --terse-version: ") and says in done.stderr
+    # --warnings-fatal: a warning about the jobs stops the run, as one line (exit 2).
+    done = qoslab("sim", "--name=t", "--thread", "--direct=1", "--number_ios=5", "--warnings-fatal")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "qoslab: error: --warnings-fatal: job 't': options accepted but ignored by the "
+        "simulator: thread (<command line>:2)\n"
+    )
+    # --cmdhelp: a job option's help, as fio prints it, and whether the simulator ignores it.
+    from qoslab import _core
+
+    helps = {name: text for name, _, _, _, text in _core.fio_options()}
+    assert ok(qoslab("sim", "--cmdhelp=blocksize")) == (
+        f"                  bs: {helps['bs']}\n               alias: blocksize\n"
+    )
+    assert f"bs                      : {helps['bs']}\n" in ok(qoslab("sim", "--cmdhelp=all"))
+    assert "qoslab: accepted and ignored by the simulator" in ok(qoslab("sim", "--cmdhelp=thread"))
+    done = qoslab("sim", "--cmdhelp=blocksiz")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "qoslab: error: --cmdhelp: no job option 'blocksiz' (did you mean blocksize?)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--eta-newline=0"], "--eta-newline: expected a time above 0, got '0'"),
+        (["--eta-newline=soon"], "--eta-newline: expected a duration"),
+        (["--eta-interval=100ms"], "--eta-interval: expected a time at least 250ms (fio's"),
+        (["--quiet", "--eta=always"], "--quiet is --eta never: give one of them"),
+        (["--alloc-size=1024"], "--alloc-size: fio's --alloc-size sizes fio's shared memory"),
+        (["--debug=io"], "--debug: fio's --debug measures or traces fio's own process"),
+        (["--client=host"], "--client: fio's --client runs fio on other machines"),
+    ],
+)
+def test_fios_run_options_that_are_wrong_or_mean_nothing_here_are_one_line(qoslab, args, message):
+    done = qoslab("sim", "--name=j", "--direct=1", "--number_ios=5", *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("qoslab: error: " + message), done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
 def test_status_interval_prints_the_report_so_far_every_interval_of_simulated_time(qoslab):
     job = [
         "--name=s",

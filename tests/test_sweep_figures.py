@@ -1,6 +1,7 @@
 """The sweep report's figure of a metric against one parameter (`qoslab report`): it never
 averages the metric over another varying parameter, never joins categorical values with lines,
-and draws a time kept in ns in a unit that needs no axis offset."""
+draws a time kept in ns in a unit that needs no axis offset, and draws no error bar from fewer
+than 3 seeds."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def drawn(tmp_path, monkeypatch):
                 (label, list(c.lines[0].get_xdata()), list(c.lines[0].get_ydata()), ls)
                 for c in ax.containers
                 for label, ls in [(c.get_label(), c.lines[0].get_linestyle())]
+            ],
+            # The drawn length of every error bar (zero: none drawn).
+            "bars": [
+                float(abs(seg[1][1] - seg[0][1]))
+                for c in ax.containers
+                for col in c.lines[2]
+                for seg in col.get_segments()
             ],
             "ylabel": ax.get_ylabel(),
             "offset": ax.yaxis.get_major_formatter().get_offset(),
@@ -125,3 +133,11 @@ def test_a_time_in_ns_is_drawn_in_a_unit_that_needs_no_offset(drawn, tmp_path):
     for _, iops, _, style in curves:
         assert len(iops) == 3 and style == "-"
         assert iops == sorted(iops)  # more queue depth, more IOPS
+
+
+@pytest.mark.parametrize(("seeds", "bars"), [("[1, 2]", False), ("[1, 2, 3]", True)])
+def test_no_error_bar_from_fewer_than_three_seeds(drawn, seeds, bars):
+    # u is a draw of each seed: two seeds have a spread, but give no interval (report/stats.py).
+    fig = drawn(f"study: selftest\nparameters: {{x: [1, 2]}}\nseeds: {seeds}\n")["u vs x"]
+    assert any(length > 0 for length in fig["bars"]) is bars, fig["bars"]
+    assert "drawn from 3 seeds or more" in fig["caption"]

@@ -121,7 +121,7 @@ def test_a_failed_point_is_recorded_with_its_error_and_does_not_stop_the_sweep(t
     assert len(rows(store, "failures")) == 12
 
 
-def test_a_store_of_failures_alone_lists_them(tmp_path):
+def test_a_store_of_failures_alone_lists_them_and_has_an_empty_points_view(tmp_path):
     spec = write_spec(
         tmp_path, "study: selftest\nparameters: {fail: true, x: [1, 2]}\nseeds: [1]\n"
     )
@@ -130,6 +130,15 @@ def test_a_store_of_failures_alone_lists_them(tmp_path):
     failed = rows(tmp_path / "store", "failures")
     assert sorted(failed["x"]) == [1.0, 2.0]
     assert set(failed["error"]) == {"RuntimeError: failed on purpose"}
+    # The points view is there too, empty, with the columns every point has.
+    import qoslab.store
+
+    with qoslab.store.open(tmp_path / "store") as s:
+        assert s.views() == ["failures", "points"]
+        points = s.df("points")
+        assert len(points) == 0
+        assert list(points.columns) == [c for c, _ in qoslab.store.POINT_COLUMNS]
+        assert "key" in points.columns and "error" not in points.columns
 
 
 def test_two_workers_store_the_same_bytes_as_one(tmp_path):

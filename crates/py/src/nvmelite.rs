@@ -619,8 +619,22 @@ impl Matrix {
             Err(MatrixError::Cancelled) => {
                 Err(py_err.unwrap_or_else(|| PyKeyboardInterrupt::new_err("cancelled")))
             }
-            Err(e @ MatrixError::Io { .. }) => Err(PyOSError::new_err(e.to_string())),
+            // The one-line error the command prints (a notebook gets the same line).
+            Err(e @ MatrixError::Io { .. }) => Err(input_error(py, format!("cannot write: {e}"))),
         }
+    }
+}
+
+/// qoslab's `InputError` (qoslab/errors.py), the error every library call raises for bad input,
+/// with its one line; an `OSError` if that module cannot be loaded.
+fn input_error(py: Python<'_>, message: String) -> PyErr {
+    match py
+        .import("qoslab.errors")
+        .and_then(|m| m.getattr("InputError"))
+        .and_then(|cls| cls.call1((message.as_str(),)))
+    {
+        Ok(err) => PyErr::from_value(err),
+        Err(_) => PyOSError::new_err(message),
     }
 }
 

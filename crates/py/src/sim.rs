@@ -1,7 +1,9 @@
 //! `qoslab._core` bindings of the timed simulator (`crates/sim`): run a job file or a trace on
 //! a device, list presets and tunables. Conversion only; the model lives in `crates/sim`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -10,6 +12,7 @@ use pyo3::types::PyDict;
 use qoslab_engine::IoPrioClass;
 use qoslab_sim::TraceFormat;
 use qoslab_sim::device::{all_tables, preset_names, preset_text, tunables_markdown_for};
+use qoslab_sim::progress::Progress;
 use qoslab_sim::{DeviceConfig, OutputFormat, SeriesSpec, SimError, SimOptions, WorkloadSpec};
 use qoslab_workload::fio::options::OPTIONS;
 use qoslab_workload::fio::{Distribution, Job, JobFile, KbBase, SizeSpec, ZoneExtent};
@@ -29,14 +32,19 @@ pub(crate) fn to_py(e: SimError) -> PyErr {
 
 /// The jobs to run: a job file, or job-file text (read from stdin or made from fio's command
 /// line) named `jobname` in messages, or both (fio's options beside a job file); only the
-/// `sections` named, if any.
+/// `sections` named, if any. A `${NAME}` in the jobs is `env`'s NAME, or else the process
+/// environment's.
 fn load_jobs(
     jobfile: Option<PathBuf>,
     jobtext: Option<String>,
     jobname: Option<String>,
     sections: &[String],
+    env: Option<&HashMap<String, String>>,
 ) -> Result<JobFile, SimError> {
-    let env = |n: &str| std::env::var(n).ok();
+    let env = |n: &str| {
+        env.and_then(|vars| vars.get(n).cloned())
+            .or_else(|| std::env::var(n).ok())
+    };
     let file = match (jobfile, jobtext) {
         (Some(path), None) => qoslab_workload::fio::parse_job_file(&path, env)?,
         (None, Some(text)) => {
@@ -195,14 +203,15 @@ fn jobs_json(file: &JobFile) -> String {
 /// Parses a job file (or job text) as `sim_run` would, without running it: JSON text with
 /// `path`, `global_options` and `jobs`, each job as qoslab read it.
 #[pyfunction]
-#[pyo3(signature = (jobfile=None, jobtext=None, jobname=None, sections=Vec::new()))]
+#[pyo3(signature = (jobfile=None, jobtext=None, jobname=None, sections=Vec::new(), env=None))]
 fn fio_parse(
     jobfile: Option<PathBuf>,
     jobtext: Option<String>,
     jobname: Option<String>,
     sections: Vec<String>,
+    env: Option<HashMap<String, String>>,
 ) -> PyResult<String> {
-    let file = load_jobs(jobfile, jobtext, jobname, &sections).map_err(to_py)?;
+    let file = load_jobs(jobfile, jobtext, jobname, &sections, env.as_ref()).map_err(to_py)?;
     Ok(jobs_json(&file))
 }
 
@@ -229,15 +238,17 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 /// is a preset or a file named `device`, or the device file `device_text` (named `device` in
 /// messages). Returns a dict: text, status (the report at each `status_interval`, a simulated
 /// time), ios, events, max_outstanding, and for jobs `jobs` (JSON text of how they were read,
-/// as `fio_parse` gives it).
+/// as `fio_parse` gives it). `progress`, a `SimProgress`, says meanwhile how far the runs are;
+/// `env` gives `${NAME}`s of the jobs (before the process environment).
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
     jobfile=None, trace=None, trace_format=None, speed=1.0, qd_cap=0,
-    series_path=None, series_interval_ms=100.0, progress=false,
+    series_path=None, series_interval_ms=100.0, progress=None,
     jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None,
     crash_target=None,
-    status_interval=None
+    status_interval=None,
+    env=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -254,7 +265,7 @@ fn sim_run<'py>(
     qd_cap: u32,
     series_path: Option<PathBuf>,
     series_interval_ms: f64,
-    progress: bool,
+    progress: Option<PyRef<'py, SimProgress>>,
     jobtext: Option<String>,
     jobname: Option<String>,
     sections: Vec<String>,
@@ -262,6 +273,7 @@ fn sim_run<'py>(
     power_fail_at: Option<&str>,
     crash_target: Option<u16>,
     status_interval: Option<&str>,
+    env: Option<HashMap<String, String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // fio's --status-interval: a time, in seconds when it has no unit.
     let status_interval_ns = status_interval
@@ -297,9 +309,9 @@ fn sim_run<'py>(
     })?;
     let trace = trace.filter(|paths| !paths.is_empty());
     let workload = match (jobfile.is_some() || jobtext.is_some(), trace) {
-        (true, None) => {
-            WorkloadSpec::Jobs(load_jobs(jobfile, jobtext, jobname, &sections).map_err(to_py)?)
-        }
+        (true, None) => WorkloadSpec::Jobs(
+            load_jobs(jobfile, jobtext, jobname, &sections, env.as_ref()).map_err(to_py)?,
+        ),
         (false, Some(paths)) => {
             let format = match trace_format {
                 None | Some("auto") => None,
@@ -373,7 +385,7 @@ fn sim_run<'py>(
         repeat: repeat.max(1),
         format,
         series,
-        progress,
+        progress: progress.map(|p| p.0.clone()),
         power_fail_at_ns,
         crash_target,
         status_interval_ns,
@@ -389,6 +401,29 @@ fn sim_run<'py>(
     d.set_item("events", out.events)?;
     d.set_item("max_outstanding", out.max_outstanding)?;
     Ok(d)
+}
+
+/// How far the runs of a `sim_run` given it are, read from another thread while it runs (the
+/// simulator draws no bar: `qoslab.progress` does).
+#[pyclass(frozen, module = "qoslab._core")]
+struct SimProgress(Arc<Progress>);
+
+#[pymethods]
+impl SimProgress {
+    #[new]
+    fn new() -> Self {
+        SimProgress(Arc::default())
+    }
+
+    /// Per run started, in seed order: (fraction from 0 to 1 or None when unknown (a trace),
+    /// simulated ns reached, I/Os issued, ended).
+    fn runs(&self) -> Vec<(Option<f64>, u64, u64, bool)> {
+        self.0
+            .runs()
+            .iter()
+            .map(|r| (r.fraction, r.now_ns, r.ios, r.done))
+            .collect()
+    }
 }
 
 /// (name, description) of every device preset.
@@ -442,6 +477,7 @@ fn sim_tunables_markdown(models: Option<Vec<String>>) -> String {
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add("SimInputError", m.py().get_type::<SimInputError>())?;
     m.add_function(wrap_pyfunction!(sim_run, m)?)?;
+    m.add_class::<SimProgress>()?;
     m.add_function(wrap_pyfunction!(fio_parse, m)?)?;
     m.add_function(wrap_pyfunction!(fio_options, m)?)?;
     m.add_function(wrap_pyfunction!(sim_presets, m)?)?;

@@ -28,7 +28,7 @@ fn main() {
         repeat: 1,
         format: OutputFormat::Normal,
         series: None,
-        progress: false,
+        progress: None,
         power_fail_at_ns: None,
         crash_target: None,
         status_interval_ns: None,

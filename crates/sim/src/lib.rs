@@ -10,11 +10,13 @@ pub mod device;
 pub mod files;
 pub mod job;
 pub mod path;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod series;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use qoslab_engine::Ns;
 use qoslab_media::{DeviceModel, ModelVisitor, visit_model};
@@ -26,6 +28,7 @@ use rayon::prelude::*;
 pub use device::DeviceConfig;
 use job::{JobRun, Source, TraceSource};
 use path::{PathPlan, PathVisitor};
+use progress::{Progress, RunSlot};
 
 /// Most results of job clones a `--repeat` run holds for its report (clones x seeds): about
 /// 0.15 to 0.5 MB each, so at most some 8 GB.
@@ -88,7 +91,9 @@ pub struct SimOptions {
     pub format: OutputFormat,
     /// Where to write the time series, if anywhere.
     pub series: Option<SeriesSpec>,
-    pub progress: bool,
+    /// Where the runs say how far they are (run i is the seed `seed + i`), for a display that
+    /// reads it meanwhile.
+    pub progress: Option<Arc<Progress>>,
     /// Cut the power at this simulated time and report what it took (`qoslab.durability`).
     pub power_fail_at_ns: Option<Ns>,
     /// At `power_fail_at_ns`, only this target server crashes and restarts (`[fabric]
@@ -595,6 +600,8 @@ fn recovery_of<D: qoslab_media::Device>(
 /// One run with one seed on model `D`.
 struct RunOnce<'a, 'w> {
     opts: &'a SimOptions,
+    /// The run's number: its seed is `opts.seed + run`.
+    run: usize,
     seed: u64,
     series: Option<&'w mut SeriesWriter>,
 }
@@ -615,7 +622,10 @@ impl ModelVisitor for RunOnce<'_, '_> {
             .collect::<Result<Vec<D>, _>>()?;
         let loop_opts = LoopOptions {
             status_interval_ns: self.opts.status_interval_ns,
-            progress: self.opts.progress,
+            progress: self.opts.progress.as_ref().map(|p| RunSlot {
+                progress: p.clone(),
+                run: self.run,
+            }),
             power_fail_at_ns: self.opts.power_fail_at_ns,
             crash_target: self.opts.crash_target,
             recovery: recovery_of(&self.opts.device, &devs[0]),
@@ -626,12 +636,21 @@ impl ModelVisitor for RunOnce<'_, '_> {
 
 fn run_seed(
     opts: &SimOptions,
+    run: usize,
     seed: u64,
     series: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
     let model = opts.device.model.clone();
-    visit_model(&model, RunOnce { opts, seed, series })
-        .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))?
+    visit_model(
+        &model,
+        RunOnce {
+            opts,
+            run,
+            seed,
+            series,
+        },
+    )
+    .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))?
 }
 
 /// Runs one seed of `opts` on a device built in code rather than named in the device file
@@ -642,7 +661,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
     dev: D,
 ) -> Result<SimOutput, SimError> {
     let loop_opts = LoopOptions {
-        progress: false,
+        progress: None,
         status_interval_ns: None,
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
@@ -675,7 +694,7 @@ where
     let (jobs, plan) = build_jobs(opts, opts.seed, dev.capacity_bytes())?;
     let parts = path::parts::<T, D>(&opts.device, dev, &plan)?;
     let loop_opts = LoopOptions {
-        progress: false,
+        progress: None,
         status_interval_ns: None,
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
@@ -737,21 +756,19 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
     let outcomes: Vec<Outcome> = if repeat == 1 {
         vec![run_seed(
             opts,
+            0,
             seeds[0],
             series.as_mut().map(SeriesFile::writer),
         )?]
     } else {
-        let quiet = SimOptions {
-            progress: false,
-            ..opts.clone()
-        };
         // Each run streams its rows to a scratch file of its own; they are appended in seed
         // order afterwards, so the series does not depend on which run finishes first.
         let runs: Vec<Result<(Outcome, Option<SeriesWriter>), SimError>> = seeds
             .par_iter()
-            .map(|&seed| {
+            .enumerate()
+            .map(|(run, &seed)| {
                 let mut part = series.as_ref().map(|s| s.part(seed)).transpose()?;
-                let outcome = run_seed(&quiet, seed, part.as_mut())?;
+                let outcome = run_seed(opts, run, seed, part.as_mut())?;
                 Ok((outcome, part))
             })
             .collect();

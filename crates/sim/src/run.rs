@@ -8,8 +8,6 @@
 //! timed events (a server finishing, an interrupt arriving, a job's next arrival) are counted
 //! as events.
 
-use std::time::{Duration, Instant};
-
 use qoslab_engine::time::{MAX_TIME_NS, MAX_TIME_TEXT};
 use qoslab_engine::{
     Admission, Command, Control, EventQueue, LostWrite, Notice, Ns, ReqId, Requests, Stage,
@@ -18,6 +16,7 @@ use qoslab_engine::{
 
 use crate::SimError;
 use crate::job::{JobResult, JobRun, Pump};
+use crate::progress::{RunSlot, RunState};
 use crate::series::SeriesWriter;
 use qoslab_workload::fio::ExitWhat;
 
@@ -174,8 +173,9 @@ impl<PE: Copy> StageCtx<PE> for RootCtx<'_, PE> {
 /// Options of the loop itself.
 #[derive(Clone, Debug, Default)]
 pub struct LoopOptions {
-    /// Show a progress bar on stderr once the run has taken a second.
-    pub progress: bool,
+    /// Where to say how far the run is (every 65,536 events, and at its end); the simulator
+    /// draws no bar itself.
+    pub progress: Option<RunSlot>,
     /// Record the run as it stands every this much simulated time (`--status-interval`).
     pub status_interval_ns: Option<Ns>,
     /// Cut the power at this simulated time.
@@ -694,9 +694,7 @@ impl<P: Stage> Sim<'_, P> {
     // (three timed and one urgent per I/O on the NVMe path) then costs a turn of the loop, not
     // a call of a large function with its prologue and epilogue.
     #[inline(never)]
-    fn run(&mut self, progress: bool) -> Result<u64, SimError> {
-        let wall = Instant::now();
-        let mut bar: Option<indicatif::ProgressBar> = None;
+    fn run(&mut self, progress: Option<&RunSlot>) -> Result<u64, SimError> {
         let mut events: u64 = 0;
         let mut now = self.now();
         loop {
@@ -706,8 +704,10 @@ impl<P: Stage> Sim<'_, P> {
             if self.done {
                 break;
             }
-            if progress && events & 0xffff == 0 && events > 0 {
-                update_progress(&mut bar, wall, &self.jobs, now);
+            if let Some(slot) = progress
+                && events & 0xffff == 0
+            {
+                slot.set(run_state(&self.jobs, now, false));
             }
             let Some((at, ev)) = self.queue.pop() else {
                 if self.at_power_fail.is_some() {
@@ -730,8 +730,8 @@ impl<P: Stage> Sim<'_, P> {
             events += 1;
             self.handle(ev, now)?;
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
+        if let Some(slot) = progress {
+            slot.set(run_state(&self.jobs, now, true));
         }
         Ok(events)
     }
@@ -856,7 +856,7 @@ pub fn simulate<P: Stage>(
     } else {
         sim.start_group(0, 0)?;
     }
-    let events = sim.run(opts.progress)?;
+    let events = sim.run(opts.progress.as_ref())?;
     for j in 0..sim.jobs.len() {
         sim.jobs[j].finish_stats();
         sim.write_series(j)?;
@@ -881,7 +881,7 @@ pub fn simulate<P: Stage>(
 }
 
 /// How far the whole run is, from 0 to 1; `None` when some job has no bound known in advance
-/// (a trace), which gets a spinner instead of a bar.
+/// (a trace): a display then shows how long it has run, not how far.
 ///
 /// Stonewall groups run one after the other and a group ends with its slowest clone, so a
 /// group's progress is that of its least advanced clone ([`JobRun::progress`]: the furthest
@@ -907,49 +907,17 @@ fn run_progress(jobs: &[JobRun], now: Ns) -> Option<f64> {
     Some(least.iter().zip(&weights).map(|(f, w)| f * w).sum::<f64>() / total)
 }
 
-/// Steps of the progress bar: hundredths of a percent of the run.
-const BAR_STEPS: u64 = 10_000;
-
-fn update_progress(
-    bar: &mut Option<indicatif::ProgressBar>,
-    wall: Instant,
-    jobs: &[JobRun],
-    now: Ns,
-) {
-    let elapsed = wall.elapsed();
-    if bar.is_none() && elapsed <= Duration::from_secs(1) {
-        return;
-    }
-    let steps = run_progress(jobs, now).map(|f| (f * BAR_STEPS as f64).round() as u64);
-    let b = bar.get_or_insert_with(|| {
-        let b = match steps {
-            Some(pos) => indicatif::ProgressBar::new(BAR_STEPS)
-                .with_style(
-                    indicatif::ProgressStyle::with_template(
-                        "[{elapsed_precise}] {bar:30} {percent:>3}% ETA {eta} {msg}",
-                    )
-                    .expect("a valid template"),
-                )
-                .with_position(pos),
-            None => indicatif::ProgressBar::new_spinner(),
-        }
-        .with_elapsed(elapsed);
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
-        // The ETA follows the pace from here on, not the jump from 0 to where the run is.
-        b.tick();
-        b.reset_eta();
-        b
-    });
-    let ios: u64 = jobs.iter().map(|j| j.issued).sum();
-    b.set_message(format!(
-        "simulated {:.3} s, {} I/Os, {:.2} M I/O per second of wall time",
-        now as f64 / 1e9,
-        ios,
-        ios as f64 / elapsed.as_secs_f64() / 1e6
-    ));
-    match steps {
-        Some(pos) => b.set_position(pos),
-        None => b.tick(),
+/// Where the run is, for [`RunSlot::set`]: a run that has ended is whole.
+fn run_state(jobs: &[JobRun], now: Ns, done: bool) -> RunState {
+    RunState {
+        fraction: if done {
+            Some(1.0)
+        } else {
+            run_progress(jobs, now)
+        },
+        now_ns: now,
+        ios: jobs.iter().map(|j| j.issued).sum(),
+        done,
     }
 }
 
@@ -970,7 +938,7 @@ mod tests {
             repeat: 1,
             format: OutputFormat::Json,
             series: None,
-            progress: false,
+            progress: None,
             power_fail_at_ns: None,
             crash_target: None,
             status_interval_ns: None,

@@ -41,7 +41,7 @@ proptest! {
                 repeat: 1,
                 format: OutputFormat::Terse,
                 series: None,
-                progress: false,
+                progress: None,
                 power_fail_at_ns: None,
                 crash_target: None,
                 status_interval_ns: None,

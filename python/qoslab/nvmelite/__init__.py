@@ -12,7 +12,8 @@ docs/nvme-lite-spec.md. The API other parts build on:
   infeasible schedule and returns the schedule actually followed in `.schedule`
 - `load_matrix(config_path, submit_window="inf")` -> `Matrix`: `len(m)`,
   `m.iter_runs(log=True, schedule=True)` yields every run's `RunResult` in runs.csv order
-- `matrix(config_path, ...)` -> the study's runs as a pandas DataFrame (runs.csv)
+- `matrix(config_path, ...)` -> the study's runs as a pandas DataFrame: runs.csv's columns,
+  with each run's cell (seed_id, policy, bound_k, schedule_seed, fault_mode) after run_id
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def matrix(
 ):
     """`qoslab nvmelite matrix` from Python: every run of the matrix as a pandas DataFrame,
     one row per run with the columns of runs.csv (run_id, then each metric with its unit in
-    its name). With `out`, the study's files (tables, poison schedules, report) are kept
-    there too."""
+    its name) and, after run_id, the run's cell as the spec names its parts (section 10.2):
+    seed_id, policy, bound_k (text: `3` or `inf`), schedule_seed and fault_mode. With `out`,
+    the study's files (tables, poison schedules, report) are kept there too."""
     import tempfile
 
     import pandas as pd
@@ -100,7 +102,25 @@ def matrix(
             report=out is not None,
         )
         # run_id may hold anything (a seed_id is free text): read every column as written.
-        return pd.read_csv(folder / "runs.csv", dtype={"run_id": str})
+        runs = pd.read_csv(folder / "runs.csv", dtype={"run_id": str})
+    return _with_cells(runs)
+
+
+# The parts of a run id (spec section 7.1: `<seed_id>_<POLICY>_<bound_k>_<schedule_seed>_<FAULT>`),
+# named as the spec's full results file (section 10.2) and cells.csv name them.
+CELL_COLUMNS = ("seed_id", "policy", "bound_k", "schedule_seed", "fault_mode")
+
+
+def _with_cells(runs):
+    """`runs` with each run's cell after run_id. Only a seed_id may hold `_` (the policy,
+    bound, seed and fault are words, numbers or `inf`), so a run id splits from the right."""
+    import pandas as pd
+
+    cells = runs["run_id"].str.rsplit("_", n=4, expand=True)
+    cells.columns = list(CELL_COLUMNS)
+    cells = cells.astype({"schedule_seed": "uint64"})
+    cells["bound_k"] = cells["bound_k"].astype(str)
+    return pd.concat([runs[["run_id"]], cells, runs.drop(columns="run_id")], axis=1)
 
 
 __all__ = [

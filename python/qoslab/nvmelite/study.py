@@ -16,6 +16,7 @@ from qoslab.nvmelite.config import load_matrix
 from qoslab.outputs import staged_dir
 from qoslab.progress import Count, progress_bar
 from qoslab.report import Figure, Link, Section, Table, Text, write_report
+from qoslab.report.stats import MIN_REPS
 
 FAULT_ORDER = ("NONE", "TIMEOUT", "RESET")
 
@@ -131,7 +132,11 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
     for seed_id in seed_ids:
         rows = {r[idx["policy"]]: r for r in sel if r[idx["seed_id"]] == seed_id}
         means = [rows[p][idx["p95_mean"]] if p in rows else 0 for p in policies]
-        stds = [rows[p][idx["p95_std"]] if p in rows else 0 for p in policies]
+        # No error bar from fewer than MIN_REPS schedule seeds (report/stats.py).
+        stds = [
+            rows[p][idx["p95_std"]] if p in rows and rows[p][idx["runs"]] >= MIN_REPS else 0
+            for p in policies
+        ]
         groups.append((seed_id, means, stds))
     chart = bar_chart(
         policies,
@@ -147,7 +152,7 @@ def _figures(d: Path, t2: Table, f1: Table, cells: Table, cliffs: Table) -> list
             "p95_by_policy",
             f"p95 by policy at k = {top_k}",
             "Bars: mean of the per-run p95; error bars: population standard deviation "
-            "over the schedule seeds.",
+            f"over the schedule seeds, drawn from {MIN_REPS} seeds or more.",
             "figures/",
         )
     )

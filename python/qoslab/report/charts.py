@@ -362,7 +362,8 @@ def bar_chart(
         colour = PALETTE[j % len(PALETTE)]
         for i, (category, m, e) in enumerate(zip(categories, means, errs, strict=True)):
             x = a.left + step * (i + 0.5) + (j - (len(groups) - 1) / 2) * bar
-            tip = f"{category}{f' ({group})' if len(groups) > 1 else ''}: {m:.2f} +- {e:.2f}"
+            tip = f"{category}{f' ({group})' if len(groups) > 1 else ''}: {m:.2f}"
+            tip += f" +- {e:.2f}" if e > 0 else ""
             c.add(
                 Rect(x - bar / 2, a.y(m), bar, a.bottom - a.y(m), fill=colour, cls="bar", tip=tip)
             )

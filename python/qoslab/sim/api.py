@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from contextlib import ExitStack
+import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,24 @@ def _input_error(err: Exception, jobs: CommandLineJobs | None = None) -> InputEr
     return InputError(message, path=path, line=line)
 
 
-def _job_source(jobfile, jobtext, jobname, sections) -> dict[str, Any]:
+def _job_source(jobfile, jobtext, jobname, sections, env=None) -> dict[str, Any]:
     return dict(
         jobfile=None if jobfile is None else str(jobfile),
         jobtext=jobtext,
         jobname=jobname,
         sections=list(sections or []),
+        env=_env(env),
     )
+
+
+def _env(env: dict[str, object] | None) -> dict[str, str] | None:
+    """The values of `${NAME}` in the jobs, as fio reads its environment: text (`{"QD": 32}`
+    is QD=32)."""
+    if env is None:
+        return None
+    if not isinstance(env, dict):
+        raise InputError(f"env: expected a dict of NAME: value, got {type(env).__name__}")
+    return {str(k): str(v) for k, v in env.items()}
 
 
 def parse_jobs(
@@ -43,14 +55,17 @@ def parse_jobs(
     jobtext: str | CommandLineJobs | None = None,
     jobname: str | None = None,
     sections: list[str] | None = None,
+    env: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """How qoslab reads a job file (or job text), without running it: a dict with `path`,
-    `global_options` and `jobs`, each job's settings with their units in their names."""
+    `global_options` and `jobs`, each job's settings with their units in their names. `env`
+    gives the jobs' `${NAME}`s (before the process environment)."""
     cmdline = jobtext if isinstance(jobtext, CommandLineJobs) else None
     if cmdline is not None:
         jobtext, jobname = cmdline.text, COMMAND_LINE
     try:
-        return json.loads(_core.fio_parse(**_job_source(jobfile, jobtext, jobname, sections)))
+        source = _job_source(jobfile, jobtext, jobname, sections, env)
+        return json.loads(_core.fio_parse(**source))
     except _core.SimInputError as err:
         raise _input_error(err, cmdline) from None
 
@@ -111,11 +126,14 @@ def run(
     output_format: str = "json",
     timeseries: str | Path | None = None,
     log_avg_msec: float = 100.0,
-    progress: bool = False,
+    eta: str = "never",
+    eta_newline_s: float | None = None,
+    eta_interval_s: float | None = None,
     fio_logs: bool = False,
     power_fail_at: str | None = None,
     crash_target: int | None = None,
     status_interval: str | None = None,
+    env: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """Runs one simulation; returns {"text", "status", "ios", "events", "max_outstanding",
     "logs"} and, for jobs, "jobs" (how they were read, as `parse_jobs` gives it). "status" has
@@ -131,7 +149,9 @@ def run(
     .parquet. With `fio_logs`, the fio logs the jobs ask for (`write_lat_log`, ...) are written
     in the current folder (from the first seed's run) and "logs" lists them. With
     `power_fail_at`, the power fails at that simulated time; with `crash_target` too, only that
-    target server crashes (`qoslab.recovery.target_crash`)."""
+    target server crashes (`qoslab.recovery.target_crash`). `env` gives the jobs' `${NAME}`s
+    (before the process environment). The progress bar (`qoslab.progress`) follows fio's
+    `--eta` (`eta`: never, auto, always), `--eta-newline` and `--eta-interval` (in seconds)."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
@@ -152,13 +172,12 @@ def run(
     if cmdline is not None:
         jobtext, jobname = cmdline.text, COMMAND_LINE
     core_args = dict(
-        **_job_source(jobfile, jobtext, jobname, sections),
+        **_job_source(jobfile, jobtext, jobname, sections, env),
         trace=None if trace is None else [str(t) for t in _as_list(trace)],
         trace_format=trace_format,
         speed=speed,
         qd_cap=qd_cap,
         series_interval_ms=log_avg_msec,
-        progress=progress,
         device_text=device_text,
         power_fail_at=power_fail_at,
         crash_target=crash_target,
@@ -166,7 +185,9 @@ def run(
     )
     wants_logs = False
     if fio_logs and trace is None:
-        parsed = parse_jobs(jobfile, jobtext=cmdline or jobtext, jobname=jobname, sections=sections)
+        parsed = parse_jobs(
+            jobfile, jobtext=cmdline or jobtext, jobname=jobname, sections=sections, env=env
+        )
         wants_logs = any(
             j["log_avg_msec"] and any(j[f"write_{k}_log"] is not None for k in LOG_KINDS)
             for j in parsed["jobs"]
@@ -178,7 +199,10 @@ def run(
             folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="qoslab-sim-"))
             series = Path(folder) / "series.csv"
         try:
-            result = _run_with_series(device, sets, seed, repeat, output_format, series, core_args)
+            with _progress(core_args, repeat, eta, eta_newline_s, eta_interval_s):
+                result = _run_with_series(
+                    device, sets, seed, repeat, output_format, series, core_args
+                )
         except _core.SimInputError as err:
             raise _input_error(err, cmdline) from None
         if "jobs" in result:
@@ -191,6 +215,48 @@ def run(
             write_files(files)
             result["logs"] = sorted(files)
     return result
+
+
+# A bar appears once a run has taken this long (under fio's --eta=auto), so that a short run
+# does not flash one.
+SHOW_AFTER_S = 1.0
+
+
+@contextmanager
+def _progress(core_args, runs: int, eta: str, newline_s, interval_s):
+    """The run's progress bar (`qoslab.progress`), drawn from what the simulator says of its
+    runs (`core_args["progress"]`, read from a thread while they go); with `eta="auto"` only
+    once they have taken SHOW_AFTER_S."""
+    from qoslab.progress import lines_every, polled, progress_bar
+
+    with progress_bar(eta=eta, refresh_s=interval_s) as bar:
+        if bar.disable:
+            yield
+            return
+        state = core_args["progress"] = _core.SimProgress()
+        task = bar.add_task("sim", total=None, visible=eta == "always")
+        started = time.monotonic()
+
+        def update() -> None:
+            seen = state.runs()
+            fractions = [r[0] for r in seen]
+            known = bool(seen) and None not in fractions
+            done = sum(r[3] for r in seen)
+            what = f"sim: {max((r[1] for r in seen), default=0) / 1e9:.3f} s simulated, " + (
+                f"{sum(r[2] for r in seen):,} I/Os"
+            )
+            if runs > 1:
+                what += f", {done}/{runs} runs"
+            bar.update(
+                task,
+                total=1.0 if known else None,
+                completed=sum(fractions) / runs if known else 0,
+                description=what,
+                visible=bar.tasks[0].visible or time.monotonic() - started >= SHOW_AFTER_S,
+            )
+
+        with lines_every(bar, newline_s), polled(update):
+            yield
 
 
 def _check_series_name(path: Path) -> None:
@@ -351,12 +417,14 @@ def sim_json(
     repeat: int = 1,
     sections: list[str] | None = None,
     mqsim_workload: str | Path | None = None,
+    env: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """`qoslab sim` from Python: the fio JSON report of a run as a dict.
 
     The jobs are a job file (`job`), job-file `text`, or MQSim's workload.xml
     (`mqsim_workload`); `device` a preset, a device file or MQSim's ssdconfig.xml; `set`
-    overrides device tunables ({"media.servers": 4}, as `--set media.servers=4`). What the
+    overrides device tunables ({"media.servers": 4}, as `--set media.servers=4`); `env` the
+    jobs' `${NAME}`s ({"QD": 32} for `iodepth=${QD}`, as `QD=32 qoslab sim job.fio`). What the
     command line warns about (ignored options, MQSim parameters it does not model) comes as
     Python warnings."""
     import warnings
@@ -379,7 +447,7 @@ def sim_json(
     else:
         raise InputError("give a job file, job text or an MQSim workload")
     device_text, device_note = device_file(str(device), flows)
-    notes += [device_note, *job_notes(parse_jobs(**jobs))]
+    notes += [device_note, *job_notes(parse_jobs(**jobs, env=env))]
     for note in filter(None, notes):
         warnings.warn(note, stacklevel=2)
     result = run(
@@ -390,6 +458,7 @@ def sim_json(
         seed=seed,
         repeat=repeat,
         output_format="json",
+        env=env,
     )
     return json.loads(result["text"])
 

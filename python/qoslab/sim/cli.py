@@ -16,10 +16,12 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
+from qoslab import progress
 from qoslab.errors import InputError
 from qoslab.outputs import write_file
 from qoslab.sim import api
-from qoslab.sim.fio_cli import job_text, showcmd, split_arguments
+from qoslab.sim.fio_cli import cmdhelp, job_text, showcmd, split_arguments
+from qoslab.units import parse_duration
 
 FORMATS = ("normal", "terse", "json", "json+")
 FIO_ARGS = "qoslab.sim.fio_args"
@@ -36,8 +38,10 @@ class FioCommandLine(TyperCommand):
         return super().parse_args(ctx, own)
 
 
-# fio's --eta: when the progress bar shows (fio's default, auto, shows it on a terminal).
-ETA = {"always": lambda: True, "never": lambda: False, "auto": lambda: sys.stderr.isatty()}
+# fio's shortest --eta-interval (a shorter one is an error in fio 3.33).
+MIN_ETA_INTERVAL_S = 0.25
+# The terse versions fio 3.33 writes; qoslab writes version 3, fio's default.
+TERSE_VERSIONS = ("2", "3", "4", "5")
 # fio's read-only directions (`td_write`/`td_trim` false).
 READ_ONLY = ("read", "randread")
 
@@ -50,6 +54,20 @@ def _refuse_writers(parsed: dict) -> None:
                 f"{job['location']}: job '{job['name']}': rw={job['rw']} writes or trims, and "
                 "--readonly allows reads only (as fio's read-only mode)"
             )
+
+
+def _eta_time(text: str | None, option: str, least_s: float = 0.0) -> float | None:
+    """A time of fio's --eta-newline/--eta-interval: seconds when it has no unit."""
+    if text is None:
+        return None
+    try:
+        seconds = parse_duration(text, option)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if seconds <= 0 or seconds < least_s:
+        least = f"at least {least_s * 1000:g}ms (fio's shortest)" if least_s else "above 0"
+        raise InputError(f"{option}: expected a time {least}, got '{text}'")
+    return seconds
 
 
 def _output_formats(text: str) -> str:
@@ -129,11 +147,47 @@ def sim(
     minimal: bool = typer.Option(
         False, "--minimal", help="fio's terse output: the same as --output-format terse."
     ),
+    append_terse: bool = typer.Option(
+        False,
+        "--append-terse",
+        help="Also print the terse output (fio's older form of --output-format X,terse).",
+    ),
+    terse_version: str = typer.Option(
+        "3", "--terse-version", help="fio's terse version: 3 (the only one qoslab writes)."
+    ),
     eta: str = typer.Option(
         "auto",
         "--eta",
-        help="When to show the progress bar on stderr, as fio's --eta: always, never, or auto "
-        "(when stderr is a terminal).",
+        help="When to show the progress bar on stderr, as fio's --eta: always (also into a "
+        "file or pipe), never, or auto (when stderr is a terminal).",
+    ),
+    eta_newline: str | None = typer.Option(
+        None,
+        "--eta-newline",
+        help="Also print the progress bar as a line that stays every this long (fio's): 5s, "
+        "500ms, or a number of seconds.",
+        show_default="never",
+    ),
+    eta_interval: str | None = typer.Option(
+        None,
+        "--eta-interval",
+        help="Redraw the progress bar every this long (fio's; at least 250ms).",
+        show_default="0.1s",
+    ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress bar (the same as --eta never)."
+    ),
+    warnings_fatal: bool = typer.Option(
+        False,
+        "--warnings-fatal",
+        help="Stop, as fio's --warnings-fatal, where a warning would be printed (options "
+        "the simulator ignores, a synchronous engine's capped iodepth).",
+    ),
+    cmd_help: str | None = typer.Option(
+        None,
+        "--cmdhelp",
+        help="Print the help of a job option (or all), as fio's --cmdhelp, and stop.",
+        show_default="none",
     ),
     status_interval: str | None = typer.Option(
         None,
@@ -187,6 +241,9 @@ def sim(
     ),
 ) -> None:
     """The timed simulator: fio job in, fio report out (or a trace replayed)."""
+    if cmd_help is not None:
+        sys.stdout.write(cmdhelp(cmd_help))
+        return
     if list_devices:
         for name, description in api.presets():
             typer.echo(f"{name}\n    {' '.join(description.split())}")
@@ -211,9 +268,21 @@ def sim(
         if output_format not in ("normal", "terse"):
             raise InputError("--minimal is --output-format terse: give one of them")
         output_format = "terse"
+    if append_terse:
+        output_format += ",terse"
     output_format = _output_formats(output_format)
-    if eta not in ETA:
-        raise InputError(f"--eta: expected {', '.join(ETA)}, got '{eta}'")
+    if terse_version not in TERSE_VERSIONS:
+        raise InputError(f"--terse-version: expected 2, 3, 4 or 5 (fio's), got '{terse_version}'")
+    if terse_version != "3":
+        raise InputError(
+            f"--terse-version: qoslab writes fio's terse version 3 only, got {terse_version}"
+        )
+    if eta not in progress.ETA:
+        raise InputError(f"--eta: expected {', '.join(progress.ETA)}, got '{eta}'")
+    if quiet and eta == "always":
+        raise InputError("--quiet is --eta never: give one of them, not --eta always")
+    eta_newline_s = _eta_time(eta_newline, "--eta-newline")
+    eta_interval_s = _eta_time(eta_interval, "--eta-interval", MIN_ETA_INTERVAL_S)
     if readonly and trace is not None:
         raise InputError("--readonly: checks jobs; a replayed trace is not checked")
     fio_args = ctx.meta.get(FIO_ARGS, [])
@@ -260,6 +329,8 @@ def sim(
         if readonly:
             _refuse_writers(parsed)
         for line in api.job_notes(parsed):
+            if warnings_fatal:
+                raise InputError(f"--warnings-fatal: {line}")
             _warn(line)
     if plot is not None and plot.suffix not in (".png", ".svg", ".pdf"):
         raise InputError(f"--plot: expected a .png, .svg or .pdf file, got '{plot}'")
@@ -288,7 +359,9 @@ def sim(
             output_format=output_format,
             timeseries=series,
             log_avg_msec=log_avg_msec,
-            progress=ETA[eta](),
+            eta="never" if quiet else eta,
+            eta_newline_s=eta_newline_s,
+            eta_interval_s=eta_interval_s,
             fio_logs=True,
             power_fail_at=power_fail_at,
             crash_target=crash_target,

@@ -20,6 +20,31 @@ from qoslab.errors import InputError, did_you_mean
 # The name job text made from the command line goes by in messages.
 COMMAND_LINE = "<command line>"
 
+# fio's own command-line options (fio 3.33's HOWTO, "Command line options") that mean nothing
+# without fio's processes and a real device, each refused in one line saying why; the others
+# are options of `qoslab sim`.
+NOT_SIMULATED = {
+    **dict.fromkeys(
+        ("debug", "cpuclock-test", "crctest", "idle-prof"),
+        "measures or traces fio's own process and CPU",
+    ),
+    **dict.fromkeys(
+        ("alloc-size", "max-jobs"), "sizes fio's shared memory and processes; a simulation has none"
+    ),
+    **dict.fromkeys(
+        ("server", "daemonize", "client", "remote-config"), "runs fio on other machines"
+    ),
+    **dict.fromkeys(
+        ("trigger-file", "trigger-timeout", "trigger", "trigger-remote"),
+        "runs a command at a wall-clock moment of a real run",
+    ),
+    "merge-blktrace-only": "merges blktrace files (qoslab sim replays them with --trace)",
+    "inflate-log": "decompresses fio's compressed logs (qoslab writes none)",
+    "aux-path": "places fio's state files (a simulation writes none)",
+    "bandwidth-log": "writes fio's aggregate bandwidth logs (per job: write_bw_log)",
+    "enghelp": "lists fio's engines (qoslab's: the engines table of docs/workload.md)",
+}
+
 
 @dataclass
 class CommandLineJobs:
@@ -72,11 +97,11 @@ def split_arguments(
                 i += 1
             continue
         option = name[2:]
+        if option in NOT_SIMULATED:
+            raise InputError(f"{name}: fio's {name} {NOT_SIMULATED[option]}; not in qoslab sim")
         if option not in fio:
-            # qoslab's own options first: they are the fewer, and the likelier meant.
-            hint = did_you_mean(name, own_takes_value) or did_you_mean(
-                name, [f"--{n}" for n in sorted(fio)]
-            )
+            # The closest of qoslab's own options and fio's.
+            hint = did_you_mean(name, [*own_takes_value, *(f"--{n}" for n in sorted(fio))])
             raise InputError(f"no such option: {name}{hint}")
         if eq:
             jobs.append((option, value, arg))
@@ -107,6 +132,22 @@ def job_text(options: list[tuple[str, str | None, str]]) -> CommandLineJobs:
             add(name if value is None else f"{name}={value}", argument)
     jobs.text = "".join(f"{line}\n" for line in lines)
     return jobs
+
+
+def cmdhelp(name: str) -> str:
+    """fio's `--cmdhelp`: a job option's help (its aliases, and whether the simulator ignores
+    it), or every option's first line for `all`."""
+    options = _core.fio_options()
+    if name == "all":
+        return "".join(f"{n:<24}: {help_text}\n" for n, _, _, _, help_text in options)
+    for n, aliases, _, ignored, help_text in options:
+        if name == n or name in aliases:
+            lines = [(n, help_text)] + [("alias", a) for a in aliases]
+            if ignored:
+                lines.append(("qoslab", "accepted and ignored by the simulator"))
+            return "".join(f"{key:>20}: {value}\n" for key, value in lines)
+    names = [n for n, aliases, *_ in options for n in (n, *aliases)]
+    raise InputError(f"--cmdhelp: no job option '{name}'{did_you_mean(name, names)}")
 
 
 def _shell_word(name: str, value: str) -> str:

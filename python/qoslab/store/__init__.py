@@ -5,7 +5,7 @@
         df = store.query("SELECT policy, avg(p95_latency_step) FROM nvmelite_run GROUP BY 1")
         con = store.con  # the DuckDB connection, for anything else
 
-Views (`failures` always, the others once the store holds such rows):
+Views (`points` and `failures` always, the others once the store holds such rows):
     points                every study's summary rows (columns of all studies, by name)
     failures              points that failed and have not succeeded since, with `error`
     <study>               one study's rows, e.g. `nvmelite_run`, `sim`
@@ -34,6 +34,13 @@ FAILURE_COLUMNS = (
     ("qoslab_version", "VARCHAR"),
     ("qoslab_commit", "VARCHAR"),
 )
+# The columns every point has (a failure's, but its error).
+POINT_COLUMNS = tuple(c for c in FAILURE_COLUMNS if c[0] != "error")
+
+
+def _empty(columns) -> str:
+    """A query of no rows with `columns` (name, type)."""
+    return "SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns) + " WHERE false"
 
 
 def _quote(path: Path | str) -> str:
@@ -81,8 +88,11 @@ class Store:
                 self._view(f"{table}__{detail}", layout.files(parts, name))
         if points:
             self._view("points", points)
+        else:
+            # Nothing stored yet, or failures alone: the view is there, empty.
+            self.con.execute(f"CREATE VIEW points AS {_empty(POINT_COLUMNS)}")
         if failures:
-            succeeded = "SELECT key FROM points" if points else "SELECT '' AS key WHERE false"
+            succeeded = "SELECT key FROM points"
             # A point fails again on each rerun until it succeeds: one row per point, the
             # error of any attempt (a deterministic failure repeats itself).
             self.con.execute(
@@ -91,8 +101,7 @@ class Store:
             )
         else:
             # No failure yet: the view is there, empty, with the columns every row has.
-            columns = ", ".join(f"NULL::{t} AS {c}" for c, t in FAILURE_COLUMNS)
-            self.con.execute(f"CREATE VIEW failures AS SELECT {columns} WHERE false")
+            self.con.execute(f"CREATE VIEW failures AS {_empty(FAILURE_COLUMNS)}")
 
     def _view(self, name: str, files: list[Path]) -> None:
         self.con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM {_scan(files)}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from qoslab.outputs import staged_dir
 from qoslab.report.html import Figure, Section, Table, Text, write_report
+from qoslab.report.stats import MIN_REPS
 from qoslab.store import Store
 from qoslab.sweep.study import FIXED_COLUMNS
 
@@ -80,7 +81,9 @@ def _t_quantile(n: int) -> float:
 
 
 def _ci(sd: float | None, n: int) -> float:
-    if n < 2 or sd is None or math.isnan(sd):
+    """The half-width of the interval of a mean over `n` seeds; 0 (no error bar) from fewer
+    than MIN_REPS seeds (report/stats.py)."""
+    if n < MIN_REPS or sd is None or math.isnan(sd):
         return 0.0
     return _t_quantile(n) * sd / math.sqrt(n)
 
@@ -285,7 +288,7 @@ def _param_figure(view, sweep, p, others, metric, distinct, figdir, n_fig, seede
     if seeded:
         caption = (
             f"Mean of {metric} over seeds; error bars: {CONFIDENCE:.0%} confidence interval of "
-            "the mean over seeds (Student's t)."
+            f"the mean over seeds (Student's t), drawn from {MIN_REPS} seeds or more."
         )
     else:
         caption = f"{metric} of each point (this study takes no seeds)."

@@ -31,7 +31,7 @@ pub fn options_as_written(job: &str, device: &str, overrides: &[&str], seed: u64
         repeat: 1,
         format: OutputFormat::Json,
         series: None,
-        progress: false,
+        progress: None,
         power_fail_at_ns: None,
         crash_target: None,
         status_interval_ns: None,

@@ -167,8 +167,12 @@ def test_fios_output_and_warning_options(qoslab, tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
         "qoslab: error: --warnings-fatal: job 't': options accepted but ignored by the "
-        "simulator: thread (<command line>:2)\n"
+        "simulator: thread (--thread)\n"
     )
+    # A warning names the option's argument, as an error does; --version is qoslab's.
+    done = qoslab("sim", "--name=t", "--thread", "--direct=1", "--number_ios=5")
+    assert done.returncode == 0 and "thread (--thread)" in done.stderr
+    assert ok(qoslab("sim", "--version")) == ok(qoslab("--version"))
     # --cmdhelp: a job option's help, as fio prints it, and whether the simulator ignores it.
     from qoslab import _core
 

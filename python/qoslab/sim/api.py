@@ -70,21 +70,29 @@ def parse_jobs(
         raise _input_error(err, cmdline) from None
 
 
-def job_notes(parsed: dict[str, Any]) -> list[str]:
+def job_notes(parsed: dict[str, Any], cmdline: CommandLineJobs | None = None) -> list[str]:
     """The lines a run warns with, one per job at most for each kind: the options the
-    simulator accepts but does not act on (each where it was written), and fio's own note
-    for a synchronous engine asked for more than one I/O in flight."""
+    simulator accepts but does not act on (each where it was written: with `cmdline`, an
+    option of fio's command line by its argument), and fio's own note for a synchronous
+    engine asked for more than one I/O in flight."""
+
+    def where(location: str) -> str:
+        path, _, line = location.rpartition(":")
+        if cmdline is not None and path == COMMAND_LINE and line.isdigit():
+            return cmdline.where(int(line))
+        return location
+
     lines = []
     for job in parsed["jobs"]:
         seen: dict[str, str] = {}
         for item in job["ignored"]:
-            seen.setdefault(item["option"], f"{item['option']} ({item['location']})")
+            seen.setdefault(item["option"], f"{item['option']} ({where(item['location'])})")
         if not job["log_avg_msec"]:
             for option in (f"write_{kind}_log" for kind in LOG_KINDS):
                 if job[option] is not None:
                     seen.setdefault(
                         option,
-                        f"{option} without log_avg_msec ({job['location']}: fio's log of "
+                        f"{option} without log_avg_msec ({where(job['location'])}: fio's log of "
                         "every I/O is not simulated; set log_avg_msec for the averaged log)",
                     )
         if seen:

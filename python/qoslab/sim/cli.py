@@ -20,7 +20,7 @@ from qoslab import progress
 from qoslab.errors import InputError
 from qoslab.outputs import write_file
 from qoslab.sim import api
-from qoslab.sim.fio_cli import cmdhelp, job_text, showcmd, split_arguments
+from qoslab.sim.fio_cli import CommandLineJobs, cmdhelp, job_text, showcmd, split_arguments
 from qoslab.units import parse_duration
 
 FORMATS = ("normal", "terse", "json", "json+")
@@ -183,6 +183,9 @@ def sim(
         help="Stop, as fio's --warnings-fatal, where a warning would be printed (options "
         "the simulator ignores, a synchronous engine's capped iodepth).",
     ),
+    version: bool = typer.Option(
+        False, "--version", help="Print qoslab's version and stop (as fio's --version)."
+    ),
     cmd_help: str | None = typer.Option(
         None,
         "--cmdhelp",
@@ -241,6 +244,11 @@ def sim(
     ),
 ) -> None:
     """The timed simulator: fio job in, fio report out (or a trace replayed)."""
+    if version:
+        from qoslab._core import __version__
+
+        typer.echo(f"qoslab {__version__}")
+        return
     if cmd_help is not None:
         sys.stdout.write(cmdhelp(cmd_help))
         return
@@ -328,7 +336,10 @@ def sim(
             return
         if readonly:
             _refuse_writers(parsed)
-        for line in api.job_notes(parsed):
+        cmdline = jobs.get("jobtext")
+        for line in api.job_notes(
+            parsed, cmdline if isinstance(cmdline, CommandLineJobs) else None
+        ):
             if warnings_fatal:
                 raise InputError(f"--warnings-fatal: {line}")
             _warn(line)

@@ -250,9 +250,8 @@ def _progress(core_args, runs: int, eta: str, newline_s, interval_s):
             fractions = [r[0] for r in seen]
             known = bool(seen) and None not in fractions
             done = sum(r[3] for r in seen)
-            what = f"sim: {max((r[1] for r in seen), default=0) / 1e9:.3f} s simulated, " + (
-                f"{sum(r[2] for r in seen):,} I/Os"
-            )
+            simulated_s = max((r[1] for r in seen), default=0) / 1e9
+            what = f"sim: {simulated_s:.3f} s simulated, {sum(r[2] for r in seen):,} I/Os"
             if runs > 1:
                 what += f", {done}/{runs} runs"
             bar.update(

@@ -15,7 +15,8 @@
 use std::collections::VecDeque;
 
 use qoslab_engine::{
-    Admission, ConfigError, Ns, ReqId, Request, STAGE_API_VERSION, Settings, Stage, StageCtx,
+    Admission, Command, ConfigError, Control, Notice, Ns, ReqId, Request, STAGE_API_VERSION,
+    Settings, Stage, StageCtx,
 };
 
 qoslab_engine::settings! {
@@ -42,6 +43,20 @@ pub trait CpuModel {
     /// preempts one on the CPU, as Linux's scheduler does for a task that slept (its
     /// wake-up preemption).
     fn wakeup_preempts(&self) -> bool {
+        false
+    }
+    /// Whether a job's task woken from its sleep for a tag must run on the CPU before it
+    /// tries for the tag again (process context, queued by the model's rules like its
+    /// submissions), as Linux's `blk_mq_get_tag` loop does; false: it tries at the instant
+    /// it is woken.
+    fn woken_retry(&self) -> bool {
+        false
+    }
+    /// Whether a job whose submission call sleeps for a tag runs none of its submissions
+    /// until the call returns (fio's loop waits inside that call: with one I/O per
+    /// `io_submit` its next I/O is not even prepared); false: the submissions it made before
+    /// the block layer put it to sleep still run.
+    fn sleep_stops_loop(&self) -> bool {
         false
     }
 }
@@ -80,6 +95,8 @@ qoslab_engine::settings! {
         complete_ns: Ns = ns(5_000, "CPU time of one completion, the interrupt and the block layer's completion before the job can see it (guest: completions due at once follow each other every 5 us)"),
         interrupts_first: bool = flag(false, "completions (interrupt context) run ahead of every submission and preempt one on the CPU; false: the CPU serves its work first come first served"),
         wakeup_preempts: bool = flag(false, "a job woken by its completion runs ahead of the other jobs' submissions and preempts one on the CPU (Linux's wake-up preemption); false: it queues behind them"),
+        sleep_stops_loop: bool = flag(false, "a job whose submission call sleeps for a tag runs none of its submissions waiting for the CPU until the call returns (fio's loop waits inside it); false: the submissions it made before it slept still run"),
+        woken_retry: bool = flag(false, "a job woken from its sleep for a tag tries for the tag again only when its task gets its turn on the CPU (process context, no CPU time of its own: the bio's submission is in submit_ns); false: at the instant the tag is freed"),
     }
 }
 
@@ -104,6 +121,14 @@ impl CpuModel for OneCpu {
     fn wakeup_preempts(&self) -> bool {
         self.cfg.wakeup_preempts
     }
+
+    fn woken_retry(&self) -> bool {
+        self.cfg.woken_retry
+    }
+
+    fn sleep_stops_loop(&self) -> bool {
+        self.cfg.sleep_stops_loop
+    }
 }
 
 pub static ONE: CpuOps = CpuOps {
@@ -125,11 +150,22 @@ pub struct CpuEvent {
     epoch: u64,
 }
 
-/// One piece of work on the CPU: a request's submission (process context, its job's) or its
-/// completion (interrupt context).
+/// What a piece of work on the CPU is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A request's submission (process context, its job's).
+    Submit(ReqId),
+    /// A request's completion (interrupt context).
+    Complete(ReqId),
+    /// A job's task woken from its sleep for a tag, retrying (process context).
+    Retry { host: u16 },
+}
+
+/// One piece of work on the CPU.
 #[derive(Clone, Copy, Debug)]
 struct Work {
-    id: ReqId,
+    kind: Kind,
+    /// Interrupt context (a completion), which nothing preempts.
     completion: bool,
     job: u32,
     /// CPU time still to run.
@@ -142,11 +178,11 @@ struct Work {
 }
 
 impl Work {
-    fn new(id: ReqId, req: &Request, completion: bool, cost_ns: Ns, now: Ns) -> Self {
+    fn new(kind: Kind, job: u32, cost_ns: Ns, now: Ns) -> Self {
         Work {
-            id,
-            completion,
-            job: req.job,
+            kind,
+            completion: matches!(kind, Kind::Complete(_)),
+            job,
             left_ns: cost_ns,
             cost_ns,
             arrived_ns: now,
@@ -167,17 +203,28 @@ pub struct CpuStage {
     epoch: u64,
     /// When each job last saw a completion (it was woken then).
     woke_at: Vec<Ns>,
+    /// Each job's submissions held while its submission call sleeps (the model's
+    /// `sleep_stops_loop`), and whether it sleeps.
+    asleep: Vec<(bool, VecDeque<Work>)>,
     busy_ns: Ns,
-    /// Time requests waited for the CPU, in all.
+    /// Time work waited to run, in all: for the CPU, and a submission also while its job's
+    /// submission call slept (`sleep_stops_loop`).
     waited_ns: Ns,
     submits: u64,
     completes: u64,
     preemptions: u64,
+    retries: u64,
     /// Requests the stage below refused, in order (offered again on `pull`).
     held: VecDeque<ReqId>,
 }
 
 impl CpuStage {
+    /// Whether the block layer below must leave a woken tag sleeper's retry to this stage
+    /// (`BlockLayer::with_retry_on_cpu`).
+    pub fn woken_retry(&self) -> bool {
+        self.model.woken_retry()
+    }
+
     pub fn new(model: Box<dyn CpuModel>) -> Self {
         CpuStage {
             model,
@@ -185,11 +232,13 @@ impl CpuStage {
             ready: VecDeque::new(),
             epoch: 0,
             woke_at: Vec::new(),
+            asleep: Vec::new(),
             busy_ns: 0,
             waited_ns: 0,
             submits: 0,
             completes: 0,
             preemptions: 0,
+            retries: 0,
             held: VecDeque::new(),
         }
     }
@@ -211,6 +260,12 @@ impl CpuStage {
     /// `work` arrives: it runs at once on an idle CPU, takes the CPU from a submission it
     /// preempts, or waits in its place.
     fn arrive(&mut self, mut work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
+        if let Kind::Submit(_) = work.kind
+            && let Some((true, held)) = self.asleep.get_mut(work.job as usize)
+        {
+            held.push_back(work);
+            return;
+        }
         let irq_first = self.model.interrupts_first();
         if !work.completion && self.model.wakeup_preempts() {
             let woke = self.woke_at.get(work.job as usize) == Some(&work.arrived_ns);
@@ -248,6 +303,48 @@ impl CpuStage {
         }
     }
 
+    /// Job `job`'s submission call sleeps: its submissions on the CPU or waiting for it stop
+    /// where they are.
+    fn stop_job(&mut self, job: u32, ctx: &mut impl StageCtx<CpuEvent>) {
+        let j = job as usize;
+        if self.asleep.len() <= j {
+            self.asleep.resize_with(j + 1, Default::default);
+        }
+        let mine = |w: &Work| matches!(w.kind, Kind::Submit(_)) && w.job == job;
+        let mut held: VecDeque<Work> = self.ready.iter().copied().filter(mine).collect();
+        self.ready.retain(|w| !mine(w));
+        if let Some((run, started)) = self.running
+            && mine(&run)
+        {
+            let mut run = run;
+            run.left_ns -= ctx.now_ns() - started;
+            held.push_front(run);
+            self.running = None;
+            // The running work's end event is now stale.
+            self.epoch += 1;
+            if let Some(next) = self.ready.pop_front() {
+                self.start(next, ctx);
+            }
+        }
+        // A call woken for one bio may sleep again on a later one before it returns (no
+        // resume in between): what it held already stays first.
+        let slot = &mut self.asleep[j];
+        slot.0 = true;
+        slot.1.extend(held);
+    }
+
+    /// Job `job`'s submission call returned: its held submissions take their places again.
+    fn resume_job(&mut self, job: u32, ctx: &mut impl StageCtx<CpuEvent>) {
+        let Some(slot) = self.asleep.get_mut(job as usize) else {
+            return;
+        };
+        let held = std::mem::take(&mut slot.1);
+        slot.0 = false;
+        for w in held {
+            self.arrive(w, ctx);
+        }
+    }
+
     fn offer(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
         if !self.held.is_empty() || ctx.dispatch(id) == Admission::Busy {
             self.held.push_back(id);
@@ -264,7 +361,8 @@ impl Stage for CpuStage {
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
         let req = &ctx.reqs()[id];
-        let work = Work::new(id, req, false, self.model.submit_ns(req), ctx.now_ns());
+        let cost = self.model.submit_ns(req);
+        let work = Work::new(Kind::Submit(id), req.job, cost, ctx.now_ns());
         self.submits += 1;
         self.arrive(work, ctx);
     }
@@ -282,23 +380,50 @@ impl Stage for CpuStage {
         if let Some(next) = self.ready.pop_front() {
             self.start(next, ctx);
         }
-        if done.completion {
-            let job = done.job as usize;
-            if self.woke_at.len() <= job {
-                self.woke_at.resize(job + 1, Ns::MAX);
+        match done.kind {
+            Kind::Complete(id) => {
+                let job = done.job as usize;
+                if self.woke_at.len() <= job {
+                    self.woke_at.resize(job + 1, Ns::MAX);
+                }
+                self.woke_at[job] = now;
+                ctx.complete(id);
             }
-            self.woke_at[job] = now;
-            ctx.complete(done.id);
-        } else {
-            self.offer(done.id, ctx);
+            Kind::Submit(id) => self.offer(id, ctx),
+            Kind::Retry { host } => {
+                let job = done.job;
+                ctx.control_below(&mut Control::new(now, host, Command::SubmitterRuns { job }));
+            }
         }
     }
 
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
         let req = &ctx.reqs()[id];
-        let work = Work::new(id, req, true, self.model.complete_ns(req), ctx.now_ns());
+        let cost = self.model.complete_ns(req);
+        let work = Work::new(Kind::Complete(id), req.job, cost, ctx.now_ns());
         self.completes += 1;
         self.arrive(work, ctx);
+    }
+
+    /// A job's task woken from its sleep for a tag runs on the CPU before it retries (the
+    /// model's `woken_retry`); a job whose submission call sleeps stops its submissions until
+    /// the call returns (`sleep_stops_loop`); every other notice passes up.
+    fn notice(&mut self, notice: Notice, ctx: &mut impl StageCtx<CpuEvent>) {
+        match notice {
+            Notice::SubmitterWoken { host, job } => {
+                self.retries += 1;
+                self.arrive(Work::new(Kind::Retry { host }, job, 0, ctx.now_ns()), ctx);
+                return;
+            }
+            Notice::SubmitterBlocked { job } if self.model.sleep_stops_loop() => {
+                self.stop_job(job, ctx);
+            }
+            Notice::SubmitterResumed { job } if self.model.sleep_stops_loop() => {
+                self.resume_job(job, ctx);
+            }
+            _ => {}
+        }
+        ctx.notify_above(notice);
     }
 
     fn pull(&mut self, ctx: &mut impl StageCtx<CpuEvent>) {
@@ -317,6 +442,7 @@ impl Stage for CpuStage {
             ("submissions".into(), self.submits as f64),
             ("completions".into(), self.completes as f64),
             ("preemptions".into(), self.preemptions as f64),
+            ("tag_retries".into(), self.retries as f64),
         ]
     }
 }
@@ -441,6 +567,94 @@ mod tests {
         assert_eq!(wake_and_resubmit(wake, Some(42 * US)), (45 * US, 95 * US));
         let fcfs = one(10 * US, 0, 5 * US);
         assert_eq!(wake_and_resubmit(fcfs, Some(42 * US)), (45 * US, 105 * US));
+    }
+
+    /// Served times of reads A (job 0, at 0), B (job 1, at 1 us) and C (job 2, at 1002 us)
+    /// over one CPU (10 us per submission, 5 us per completion), a block layer with one tag
+    /// (no scheduler: sbitmap wakes a sleeper at every freed tag) and a disk of 1 ms per
+    /// request.
+    fn one_tag_three_jobs(rules: &str, retry_on_cpu: bool) -> [Ns; 3] {
+        use crate::testbed::{BE4, Disk, MIB, io, layer};
+        let mut block = layer("none", &[], 1);
+        if retry_on_cpu {
+            block = block.with_retry_on_cpu();
+        }
+        let cpu = one_with(10 * US, 0, 5 * US, rules);
+        assert_eq!(cpu.woken_retry(), retry_on_cpu);
+        let mut h = Harness::new(Chain::new(cpu, Chain::new(block, Disk::new(1_000 * US))));
+        for (job, at) in [(0, 0), (1, US), (2, 1_002 * US)] {
+            let mut r = io(Op::Read, u64::from(job) * MIB, 4096, BE4);
+            r.job = job;
+            h.submit_at(at, r);
+        }
+        h.run_all();
+        let log = &h.stage.lower.lower.log;
+        let at = |job: u64| {
+            log.iter()
+                .find(|s| s.offset_bytes == job * MIB)
+                .expect("served")
+                .at_ns
+        };
+        [at(0), at(1), at(2)]
+    }
+
+    #[test]
+    fn a_woken_tag_sleeper_retries_when_its_task_has_the_cpu() {
+        // A reaches the disk at 10 us and holds the one tag to 1010 us; B sleeps for it from
+        // 20 us. Taking the tag at the instant A frees it, B reaches the disk at 1010 us and
+        // C, whose submission ends at 1012 us, sleeps until B's request ends at 2010 us.
+        assert_eq!(
+            one_tag_three_jobs("", false),
+            [10 * US, 1_010 * US, 2_010 * US]
+        );
+        // Retrying on the CPU, B's task queues behind C's submission (1002 to 1012 us) and
+        // A's completion (1012 to 1017 us); C asks first and takes the freed tag at 1012 us;
+        // B finds none, sleeps again, and is woken when C's request ends at 2012 us: its
+        // retry follows C's completion (2012 to 2017 us).
+        let rule = "woken_retry = true\n";
+        assert_eq!(
+            one_tag_three_jobs(rule, true),
+            [10 * US, 2_017 * US, 1_012 * US]
+        );
+    }
+
+    #[test]
+    fn a_job_asleep_for_a_tag_runs_none_of_its_submissions_until_it_wakes() {
+        // Two tags, a device of 1 ms; job 0's A1 and A2 take both (CPU 0 to 20 us, done at
+        // 1010 and 1020 us); job 1's B1 (CPU 20 to 30 us) sleeps for a tag, and B1's tag
+        // comes when A1 ends at 1010 us. Returns when job 1 sees B2, and the tag waits.
+        let b2_seen = |rules: &str| {
+            use crate::testbed::{BE4, MIB, io, layer};
+            let cpu = one_with(10 * US, 0, 5 * US, rules);
+            let mut h = Harness::new(Chain::new(
+                cpu,
+                Chain::new(layer("none", &[], 2), Null::new(1_000 * US)),
+            ));
+            let ids: Vec<ReqId> = [(0, 0, 0), (0, 1, 0), (1, 2, US), (1, 3, US)]
+                .into_iter()
+                .map(|(job, k, at)| {
+                    let mut r = io(Op::Read, k * MIB, 4096, BE4);
+                    r.job = job;
+                    h.submit_at(at, r)
+                })
+                .collect();
+            let done = h.settle();
+            let b2 = done.iter().find(|d| d.id == ids[3]);
+            let waits = h.stage.lower.upper.counters();
+            let waits = waits
+                .iter()
+                .find(|(k, _)| k == "tag_waits")
+                .expect("counted")
+                .1;
+            (b2.expect("B2 seen").done_ns, waits)
+        };
+        // B2's submission ran at 30 to 40 us while job 1 slept: B2 reaches the block layer
+        // when B1 gets its tag (1010 us), finds none, sleeps, and takes A2's tag at 1020 us;
+        // seen at 2025 us.
+        assert_eq!(b2_seen(""), (2_025 * US, 2.0));
+        // Its submission waits until job 1 wakes: it runs after A1's completion (1015 to
+        // 1025 us), finds the tag A2 freed at 1020 us, and is seen at 2030 us.
+        assert_eq!(b2_seen("sleep_stops_loop = true\n"), (2_030 * US, 1.0));
     }
 
     #[test]

@@ -20,7 +20,10 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use qoslab_engine::{Admission, LatencyHist, Notice, Ns, Op, ReqFlags, ReqId, Stage, StageCtx};
+use qoslab_engine::{
+    Admission, Command, Control, ControlStatus, LatencyHist, Notice, Ns, Op, ReqFlags, ReqId,
+    Stage, StageCtx,
+};
 
 use crate::WriteCache;
 use crate::config::QueueSetup;
@@ -286,6 +289,11 @@ pub struct BlockLayer {
     write_cache: WriteCache,
     /// The ordered streams (`crate::ordering`), when some job writes in order.
     ordered: Option<Box<crate::ordering::OrderedStreams>>,
+    /// Whether a woken tag sleeper retries when a CPU stage above runs its task
+    /// ([`Self::with_retry_on_cpu`]); false: at the instant it is woken.
+    retry_on_cpu: bool,
+    /// Tag sleepers woken and waiting for their task to run (hardware queue, sleeper).
+    woken: Vec<(usize, TagWaiter)>,
     pub stats: BlockStats,
 }
 
@@ -336,6 +344,8 @@ impl BlockLayer {
             lost: Vec::new(),
             write_cache: WriteCache::default(),
             ordered: None,
+            retry_on_cpu: false,
+            woken: Vec::new(),
             stats: BlockStats::default(),
         }
     }
@@ -349,6 +359,16 @@ impl BlockLayer {
     /// Ordered writes of some jobs go to their ordering plug-ins (`crate::ordering`).
     pub fn with_ordered(mut self, ordered: crate::ordering::OrderedStreams) -> Self {
         self.ordered = Some(Box::new(ordered));
+        self
+    }
+
+    /// A woken tag sleeper retries only when its task runs: the block layer tells the CPU
+    /// stage above ([`Notice::SubmitterWoken`]), which answers with [`Command::SubmitterRuns`]
+    /// when the task has its turn on the CPU (Linux: the task woken in `blk_mq_get_tag` must
+    /// be scheduled before it looks for a tag again; a tag freed meanwhile goes to whoever
+    /// asks first).
+    pub fn with_retry_on_cpu(mut self) -> Self {
+        self.retry_on_cpu = true;
         self
     }
 
@@ -997,14 +1017,38 @@ impl BlockLayer {
         hc.tag_wait
             .retain(|w| w.queue != queue || !woken.iter().any(|x| x.id == w.id));
         for w in woken {
-            // The woken task tries again (blk_mq_get_tag's loop): a tag within its depth, or
-            // back to sleep on the next wait queue.
-            if self.hctxs[h].sched_tags < w.depth {
-                self.grant_tag(h, w.id, ctx);
+            if self.retry_on_cpu {
+                let job = ctx.reqs()[w.id].job;
+                let host = self.hctxs[h].host;
+                self.woken.push((h, w));
+                ctx.notify_above(Notice::SubmitterWoken { host, job });
             } else {
-                self.sleep(h, w.id, w.depth);
+                self.retry_tag(h, w, ctx);
             }
         }
+    }
+
+    /// The woken task tries again (blk_mq_get_tag's loop): a tag within its depth, or back to
+    /// sleep on the next wait queue.
+    fn retry_tag(&mut self, h: usize, w: TagWaiter, ctx: &mut impl StageCtx<BlockEvent>) {
+        if self.hctxs[h].sched_tags < w.depth {
+            self.grant_tag(h, w.id, ctx);
+        } else {
+            self.sleep(h, w.id, w.depth);
+        }
+    }
+
+    /// Job `job`'s woken task runs (see [`Self::with_retry_on_cpu`]): its sleeper retries.
+    fn run_woken(&mut self, job: u32, ctx: &mut impl StageCtx<BlockEvent>) {
+        let Some(i) = self
+            .woken
+            .iter()
+            .position(|&(_, w)| ctx.reqs()[w.id].job == job)
+        else {
+            return;
+        };
+        let (h, w) = self.woken.remove(i);
+        self.retry_tag(h, w, ctx);
     }
 
     fn grant_tag(&mut self, h: usize, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
@@ -1311,6 +1355,17 @@ impl Stage for BlockLayer {
             self.run_host(host, ctx);
         } else if self.setup.queue_depth.is_some() {
             self.run_hctx_list(h, ctx);
+        }
+    }
+
+    /// A CPU stage above runs a woken task ([`Command::SubmitterRuns`]); every other command
+    /// goes down.
+    fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<BlockEvent>) {
+        if let Command::SubmitterRuns { job } = msg.command {
+            self.run_woken(job, ctx);
+            msg.status = ControlStatus::Success;
+        } else {
+            ctx.control_below(msg);
         }
     }
 

@@ -55,6 +55,14 @@ pub type Rig = Harness<Chain<BlockLayer, Disk>>;
 /// `block.mq-deadline.fifo_batch=4`), keeping `queue_depth` requests out at a disk taking
 /// `service_ns` each.
 pub fn rig(sched: &str, sets: &[&str], queue_depth: u32, service_ns: Ns) -> Rig {
+    Harness::new(Chain::new(
+        layer(sched, sets, queue_depth),
+        Disk::new(service_ns),
+    ))
+}
+
+/// The block layer of [`rig`], on its own (to put another stage above it).
+pub fn layer(sched: &str, sets: &[&str], queue_depth: u32) -> BlockLayer {
     let ops = crate::lookup(sched).expect("registered");
     let mut block = Settings::defaults("block", crate::BLOCK_TUNABLES);
     let mut own = Settings::defaults(&format!("block.{sched}"), ops.tunables);
@@ -71,15 +79,17 @@ pub fn rig(sched: &str, sets: &[&str], queue_depth: u32, service_ns: Ns) -> Rig 
         rotational: false,
     };
     let cfg = BlockConfig::from_settings(&block);
-    let layer = BlockLayer::new(QueueSetup::new(&cfg, &limits, ops), ops, &own, 1);
-    Harness::new(Chain::new(
-        layer,
+    BlockLayer::new(QueueSetup::new(&cfg, &limits, ops), ops, &own, 1)
+}
+
+impl Disk {
+    pub fn new(service_ns: Ns) -> Self {
         Disk {
             service_ns,
             busy_until: 0,
             log: Vec::new(),
-        },
-    ))
+        }
+    }
 }
 
 pub const KIB: u64 = 1024;

@@ -59,6 +59,11 @@ pub enum Notice {
     /// Job `job`'s submission call returned: it goes on submitting and reaps what completed
     /// meanwhile.
     SubmitterResumed { job: u32 },
+    /// Job `job`'s submission call, asleep for a tag, was woken (sbitmap's wake-up): its task
+    /// tries again for the tag when it next runs on a CPU. Sent only to a CPU stage above that
+    /// runs the jobs' tasks and asked for it; that stage answers with
+    /// [`Command::SubmitterRuns`] when the task has its turn.
+    SubmitterWoken { host: u16, job: u32 },
 }
 
 impl Notice {
@@ -114,6 +119,9 @@ pub enum Command {
     GetLogPage { lid: u8, set: u16, data: Vec<u8> },
     /// An ordered write's message to one target server (see [`crate::order`]).
     Ordering(crate::order::OrderMsg),
+    /// The task of job `job`, woken by [`Notice::SubmitterWoken`], runs now (not an NVMe
+    /// command: a CPU stage's answer to the block layer, which retries the task's tag).
+    SubmitterRuns { job: u32 },
 }
 
 /// How an admin command ended.

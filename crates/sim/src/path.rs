@@ -236,6 +236,9 @@ pub fn build<D: Device, V: PathVisitor>(
             },
         };
         let mut block = block_layer(device, limits, dev.caps(), 1)?;
+        if cpu.as_ref().is_some_and(CpuStage::woken_retry) {
+            block = block.with_retry_on_cpu();
+        }
         if let Some(o) = ordered_streams(device, plan, dev.caps(), 0)? {
             block = block.with_ordered(o);
         }

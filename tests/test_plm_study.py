@@ -152,8 +152,8 @@ def test_every_why_names_a_claim_and_the_command_of_its_experiment(repeated):
     keys = {c.key for c in report._claims(results[results["seed"] == 4])}
     # Config 4's rows are named as Config 2's (this study has Config 2 only).
     keys |= {k[:-2] + "-4" for k in keys if k.endswith("-2")}
-    # DS4's rows need DS4's runs (this study has DS1 only).
-    keys |= {"ds4", "ds4-hod-cod"}
+    # DS4's rows need DS4's runs (this study has DS1 only), fr's rows fr's (it has sp only).
+    keys |= {"ds4", "ds4-hod-cod"} | {k[:-3] + "-fr" for k in keys if k.endswith("-sp")}
     assert report.WHY and set(report.WHY) <= keys
     for text in report.WHY.values():
         assert "`qoslab plm study --out" in text or "`python -c 'from qoslab.plm" in text
@@ -307,9 +307,50 @@ def test_the_generator_has_table_one_read_intensity_and_ds4_is_ds1_later():
     assert np.corrcoef(rate[:, 0], rate[:, 1])[0, 1] > 0.5
     ds4 = study.slot_intensity("DS4", 20_000, 7, wl)
     assert np.corrcoef(ds4[:, 0], ds4[:, 1])[0, 1] < 0.1
-    assert np.allclose(ds4[:, 0], rate[:, 0])
-    assert np.corrcoef(ds4[2:, 1], rate[:-2, 0])[0, 1] > 0.5
-    assert np.corrcoef(ds4[4:, 2], rate[:-4, 0])[0, 1] > 0.5
+    assert (ds4[:, 0] == rate[:, 0]).all()
+    assert (ds4[2:, 1] == rate[:-2, 1]).all()
+    assert (ds4[4:, 2] == rate[:-4, 2]).all()
+
+
+def _records(path):
+    """A generated SYSTOR '17 file's records, each time in whole ns."""
+    frame = pd.read_csv(path, dtype={"Timestamp": str})
+    whole, frac = frame["Timestamp"].str.split(".", expand=True).T.to_numpy()
+    frame["ns"] = whole.astype(np.int64) * 1_000_000_000 + frac.astype(np.int64)
+    return frame[["ns", "IOType", "Offset", "Size"]]
+
+
+def test_ds4_is_ds1s_requests_with_the_medium_host_200_ms_and_the_low_host_400_ms_later(tmp_path):
+    # IV-C: the document made "Dataset4 from Dataset1 by adding an offset of 200 ms and 400 ms
+    # to 'Medium' and 'Low' traffic". Over a whole 30 s run, with writes and two sizes so that
+    # every field counts: DS4's high host is DS1's byte for byte; every request of DS1's medium
+    # (low) host that still falls in the run is in DS4's 200 (400) ms later, in order, with its
+    # type, offset and size, and DS4's other requests all come before the offset (the traffic
+    # before DS1's first slot). Each file starts at time 0: a replay counts from a file's first
+    # record, and the offset must survive it.
+    wl = study.Workload(write_fraction=0.1, sizes=study.parse_sizes("4k:0.8,64k:0.2"))
+    end_ns = 30_000 * 1_000_000
+    (tmp_path / "one").mkdir()
+    (tmp_path / "four").mkdir()
+    one = study.generate("DS1", 30_000, 3, wl, tmp_path / "one")
+    four = study.generate("DS4", 30_000, 3, wl, tmp_path / "four")
+    assert Path(four.paths[0]).read_bytes() == Path(one.paths[0]).read_bytes()
+    for h, offset_ms in ((1, 200), (2, 400)):
+        shift = offset_ms * 1_000_000
+        a, b = _records(one.paths[h]), _records(four.paths[h])
+        moved = a[a["ns"] + shift < end_ns].copy()
+        moved["ns"] += shift
+        later = b[b["ns"] >= shift]
+        assert len(moved) > 20_000
+        assert later.reset_index(drop=True).equals(moved.reset_index(drop=True))
+        earlier = b[b["ns"] < shift]
+        assert b["ns"].iloc[0] == 0 and len(earlier) == len(b) - len(later) > 0
+        assert (earlier["IOType"] == "W").any()
+        # The demand the coordinator is given moves with the requests, window by window.
+        lag = offset_ms // study.SLOT_MS
+        d1, d4 = one.window_demand(100)[:, h], four.window_demand(100)[:, h]
+        assert (d4[lag:] == d1[:-lag]).all()
+        assert four.reads[h] == (later["IOType"] == "R").sum() + (earlier["IOType"] == "R").sum()
 
 
 def _requests(path):

@@ -21,6 +21,7 @@ requests stream to files in chunks: nothing the size of the run is held in memor
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -45,6 +46,11 @@ DATASETS: dict[str, tuple[float, float, float, tuple[int, int, int]]] = {
     "DS3": (165.0, 0.85, 0.70, (0, 0, 0)),
     "DS4": (420.0, 0.78, 0.71, (0, 200, 400)),
 }
+# A dataset with offsets draws no requests of its own: the document makes Dataset4 "from
+# Dataset1 by adding an offset of 200 ms and 400 ms to 'Medium' and 'Low' traffic" (IV-C), so
+# each of its hosts replays the requests of that host of DS1, every one the host's offset
+# later. The offsets are whole 100 ms slots.
+SHIFTED_FROM = {"DS4": "DS1"}
 # Table II: DC = factor x M_DC, and T_DW in ms.
 CONFIGS: dict[int, tuple[float, int]] = {1: (1.2, 100), 2: (1.4, 100), 3: (2.0, 400), 4: (2.5, 400)}
 POLICIES = ("sp", "fr")
@@ -191,21 +197,44 @@ def _rng(seed: int, stream: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(key,))))
 
 
-def slot_intensity(dataset: str, slots: int, seed: int, workload: Workload) -> np.ndarray:
-    """Each host's mean 4 KiB read units in each 100 ms slot: [slot][host]."""
-    high, med, low, offsets = DATASETS[dataset]
+def _base(dataset: str) -> tuple[str, list[int]]:
+    """The dataset whose requests `dataset` replays, and each host's lag in slots."""
+    offsets = DATASETS[dataset][3]
+    return SHIFTED_FROM.get(dataset, dataset), [o // SLOT_MS for o in offsets]
+
+
+def _own_intensity(dataset: str, slots: int, before: int, seed: int, workload: Workload):
+    """Each host's mean read units in slots -before to slots - 1 of a dataset that draws its
+    own requests: [before + slot][host]. The slots before 0 (the traffic just before the run's,
+    which a shifted dataset has in its first slots) draw from streams of their own, so that the
+    run's slots are the same whatever `before` is."""
+    high, med, low, _ = DATASETS[dataset]
     means = (high, high * med, high * low)
-    lags = [o // SLOT_MS for o in offsets]
-    # The shared factor of slot n is shared[lead + n] whatever the dataset (DS4's high host
-    # sees DS1's); a host `lag` slots late sees slot n - lag's.
+    # The shared factor of slot n is shared[lead + n] (n from -lead).
     lead = max(o // SLOT_MS for d in DATASETS.values() for o in d[3])
     s = workload.burst_sigma
     shared = _rng(seed, "plm/study/shared").lognormal(-(s**2) / 2, s, slots + lead)
-    out = np.empty((slots, 3))
+    out = np.empty((before + slots, 3))
     o = workload.own_sigma
     for h, mean in enumerate(means):
         own = _rng(seed, f"plm/study/own{h}").lognormal(-(o**2) / 2, o, slots)
-        out[:, h] = mean * shared[lead - lags[h] : lead - lags[h] + slots] * own
+        # Slot -k's own factor is earlier[k - 1].
+        earlier = _rng(seed, f"plm/study/own{h}/before").lognormal(-(o**2) / 2, o, before)
+        out[:, h] = (
+            mean * shared[lead - before : lead + slots] * np.concatenate([earlier[::-1], own])
+        )
+    return out
+
+
+def slot_intensity(dataset: str, slots: int, seed: int, workload: Workload) -> np.ndarray:
+    """Each host's mean 4 KiB read units in each 100 ms slot: [slot][host]; a shifted
+    dataset's host `lag` slots late has in slot n its base dataset's slot n - lag."""
+    base, lags = _base(dataset)
+    before = max(lags)
+    full = _own_intensity(base, slots, before, seed, workload)
+    out = np.empty((slots, 3))
+    for h, lag in enumerate(lags):
+        out[:, h] = full[before - lag : before - lag + slots, h]
     return out
 
 
@@ -291,62 +320,102 @@ def _write_rows(out, at_ns, is_write, offsets, sizes, response=None, lun=None) -
     pcsv.write_csv(table, out, pcsv.WriteOptions(include_header=False, quoting_style="none"))
 
 
+def _requests(
+    rate: np.ndarray, rng, place, workload: Workload, end_ns: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """One host's requests in time order, chunk by chunk, as (time in ns, is a write, size,
+    offset): Poisson in each 100 ms slot (slot i from i x 100 ms) with `rate` read units, before
+    `end_ns`; its first request at time 0, as a replay counts from a trace's first record."""
+    slot_ns = SLOT_MS * 1_000_000
+    sizes = np.array([s for s, _ in workload.sizes], dtype=np.int64)
+    weights = np.array([w for _, w in workload.sizes])
+    wf = workload.write_fraction
+    read_rate = rate / workload.mean_units()
+    write_rate = read_rate * wf / (1 - wf) if wf > 0 else None
+    first = True
+    for c0 in range(0, len(rate), CHUNK_SLOTS):
+        c1 = min(len(rate), c0 + CHUNK_SLOTS)
+        nr = rng.poisson(read_rate[c0:c1])
+        nw = rng.poisson(write_rate[c0:c1]) if write_rate is not None else 0 * nr
+        per_slot = nr + nw
+        total = int(per_slot.sum())
+        if total == 0:
+            continue
+        starts = np.repeat(np.cumsum(per_slot) - per_slot, per_slot)
+        is_write = (np.arange(total) - starts) >= np.repeat(nr, per_slot)
+        slot = np.repeat(np.arange(c0, c1, dtype=np.int64), per_slot)
+        at = slot * slot_ns + (rng.random(total) * slot_ns).astype(np.int64)
+        if len(sizes) > 1:
+            size = sizes[rng.choice(len(sizes), total, p=weights)]
+        else:
+            size = np.full(total, sizes[0], dtype=np.int64)
+        order = np.argsort(at, kind="stable")
+        at, is_write, size = at[order], is_write[order], size[order]
+        if first:
+            at[0] = 0
+            first = False
+        keep = at < end_ns
+        at, is_write, size = at[keep], is_write[keep], size[keep]
+        offsets = place.integers(0, (SPAN_BYTES - size) // UNIT_BYTES + 1) * UNIT_BYTES
+        yield at, is_write, size, offsets
+
+
 def generate(
     dataset: str, duration_ms: int, seed: int, workload: Workload, folder: Path, name: str = ""
 ) -> Traces:
     """Writes each host's requests of `duration_ms` as a SYSTOR '17 CSV in `folder` (4 KiB
-    aligned at random offsets in the first GiB; the first request at time 0, as a replay counts
-    from a trace's first record) and counts their read units per window."""
+    aligned at random offsets in the first GiB; each file's first request at time 0, as a replay
+    counts from a trace's first record) and counts their read units per window. A shifted
+    dataset's host `offset` late replays its base dataset's requests `offset` later; in its first
+    `offset` it has the base host's traffic of the `offset` before the run (its own draws)."""
     name = name or dataset
+    base, lags = _base(dataset)
     slots = math.ceil(duration_ms / SLOT_MS)
     end_ns = duration_ms * 1_000_000
-    slot_ns = SLOT_MS * 1_000_000
-    intensity = slot_intensity(dataset, slots, seed, workload)
-    sizes = np.array([s for s, _ in workload.sizes], dtype=np.int64)
-    weights = np.array([w for _, w in workload.sizes])
-    wf = workload.write_fraction
+    before = max(lags)
+    intensity = _own_intensity(base, slots, before, seed, workload)
     counter = DemandCounter(3)
     paths, reads, writes, span = [], [], [], 0
-    for h in range(3):
-        rng = _rng(seed, f"plm/study/host{h}")
-        place = _rng(seed, f"plm/study/{dataset}/offsets{h}")
-        read_rate = intensity[:, h] / workload.mean_units()
-        write_rate = read_rate * wf / (1 - wf) if wf > 0 else None
+    for h, lag in enumerate(lags):
+        shift_ns = lag * SLOT_MS * 1_000_000
+        # The traffic before the run's first slot, then the base dataset's own.
+        earlier = _requests(
+            intensity[before - lag : before, h],
+            _rng(seed, f"plm/study/host{h}/before"),
+            _rng(seed, f"plm/study/{base}/offsets{h}/before"),
+            workload,
+            shift_ns,
+        )
+        own = (
+            (at + shift_ns, *rest)
+            for at, *rest in _requests(
+                intensity[before:, h],
+                _rng(seed, f"plm/study/host{h}"),
+                _rng(seed, f"plm/study/{base}/offsets{h}"),
+                workload,
+                end_ns,
+            )
+        )
         path = folder / f"{name}-{CLASSES[h]}.csv"
         n_reads = n_writes = 0
         first = True
         with open(path, "wb") as out:
             out.write(SYSTOR_HEADER.encode())
-            for c0 in range(0, slots, CHUNK_SLOTS):
-                c1 = min(slots, c0 + CHUNK_SLOTS)
-                nr = rng.poisson(read_rate[c0:c1])
-                nw = rng.poisson(write_rate[c0:c1]) if write_rate is not None else 0 * nr
-                per_slot = nr + nw
-                total = int(per_slot.sum())
-                if total == 0:
+            for at, is_write, size, offsets in itertools.chain(earlier, own):
+                keep = at < end_ns
+                at, is_write, size, offsets = at[keep], is_write[keep], size[keep], offsets[keep]
+                if not len(at):
                     continue
-                starts = np.repeat(np.cumsum(per_slot) - per_slot, per_slot)
-                is_write = (np.arange(total) - starts) >= np.repeat(nr, per_slot)
-                slot = np.repeat(np.arange(c0, c1, dtype=np.int64), per_slot)
-                at = slot * slot_ns + (rng.random(total) * slot_ns).astype(np.int64)
-                if len(sizes) > 1:
-                    size = sizes[rng.choice(len(sizes), total, p=weights)]
-                else:
-                    size = np.full(total, sizes[0], dtype=np.int64)
-                order = np.argsort(at, kind="stable")
-                at, is_write, size = at[order], is_write[order], size[order]
                 if first:
+                    # The replay counts from the file's first record, so it must be at time 0
+                    # for the offset to survive it (it is, unless no traffic came before).
                     at[0] = 0
                     first = False
-                keep = at < end_ns
-                at, is_write, size = at[keep], is_write[keep], size[keep]
-                offsets = place.integers(0, (SPAN_BYTES - size) // UNIT_BYTES + 1) * UNIT_BYTES
                 r = ~is_write
                 counter.add(h, at[r], -(-size[r] // UNIT_BYTES))
                 n_reads += int(r.sum())
                 n_writes += int(is_write.sum())
-                if len(at):
-                    span = max(span, int(at[-1]))
+                span = max(span, int(at[-1]))
                 _write_rows(out, at, is_write, offsets, size)
         paths.append(str(path))
         reads.append(n_reads)

@@ -146,3 +146,19 @@ def test_library_errors_are_the_commands_one_line_errors(tmp_path):
     assert "Not a directory" in message
     with pytest.raises(InputError, match="env: expected a dict"):
         qoslab.sim(text="[j]\ndirect=1\n", env=["QD=4"])
+    # A bad run parameter or schedule: the typed error (its args as before) is an InputError
+    # too, whose text is one line.
+    workload = qoslab.nvmelite.load_workload(ROOT / "tests" / "data" / "nvmelite" / "seed_001.json")
+    with pytest.raises(InputError) as err:
+        qoslab.nvmelite.run(workload, policy="LIFO", bound_k=1)
+    assert isinstance(err.value, qoslab.nvmelite.ParamsError)
+    assert err.value.args[1:] == ("policy", None)
+    assert str(err.value) == (
+        "policy: expected a policy: FIFO, RANDOM, BATCHED or ADVERSARIAL, got 'LIFO'"
+    )
+    with pytest.raises(InputError) as err:
+        qoslab.nvmelite.replay(workload, "nonsense\n")
+    assert isinstance(err.value, qoslab.nvmelite.ScheduleError) and err.value.args[1] == 1
+    assert (
+        str(err.value) == "schedule line 1: expected the first line 'qoslab-nvmelite-schedule v1'"
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qoslab._core import nvmelite as _core
+from qoslab.errors import InputError
 from qoslab.nvmelite.config import load_matrix, load_workload, project_commit
 
 Workload = _core.Workload
@@ -29,6 +30,31 @@ Matrix = _core.Matrix
 ScheduleError = _core.ScheduleError
 ParamsError = _core.ParamsError
 RUNS_CSV_HEADER = _core.RUNS_CSV_HEADER
+
+
+class ParamsInputError(InputError, ParamsError):
+    """What `run` raises for a bad parameter: a `ParamsError` (args (message, field, index))
+    whose text is the one line the command prints, and an `InputError` like every library
+    error a user sees."""
+
+    def __init__(self, *args):
+        Exception.__init__(self, *args)
+
+    def __str__(self) -> str:
+        message, field, index = self.args
+        return f"{field if index is None else f'{field}[{index}]'}: {message}"
+
+
+class ScheduleInputError(InputError, ScheduleError):
+    """What `replay` raises for a schedule it cannot follow: a `ScheduleError` (args (message,
+    line)) whose text is one line naming the schedule's line, and an `InputError`."""
+
+    def __init__(self, *args):
+        Exception.__init__(self, *args)
+
+    def __str__(self) -> str:
+        message, line = self.args
+        return f"schedule line {line}: {message}" if line else f"schedule: {message}"
 
 
 def run(
@@ -45,20 +71,24 @@ def run(
     schedule: bool = False,
     reference_schedule: bool = False,
 ) -> RunResult:
-    """One run. Parameters take the spellings of the spec (section 2); raises ParamsError."""
-    return _core.run(
-        workload,
-        policy,
-        str(bound_k),
-        fault_mode,
-        str(schedule_seed),
-        str(submit_window),
-        scheduler_version,
-        git_commit,
-        log,
-        schedule,
-        reference_schedule,
-    )
+    """One run. Parameters take the spellings of the spec (section 2); raises ParamsError
+    (an InputError too)."""
+    try:
+        return _core.run(
+            workload,
+            policy,
+            str(bound_k),
+            fault_mode,
+            str(schedule_seed),
+            str(submit_window),
+            scheduler_version,
+            git_commit,
+            log,
+            schedule,
+            reference_schedule,
+        )
+    except ParamsError as err:
+        raise ParamsInputError(*err.args) from None
 
 
 def replay(
@@ -69,8 +99,12 @@ def replay(
     log: bool = True,
     reference_schedule: bool = False,
 ) -> RunResult:
-    """Re-executes a schedule file; raises ScheduleError(message, line) when strict."""
-    return _core.replay(workload, schedule_text, strict, log, reference_schedule)
+    """Re-executes a schedule file; raises ScheduleError(message, line) (an InputError too)
+    when strict."""
+    try:
+        return _core.replay(workload, schedule_text, strict, log, reference_schedule)
+    except ScheduleError as err:
+        raise ScheduleInputError(*err.args) from None
 
 
 def matrix(

@@ -76,6 +76,10 @@ CASES = {
         "[v]\nioengine=vsync\niodepth=4\niodepth_batch_submit=3\nrw=read\nnumber_ios=500\n"
     ),
     "loops": "[l]\nioengine=psync\nrw=read\nsize=1m\nloops=3\n",
+    # number_ios counts in each loop (30 I/Os here, the offsets running on).
+    "loops-number-ios": "[l]\nioengine=psync\nrw=read\nsize=1m\nloops=3\nnumber_ios=10\n",
+    # A name in [global] names no job: the section's name is reported.
+    "global-name": "[global]\nname=g\n[sec]\nioengine=psync\nrw=read\nnumber_ios=10\n",
     "numjobs": (
         "[c]\nioengine=libaio\niodepth=2\nnumjobs=3\nrw=randread\nnumber_ios=300\ngroup_reporting\n"
     ),

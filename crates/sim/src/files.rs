@@ -4,6 +4,7 @@
 //! field it is for jobs on the device.
 
 use qoslab_block::OrderingOps;
+use qoslab_engine::Op;
 use qoslab_fs::{FileSpec, FsConfig, FsSetup};
 use qoslab_workload::fio::JobFile;
 
@@ -32,6 +33,33 @@ pub fn jobs_on_files(
                 "job '{}': on a mounted file system ([fs] mount = true) every job runs on host 0 (the file system is mounted there)",
                 job.name
             )));
+        }
+        if job.app.is_some() {
+            continue;
+        }
+        // fio lays a job's file out (writes it whole) before the job reads or trims it; here
+        // every job's file is new and empty (`setup`), so its reads would find nothing and a
+        // time-based job would read for ever in no time.
+        if job.rw.issues(Op::Read) || job.rw.issues(Op::Trim) {
+            return Err(at(format!(
+                "job '{}': reads or trims a file on a mounted file system: fio first lays the file out (writes it whole), but here each job's file is new and empty, so the reads would find nothing (docs/fs.md)",
+                job.name
+            )));
+        }
+        // fio's jobs and numjobs clones that name one file share it; here each job clone has
+        // a file of its own (names with fio's $jobnum/$filenum keywords are one file each).
+        if let Some(name) = job.filename.as_deref().filter(|n| !n.contains('$')) {
+            let shared = job.numjobs > 1
+                || file
+                    .jobs
+                    .iter()
+                    .any(|o| o.index != job.index && o.filename.as_deref() == Some(name));
+            if shared {
+                return Err(at(format!(
+                    "job '{}': filename={name} is one file that fio's jobs (or numjobs clones) share; on a mounted file system each job clone here gets a file of its own (docs/fs.md)",
+                    job.name
+                )));
+            }
         }
     }
     crate::path::fs_ordering(device).map(Some)

@@ -1017,14 +1017,33 @@ fn json_report(
             .jobs
             .iter()
             .flat_map(|j| {
-                j.ignored.iter().map(|(option, loc)| {
+                let options = j.ignored.iter().map(|(option, loc)| {
                     json!({
                         "job": j.name,
                         "option": option,
                         "location": format!("{}:{}", loc.path.display(), loc.line),
                         "why": qoslab_workload::fio::options::find(option).map_or("", |o| o.help),
                     })
-                })
+                });
+                // A log without log_avg_msec is fio's log of every I/O, which is not written
+                // (the CLI's warning line names it too).
+                let logs = [
+                    ("write_lat_log", &j.logs.lat),
+                    ("write_bw_log", &j.logs.bw),
+                    ("write_iops_log", &j.logs.iops),
+                ];
+                let per_io_logs = logs
+                    .into_iter()
+                    .filter(|(_, log)| j.log_avg_msec.unwrap_or(0) == 0 && log.is_some())
+                    .map(|(option, _)| {
+                        json!({
+                            "job": j.name,
+                            "option": option,
+                            "location": format!("{}:{}", j.location.path.display(), j.location.line),
+                            "why": "fio's log of every I/O is not simulated; set log_avg_msec for the averaged log",
+                        })
+                    });
+                options.chain(per_io_logs)
             })
             .collect();
         q.insert("ignored_options".into(), Value::Array(ignored));

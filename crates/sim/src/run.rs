@@ -1011,11 +1011,12 @@ mod tests {
     #[test]
     fn runtimes_weight_groups_by_their_simulated_length() {
         // Group 0 lasts ramp 100 ms + runtime 200 ms; group 1 its longest runtime, 600 ms.
+        // `short` is not time-based: a time-based job ignores number_ios, as fio does.
         let mut jobs = job_file(
             "[global]\nioengine=libaio\ndirect=1\nbs=4k\nsize=1g\ntime_based=1\n\
              [warm]\nrw=randwrite\nramp_time=100ms\nruntime=200ms\n\
              [long]\nstonewall\nrw=randread\nruntime=600ms\n\
-             [short]\nrw=read\nruntime=400ms\nnumber_ios=10\n",
+             [short]\nrw=read\ntime_based=0\nruntime=400ms\nnumber_ios=10\n",
         );
         assert_eq!(jobs[0].time_limit_ns(), Some(300 * MS));
         jobs[0].start(0);

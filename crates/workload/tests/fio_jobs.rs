@@ -486,6 +486,28 @@ fn host_only_options_are_accepted_and_listed_and_those_that_change_the_io_are_re
 }
 
 #[test]
+fn verify_is_ignored_only_where_fio_reads_nothing_back() {
+    // fio 3.33, randwrite 1 MiB with verify=crc32c: 256 writes and then 256 reads of them.
+    assert_eq!(
+        parse_err("[j]\nrw=randwrite\nverify=crc32c\n"),
+        "t.fio:3: job 'j': verify on a job that writes: fio then reads back every block it \
+         wrote (its verify phase), I/O that qoslab does not simulate; set do_verify=0 to run \
+         the writes alone"
+    );
+    assert!(parse_err("[global]\nverify=md5\n[j]\nrw=randrw\n").contains("t.fio:2: job 'j'"));
+    // A read job checks what it reads (the same I/O), and do_verify=0 or verify=0 read
+    // nothing back.
+    for ok in [
+        "[j]\nrw=randread\nverify=crc32c\n",
+        "[j]\nrw=write\nverify=meta\ndo_verify=0\n",
+        "[j]\nrw=write\nverify=0\n",
+    ] {
+        let j = &parse(ok).jobs[0];
+        assert!(j.ignored.iter().any(|(k, _)| k == "verify"), "{ok}");
+    }
+}
+
+#[test]
 fn fio_syntax_that_used_to_be_refused_is_read() {
     // A backwards skip, a last zone that takes the rest, fio's file-name keywords.
     let f = parse(

@@ -210,6 +210,11 @@ fn end_conditions() {
         256,
         "number_ios never extends"
     );
+    // fio counts number_ios in each loop (fio 3.33: loops=3, number_ios=10 does 30 I/Os).
+    assert_eq!(
+        all_ios("rw=read\nsize=1m\nloops=3\nnumber_ios=10\n", 1).len(),
+        30
+    );
     assert_eq!(
         all_ios("rw=read\nfilesize=1m\nsize=2m\n", 1).len(),
         512,
@@ -225,6 +230,13 @@ fn end_conditions() {
         (0..10_000).filter_map(|_| g.next_io()).count(),
         10_000,
         "time_based never runs out"
+    );
+    let j = job("rw=read\nsize=1m\ntime_based\nruntime=2s\nnumber_ios=10\n");
+    let mut g = JobGen::new(&j, 0, 1).unwrap();
+    assert_eq!(
+        (0..1_000).filter_map(|_| g.next_io()).count(),
+        1_000,
+        "a time_based job ignores number_ios, as fio does"
     );
 }
 

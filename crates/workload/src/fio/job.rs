@@ -402,6 +402,10 @@ pub struct Job {
     /// (`None`: fio's default applies).
     pub ioengine_location: Option<Location>,
     pub direct_location: Option<Location>,
+    /// Where `verify` was set to a method (anything but fio's `0`), and fio's `do_verify`:
+    /// together on a job that writes they make fio read back what it wrote.
+    pub verify_location: Option<Location>,
+    pub do_verify: bool,
 }
 
 /// fio's default `percentile_list`.
@@ -519,6 +523,8 @@ impl Job {
             ignored: Vec::new(),
             ioengine_location: None,
             direct_location: None,
+            verify_location: None,
+            do_verify: true,
         }
     }
 

@@ -165,6 +165,10 @@ fn parse_job_parts(
                 };
                 let mut job = Job::with_defaults(name, jobs.len(), location);
                 apply_section(&mut job, &global_options)?;
+                // A `name` in [global] names no job: fio 3.33 reports the section's name
+                // unless the section itself sets one (measured: `[global] name=g` + `[sec]`
+                // is reported as "sec").
+                job.name = name.to_string();
                 job.globals_before = global_options.len();
                 section = Some((Some(job), Vec::new()));
             }
@@ -291,6 +295,8 @@ fn apply_option(
     match spec.name {
         "ioengine" => job.ioengine_location = Some(loc.clone()),
         "direct" | "buffered" | "atomic" => job.direct_location = Some(loc.clone()),
+        "verify" => job.verify_location = (value.trim() != "0").then(|| loc.clone()),
+        "do_verify" => job.do_verify = value.trim() != "0",
         _ => {}
     }
     Ok(())
@@ -310,6 +316,25 @@ fn validate(job: &Job) -> Result<(), WorkloadError> {
     }
     if job.prioclass == Some(qoslab_engine::IoPrioClass::None) && job.prio.is_some() {
         return Err(at("prio needs a prioclass other than 0".into()));
+    }
+    // fio reads back every block a job wrote when `verify` names a method and `do_verify` is
+    // on (backend.c's verify phase after the writes, or as it goes with `verify_backlog`):
+    // I/O of its own, with its own depths, that qoslab does not issue. Ignoring `verify` is
+    // right only where it adds none: a job that does not write, or `do_verify=0`.
+    if let Some(loc) = &job.verify_location
+        && job.do_verify
+        && job.rw.issues(qoslab_engine::Op::Write)
+    {
+        return Err(WorkloadError::at(
+            &loc.path,
+            loc.line,
+            format!(
+                "job '{}': verify on a job that writes: fio then reads back every block it \
+                 wrote (its verify phase), I/O that qoslab does not simulate; set do_verify=0 \
+                 to run the writes alone",
+                job.name
+            ),
+        ));
     }
     if job.steadystate.is_some() && job.ss_dur_ns > 0 && job.ss_dur_ns < 1_000_000_000 {
         return Err(at(

@@ -777,7 +777,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "I/Os",
         "",
-        "Stop after this many I/Os (never extends the job)."
+        "Stop after this many I/Os in each of the `loops` (never extends the job; a `time_based` job runs its `runtime` whatever it says, as in fio)."
     ),
     opt!(
         "loops",
@@ -1798,12 +1798,12 @@ pub static OPTIONS: &[OptionSpec] = &[
     ignored!(
         "verify",
         [],
-        "Checking data: the simulated device stores none, and the read-back of what was written is not simulated."
+        "Checking data: the same I/O on a job that does not write, or with do_verify=0; on a job that writes fio reads back all it wrote, which is not simulated, and such a job is refused."
     ),
     ignored!(
         "do_verify",
         [],
-        "Checking data: the read-back of what was written is not simulated."
+        "Checking data: 0 lets a job that writes run with verify set (fio then reads nothing back)."
     ),
     ignored!("verifysort", [], "Checking data (verify)."),
     ignored!("verifysort_nr", [], "Checking data (verify)."),

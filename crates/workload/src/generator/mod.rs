@@ -37,8 +37,9 @@
 //!   `file_service_type` chooses the file of each I/O (in turn `n` I/Os each, at random, or
 //!   each file's share of the I/O before the next).
 //! - End: [`JobGen::next_io`] returns `None` once `io_size` (default `size` x `loops`)
-//!   bytes or `number_ios` I/Os have been generated; `time_based` jobs never run out and
-//!   stop at [`JobGen::end_ns`] (`ramp_time + runtime`), which also bounds other jobs.
+//!   bytes or `number_ios` x `loops` I/Os have been generated; `time_based` jobs never run
+//!   out (fio ignores their `number_ios`) and stop at [`JobGen::end_ns`] (`ramp_time +
+//!   runtime`), which also bounds other jobs.
 
 mod dist;
 
@@ -602,10 +603,19 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
         .or(if job.filesize.is_some() { size } else { None })
         .unwrap_or(region_len);
     let io_limit_bytes = (!job.time_based).then(|| per_loop.saturating_mul(job.loops));
+    // fio counts `number_ios` per loop and a time-based job goes on to its runtime whatever
+    // it says (backend.c: `exceeds_number_ios` compares with number_ios x loops, and
+    // `do_io`/`keep_running` test `time_based` first); measured with fio 3.33: loops=3 with
+    // number_ios=10 does 30 I/Os (the offsets run on), time_based with number_ios=300 runs
+    // its 100 ms (2,636 I/Os).
+    let io_limit_ios = job
+        .number_ios
+        .filter(|_| !job.time_based)
+        .map(|n| n.saturating_mul(job.loops));
     Ok(Extent {
         region_start_bytes: start,
         region_len_bytes: region_len,
         io_limit_bytes,
-        io_limit_ios: job.number_ios,
+        io_limit_ios,
     })
 }

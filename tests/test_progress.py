@@ -89,10 +89,12 @@ def test_the_rio_study_counts_every_simulator_run_it_makes():
     ticks = []
     rows = study.run_study(plan, [], lambda: ticks.append("point"))
     cuts = study.recovery_cuts(plan, [], lambda: ticks.append("cut"))
+    setup = study.setup_cuts(plan, [], lambda: ticks.append("setup"))
     assert len(ticks) == study.runs(plan)
     # one tick per row, and per cut plus the uncut run that times each recovery point
     assert ticks.count("point") == len(rows) == 42
     assert ticks.count("cut") == len(cuts) + len(plan.threads) * len(study.RECOVERY_STACKS)
+    assert ticks.count("setup") == len(setup) + len(study.RECOVERY_STACKS)
 
 
 # A run of a few tenths of a second: 20,000 reads at depth 4 on one 10 us server.

@@ -76,8 +76,9 @@ def quick_study(tmp_path_factory):
 def test_the_quick_study_writes_its_report_and_has_the_documents_shape(quick_study):
     out = quick_study
     data = json.loads((out / "study.json").read_text())
-    # Figures 10 (flash, Optane), 10(d), 11, 12 and recovery.
-    assert (out / "report.html").read_text().count("<svg") == 6
+    # Figures 10 (flash, Optane), 10(d), 11, 12, recovery over threads and on the
+    # document's setup.
+    assert (out / "report.html").read_text().count("<svg") == 7
     table = {row["claim"]: row for row in data["document_vs_qoslab"]}
     flash = table["throughput Rio / Linux, flash, mean over threads"]
     assert flash["qoslab"] >= 30 and flash["inside"]
@@ -109,9 +110,17 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(quick_stu
         assert 0 < few < many
         assert all(c["recovery_ns"] == c["rebuild_ns"] + c["data_recovery_ns"] for c in mine)
     assert table["order rebuild grows with the requests in flight (Rio and HORAE)"]["inside"]
+    # The document's setup (6.5): 36 threads issuing without waiting on two flash targets,
+    # 3 cuts per stack here (30 in the full study), each recovered to a prefix.
+    setup = data["recovery_on_the_documents_setup"]
+    assert sorted(c["stack"] for c in setup) == ["horae"] * 3 + ["rio"] * 3
+    assert all(c["violations"] == 0 and c["threads"] == 36 for c in setup)
+    rebuild = [row for claim, row in table.items() if claim.startswith("order rebuild Rio / HORAE")]
     # A Rio attribute (32 B) takes longer to read back than a HORAE entry (16 B), as the
     # document's 55 ms against 38 ms.
-    assert table["order rebuild Rio / HORAE, 4 threads"]["qoslab"] > 1
+    assert len(rebuild) == 1 and rebuild[0]["qoslab"] > 1
+    lift = table["throughput Linux, flash, two targets / one target, mean over threads"]
+    assert lift["qoslab"] > 0 and (lift["inside"] or "dm-stripe" in lift["why"])
 
 
 @needs_chromium
@@ -417,6 +426,40 @@ def test_a_rio_stream_without_a_flush_gets_one_before_the_pmr_log_fills(qoslab, 
     optane = run("rio-optane")
     assert optane["jobs"][0]["write"]["total_ios"] == 200
     assert _counter(optane, "ordered_forced_flushes") == 0
+
+
+def test_a_horae_stream_without_a_flush_gets_one_before_its_metadata_fills_the_pmr(
+    qoslab, tmp_path
+):
+    # HORAE's ordering metadata (16 B a request) stays in the target's PMR log until a FLUSH
+    # covers its request, as Rio's attributes do: the log of a stream that never flushes would
+    # outgrow the PMR (2 KiB here: 128 entries). HORAE too gets a FLUSH when a log is three
+    # quarters full, so a cut at the end of the run reads back no more than the PMR holds.
+    jobs = tmp_path / "w.fio"
+    aio = "[w]\nioengine=libaio\ndirect=1\n"
+    jobs.write_text(aio + "bs=4k\nrw=write\niodepth=8\nnumber_ios=400\nordering=horae\n")
+    args = ["sim", str(jobs), "--device", "rio-flash", "--set", "fabric.pmr_bytes=2KiB"]
+    args += ["--set", "fabric.targets=1", "--output-format", "json"]
+    done = json.loads(qoslab(*args, check=True).stdout)
+    assert done["jobs"][0]["write"]["total_ios"] == 400
+    assert _counter(done, "ordered_forced_flushes") >= 400 // 128
+    end = done["qoslab"]["simulated_ns"]
+    cut = json.loads(qoslab(*args, "--power-fail-at", f"{end}ns", check=True).stdout)
+    rec = cut["qoslab"]["recovery"]
+    assert rec["prefix_ok"] and rec["acked_lost"] == 0
+    assert 0 < rec["attributes_scanned"] <= 128
+
+
+def test_horae_reads_back_only_the_metadata_of_requests_not_known_durable(qoslab):
+    # With PLP an acknowledged request is durable: its metadata leaves HORAE's PMR log, so a
+    # cut late in a run reads back at most the requests in flight (4 threads x 32), not the
+    # metadata of every request the run made.
+    args = ["rio", "run", "--stack", "horae", "--threads", "4", "--writes", "400"]
+    args += ["--device", "rio-optane"]
+    end = json.loads(qoslab(*args, check=True).stdout)["elapsed_ns"]
+    cut = json.loads(qoslab(*args, "--power-fail-at", f"{end * 4 // 5}ns", check=True).stdout)
+    assert cut["prefix_ok"] and cut["in_flight"] <= 4 * 32
+    assert 0 < cut["recovery"]["entries_read"] <= cut["in_flight"]
 
 
 def test_a_rio_log_held_by_a_stream_that_stopped_writing_is_named(qoslab, tmp_path):

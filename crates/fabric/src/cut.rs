@@ -9,7 +9,7 @@
 //! the `persist` bit the target set, each target's live log and recycled head, HORAE's
 //! persisted metadata. Each ordering's streams are recovered by that stack's rules.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde::Serialize;
 
@@ -394,6 +394,12 @@ fn group<'a>(
     let mut data = Vec::new();
     let mut acked = Vec::new();
     let mut meta = Vec::new();
+    // HORAE's persisted metadata, (stream, request number), looked up once per request.
+    let logged: HashSet<(u32, u64)> = state
+        .pmrs
+        .iter()
+        .flat_map(|p| p.meta.iter().copied())
+        .collect();
     // (stream, target, seq_start, seq_end, lba, blocks) -> command, to find logged attributes.
     let mut by_attr: HashMap<(u32, usize, u64, u64, u64, u32), usize> = HashMap::new();
     for (s, rec) in streams.iter().enumerate() {
@@ -439,13 +445,7 @@ fn group<'a>(
         acked.push(rec.requests.iter().map(|r| r.acked).collect());
         meta.push(
             (0..rec.requests.len() as u64)
-                .map(|r| {
-                    let n = rec.first + r;
-                    state
-                        .pmrs
-                        .iter()
-                        .any(|p| p.meta.iter().any(|&(ms, q)| ms == rec.stream && q == n))
-                })
+                .map(|r| logged.contains(&(rec.stream, rec.first + r)))
                 .collect(),
         );
     }

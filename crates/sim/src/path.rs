@@ -111,7 +111,8 @@ fn ordered_streams(
         block_bytes: t.block_bytes,
         plp: caps.contains(DeviceCaps::POWER_LOSS_PROTECTION)
             || !caps.contains(DeviceCaps::VOLATILE_WRITE_CACHE),
-        pmr_slots: t.pmr_slots(),
+        pmr_bytes: t.pmr_bytes,
+        attr_bytes: t.attr_bytes,
         context_switch_ns: t.context_switch_ns,
         record: plan.record || plan.trace,
         trace: plan.trace,

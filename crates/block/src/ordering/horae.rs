@@ -4,7 +4,7 @@
 //! asynchronously, FLUSHes are commands of their own after the writes they cover, and requests
 //! are acknowledged in order.
 
-use qoslab_engine::order::PlanRules;
+use qoslab_engine::order::{OrderOp, PlanRules};
 
 use super::{CmdView, Ordering, OrderingOps, OrderingSetup, StreamView};
 
@@ -55,5 +55,14 @@ impl Ordering for Horae {
 
     fn control_path(&self) -> Option<u64> {
         Some(self.cfg.meta_bytes)
+    }
+
+    /// The metadata of requests known durable is not needed for recovery any more: each
+    /// target drops it from its PMR log (HORAE's log is circular, as Rio's).
+    fn after_ack(&self, stream: u32, durable: u64, out: &mut Vec<OrderOp>) {
+        out.push(OrderOp::Recycle {
+            stream,
+            seq: durable,
+        });
     }
 }

@@ -134,9 +134,12 @@ pub struct OrderConfig {
     pub block_bytes: u64,
     /// The drives have power-loss protection (a completed write is durable).
     pub plp: bool,
-    /// Attribute slots of each target's PMR log: before a target's log is three quarters
-    /// full, Rio asks for a FLUSH so that its attributes can be recycled.
-    pub pmr_slots: usize,
+    /// Each target's PMR: before a target's log is three quarters full, a stream that logs
+    /// there (Rio's attributes, HORAE's metadata) asks for a FLUSH so that its entries can
+    /// be recycled.
+    pub pmr_bytes: u64,
+    /// One Rio ordering attribute in the PMR log.
+    pub attr_bytes: u64,
     /// A thread's sleep and wake-up on an I/O.
     pub context_switch_ns: Ns,
     /// Keep what a power cut's check needs.
@@ -169,7 +172,8 @@ pub struct CmdView<'a> {
     pub flush_only: bool,
     /// Stream numbers of the requests waiting for it.
     pub reqs: &'a [u64],
-    /// Lane state: every data command before it on its target has completed.
+    /// Lane state of a FLUSH-only command: every data command before it on its target has
+    /// completed (false for a command that carries data).
     pub lane_done: bool,
 }
 
@@ -233,7 +237,8 @@ struct Stream {
     /// The sequence number of the last FLUSH asked for because a log filled: no other is
     /// asked for until it is acknowledged.
     forced_seq: u64,
-    /// Rio: its attributes sent and not yet recycled, in order (`seq_end`, target).
+    /// Its PMR log entries not yet recycled, in order (`seq_end`, target): Rio's attributes
+    /// (one per command sent), HORAE's metadata (one per request through the control path).
     in_logs: VecDeque<(u64, u16)>,
 }
 
@@ -266,8 +271,9 @@ pub struct OrderedStreams {
     kinds: Vec<(&'static OrderingOps, Box<dyn Ordering>)>,
     streams: Vec<Option<Stream>>,
     owners: ReqTable<Owner>,
-    /// Live attributes per target (Rio), to ask for a FLUSH before a log fills.
-    log_live: Vec<u64>,
+    /// Bytes of live entries in each target's PMR log (Rio's attributes, HORAE's
+    /// metadata), to ask for a FLUSH before a log fills.
+    log_bytes: Vec<u64>,
     stats: Stats,
     msgs: Vec<OrderOp>,
     trace: Vec<TraceEvent>,
@@ -300,7 +306,7 @@ impl OrderedStreams {
             })
             .collect();
         OrderedStreams {
-            log_live: vec![0; cfg.layout.targets.max(1) as usize],
+            log_bytes: vec![0; cfg.layout.targets.max(1) as usize],
             cfg,
             job_kind,
             kinds,
@@ -383,22 +389,42 @@ impl OrderedStreams {
         }
     }
 
+    /// The bytes one entry of plug-in `kind` takes in a target's PMR log until a FLUSH that
+    /// covers it is acknowledged: Rio's attribute per command, HORAE's metadata per request;
+    /// `None` if the stack logs nothing there.
+    fn log_entry_bytes(&self, kind: usize) -> Option<u64> {
+        let o = &self.kinds[kind].1;
+        if o.logs_attributes() {
+            Some(self.cfg.attr_bytes)
+        } else {
+            o.control_path()
+        }
+    }
+
     /// Plans the stream's batch: its writes through the sequencer, a FLUSH of its own after
     /// the writes before it.
     fn plan_batch(&mut self, j: usize, ctx: &mut impl StageCtx<BlockEvent>) {
         let cfg = self.cfg;
         let mut batch = std::mem::take(&mut self.streams[j].as_mut().expect("stream").batch);
-        // Rio's log space. Without PLP an attribute is recycled only once an acknowledged
-        // FLUSH covers it (`acknowledge`), so a stream that never flushes would fill the logs
-        // and stop: once a target's log (with this batch) reaches three quarters, the
-        // stream's last write of the batch carries a FLUSH, one such FLUSH in flight at a
-        // time. The document does not say what Rio does with a full log; this is the
-        // model's rule, and the crash checker's workloads draw FLUSHes at any group end.
-        let threshold = (cfg.pmr_slots as u64 * 3 / 4).max(1);
+        // The PMR log's space. Without PLP an entry (Rio's attribute, HORAE's metadata) is
+        // recycled only once an acknowledged FLUSH covers it (`acknowledge`), so a stream
+        // that never flushes would fill the logs: once a target's log (with this batch)
+        // reaches three quarters, the stream's last write of the batch carries a FLUSH, one
+        // such FLUSH in flight at a time. The document does not say what Rio or HORAE does
+        // with a full log (HORAE's 2 MB PMR, Rio 6.1); this is the model's rule, and the
+        // crash checker's workloads draw FLUSHes at any group end.
+        let entry = self.log_entry_bytes(self.streams[j].as_ref().expect("stream").kind);
         let s = self.streams[j].as_mut().expect("stream");
-        let logs = self.kinds[s.kind].1.logs_attributes() && !cfg.plp;
-        let incoming = batch.len() as u64;
-        let full = logs && self.log_live.iter().any(|&n| n + incoming >= threshold);
+        let full = match entry {
+            Some(bytes) if !cfg.plp => {
+                let threshold = (cfg.pmr_bytes / bytes * 3 / 4).max(1);
+                let incoming = batch.len() as u64;
+                self.log_bytes
+                    .iter()
+                    .any(|&n| n / bytes + incoming >= threshold)
+            }
+            _ => false,
+        };
         let rules = self.kinds[s.kind].1.rules();
         let mut forced = None;
         if (full && s.forced_seq <= s.last_persist_acked) || s.force_flush {
@@ -533,12 +559,14 @@ impl OrderedStreams {
             let Some(cmd) = s.cmds.get(k as usize) else {
                 return;
             };
-            let lane_done = s
-                .cmds
-                .iter()
-                .take(k as usize)
-                .filter(|c| c.target == cmd.target && !c.flush_only)
-                .all(|c| c.phase == CmdPhase::Done);
+            // Only a FLUSH asks for its lane (a scan of the commands kept before it, which a
+            // cut's record keeps until they are known durable).
+            let lane_done = cmd.flush_only
+                && s.cmds
+                    .iter()
+                    .take(k as usize)
+                    .filter(|c| c.target == cmd.target && !c.flush_only)
+                    .all(|c| c.phase == CmdPhase::Done);
             let view = CmdView {
                 no: cmd.no,
                 target: cmd.target,
@@ -641,7 +669,7 @@ impl OrderedStreams {
         s.next_send += 1;
         if self.kinds[s.kind].1.logs_attributes() && !cmd.flush_only {
             s.in_logs.push_back((cmd.attr.seq_end, cmd.target));
-            self.log_live[cmd.target as usize] += 1;
+            self.log_bytes[cmd.target as usize] += self.cfg.attr_bytes;
         }
         let first = s.first;
         let reqs: Vec<u64> = cmd.reqs.clone();
@@ -667,12 +695,16 @@ impl OrderedStreams {
         let Some(r) = s.meta_next.checked_sub(s.first) else {
             return;
         };
-        let Some(app) = s.reqs.get(r as usize) else {
+        let Some(seq) = s.reqs.get(r as usize).map(|a| a.seq) else {
             return;
         };
+        // The request's data waits for its metadata, so its command is not sent yet: look
+        // from the first command not sent (a cut's record keeps the ones before).
+        let unsent = s.next_send.saturating_sub(s.cmd_first) as usize;
         let target = s
             .cmds
             .iter()
+            .skip(unsent)
             .find(|c| c.reqs.contains(&s.meta_next))
             .map_or(0, |c| c.target);
         let now = ctx.now_ns();
@@ -684,7 +716,7 @@ impl OrderedStreams {
                 op: OrderOp::Meta {
                     stream: s.job,
                     request: s.meta_next,
-                    seq: app.seq,
+                    seq,
                     bytes,
                 },
                 done_ns: now,
@@ -697,6 +729,9 @@ impl OrderedStreams {
         self.stats.control_paths += 1;
         let s = self.streams[j].as_mut().expect("stream");
         s.meta_busy = true;
+        // The metadata stays in the target's PMR log until the request is known durable.
+        s.in_logs.push_back((seq, target));
+        self.log_bytes[target as usize] += bytes;
         // The thread sleeps until the answer and wakes.
         let woken = ctx.cpu(
             s.host,
@@ -783,6 +818,7 @@ impl OrderedStreams {
     /// crash can need any more.
     fn acknowledge(&mut self, j: usize, ctx: &mut impl StageCtx<BlockEvent>) {
         let now = ctx.now_ns();
+        let entry = self.log_entry_bytes(self.streams[j].as_ref().expect("stream").kind);
         let s = self.streams[j].as_mut().expect("stream");
         let ops = &self.kinds[s.kind].1;
         let in_order = ops.in_order_ack();
@@ -851,7 +887,7 @@ impl OrderedStreams {
                     break;
                 }
                 s.in_logs.pop_front();
-                self.log_live[t as usize] -= 1;
+                self.log_bytes[t as usize] -= entry.unwrap_or(0);
             }
         }
         self.forget(j);

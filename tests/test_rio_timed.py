@@ -127,7 +127,7 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(quick_stu
 def test_the_study_report_opens_in_chromium_with_every_figure_drawn(quick_study, tmp_path):
     found = chromium_probe(quick_study / "report.html", tmp_path / "profile")
     assert found["errors"] == [] and all(found["images"])
-    assert found["svgs"] == [True] * 6
+    assert found["svgs"] == [True] * 7
     assert "Document vs qoslab" in found["text"]
 
 

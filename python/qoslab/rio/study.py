@@ -753,22 +753,35 @@ def figures(rows: list[dict], out: Path) -> list:
     return made
 
 
-def recovery_figure(cuts: list[dict], out: Path):
-    """Recovery time against the requests in flight at the cut, Rio and HORAE."""
-    from qoslab.report.figures import pyplot, save_figure
+def _recovery_plot(cuts: list[dict], x: str, xlabel: str, document_means: bool):
+    """Rebuild and data recovery time of each cut against `x`, Rio and HORAE (with the
+    document's means dashed if `document_means`)."""
+    from qoslab.report.figures import pyplot
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, field, label in (
-        (axes[0], "rebuild_ns", "order rebuild (ms)"),
-        (axes[1], "data_recovery_ns", "data recovery (ms)"),
+    for i, (field, label) in enumerate(
+        (("rebuild_ns", "order rebuild (ms)"), ("data_recovery_ns", "data recovery (ms)"))
     ):
-        for stack in RECOVERY_STACKS:
-            pts = sorted((c["in_flight"], c[field] / 1e6) for c in cuts if c["stack"] == stack)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=stack)
-        ax.set_xlabel("ordered requests in flight at the cut")
-        ax.set_ylabel(label)
+        for n, stack in enumerate(RECOVERY_STACKS):
+            pts = sorted((c[x], c[field] / 1e6) for c in cuts if c["stack"] == stack)
+            color = f"C{n}"
+            axes[i].plot(
+                [p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=stack, color=color
+            )
+            if document_means:
+                axes[i].axhline(DOCUMENT_RECOVERY_MS[stack][i], ls="--", lw=1, color=color)
+        axes[i].set_xlabel(xlabel)
+        axes[i].set_ylabel(label)
     axes[0].legend()
+    return fig
+
+
+def recovery_figure(cuts: list[dict], out: Path):
+    """Recovery time against the requests in flight at the cut, Rio and HORAE."""
+    from qoslab.report.figures import save_figure
+
+    fig = _recovery_plot(cuts, "in_flight", "ordered requests in flight at the cut", False)
     return save_figure(
         fig,
         out,
@@ -782,21 +795,9 @@ def recovery_figure(cuts: list[dict], out: Path):
 def setup_figure(setup: list[dict], out: Path):
     """Recovery time on the document's setup against the PMR log entries read, Rio and HORAE,
     one point per cut."""
-    from qoslab.report.figures import pyplot, save_figure
+    from qoslab.report.figures import save_figure
 
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, field, label, i in (
-        (axes[0], "rebuild_ns", "order rebuild (ms)", 0),
-        (axes[1], "data_recovery_ns", "data recovery (ms)", 1),
-    ):
-        for n, stack in enumerate(RECOVERY_STACKS):
-            pts = sorted((c["entries_read"], c[field] / 1e6) for c in setup if c["stack"] == stack)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=stack, color=f"C{n}")
-            ax.axhline(DOCUMENT_RECOVERY_MS[stack][i], ls="--", lw=1, color=f"C{n}")
-        ax.set_xlabel("PMR log entries read back (both targets)")
-        ax.set_ylabel(label)
-    axes[0].legend()
+    fig = _recovery_plot(setup, "entries_read", "PMR log entries read back (both targets)", True)
     return save_figure(
         fig,
         out,

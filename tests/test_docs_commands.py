@@ -100,6 +100,10 @@ def test_every_command_block_runs(doc, tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "QOSLAB_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
+        # The guest kernel's packages (docs/vm.md) are a reader's download cache, kept where
+        # it was: a new HOME must not fetch and unpack them again for every document.
+        "QOSLAB_CACHE_DIR": os.environ.get("QOSLAB_CACHE_DIR")
+        or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "qoslab"),
     }
     try:
         ran = run_blocks(doc, blocks, work, env)

@@ -1,5 +1,6 @@
 """`qoslab fs crash-check`: the file systems survive every crash point; without barriers ext4
-does not. `qoslab fs study`: fsync-append through `qoslab sim` on the three (docs/fs.md)."""
+does not. `qoslab fs study`: fsync-append through `qoslab sim` on the three (docs/fs.md).
+`qoslab fs kernel`: its parts without the guest (the guest run is docs/fs.md's command)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,21 @@ def test_fs_study_runs_every_point_with_three_seeds_and_writes_csv_and_plot(qosl
     assert {float(r["commits"]) for r in one} == {20.0}
     assert (out / "throughput.png").stat().st_size > 10_000
     assert "riofs/ext4" in done.stdout
+    # Figure 13's mean fsync latency beside the throughput: RioFS's against the others'.
+    ratios = list(csv.DictReader((out / "ratios.csv").open()))
+    document = {(r["figure"], r["vs"]): r["document"] for r in ratios}
+    assert document == {
+        ("throughput", "ext4"): "3",
+        ("throughput", "horaefs"): "1.2",
+        ("fsync_lat_mean_us", "ext4"): "0.33",
+        ("fsync_lat_mean_us", "horaefs"): "0.82",
+    }
+    for r in ratios:
+        point = (r["device"], r["threads"])
+        by = {s["fs"]: s for s in summary if (s["device"], s["threads"]) == point}
+        column = "kops_mean" if r["figure"] == "throughput" else r["figure"]
+        ratio = float(by["riofs"][column]) / float(by[r["vs"]][column])
+        assert float(r["qoslab"]) == pytest.approx(ratio, rel=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -131,3 +147,75 @@ def test_sim_runs_buffered_jobs_only_on_a_mounted_file_system(qoslab, tmp_path):
     assert refused.returncode == 2
     assert "direct=0" in refused.stderr and "fs.mount=true" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def _fio_json(iops: float, mean_ns: float, p99_ns: float, fsyncs: int, writes: int) -> dict:
+    """The parts of fio's JSON (one group-reported job) `qoslab fs kernel` reads."""
+    lat = {"mean": mean_ns, "max": p99_ns, "percentile": {"99.000000": p99_ns}}
+    return {
+        "jobs": [{"write": {"iops": iops}, "sync": {"total_ios": fsyncs, "lat_ns": lat}}],
+        "disk_util": [{"name": "nullb0", "write_ios": writes}],
+    }
+
+
+def test_fs_kernel_reads_throughput_fsync_latency_and_writes_per_fsync_from_fio():
+    from qoslab.fs.kernel import fio_metrics
+
+    m = fio_metrics(_fio_json(61.6, 16_265_184.5, 16_318_464, 299, 897))
+    assert m["appends_per_s"] == 61.6
+    assert m["fsync_mean_ms"] == pytest.approx(16.2651845)
+    assert m["fsync_p99_ms"] == pytest.approx(16.318464)
+    assert m["writes_per_fsync"] == pytest.approx(3.0)
+
+
+def test_fs_kernel_compares_the_simulators_mean_with_the_kernels_spread():
+    import pandas as pd
+
+    from qoslab.fs.kernel import METRICS, compare
+
+    def frame(values):
+        return pd.DataFrame(
+            [{"threads": 4, "rep": i + 1, **{m: v for m in METRICS}} for i, v in enumerate(values)]
+        )
+
+    kernel = frame([9.0, 10.0, 11.0])  # mean 10, sd 1
+    for sim_values, inside in (([10.5, 11.5, 12.5], False), ([10.0, 11.0, 9.5], True)):
+        c = compare(kernel, frame(sim_values))
+        assert list(c.metric) == list(METRICS)
+        assert set(c.kernel_mean) == {10.0} and set(c.kernel_sd) == {1.0}
+        assert list(c.kernel_t95) == [pytest.approx(2.484, abs=1e-3)] * len(METRICS)  # t / sqrt 3
+        assert set(c.inside) == {inside}
+        assert list(c.sim_over_kernel) == [pytest.approx(sum(sim_values) / 30.0)] * len(METRICS)
+    nan = frame([float("nan")] * 3)
+    assert set(compare(kernel, nan).inside) == {None}  # not reported: neither in nor out
+
+
+def test_fs_kernel_makes_a_new_ext4_before_every_run_repetition_after_repetition():
+    from qoslab.fs.kernel import Plan, guest_steps
+
+    steps = guest_steps(Plan(threads=(1, 4), reps=3))
+    runs = [s.split()[1] for s in steps if s.startswith("fio_rep ")]
+    assert runs == [f"$OUT/t{t}-rep-{r}" for r in (1, 2, 3) for t in (1, 4)]
+    for i, s in enumerate(steps):
+        if s.startswith("fio_rep "):
+            assert steps[i - 1] == "make_fs ext4"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--device", "null_blk:completion_nsec=4000000,irqmode=2"],
+            "--device: expected a null_blk disk that keeps data (memory_backed=1",
+        ),
+        (["--device", "nul_blk:irqmode=2"], "did you mean null_blk"),
+        (["--reps", "2"], "2 is not in the range 3<=x<=100"),
+        (["--threads", "1,x"], "--threads: expected comma-separated integers"),
+    ],
+)
+def test_fs_kernel_refuses_bad_input_before_booting(qoslab, tmp_path, args, says):
+    done = qoslab("fs", "kernel", "--out", str(tmp_path / "k"), *args)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "k").exists()

@@ -14,7 +14,7 @@ import pytest
 
 from qoslab import guest_devices
 from qoslab.errors import InputError
-from qoslab.vm.run import check_job, fio_steps, job_seconds, parse_settings
+from qoslab.vm.run import check_fs, check_job, fio_steps, job_seconds, parse_settings
 from qoslab.vm.trace import read_events, summary
 
 NULL_BLK = "null_blk:completion_nsec=4000000,hw_queue_depth=2,irqmode=2"
@@ -156,6 +156,29 @@ def test_a_traced_run_records_each_repetition_on_its_own():
         assert steps[i + 1] == "echo 0 > /sys/kernel/tracing/tracing_on"
         assert steps[i + 2] == f"cat /sys/kernel/tracing/trace > $OUT/rep-{rep}.trace"
     assert not any("tracing" in s for s in fio_steps("mq-deadline", [], 2, "job.fio"))
+
+
+def test_a_file_system_is_made_anew_before_each_repetition():
+    steps = fio_steps("none", [], 3, "job.fio", fs="ext4")
+    runs = [i for i, s in enumerate(steps) if s.startswith("fio_rep ")]
+    assert len(runs) == 3
+    for i in runs:
+        assert steps[i - 1] == "make_fs ext4"
+    assert not any(s.startswith("make_fs") for s in fio_steps("none", [], 3, "job.fio"))
+
+
+@pytest.mark.parametrize(
+    ("fs", "device", "message"),
+    [
+        ("xfs", NULL_BLK + ",memory_backed=1", r"--fs: expected one of ext4, got 'xfs'"),
+        ("ext4", NULL_BLK, r"keeps no data .* add memory_backed=1"),
+    ],
+)
+def test_a_file_system_needs_one_the_guest_makes_on_a_device_that_keeps_data(fs, device, message):
+    with pytest.raises(InputError, match=message):
+        check_fs(fs, guest_devices.parse_spec(device))
+    assert check_fs(None, guest_devices.parse_spec(NULL_BLK)) is None
+    assert check_fs("ext4", guest_devices.parse_spec(NULL_BLK + ",memory_backed=1")) == "ext4"
 
 
 TRACE = """\

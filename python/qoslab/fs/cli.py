@@ -1,5 +1,6 @@
 """`qoslab fs crash-check`: the file systems' crash checker; `qoslab fs study`: fsync-append
-on the three file systems in the simulator (docs/fs.md)."""
+on the three file systems in the simulator; `qoslab fs kernel`: the simulator's ext4 against
+the guest kernel's (docs/fs.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ MAX_COUNT = 1_000_000
 app = typer.Typer(
     name="fs",
     help="The page cache and the file systems above the block layer (ext4 with JBD2, "
-    "HORAEFS, RioFS): their crash checker and the fsync-append study.",
+    "HORAEFS, RioFS): their crash checker, the fsync-append study, and the simulator's ext4 "
+    "against the guest kernel's.",
     no_args_is_help=True,
 )
 
@@ -152,7 +154,76 @@ def study(
     table = st.write_study(plan, runs, out)
     for r in table.itertuples():
         print(
-            f"{r.device} {r.threads:>2} threads: riofs/{r.vs} {r.qoslab:.2f}x "
+            f"{r.device} {r.threads:>2} threads: {r.figure} riofs/{r.vs} {r.qoslab:.2f}x "
             f"(document, {r.document_at}: {r.document}x)"
         )
     print(f"study: {out / 'summary.csv'}, {out / 'throughput.png'}")
+
+
+@app.command("kernel")
+def kernel(
+    out: Path = typer.Option(
+        ..., "--out", help="Directory for kernel.csv, sim.csv, compare.csv, compare.png, raw/."
+    ),
+    device: str = typer.Option(
+        "",
+        "--device",
+        help="A null_blk SPEC with memory_backed=1 (and cache_size for a write cache; docs/vm.md).",
+        show_default="null_blk, 4 ms per request, 32 tags, a 64 MiB write cache, 4 GiB",
+    ),
+    threads: str = typer.Option("1,4,16,24", "--threads", help="Comma-separated thread counts."),
+    reps: int = typer.Option(
+        3, "--reps", min=3, max=100, help="Repetitions in the guest, seeds in the simulator."
+    ),
+    appends: int = typer.Option(
+        300, "--appends", min=1, max=MAX_COUNT, help="Appends (each with its fsync) per thread."
+    ),
+    accel: str = typer.Option("auto", "--accel", help="auto, kvm or tcg (docs/vm.md)."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds the guest may take.", show_default="120 s + 90 s per run"
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
+) -> None:
+    """fsync-append on the guest kernel's real ext4 (Linux 6.1 under QEMU, on a null_blk disk
+    with a write cache) and on the simulator's ext4 on the disk's twin, side by side: appends
+    per second, fsync latency mean and p99, device writes per fsync, per thread count."""
+    import dataclasses
+    import sys
+
+    from qoslab.fs import kernel as kn
+    from qoslab.interrupts import terminable
+    from qoslab.options import int_list_option
+
+    plan = kn.Plan(threads=int_list_option(threads, "--threads"), reps=reps, appends=appends)
+    if device:
+        plan = dataclasses.replace(plan, device=device)
+    spec = kn.check_plan(plan)
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"qoslab fs kernel: {msg}", file=sys.stderr, flush=True)
+
+    with (
+        terminable(),
+        staged_dir(
+            out,
+            is_earlier_output=lambda d: (
+                (d / "compare.csv").is_file() and (d / "meta.json").is_file()
+            ),
+            refusal="exists, is not empty and is not an earlier qoslab fs kernel; choose another",
+        ) as tmp,
+    ):
+        kernel_rows = kn.run_kernel(
+            plan, spec, tmp / "raw", accel=accel, timeout_s=timeout, say=say
+        )
+        say(f"the simulator's twin, {plan.reps} seeds per thread count")
+        sim_rows = kn.run_sim(plan, spec)
+        guest_meta = json.loads((tmp / "raw" / "guest.json").read_text())
+        compared = kn.write_outputs(plan, kernel_rows, sim_rows, tmp, guest_meta)
+    for r in compared.itertuples():
+        print(
+            f"{r.threads:>2} threads {r.metric:<17} kernel {r.kernel_mean:10.3f} "
+            f"± {r.kernel_sd:.3f}  sim {r.sim_mean:10.3f}  ({r.sim_over_kernel:.2f}x)"
+            f"{'  (not reported)' if r.inside is None else '' if r.inside else '  outside'}"
+        )
+    print(f"fs kernel: {out / 'compare.csv'}, {out / 'compare.png'}")

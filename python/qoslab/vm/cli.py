@@ -141,16 +141,24 @@ def fio_cmd(
         help="Record the block layer's tracepoints (bio queued and merged, request inserted, "
         "issued, completed) of each repetition as rep-N.trace (ftrace's text).",
     ),
+    fs: str | None = typer.Option(
+        None,
+        "--fs",
+        help="Make this file system on the device (ext4: the host's mkfs.ext4, mounted with the "
+        "kernel's defaults) anew before each repetition and run the job in its root directory.",
+        show_default="none: the job runs on the device itself",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
 ) -> None:
     """Run a fio job file in the guest on a SPEC device under a scheduler, N times."""
     from qoslab.guest_devices import parse_spec
     from qoslab.outputs import staged_dir
     from qoslab.vm.packages import fetch
-    from qoslab.vm.run import check_scheduler, parse_settings, run_fio
+    from qoslab.vm.run import check_fs, check_scheduler, parse_settings, run_fio
 
     spec = parse_spec(device)
     check_scheduler(scheduler)
+    check_fs(fs, spec)
     settings = parse_settings(sets)
     say = _say(quiet)
     with terminable():
@@ -163,7 +171,7 @@ def fio_cmd(
         ) as staged:
             meta = run_fio(
                 kernel, job, spec, scheduler, reps, staged, settings=settings,
-                modules=modules, accel=accel, timeout_s=timeout, say=say, trace=trace,
+                modules=modules, accel=accel, timeout_s=timeout, say=say, trace=trace, fs=fs,
             )  # fmt: skip
     say(f"{reps} repetition(s) in {meta['wall_seconds']:.0f} s under {meta['accel']}: {out}")
 

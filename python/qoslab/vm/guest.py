@@ -80,11 +80,32 @@ snapshot() {  # snapshot DIR FILE: every readable file of DIR as name=value line
 
 diskstats() { grep " $DEV " /proc/diskstats > "$1"; }
 
+make_fs() {  # make_fs TYPE: a new TYPE file system on DEV, mounted at /mnt, fio's directory
+  umount /mnt 2>/dev/null
+  # ext4's and jbd2's checksums (metadata_csum) ask the crypto API for crc32c, whose module the
+  # kernel cannot load itself here (no /sbin/modprobe in the initramfs).
+  [ "$1" = ext4 ] && load crc32c_generic
+  load "$1"
+  # mke2fs zeroes no inode tables or journal (a memory-backed null_blk reads zeros where
+  # nothing was written) and the mount starts no thread to zero them later (ext4lazyinit), so
+  # once mounted nothing but the job's own I/O reaches the device; no discard, as the drivers
+  # here have none.
+  # By its path: busybox's shell would run its own mke2fs applet (ext2, no -t, no journal).
+  /bin/mke2fs -q -F -t "$1" -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/$DEV \
+    > $OUT/mke2fs.log 2>&1 || fail "mke2fs -t $1 /dev/$DEV: $(tail -n 1 $OUT/mke2fs.log)"
+  mount -t "$1" -o noinit_itable /dev/$DEV /mnt 2>$OUT/mount.err \
+    || fail "mount -t $1 /dev/$DEV: $(cat $OUT/mount.err) $(last_kmsg)"
+  grep " /mnt " /proc/mounts > $OUT/mount.txt
+  FIO_TARGET=--directory=/mnt
+}
+
 fio_rep() {  # fio_rep OUTBASE JOBFILE [SEED]: one repetition and its counters
   diskstats "$1.diskstats-before"
-  fio --filename=/dev/$DEV --randseed=${3:-1} --output-format=json --output="$1.json" "$2" \
+  fio ${FIO_TARGET:-"--filename=/dev/$DEV"} --randseed=${3:-1} --output-format=json \
+    --output="$1.json" "$2" \
     > "$1.fio-stdout" 2>&1 \
-    || fail "fio failed on $DEV: $(tail -n 1 $1.fio-stdout)"
+    || fail "fio failed on $DEV: $(grep -m 1 -i 'error\|fio:\|no job' $1.fio-stdout \
+      || tail -n 1 $1.fio-stdout)"
   diskstats "$1.diskstats-after"
   if [ -d /sys/block/$DEV/queue/iosched ]; then
     snapshot /sys/block/$DEV/queue/iosched "$1.iosched"

@@ -1,4 +1,5 @@
-"""The guest's initramfs: busybox, the host's fio with its shared libraries, and kernel modules.
+"""The guest's initramfs: busybox, the host's fio and mke2fs with their shared libraries, and
+kernel modules.
 
 Built with busybox's own `cpio -H newc` (the host needs no cpio) and left uncompressed: under
 TCG the guest would spend seconds on decompression that unpacking a plain archive saves. The
@@ -19,7 +20,8 @@ from qoslab.errors import InputError
 from qoslab.vm.packages import Kernel, cache_root
 
 # What a guest loads: the test devices, the schedulers built as modules (mq-deadline is built
-# in), the shared folder (9p over virtio), and the virtual disks of the document's setup.
+# in), the shared folder (9p over virtio), the virtual disks of the document's setup, and ext4
+# (the real file system the simulator's ext4 is checked against, docs/fs.md).
 MODULES = (
     "null_blk",
     "scsi_debug",
@@ -31,7 +33,13 @@ MODULES = (
     "9pnet_virtio",
     "9p",
     "ahci",
+    "ext4",
+    "crc32c_generic",
 )
+
+# The host's mke2fs makes the guest's ext4 (busybox's mke2fs makes ext2 without a journal), with
+# the host's /etc/mke2fs.conf, so the features are those a Debian user's `mkfs.ext4` gives.
+MKE2FS_CONF = Path("/etc/mke2fs.conf")
 
 APPLETS = (
     "sh",
@@ -119,6 +127,16 @@ def _fio() -> Path:
     return Path(found).resolve()
 
 
+def _mke2fs() -> Path:
+    found = shutil.which("mke2fs", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if found is None or not MKE2FS_CONF.exists():
+        raise InputError(
+            "mke2fs or /etc/mke2fs.conf not found: the guest makes its ext4 with the host's "
+            "(apt-get install e2fsprogs)"
+        )
+    return Path(found).resolve()
+
+
 def _libraries(binary: Path) -> list[Path]:
     done = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -160,7 +178,8 @@ def _copy(src: Path, root: Path, rel: str) -> None:
 def build_image(kernel: Kernel) -> Path:
     """The initramfs for `kernel`, built once per kernel, fio binary and module list."""
     fio = _fio()
-    libs = _libraries(fio)
+    mke2fs = _mke2fs()
+    libs = list(dict.fromkeys([*_libraries(fio), *_libraries(mke2fs)]))
     key = hashlib.sha256(
         "\n".join(
             [
@@ -168,6 +187,9 @@ def build_image(kernel: Kernel) -> Path:
                 kernel.version,
                 str(fio),
                 str(fio.stat().st_mtime_ns),
+                str(mke2fs),
+                str(mke2fs.stat().st_mtime_ns),
+                MKE2FS_CONF.read_text(),
                 INIT,
                 *MODULES,
                 *APPLETS,
@@ -180,12 +202,15 @@ def build_image(kernel: Kernel) -> Path:
         return image
     work = image.with_suffix(".d")
     shutil.rmtree(work, ignore_errors=True)
-    for d in ("bin", "proc", "sys", "dev", "tmp", "share", "mnt", "sys/kernel/debug"):
+    for d in ("bin", "proc", "sys", "dev", "tmp", "share", "mnt", "sys/kernel/debug", "etc"):
         (work / d).mkdir(parents=True, exist_ok=True)
     shutil.copy2(kernel.busybox, work / "bin" / "busybox")
     for applet in APPLETS:
         (work / "bin" / applet).symlink_to("busybox")
     _copy(fio, work, "/bin/fio")
+    _copy(mke2fs, work, "/bin/mke2fs")
+    _copy(MKE2FS_CONF, work, str(MKE2FS_CONF))
+    (work / "etc" / "mtab").symlink_to("/proc/mounts")  # mke2fs checks the device is not mounted
     for lib in libs:
         _copy(lib, work, str(lib))
     rel_modules = f"lib/modules/{kernel.release}"

@@ -112,6 +112,24 @@ def trace_steps() -> list[str]:
     ]
 
 
+# File systems `--fs` makes on the guest's device (the simulator's twin: `[fs] type`).
+FILE_SYSTEMS = ("ext4",)
+
+
+def check_fs(fs: str | None, spec: DeviceSpec) -> str | None:
+    """`--fs`: a file system the guest can make, on a device that keeps what is written."""
+    if fs is None:
+        return None
+    if fs not in FILE_SYSTEMS:
+        raise InputError(f"--fs: expected one of {', '.join(FILE_SYSTEMS)}, got {fs!r}")
+    if spec.module == "null_blk" and not spec.value("memory_backed"):
+        raise InputError(
+            f"--fs {fs}: the device keeps no data (null_blk without memory_backed=1), so no file "
+            "system can be made on it: add memory_backed=1 to --device"
+        )
+    return fs
+
+
 def fio_steps(
     scheduler: str,
     settings: list[Setting],
@@ -119,6 +137,7 @@ def fio_steps(
     job_name: str,
     prefix: str = "",
     trace: bool = False,
+    fs: str | None = None,
 ) -> list[str]:
     steps = [f"say 'scheduler {scheduler}'", f"scheduler {scheduler}"]
     for s in settings:
@@ -129,6 +148,9 @@ def fio_steps(
     for rep in range(1, reps + 1):
         base = f"$OUT/{prefix}rep-{rep}"
         steps.append(f"say 'fio repetition {rep} of {reps} ({scheduler})'")
+        if fs is not None:
+            # A new file system for each repetition: fio's files start empty every time.
+            steps.append(f"make_fs {fs}")
         if trace:
             steps += [f"echo > {TRACEFS}/trace", f"echo 1 > {TRACEFS}/tracing_on"]
         steps.append(f"fio_rep {base} $IN/{job_name} {rep}")
@@ -156,9 +178,11 @@ def run_fio(
     timeout_s: float | None,
     say: Callable[[str], None],
     trace: bool = False,
+    fs: str | None = None,
 ) -> dict:
     """Runs it and fills `out` (an empty staged directory); returns the meta record."""
     text = check_job(job)
+    check_fs(fs, spec)
     if reps < 1:
         raise InputError(f"--reps: expected at least 1, got {reps}")
     if timeout_s is None:
@@ -166,7 +190,7 @@ def run_fio(
     session = guest.Session(
         kernel,
         spec,
-        steps=fio_steps(scheduler, settings, reps, "job.fio", trace=trace),
+        steps=fio_steps(scheduler, settings, reps, "job.fio", trace=trace, fs=fs),
         inputs={"job.fio": job},
         modules=modules,
     )
@@ -198,6 +222,7 @@ def run_fio(
         "modules": [m.name for m in modules],
         "reps": reps,
         "trace": trace,
+        "fs": fs,
         "job": job.name,
         "started_unix": round(started, 3),
         "wall_seconds": round(result.boot.seconds, 3),

@@ -1,0 +1,236 @@
+"""`qoslab fs kernel`: the simulator's ext4 against the real ext4 of the guest kernel.
+
+The document's fsync-append (Figure 13: threads appending 4 KiB each to a file of their own, an
+fsync after each append) runs twice on the same disk:
+
+- in the guest kernel (`qoslab vm`, docs/vm.md): ext4 made by the host's `mkfs.ext4` on a
+  null_blk disk with a volatile write cache (`cache_size`: the kernel sends FLUSHes, each taking
+  a request's time), mounted with the kernel's defaults (`data=ordered`, barriers on), a new file
+  system for every repetition; one boot runs every thread count, repetition after repetition;
+- in the simulator's ext4 on the disk's twin (`qoslab sim --device SPEC --set fs.mount=true`),
+  a seed per repetition.
+
+Per thread count the comparison gives the kernel's mean, standard deviation and 95 % t-interval
+over its repetitions, the simulator's mean over its seeds, and whether that lies within the
+kernel's mean ± 1 standard deviation, for the appends per second, the fsync latency's mean,
+99th percentile (the kernel's only: `qoslab sim` does not report it yet) and largest, and the
+device's writes per fsync.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qoslab.errors import InputError
+from qoslab.guest_devices import DeviceSpec, parse_spec, twin_toml
+
+# 4 ms per request, as the vm study's disks: the guest's CPU time per append and fsync (tens of
+# microseconds under TCG, docs/vm.md) stays small beside the device's. 32 tags: more than the
+# threads' writes in flight. 4 GiB: mkfs.ext4's default geometry and a 64 MiB journal.
+DEVICE = (
+    "null_blk:completion_nsec=4000000,hw_queue_depth=32,irqmode=2,memory_backed=1,"
+    "cache_size=64,gb=4"
+)
+THREADS = (1, 4, 16, 24)
+METRICS = {
+    "appends_per_s": "appends+fsyncs per second (all threads)",
+    "fsync_mean_ms": "fsync latency, mean (ms)",
+    "fsync_p99_ms": "fsync latency, 99th percentile (ms)",
+    "fsync_max_ms": "fsync latency, largest (ms)",
+    "writes_per_fsync": "device writes per fsync",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str = DEVICE
+    threads: tuple[int, ...] = THREADS
+    reps: int = 3
+    appends: int = 300  # per thread; about 5 s of the guest's time at every thread count
+
+
+def job_text(threads: int, appends: int) -> str:
+    """fio's fsync-append: a new file per thread (`fallocate=none`: its appends allocate it, as in
+    the simulator), `appends` 4 KiB writes each followed by fsync(2); one report for all."""
+    return (
+        "[global]\nrw=write\nbs=4k\nsize=64m\nfsync=1\nfallocate=none\ngroup_reporting=1\n"
+        f"number_ios={appends}\n\n[fsync-append]\nnumjobs={threads}\n"
+    )
+
+
+def check_plan(plan: Plan) -> DeviceSpec:
+    spec = parse_spec(plan.device, option="--device")
+    if spec.module != "null_blk" or not spec.value("memory_backed"):
+        raise InputError(
+            "--device: expected a null_blk disk that keeps data (memory_backed=1; with "
+            f"cache_size=MB a volatile write cache), got {plan.device!r}"
+        )
+    if plan.reps < 3:
+        raise InputError(f"--reps: at least 3 (a mean and a spread), got {plan.reps}")
+    return spec
+
+
+def fio_metrics(report: dict) -> dict:
+    """One run's figures from fio's JSON (one group-reported job)."""
+    (job,) = report["jobs"]
+    sync = job["sync"]
+    lat = sync["lat_ns"]
+    fsyncs = max(int(sync["total_ios"]), 1)
+    disk = report.get("disk_util") or [{}]
+    return {
+        "appends_per_s": float(job["write"]["iops"]),
+        "fsync_mean_ms": float(lat["mean"]) / 1e6,
+        # qoslab sim's fio JSON has no percentiles of fsync latency yet (fio prints them):
+        # its p99 is left empty, its largest is there.
+        "fsync_p99_ms": float(lat.get("percentile", {}).get("99.000000", np.nan)) / 1e6,
+        "fsync_max_ms": float(lat["max"]) / 1e6,
+        "writes_per_fsync": float(disk[0].get("write_ios", np.nan)) / fsyncs,
+        "fsyncs": int(sync["total_ios"]),
+    }
+
+
+def guest_steps(plan: Plan) -> list[str]:
+    steps = []
+    for rep in range(1, plan.reps + 1):
+        for t in plan.threads:
+            steps += [
+                f"say '{t} threads, repetition {rep} of {plan.reps}'",
+                "make_fs ext4",
+                f"fio_rep $OUT/t{t}-rep-{rep} $IN/append-{t}.fio {rep}",
+            ]
+    return steps
+
+
+def run_kernel(
+    plan: Plan, spec: DeviceSpec, raw: Path, *, accel: str, timeout_s: float | None,
+    say: Callable[[str], None],
+) -> pd.DataFrame:  # fmt: skip
+    """One boot of the guest; its files go to `raw`, a row per (threads, repetition)."""
+    import shutil
+    import tempfile
+
+    from qoslab.vm import guest
+    from qoslab.vm.packages import fetch
+
+    kernel = fetch(say)
+    with tempfile.TemporaryDirectory(prefix="qoslab-fs-kernel-") as tmp:
+        inputs = {}
+        for t in plan.threads:
+            job = Path(tmp) / f"append-{t}.fio"
+            job.write_text(job_text(t, plan.appends))
+            inputs[job.name] = job
+        session = guest.Session(kernel, spec, steps=guest_steps(plan), inputs=inputs)
+        if timeout_s is None:
+            timeout_s = 120.0 + 90.0 * plan.reps * len(plan.threads)
+
+        def on_line(line: str) -> None:
+            if line.startswith("qoslab-step: "):
+                say(line.removeprefix("qoslab-step: "))
+
+        result = guest.run_session(
+            session, accel=accel, timeout_s=timeout_s, say=say, on_line=on_line
+        )
+        shutil.copytree(result.out, raw)
+        shutil.rmtree(result.out, ignore_errors=True)
+    rows = []
+    for rep in range(1, plan.reps + 1):
+        for t in plan.threads:
+            path = raw / f"t{t}-rep-{rep}.json"
+            if not path.exists():
+                raise InputError(f"the guest wrote no fio output for {t} threads, repetition {rep}")
+            rows.append({"threads": t, "rep": rep, **fio_metrics(json.loads(path.read_text()))})
+    meta = {"kernel": kernel.release, "accel": result.boot.accel, "accel_why": result.accel_why,
+            "wall_seconds": round(result.boot.seconds, 1)}  # fmt: skip
+    (raw / "guest.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return pd.DataFrame(rows)
+
+
+def run_sim(plan: Plan, spec: DeviceSpec) -> pd.DataFrame:
+    """The same jobs in the simulator's ext4 on the twin, a seed per repetition."""
+    from qoslab.sim import api
+
+    twin = twin_toml(spec)
+    rows = []
+    for rep in range(1, plan.reps + 1):
+        for t in plan.threads:
+            result = api.run(
+                jobtext=job_text(t, plan.appends), jobname=f"append-{t}.fio", device=spec.text,
+                device_text=twin, sets=["fs.mount=true", "fs.type=ext4"], seed=rep,
+            )  # fmt: skip
+            rows.append({"threads": t, "rep": rep, **fio_metrics(json.loads(result["text"]))})
+    return pd.DataFrame(rows)
+
+
+def compare(kernel: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
+    """Per thread count and figure: the kernel's mean, deviation and 95 % t-interval, the
+    simulator's mean, and whether it lies within the kernel's mean ± 1 standard deviation."""
+    from qoslab.vm.study import t95
+
+    rows = []
+    for t, k in kernel.groupby("threads", sort=True):
+        s = sim[sim.threads == t]
+        for metric in METRICS:
+            values = k[metric].to_numpy(dtype=float)
+            mean, sd = float(values.mean()), float(values.std(ddof=1))
+            sim_mean = float(s[metric].mean())
+            rows.append(
+                {
+                    "threads": int(t),
+                    "metric": metric,
+                    "kernel_mean": mean,
+                    "kernel_sd": sd,
+                    "kernel_t95": t95(sd, len(values)),
+                    "kernel_min": float(values.min()),
+                    "kernel_max": float(values.max()),
+                    "reps": len(values),
+                    "sim_mean": sim_mean,
+                    "sim_over_kernel": sim_mean / mean if mean else np.nan,
+                    # Empty where the simulator does not report the figure (fsync p99).
+                    "inside": None if np.isnan(sim_mean) else bool(abs(sim_mean - mean) <= sd),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def plot(compared: pd.DataFrame, path: Path, device: str) -> None:
+    """Each figure against threads: the kernel's mean with its ± 1 standard deviation, the
+    simulator's mean."""
+    from qoslab.report.figures import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.4), squeeze=False)
+    for ax, (metric, label) in zip(axes[0], METRICS.items(), strict=True):
+        c = compared[compared.metric == metric]
+        ax.errorbar(c.threads, c.kernel_mean, yerr=c.kernel_sd, marker="o", capsize=3,
+                    label="Linux 6.1 ext4 (guest)")  # fmt: skip
+        ax.plot(c.threads, c.sim_mean, marker="s", linestyle="--", label="qoslab ext4 (twin)")
+        ax.set_xlabel("threads")
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(bottom=0)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"fsync-append on ext4, {device}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_outputs(
+    plan: Plan, kernel: pd.DataFrame, sim: pd.DataFrame, tmp: Path, meta: dict
+) -> pd.DataFrame:
+    """kernel.csv, sim.csv, compare.csv, compare.png and meta.json into `tmp`."""
+    compared = compare(kernel, sim)
+    kernel.to_csv(tmp / "kernel.csv", index=False, float_format="%.6g")
+    sim.to_csv(tmp / "sim.csv", index=False, float_format="%.6g")
+    compared.to_csv(tmp / "compare.csv", index=False, float_format="%.6g")
+    plot(compared, tmp / "compare.png", plan.device)
+    (tmp / "meta.json").write_text(
+        json.dumps({"command": sys.argv, "plan": asdict(plan), **meta}, indent=1) + "\n"
+    )
+    return compared

@@ -181,6 +181,16 @@ def test_a_file_system_needs_one_the_guest_makes_on_a_device_that_keeps_data(fs,
     assert check_fs("ext4", guest_devices.parse_spec(NULL_BLK + ",memory_backed=1")) == "ext4"
 
 
+def test_without_the_hosts_mke2fs_only_fs_runs_are_refused(monkeypatch, tmp_path):
+    from qoslab.vm import image
+
+    monkeypatch.setattr(image, "MKE2FS_CONF", tmp_path / "no-mke2fs.conf")
+    assert image.mke2fs() is None  # the image is built without it
+    with pytest.raises(InputError, match=r"--fs: mke2fs or /etc/mke2fs.conf not found"):
+        check_fs("ext4", guest_devices.parse_spec(NULL_BLK + ",memory_backed=1"))
+    assert check_fs(None, guest_devices.parse_spec(NULL_BLK)) is None
+
+
 TRACE = """\
 # tracer: nop
              fio-269     [000] .....   10.000000: block_bio_queue: 8,0 R 984 + 8 [fio]

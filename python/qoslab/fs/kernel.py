@@ -72,6 +72,9 @@ def check_plan(plan: Plan) -> DeviceSpec:
             "--device: expected a null_blk disk that keeps data (memory_backed=1; with "
             f"cache_size=MB a volatile write cache), got {plan.device!r}"
         )
+    from qoslab.vm.image import check_mke2fs
+
+    check_mke2fs()
     if plan.reps < 3:
         raise InputError(f"--reps: at least 3 (a mean and a spread), got {plan.reps}")
     return spec

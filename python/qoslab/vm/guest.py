@@ -90,6 +90,7 @@ make_fs() {  # make_fs TYPE: a new TYPE file system on DEV, mounted at /mnt, fio
   # nothing was written) and the mount starts no thread to zero them later (ext4lazyinit), so
   # once mounted nothing but the job's own I/O reaches the device; no discard, as the drivers
   # here have none.
+  [ -x /bin/mke2fs ] || fail "no mke2fs in the guest (the host has none: apt-get install e2fsprogs)"
   # By its path: busybox's shell would run its own mke2fs applet (ext2, no -t, no journal).
   /bin/mke2fs -q -F -t "$1" -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/$DEV \
     > $OUT/mke2fs.log 2>&1 || fail "mke2fs -t $1 /dev/$DEV: $(tail -n 1 $OUT/mke2fs.log)"

@@ -21,6 +21,7 @@ from pathlib import Path
 from qoslab.errors import InputError
 from qoslab.guest_devices import DeviceSpec
 from qoslab.vm import guest
+from qoslab.vm.image import check_mke2fs
 from qoslab.vm.packages import Kernel
 
 SCHEDULER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,15}$")
@@ -122,6 +123,7 @@ def check_fs(fs: str | None, spec: DeviceSpec) -> str | None:
         return None
     if fs not in FILE_SYSTEMS:
         raise InputError(f"--fs: expected one of {', '.join(FILE_SYSTEMS)}, got {fs!r}")
+    check_mke2fs()
     if spec.module == "null_blk" and not spec.value("memory_backed"):
         raise InputError(
             f"--fs {fs}: the device keeps no data (null_blk without memory_backed=1), so no file "

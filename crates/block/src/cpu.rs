@@ -9,8 +9,8 @@
 //! submissions wait while another's run (docs/vm.md, finding 7). A CPU model is a plug-in:
 //! a [`CpuModel`] and its [`CpuOps`], one line in [`CPUS`], its tunables `[cpu.NAME]`. The
 //! stage ([`CpuStage`]) runs each submission and each completion on the model's CPU, first
-//! come first served unless the model puts interrupts first or lets a woken job preempt, and
-//! passes the request on when its work ends.
+//! come first served unless the model puts interrupts first, lets a woken job preempt, or runs
+//! the job of least CPU time first (CFS), and passes the request on when its work ends.
 
 use std::collections::VecDeque;
 
@@ -59,6 +59,14 @@ pub trait CpuModel {
     fn sleep_stops_loop(&self) -> bool {
         false
     }
+    /// `Some(credit)`: process-context work (submissions, woken tag retries) runs in order of
+    /// its job's CPU time, least first, as Linux's CFS picks the runnable task of least
+    /// vruntime; a job that had no work on the CPU joins no more than `credit` behind the
+    /// least CPU time of the jobs that have (CFS's placement of a waking task). `None`: the
+    /// model's other rules order it (first come first served).
+    fn fair_credit_ns(&self) -> Option<Ns> {
+        None
+    }
 }
 
 /// Builds a CPU model from its `[cpu.NAME]` table.
@@ -97,6 +105,8 @@ qoslab_engine::settings! {
         wakeup_preempts: bool = flag(false, "a job woken by its completion runs ahead of the other jobs' submissions and preempts one on the CPU (Linux's wake-up preemption); false: it queues behind them"),
         sleep_stops_loop: bool = flag(false, "a job whose submission call sleeps for a tag runs none of its submissions waiting for the CPU until the call returns (fio's loop waits inside it); false: the submissions it made before it slept still run"),
         woken_retry: bool = flag(false, "a job woken from its sleep for a tag tries for the tag again only when its task gets its turn on the CPU (process context, no CPU time of its own: the bio's submission is in submit_ns); false: at the instant the tag is freed"),
+        fair: bool = flag(false, "process-context work (submissions, woken tag retries) runs in order of its job's CPU time used, least first, as Linux's CFS runs the task of least vruntime (every fio job has the same nice); completions keep their place; false: first come first served among it"),
+        sleeper_credit_ns: Ns = ns(3_000_000, "with fair: a job that had no work on the CPU (it slept) joins at no less than the least CPU time of the jobs with work there minus this (CFS's place_entity in Linux 6.1: sysctl_sched_latency, 6 ms on one CPU, halved by GENTLE_FAIR_SLEEPERS)"),
     }
 }
 
@@ -128,6 +138,10 @@ impl CpuModel for OneCpu {
 
     fn sleep_stops_loop(&self) -> bool {
         self.cfg.sleep_stops_loop
+    }
+
+    fn fair_credit_ns(&self) -> Option<Ns> {
+        self.cfg.fair.then_some(self.cfg.sleeper_credit_ns)
     }
 }
 
@@ -216,6 +230,11 @@ pub struct CpuStage {
     retries: u64,
     /// Requests the stage below refused, in order (offered again on `pull`).
     held: VecDeque<ReqId>,
+    /// Each job's process-context CPU time as the model's `fair` rule counts it (CFS's
+    /// vruntime: the time it ran, moved up when it wakes), and the least of the jobs with
+    /// work on the CPU, never decreasing (CFS's min_vruntime).
+    vruntime: Vec<Ns>,
+    min_vruntime: Ns,
 }
 
 impl CpuStage {
@@ -240,7 +259,63 @@ impl CpuStage {
             preemptions: 0,
             retries: 0,
             held: VecDeque::new(),
+            vruntime: Vec::new(),
+            min_vruntime: 0,
         }
+    }
+
+    fn vruntime_mut(&mut self, job: u32) -> &mut Ns {
+        let j = job as usize;
+        if self.vruntime.len() <= j {
+            self.vruntime.resize(j + 1, 0);
+        }
+        &mut self.vruntime[j]
+    }
+
+    /// `run`, started at `started`, leaves the CPU now: its job is charged the time it ran
+    /// (the model's `fair` rule; interrupt context is charged to no job).
+    fn charge(&mut self, run: &Work, started: Ns, now: Ns) {
+        if self.model.fair_credit_ns().is_none() || run.completion {
+            return;
+        }
+        *self.vruntime_mut(run.job) += now - started;
+        self.update_min_vruntime(Some(run.job));
+    }
+
+    /// CFS's min_vruntime: the least CPU time of the jobs with process-context work on the
+    /// CPU or waiting for it (and `also`), never decreasing.
+    fn update_min_vruntime(&mut self, also: Option<u32>) {
+        let running = self.running.iter().map(|(w, _)| w);
+        let least = running
+            .chain(self.ready.iter())
+            .filter(|w| !w.completion)
+            .map(|w| w.job)
+            .chain(also)
+            .map(|j| self.vruntime.get(j as usize).copied().unwrap_or(0))
+            .min();
+        if let Some(least) = least {
+            self.min_vruntime = self.min_vruntime.max(least);
+        }
+    }
+
+    /// The next work to run, taken from `ready`: its first one, except that under the
+    /// model's `fair` rule the process-context work ahead of the first completion goes in
+    /// order of its job's CPU time (least first; the same job's work in arrival order).
+    fn pop_next(&mut self) -> Option<Work> {
+        let front = self.ready.front()?;
+        if self.model.fair_credit_ns().is_none() || front.completion {
+            return self.ready.pop_front();
+        }
+        let vr = |j: u32| self.vruntime.get(j as usize).copied().unwrap_or(0);
+        let pick = self
+            .ready
+            .iter()
+            .take_while(|w| !w.completion)
+            .enumerate()
+            .min_by_key(|&(i, w)| (vr(w.job), i))
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        self.ready.remove(pick)
     }
 
     fn start(&mut self, work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
@@ -266,6 +341,17 @@ impl CpuStage {
             held.push_back(work);
             return;
         }
+        if let Some(credit) = self.model.fair_credit_ns()
+            && !work.completion
+            && !self.busy_job(work.job)
+        {
+            // The job wakes: it keeps its CPU time, but joins no further behind the jobs
+            // already there than the credit (CFS's place_entity for a sleeper).
+            self.update_min_vruntime(None);
+            let floor = self.min_vruntime.saturating_sub(credit);
+            let vr = self.vruntime_mut(work.job);
+            *vr = (*vr).max(floor);
+        }
         let irq_first = self.model.interrupts_first();
         if !work.completion && self.model.wakeup_preempts() {
             let woke = self.woke_at.get(work.job as usize) == Some(&work.arrived_ns);
@@ -283,6 +369,7 @@ impl CpuStage {
         if preempts {
             let mut run = run;
             run.left_ns -= ctx.now_ns() - started;
+            self.charge(&run, started, ctx.now_ns());
             self.preemptions += 1;
             self.ready.push_front(run);
             self.start(work, ctx);
@@ -318,11 +405,12 @@ impl CpuStage {
         {
             let mut run = run;
             run.left_ns -= ctx.now_ns() - started;
-            held.push_front(run);
             self.running = None;
+            self.charge(&run, started, ctx.now_ns());
+            held.push_front(run);
             // The running work's end event is now stale.
             self.epoch += 1;
-            if let Some(next) = self.ready.pop_front() {
+            if let Some(next) = self.pop_next() {
                 self.start(next, ctx);
             }
         }
@@ -371,13 +459,14 @@ impl Stage for CpuStage {
         if ev.epoch != self.epoch {
             return;
         }
-        let (done, _) = self.running.take().expect("an epoch's work is on the CPU");
+        let (done, started) = self.running.take().expect("an epoch's work is on the CPU");
         let now = ctx.now_ns();
         self.busy_ns += done.cost_ns;
         self.waited_ns += now - done.arrived_ns - done.cost_ns;
+        self.charge(&done, started, now);
         // The next work takes the CPU before this one's effects (a woken job's submission)
         // arrive, so they queue behind it as they would on the CPU.
-        if let Some(next) = self.ready.pop_front() {
+        if let Some(next) = self.pop_next() {
             self.start(next, ctx);
         }
         match done.kind {
@@ -655,6 +744,40 @@ mod tests {
         // Its submission waits until job 1 wakes: it runs after A1's completion (1015 to
         // 1025 us), finds the tag A2 freed at 1020 us, and is seen at 2030 us.
         assert_eq!(b2_seen("sleep_stops_loop = true\n"), (2_030 * US, 1.0));
+    }
+
+    /// When job 1's three reads are seen: job 0 issues five at 0 and job 1 three at 21 us, on
+    /// a CPU of 10 us per submission and 5 us per completion, over a device of 1 ms (every
+    /// submission is over before the first completion, so a read is seen 1,005 us after its
+    /// submission ends).
+    fn job1_seen(rules: &str) -> Vec<Ns> {
+        let mut h = Harness::new(Chain::new(
+            one_with(10 * US, 0, 5 * US, rules),
+            Null::new(1_000 * US),
+        ));
+        for _ in 0..5 {
+            h.submit_at(0, read(0));
+        }
+        let ids: Vec<ReqId> = (0..3).map(|_| h.submit_at(21 * US, read(1))).collect();
+        let done = h.settle();
+        ids.iter()
+            .map(|id| done.iter().find(|d| d.id == *id).expect("seen").done_ns - 1_005 * US)
+            .collect()
+    }
+
+    #[test]
+    fn fair_runs_the_job_of_least_cpu_time_first_and_a_sleeper_joins_within_its_credit() {
+        // First come first served, job 1's submissions wait for job 0's five (0 to 50 us).
+        assert_eq!(job1_seen(""), vec![60 * US, 70 * US, 80 * US]);
+        // Fair: at 30 us job 0 has used 30 us and job 1 (asleep until 21 us, within the 3 ms
+        // credit) none, so job 1's three run 30 to 60 us (0, 10, 20 us < 30 us).
+        assert_eq!(job1_seen("fair = true\n"), vec![40 * US, 50 * US, 60 * US]);
+        // With a credit of 5 us job 1 joins at 21 us at job 0's 20 us less 5: 15 us. It runs
+        // 30 to 50 us (25, then 35 us), job 0 (30 us) 50 to 60, job 1 (35 < 40) 60 to 70.
+        assert_eq!(
+            job1_seen("fair = true\nsleeper_credit_ns = 5000\n"),
+            vec![40 * US, 50 * US, 70 * US]
+        );
     }
 
     #[test]

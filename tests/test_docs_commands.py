@@ -91,8 +91,16 @@ MAKE = (
 )
 
 
+@pytest.fixture(scope="module")
+def guest_cache(tmp_path_factory) -> Path:
+    """One download cache of the guest kernel's packages (docs/vm.md, docs/fs.md) for all the
+    documents, as one reader has, apart from the other tests' (no two fetches share it at once:
+    this file's tests run one after another)."""
+    return tmp_path_factory.mktemp("guest-cache")
+
+
 @pytest.mark.parametrize("doc", [d for d in DOCUMENTS if command_blocks(d)], ids=lambda d: d.name)
-def test_every_command_block_runs(doc, tmp_path):
+def test_every_command_block_runs(doc, tmp_path, guest_cache):
     blocks = command_blocks(doc)
     work = reader_folder(tmp_path)
     env = {
@@ -100,10 +108,7 @@ def test_every_command_block_runs(doc, tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "QOSLAB_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
-        # The guest kernel's packages (docs/vm.md) are a reader's download cache, kept where
-        # it was: a new HOME must not fetch and unpack them again for every document.
-        "QOSLAB_CACHE_DIR": os.environ.get("QOSLAB_CACHE_DIR")
-        or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "qoslab"),
+        "QOSLAB_CACHE_DIR": str(guest_cache),
     }
     try:
         ran = run_blocks(doc, blocks, work, env)

@@ -259,7 +259,7 @@ def test_vm_fio_without_qemu_is_one_line(qoslab, tmp_path):
     # Every tool but QEMU on the PATH.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("fio", "ldd", "sh", "find", "sort", "apt-get", "apt-cache", "dpkg-deb"):
+    for tool in ("fio", "ldd", "sh", "find", "sort", "apt-get", "apt-cache", "dpkg-deb", "tar"):
         found = shutil.which(tool)
         if found:
             (bin_dir / tool).symlink_to(found)

@@ -128,6 +128,8 @@ def cut(stack: str, report: dict[str, Any]) -> dict[str, Any]:
         "acknowledged_flushes": sum(s["acknowledged_flushes"] for s in streams),
         "survived": sum(s["survived"] for s in streams),
         "violations": violations,
+        # The simulator's events up to the cut (what the run cost).
+        "events": report["qoslab"]["events"],
     }
     crash = rec.get("target_crash")
     if crash is not None:

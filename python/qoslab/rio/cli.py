@@ -216,7 +216,19 @@ def study(
         "recovery point, 64 writes per thread on the document's recovery setup (seconds).",
     ),
     writes: int = typer.Option(128, "--writes", help="Ordered writes per thread (full study)."),
-    seed: int = typer.Option(1, "--seed", min=0, help="Seed of the write placement."),
+    seed: int = typer.Option(
+        1, "--seed", min=0, help="Seed of the first repetition (the write placement, the cuts)."
+    ),
+    seeds: int = typer.Option(
+        3,
+        "--seeds",
+        min=1,
+        max=100,
+        help="Repetitions of every point, seeds --seed, --seed + 1, ...; the table gives the "
+        "mean over them with its 95 % t interval, and a verdict only from 3 or more. The "
+        "power cuts of a recovery point (30, --quick 3) are shared out among them.",
+    ),
+    jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
     sets: list[str] = typer.Option(
         [],
         "--set",
@@ -230,31 +242,29 @@ def study(
     four stacks' throughput, latency and CPU efficiency over threads, write sizes and batch sizes,
     Rio's and HORAE's recovery time against the requests in flight (30 power cuts per thread
     count) and on the document's setup (6.5: 36 threads issuing without waiting, two flash
-    targets, 30 power cuts), and a "document vs qoslab" table."""
+    targets, 30 power cuts), and a "document vs qoslab" table: each claim's mean over the seeds,
+    its interval and the verdict the interval gives."""
     from qoslab.progress import Count, progress_bar
     from qoslab.rio import study as st
 
     _positive("--writes", writes)
     plan = st.Plan.quick() if quick else st.Plan(writes=writes)
-    plan = dataclasses.replace(plan, seed=seed)
+    plan = dataclasses.replace(plan, seed=seed, seeds=seeds)
     with progress_bar(quiet) as bar:
         done = Count(bar, "rio study", total=st.runs(plan))
-        rows = st.run_study(plan, _sets(sets), done.advance)
-        cuts = st.recovery_cuts(plan, _sets(sets), done.advance)
-        setup = st.setup_cuts(plan, _sets(sets), done.advance)
-    table = st.compare(rows, cuts, setup)
+        results = st.run_all(plan, _sets(sets), done.advance, jobs=jobs)
+    table = st.compare(results.points, results.cuts, results.setup)
     with staged_dir(
         out,
         is_earlier_output=lambda d: (d / "study.json").is_file(),
         refusal="exists, is not empty and holds no study.json; choose another directory",
     ) as tmp:
-        st.write_report(rows, table, tmp, plan, cuts, setup)
+        st.write_report(results, table, tmp, plan)
+    marks = {"inside": "ok ", "outside": "off", "undecided": "?  "}
     for r in table:
-        mark = "ok " if r["inside"] else "off"
-        unit = "x" if isinstance(r["qoslab"], float) else ""
         print(
-            f"{mark} {r['claim']}: qoslab {r['qoslab']}{unit}, document {r['document']} "
-            f"(target {r['target']})"
+            f"{marks.get(r['verdict'], '-  ')} {r['claim']}: qoslab {st.shown(r)}, document "
+            f"{r['document']} (target {r['target']}; {r['verdict']})"
         )
     print(f"report: {out / 'report.html'}")
 

@@ -14,7 +14,8 @@ Per thread count the comparison gives the kernel's mean, standard deviation and 
 over its repetitions, the simulator's mean over its seeds, and whether that lies within the
 kernel's mean ± 1 standard deviation, for the appends per second, the fsync latency's mean,
 99th percentile (the kernel's only: `qoslab sim` does not report it yet) and largest, and the
-device's writes per fsync.
+device's writes and FLUSHes per fsync (the kernel's from `/proc/diskstats`, the simulator's from
+its block layer's counters).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ METRICS = {
     "fsync_p99_ms": "fsync latency, 99th percentile (ms)",
     "fsync_max_ms": "fsync latency, largest (ms)",
     "writes_per_fsync": "device writes per fsync",
+    "flushes_per_fsync": "device FLUSHes per fsync",
 }
 
 
@@ -99,6 +101,12 @@ def fio_metrics(report: dict) -> dict:
     }
 
 
+def device_flushes(before: str, after: str) -> int:
+    """FLUSH requests the device completed between two of its `/proc/diskstats` lines (the
+    16th statistic, "flushes completed", after the major, minor and name)."""
+    return int(after.split()[18]) - int(before.split()[18])
+
+
 def guest_steps(plan: Plan) -> list[str]:
     steps = []
     for rep in range(1, plan.reps + 1):
@@ -148,7 +156,13 @@ def run_kernel(
             path = raw / f"t{t}-rep-{rep}.json"
             if not path.exists():
                 raise InputError(f"the guest wrote no fio output for {t} threads, repetition {rep}")
-            rows.append({"threads": t, "rep": rep, **fio_metrics(json.loads(path.read_text()))})
+            row = {"threads": t, "rep": rep, **fio_metrics(json.loads(path.read_text()))}
+            base = raw / f"t{t}-rep-{rep}"
+            flushes = device_flushes(
+                Path(f"{base}.diskstats-before").read_text(),
+                Path(f"{base}.diskstats-after").read_text(),
+            )
+            rows.append({**row, "flushes_per_fsync": flushes / max(row["fsyncs"], 1)})
     meta = {"kernel": kernel.release, "accel": result.boot.accel, "accel_why": result.accel_why,
             "wall_seconds": round(result.boot.seconds, 1)}  # fmt: skip
     (raw / "guest.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -167,7 +181,10 @@ def run_sim(plan: Plan, spec: DeviceSpec) -> pd.DataFrame:
                 jobtext=job_text(t, plan.appends), jobname=f"append-{t}.fio", device=spec.text,
                 device_text=twin, sets=["fs.mount=true", "fs.type=ext4"], seed=rep,
             )  # fmt: skip
-            rows.append({"threads": t, "rep": rep, **fio_metrics(json.loads(result["text"]))})
+            report = json.loads(result["text"])
+            row = {"threads": t, "rep": rep, **fio_metrics(report)}
+            flushes = api.stage_counters(report, "block")["flush_ios"]
+            rows.append({**row, "flushes_per_fsync": flushes / max(row["fsyncs"], 1)})
     return pd.DataFrame(rows)
 
 

@@ -144,24 +144,60 @@ def test_fios_run_options_eta_minimal_and_readonly(qoslab, tmp_path):
         ok(qoslab("sim", "--readonly", job, "--section", "a", "--output-format=json"))
     )
     assert reads["jobs"][0]["read"]["total_ios"] == 300
-    done = qoslab("sim", job, "--minimal", "--output-format", "json")
-    assert done.returncode == 2
-    assert "--minimal is --output-format terse: give one of them" in done.stderr
+
+
+FORMAT_ORDERS = [
+    # fio 3.33 (init.c) applies them in order: --minimal makes the output terse alone,
+    # --output-format replaces the formats, --append-terse adds terse to what stands before.
+    (["--minimal", "--output-format", "json"], "json"),
+    (["--output-format=json", "--minimal"], "terse"),
+    (["--append-terse", "--output-format=json"], "json"),
+    (["--output-format=json", "--append-terse"], "json,terse"),
+    (["--minimal", "--append-terse"], "terse"),
+    (["--output-format=csv"], "terse"),
+    (["--output-format=minimal,normal"], "terse,normal"),
+]
+
+
+@pytest.mark.parametrize(("options", "formats"), FORMAT_ORDERS)
+def test_format_options_apply_in_fios_order(qoslab, tmp_path, options, formats):
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_JOBS)
+    asked = ok(qoslab("sim", job, *options))
+    assert asked == ok(qoslab("sim", job, f"--output-format={formats}"))
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is installed by make tools")
+@pytest.mark.parametrize(("options", "formats"), FORMAT_ORDERS)
+def test_fio_itself_applies_the_format_options_so(tmp_path, options, formats):
+    # What real fio writes for each order: terse lines ("3;..."), a JSON document, or both.
+    done = subprocess.run(
+        ["fio", *options, "--name=x", "--ioengine=null", "--size=64k", "--bs=4k"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("3;") for line in lines) == ("terse" in formats)
+    assert ("{" in lines) == ("json" in formats)
+    assert any("Run status group" in line for line in lines) == ("normal" in formats)
 
 
 def test_fios_output_and_warning_options(qoslab, tmp_path):
     job = tmp_path / "two.fio"
     job.write_text(TWO_JOBS)
-    # --append-terse is fio's older --output-format X,terse; qoslab writes terse version 3.
+    # --append-terse is fio's older --output-format X,terse; terse version 3 by default.
     both = ok(qoslab("sim", job, "--output-format", "json,terse"))
     assert ok(qoslab("sim", job, "--output-format", "json", "--append-terse")) == both
     terse = ok(qoslab("sim", job, "--minimal"))
     assert ok(qoslab("sim", job, "--minimal", "--terse-version=3")) == terse
     assert terse.startswith("3;")
-    for version, says in (("4", "writes fio's terse version 3 only, got 4"), ("6", "got '6'")):
-        done = qoslab("sim", job, "--minimal", f"--terse-version={version}")
-        assert done.returncode == 2 and done.stdout == ""
-        assert done.stderr.startswith("qoslab: error: --terse-version: ") and says in done.stderr
+    done = qoslab("sim", job, "--minimal", "--terse-version=6")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "qoslab: error: --terse-version: expected 2, 3, 4 or 5 (fio's), got '6'\n"
+    )
     # --warnings-fatal: a warning about the jobs stops the run, as one line (exit 2).
     done = qoslab("sim", "--name=t", "--thread", "--direct=1", "--number_ios=5", "--warnings-fatal")
     assert done.returncode == 2 and done.stdout == ""
@@ -249,7 +285,10 @@ def test_output_formats_combine_in_fios_order(qoslab):
     assert len(alone["terse"].splitlines()) == 2
     done = qoslab(*args, "json,xml")
     assert done.returncode == 2
-    assert "expected normal, terse, json, json+ or a comma list of them, got 'xml'" in done.stderr
+    assert done.stderr == (
+        "qoslab: error: --output-format: expected normal, terse, json, json+ (or fio's minimal "
+        "or csv for terse) or a comma list of them, got 'xml'\n"
+    )
 
 
 def test_normal_output_prints_bandwidth_in_fios_units_and_the_group_footer(qoslab):
@@ -416,3 +455,105 @@ def test_a_negative_replay_speed_names_the_option(qoslab, tmp_path):
     done = qoslab("sim", "--trace", trace, "--speed", "-1")
     assert done.returncode == 2
     assert done.stderr == "qoslab: error: --speed: expected a number above 0, got -1\n"
+
+
+# Terse fields per direction (fio's HOWTO): kb, bw, iops, runtime, slat (4), clat (4), 20
+# percentiles, lat (4), bw (5); version 5 adds the bw samples and the IOPS samples (5).
+DIRECTION = 41
+TERSE_VERSIONS = {
+    # version: (fields before the directions, directions, fields added per direction)
+    "2": (4, 3, 0),
+    "3": (5, 2, 0),
+    "4": (5, 3, 0),
+    "5": (5, 3, 6),
+}
+
+
+def terse_shape(line: str, version: str) -> list[str]:
+    """A terse line cut where fio's HOWTO cuts it: the header, each direction, the rest."""
+    head, directions, extra = TERSE_VERSIONS[version]
+    fields = line.split(";")
+    width = DIRECTION + extra
+    cut = [fields[:head]]
+    for d in range(directions):
+        cut.append(fields[head + d * width : head + (d + 1) * width])
+    cut.append(fields[head + directions * width :])
+    return cut
+
+
+@pytest.mark.parametrize("version", sorted(TERSE_VERSIONS))
+def test_terse_versions_have_fios_fields(qoslab, tmp_path, version):
+    # One job, a description that terse output carries; the same job to real fio (null engine)
+    # when it is here: the same number of fields, line by line, in every version.
+    job = ["--name=x", "--rw=randrw", "--bs=4k", "--number_ios=400", "--description=a b"]
+    ours = ok(qoslab("sim", "--direct=1", *job, "--minimal", f"--terse-version={version}"))
+    v3 = ok(qoslab("sim", "--direct=1", *job, "--minimal"))
+    lines = ours.splitlines()
+    # Version 2 puts the description on a line of its own.
+    assert lines[-1] == ";a b" if version == "2" else lines[-1].endswith(";a b")
+    assert len(lines) == (2 if version == "2" else 1)
+    head, *directions, rest = terse_shape(lines[0], version)
+    three = terse_shape(v3.splitlines()[0], "3")
+    assert head == (["2", "x", "0", "0"] if version == "2" else [version, *three[0][1:]])
+    # Read and write are version 3's; then trim (idle here) in 2, 4 and 5.
+    assert [d[:DIRECTION] for d in directions[:2]] == three[1:3]
+    if version != "3":
+        assert directions[2][:4] == ["0", "0", "0", "0"]
+    # The CPU, depth and latency-bucket fields, and the description, are version 3's.
+    assert rest == (three[-1][:-1] if version == "2" else three[-1])
+    if version == "5":
+        report = json.loads(ok(qoslab("sim", "--direct=1", *job, "--output-format=json")))
+        read = report["jobs"][0]["read"]
+        assert directions[0][DIRECTION:] == [
+            str(read["bw_samples"]),
+            str(read["iops_min"]),
+            str(read["iops_max"]),
+            f"{read['iops_mean']:.6f}",
+            f"{read['iops_stddev']:.6f}",
+            str(read["iops_samples"]),
+        ]
+    if shutil.which("fio") is None:
+        return
+    real = subprocess.run(
+        ["fio", "--ioengine=null", "--size=1m", *job, "--minimal", f"--terse-version={version}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert real.returncode == 0, real.stderr
+    theirs = real.stdout.splitlines()
+    assert [len(t.split(";")) for t in theirs] == [len(line.split(";")) for line in lines]
+    assert theirs[0].split(";")[0] == version and theirs[-1].endswith(";a b")
+
+
+def test_an_unset_variable_reads_as_nothing_as_in_fio(qoslab, tmp_path):
+    # fio 3.33 replaces an unset ${NAME} by nothing, without a word (options.c); qoslab does
+    # the same and says so in one warning line naming the file and line.
+    job = tmp_path / "env.fio"
+    job.write_text("[x]\ndirect=1\nrw=randread\nnumber_ios=50\ndescription=at ${QOSLAB_UNSET}x\n")
+    done = qoslab("sim", job, "--minimal")
+    assert done.returncode == 0 and done.stdout.rstrip("\n").endswith(";at x")
+    assert done.stderr == (
+        f"qoslab: warning: {job}:5: environment variable 'QOSLAB_UNSET' is not set: read as "
+        "nothing, as fio does\n"
+    )
+    done = qoslab("sim", job, "--minimal", "--warnings-fatal")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"qoslab: error: --warnings-fatal: {job}:5: environment")
+    # An option the empty value leaves bad is an error that names the variable.
+    bad = tmp_path / "bad.fio"
+    bad.write_text("[x]\ndirect=1\nrw=randread\nsize=${QOSLAB_UNSET}\n")
+    done = qoslab("sim", bad)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"qoslab: error: {bad}:4: option 'size': ")
+    assert done.stderr.endswith(
+        "(environment variable 'QOSLAB_UNSET' is not set: fio reads it as nothing)\n"
+    )
+    if shutil.which("fio") is None:
+        return
+    # Real fio: the description reads "at x"; an empty size is an error there too.
+    null = ["--ioengine=null", "--size=64k", "--minimal"]
+    real = subprocess.run(["fio", *null, str(job)], capture_output=True, text=True, cwd=tmp_path)
+    assert real.returncode == 0 and real.stdout.rstrip("\n").endswith(";at x"), real.stderr
+    real = subprocess.run(["fio", "--ioengine=null", str(bad)], capture_output=True, text=True)
+    assert real.returncode != 0 and "failed parsing size=${QOSLAB_UNSET}" in real.stderr

@@ -213,6 +213,29 @@ impl LatencyHist {
         v.clamp(self.moments.min, self.moments.max)
     }
 
+    /// The percentile `p` (0-100) as fio reports it (stat.c, `calc_clat_percentiles`): the
+    /// value of fio's bucket (`fio_bucket_value`) in which the running count of the samples,
+    /// bucket by bucket in fio's layout, first reaches p % of them; 0 when empty. So every
+    /// percentile of a report is a key of its json+ `bins`, as in fio, and lies within fio's
+    /// bucket error (under 1/128) of the sample at that rank. fio compares in long double;
+    /// here the product p / 100 × N is an f64.
+    pub fn fio_percentile(&self, p: f64) -> u64 {
+        let n = self.moments.n;
+        if n == 0 {
+            return 0;
+        }
+        let rank = p / 100.0 * n as f64;
+        let bins = self.fio_bins();
+        let mut seen = 0u64;
+        for &(value, count) in &bins {
+            seen += count;
+            if seen as f64 >= rank {
+                return value;
+            }
+        }
+        bins.last().map_or(0, |&(value, _)| value)
+    }
+
     /// Fraction of samples at or below `ns`.
     pub fn fraction_at_or_below(&self, ns: u64) -> f64 {
         if self.moments.n == 0 {
@@ -445,5 +468,26 @@ mod tests {
         let bins = h.fio_bins();
         assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), 50_000);
         assert!(bins.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn fio_percentiles_are_the_bucket_where_the_count_reaches_p() {
+        // 10 samples: 100 (own bucket), then 9 in 4096..8191's buckets of 64.
+        let mut h = LatencyHist::new();
+        h.record(100);
+        for v in [4100, 4100, 4100, 4200, 4200, 4200, 4200, 8000, 8100] {
+            h.record(v);
+        }
+        // 10 %: the first sample reaches 1 of 10.
+        assert_eq!(h.fio_percentile(10.0), 100);
+        // 10.5 % needs 1.05 samples: the second, in bucket 4096..4159 (value 4128).
+        assert_eq!(h.fio_percentile(10.5), 4128);
+        // 40 % is reached by the fourth sample, 70 % by the seventh (4160..4223: 4192).
+        assert_eq!(h.fio_percentile(40.0), 4128);
+        assert_eq!(h.fio_percentile(70.0), 4192);
+        // A bucket's value is its midpoint, even below the largest sample (8100 in
+        // 8064..8127: 8096).
+        assert_eq!(h.fio_percentile(100.0), 8096);
+        assert_eq!(LatencyHist::new().fio_percentile(50.0), 0);
     }
 }

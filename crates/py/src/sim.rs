@@ -195,13 +195,18 @@ fn jobs_json(file: &JobFile) -> String {
     json!({
         "path": file.path.display().to_string(),
         "global_options": file.global_options,
+        "unset_env": file.unset_env.iter().map(|(name, l)| json!({
+            "name": name,
+            "location": format!("{}:{}", l.path.display(), l.line),
+        })).collect::<Vec<_>>(),
         "jobs": file.jobs.iter().map(job_json).collect::<Vec<_>>(),
     })
     .to_string()
 }
 
 /// Parses a job file (or job text) as `sim_run` would, without running it: JSON text with
-/// `path`, `global_options` and `jobs`, each job as qoslab read it.
+/// `path`, `global_options`, `unset_env` (the `${NAME}`s no variable gave, read as nothing, with
+/// their lines) and `jobs`, each job as qoslab read it.
 #[pyfunction]
 #[pyo3(signature = (jobfile=None, jobtext=None, jobname=None, sections=Vec::new(), env=None))]
 fn fio_parse(
@@ -239,7 +244,8 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 /// messages). Returns a dict: text, status (the report at each `status_interval`, a simulated
 /// time), ios, events, max_outstanding, and for jobs `jobs` (JSON text of how they were read,
 /// as `fio_parse` gives it). `progress`, a `SimProgress`, says meanwhile how far the runs are;
-/// `env` gives `${NAME}`s of the jobs (before the process environment).
+/// `env` gives `${NAME}`s of the jobs (before the process environment); `terse_version` is
+/// fio's `--terse-version` of the terse lines.
 #[pyfunction]
 #[pyo3(signature = (
     device, sets, seed, repeat, output_format,
@@ -248,7 +254,8 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
     jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None,
     crash_target=None,
     status_interval=None,
-    env=None
+    env=None,
+    terse_version=3
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim_run<'py>(
@@ -274,6 +281,7 @@ fn sim_run<'py>(
     crash_target: Option<u16>,
     status_interval: Option<&str>,
     env: Option<HashMap<String, String>>,
+    terse_version: u8,
 ) -> PyResult<Bound<'py, PyDict>> {
     // fio's --status-interval: a time, in seconds when it has no unit.
     let status_interval_ns = status_interval
@@ -305,6 +313,11 @@ fn sim_run<'py>(
         to_py(SimError::new(format!(
             "--output-format: expected {} or a comma list of them, got '{output_format}'",
             OutputFormat::NAMES.join(", ")
+        )))
+    })?;
+    let format = format.with_terse_version(terse_version).ok_or_else(|| {
+        to_py(SimError::new(format!(
+            "--terse-version: expected 2, 3, 4 or 5 (fio's), got '{terse_version}'"
         )))
     })?;
     let trace = trace.filter(|paths| !paths.is_empty());

@@ -27,6 +27,8 @@ pub struct OutputFormat {
     terse: bool,
     /// `Some(false)`: json; `Some(true)`: json+.
     json: Option<bool>,
+    /// fio's `--terse-version`: 2 to 5 (3, fio's default, unless changed).
+    terse_version: u8,
 }
 
 // The single formats keep the names they had as an enum's variants, so callers still write
@@ -37,21 +39,25 @@ impl OutputFormat {
         normal: true,
         terse: false,
         json: None,
+        terse_version: 3,
     };
     pub const Json: OutputFormat = OutputFormat {
         normal: false,
         terse: false,
         json: Some(false),
+        terse_version: 3,
     };
     pub const JsonPlus: OutputFormat = OutputFormat {
         normal: false,
         terse: false,
         json: Some(true),
+        terse_version: 3,
     };
     pub const Terse: OutputFormat = OutputFormat {
         normal: false,
         terse: true,
         json: None,
+        terse_version: 3,
     };
 
     /// The formats fio accepts, one word each.
@@ -63,6 +69,7 @@ impl OutputFormat {
             normal: false,
             terse: false,
             json: None,
+            terse_version: 3,
         };
         for word in name.split(',') {
             match word.trim() {
@@ -74,6 +81,14 @@ impl OutputFormat {
             }
         }
         Some(f)
+    }
+
+    /// The same formats, with terse lines of fio's `--terse-version` `version` (2 to 5).
+    pub fn with_terse_version(self, version: u8) -> Option<Self> {
+        (2..=5).contains(&version).then_some(OutputFormat {
+            terse_version: version,
+            ..self
+        })
     }
 
     fn json_plus(self) -> bool {
@@ -162,7 +177,7 @@ fn latency_json(h: &qoslab_engine::LatencyHist, pcts: Option<&[f64]>, plus: bool
     {
         let mut p = Map::new();
         for &x in pcts {
-            p.insert(pct_key(x), json!(h.percentile(x)));
+            p.insert(pct_key(x), json!(h.fio_percentile(x)));
         }
         m.insert("percentile".into(), Value::Object(p));
         if plus {
@@ -470,24 +485,37 @@ fn jobs_json(opts: &SimOptions, entries: &[Entry], end_ns: u64) -> Vec<Value> {
         .collect()
 }
 
-/// fio's terse format, version 3 (fio's HOWTO, "Terse output"): one line of `;`-separated
-/// fields per job, latencies in us, bandwidth in KiB/s. Version 3 has no trim fields; the disk
-/// utilization fields are left out, as fio leaves them out when no disk was used.
+/// fio's terse format (fio's HOWTO, "Terse output"): one line of `;`-separated fields per job,
+/// latencies in us, bandwidth in KiB/s, in the version of `--terse-version`. Versions 3 to 5
+/// start with the version and fio's version string, 2 with its number alone; 2, 4 and 5 carry
+/// the trim direction after read and write, 3 does not; 5 adds to each direction the count of
+/// bandwidth samples and the IOPS samples' min, max, mean, deviation and count; in 2 a job's
+/// description starts a line of its own. The percentiles are the total latency's with
+/// `lat_percentiles`, the completion latency's otherwise, as in fio. The disk utilization
+/// fields are left out, as fio leaves them out when no disk was used.
 fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
+    let version = opts.format.terse_version;
     let mut out = String::new();
     for e in entries {
         let s = &e.stats;
-        let mut f: Vec<String> = vec![
-            "3".into(),
-            version_string(),
+        let mut f: Vec<String> = vec![version.to_string()];
+        if version != 2 {
+            f.push(version_string());
+        }
+        f.extend([
             e.name.clone(),
             e.group.to_string(),
             (if s.errors > 0 { 5 } else { 0 }).to_string(),
-        ];
+        ]);
         let group_bw = group_bw(entries, e);
         let pcts = percentile_list(opts, e.def);
-        for (k, op) in s.ops[..2].iter().enumerate() {
-            terse_direction(&mut f, op, s.runtime_ns, &pcts, group_bw[k]);
+        let total_lat = lat_percentiles(opts, e.def);
+        let directions = if version == 3 { 2 } else { 3 };
+        for (k, op) in s.ops[..directions].iter().enumerate() {
+            terse_direction(&mut f, op, s.runtime_ns, &pcts, total_lat, group_bw[k]);
+            if version == 5 {
+                terse_v5_samples(&mut f, op);
+            }
         }
         // CPU: user, system, context switches, major and minor faults (nothing runs on a host).
         f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
@@ -503,13 +531,35 @@ fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
                 }
             }
         }
-        if let Some(description) = description(opts, e.def) {
-            f.push(description);
-        }
         out.push_str(&f.join(";"));
+        if let Some(description) = description(opts, e.def) {
+            if version == 2 {
+                out.push('\n');
+            }
+            out.push(';');
+            out.push_str(&description);
+        }
         out.push('\n');
     }
     out
+}
+
+/// Terse version 5's fields after a direction's bandwidth: the count of bandwidth samples, then
+/// the IOPS samples' min, max, mean, deviation and count.
+fn terse_v5_samples(f: &mut Vec<String>, op: &OpStats) {
+    f.push(op.bw_samples.n.to_string());
+    let i = &op.iops_samples;
+    if i.n == 0 {
+        f.extend(["0", "0", "0.000000", "0.000000", "0"].map(String::from));
+    } else {
+        f.extend([
+            i.min.to_string(),
+            i.max.to_string(),
+            format!("{:.6}", i.mean()),
+            format!("{:.6}", i.stddev()),
+            i.n.to_string(),
+        ]);
+    }
 }
 
 fn share(count: u64, total: u64) -> f64 {
@@ -520,8 +570,16 @@ fn share(count: u64, total: u64) -> f64 {
     }
 }
 
-/// The fields of one direction in terse version 3.
-fn terse_direction(f: &mut Vec<String>, op: &OpStats, runtime_ns: u64, pcts: &[f64], gbw: f64) {
+/// The fields of one direction in terse output; `total_lat`: the percentiles are the total
+/// latency's (fio's `lat_percentiles`).
+fn terse_direction(
+    f: &mut Vec<String>,
+    op: &OpStats,
+    runtime_ns: u64,
+    pcts: &[f64],
+    total_lat: bool,
+    gbw: f64,
+) {
     let idle = op.ios == 0 || runtime_ns == 0;
     let bw_bytes = if idle {
         0
@@ -560,9 +618,10 @@ fn terse_direction(f: &mut Vec<String>, op: &OpStats, runtime_ns: u64, pcts: &[f
     f.extend(usec(&op.slat));
     f.extend(usec(&op.clat.moments));
     // Always 20 percentile fields: the job's list, then "0%=0" for the unused ones.
+    let hist = if total_lat { &op.lat } else { &op.clat };
     for i in 0..20 {
         f.push(match pcts.get(i) {
-            Some(&p) => format!("{p:.6}%={}", op.clat.percentile(p) / 1000),
+            Some(&p) => format!("{p:.6}%={}", hist.fio_percentile(p) / 1000),
             None => "0%=0".into(),
         });
     }
@@ -797,7 +856,7 @@ fn figures(op: &OpStats, runtime_ns: u64, pcts: &[f64]) -> Vec<(String, f64)> {
     for &p in pcts {
         out.push((
             format!("clat_ns.percentile.{}", pct_key(p)),
-            op.clat.percentile(p) as f64,
+            op.clat.fio_percentile(p) as f64,
         ));
     }
     out
@@ -1135,12 +1194,24 @@ fn normal(
                     m.stddev() / div
                 ));
             }
-            let (unit, div) = unit_for(s.clat.moments.mean());
+            // fio's unit and rounding (stat.c, show_clat_percentiles): usec when the smallest
+            // percentile is above 2,000 ns and the largest above 99,999 ns, msec when above
+            // 2 ms and 99,999,999 ns; each value rounded up to the unit, as fio does.
+            let values: Vec<u64> = pcts.iter().map(|&p| s.clat.fio_percentile(p)).collect();
+            let lo = values.iter().copied().min().unwrap_or(0);
+            let hi = values.iter().copied().max().unwrap_or(0);
+            let (unit, div) = if lo > 2_000_000 && hi > 99_999_999 {
+                ("msec", 1_000_000)
+            } else if lo > 2000 && hi > 99_999 {
+                ("usec", 1000)
+            } else {
+                ("nsec", 1)
+            };
             out.push_str(&format!("    clat percentiles ({unit}):\n"));
-            for row in pcts.chunks(4) {
+            for row in pcts.iter().zip(&values).collect::<Vec<_>>().chunks(4) {
                 let cells: Vec<String> = row
                     .iter()
-                    .map(|&p| format!("{:5.2}th=[{:7.0}]", p, s.clat.percentile(p) as f64 / div))
+                    .map(|&(p, v)| format!("{p:5.2}th=[{:7}]", v.div_ceil(div)))
                     .collect();
                 out.push_str(&format!("     | {}\n", cells.join(", ")));
             }

@@ -166,7 +166,7 @@ fn stonewall_and_new_group_start_reporting_groups_but_only_stonewall_waits() {
 }
 
 #[test]
-fn environment_variables_expand_and_missing_ones_are_errors() {
+fn environment_variables_expand_and_missing_ones_read_as_nothing_as_in_fio() {
     let env = |n: &str| match n {
         "SIZE" => Some("64m".to_string()),
         "NUMJOBS" => Some("4".to_string()),
@@ -182,10 +182,32 @@ fn environment_variables_expand_and_missing_ones_are_errors() {
         (f.jobs[0].size, f.jobs[0].numjobs),
         (Some(SizeSpec::Bytes(64 << 20)), 4)
     );
+    // fio 3.33 (options.c, fio_option_dup_subs) replaces an unset variable by nothing; the
+    // file lists each one with its line, for the run's warning.
+    let f = parse_job_str(
+        "[w]\nrw=randread\ndescription=at ${NOPE}x\n",
+        Path::new("t.fio"),
+        env,
+    )
+    .unwrap();
+    assert!(
+        f.jobs[0]
+            .options
+            .contains(&("description".into(), "at x".into()))
+    );
+    let unset: Vec<(&str, u64)> = f
+        .unset_env
+        .iter()
+        .map(|(n, l)| (n.as_str(), l.line))
+        .collect();
+    assert_eq!(unset, vec![("NOPE", 3)]);
+    // An option the empty value leaves bad says why it is empty.
     let e = parse_job_str("[w]\nsize=${NOPE}\n", Path::new("t.fio"), env).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "t.fio:2: environment variable 'NOPE' is not set"
+    let text = e.to_string();
+    assert!(text.starts_with("t.fio:2: option 'size': "), "{text}");
+    assert!(
+        text.ends_with(" (environment variable 'NOPE' is not set: fio reads it as nothing)"),
+        "{text}"
     );
 }
 

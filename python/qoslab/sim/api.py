@@ -71,10 +71,10 @@ def parse_jobs(
 
 
 def job_notes(parsed: dict[str, Any], cmdline: CommandLineJobs | None = None) -> list[str]:
-    """The lines a run warns with, one per job at most for each kind: the options the
-    simulator accepts but does not act on (each where it was written: with `cmdline`, an
-    option of fio's command line by its argument), and fio's own note for a synchronous
-    engine asked for more than one I/O in flight."""
+    """The lines a run warns with: one per `${NAME}` that no variable gave, and one per job at
+    most for each kind: the options the simulator accepts but does not act on (each where it
+    was written: with `cmdline`, an option of fio's command line by its argument), and fio's
+    own note for a synchronous engine asked for more than one I/O in flight."""
 
     def where(location: str) -> str:
         path, _, line = location.rpartition(":")
@@ -82,7 +82,12 @@ def job_notes(parsed: dict[str, Any], cmdline: CommandLineJobs | None = None) ->
             return cmdline.where(int(line))
         return location
 
-    lines = []
+    # fio reads an unset ${NAME} as nothing, without a word; a run says so.
+    lines = [
+        f"{where(item['location'])}: environment variable '{item['name']}' is not set: read "
+        "as nothing, as fio does"
+        for item in parsed.get("unset_env", [])
+    ]
     for job in parsed["jobs"]:
         seen: dict[str, str] = {}
         for item in job["ignored"]:
@@ -142,6 +147,7 @@ def run(
     crash_target: int | None = None,
     status_interval: str | None = None,
     env: dict[str, object] | None = None,
+    terse_version: int = 3,
 ) -> dict[str, Any]:
     """Runs one simulation; returns {"text", "status", "ios", "events", "max_outstanding",
     "logs"} and, for jobs, "jobs" (how they were read, as `parse_jobs` gives it). "status" has
@@ -158,8 +164,9 @@ def run(
     in the current folder (from the first seed's run) and "logs" lists them. With
     `power_fail_at`, the power fails at that simulated time; with `crash_target` too, only that
     target server crashes (`qoslab.recovery.target_crash`). `env` gives the jobs' `${NAME}`s
-    (before the process environment). The progress bar (`qoslab.progress`) follows fio's
-    `--eta` (`eta`: never, auto, always), `--eta-newline` and `--eta-interval` (in seconds)."""
+    (before the process environment). Terse lines are fio's `terse_version` (2 to 5). The
+    progress bar (`qoslab.progress`) follows fio's `--eta` (`eta`: never, auto, always),
+    `--eta-newline` and `--eta-interval` (in seconds)."""
     if repeat < 1:
         raise InputError(f"--repeat: expected at least 1, got {repeat}")
     if seed < 0:
@@ -190,6 +197,7 @@ def run(
         power_fail_at=power_fail_at,
         crash_target=crash_target,
         status_interval=status_interval,
+        terse_version=terse_version,
     )
     wants_logs = False
     if fio_logs and trace is None:

@@ -24,23 +24,61 @@ from qoslab.sim.fio_cli import CommandLineJobs, cmdhelp, job_text, showcmd, spli
 from qoslab.units import parse_duration
 
 FORMATS = ("normal", "terse", "json", "json+")
+# fio's other names of its terse output in --output-format.
+TERSE_NAMES = ("minimal", "csv")
 FIO_ARGS = "qoslab.sim.fio_args"
+FORMAT_ARGS = "qoslab.sim.format_args"
+# The options that set the output formats, which fio applies in their order (init.c): --minimal
+# makes the output terse alone, --output-format replaces the formats, --append-terse adds terse.
+FORMAT_OPTIONS = ("--minimal", "--output-format", "--append-terse")
 
 
 class FioCommandLine(TyperCommand):
-    """Takes fio's job options out of the arguments before typer reads qoslab's own."""
+    """Takes fio's job options out of the arguments before typer reads qoslab's own, and notes
+    the order of the format options, which typer does not keep."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         if "--help" in args:
             return super().parse_args(ctx, args)
         own, fio = split_arguments(args, self.params)
         ctx.meta[FIO_ARGS] = fio
+        ctx.meta[FORMAT_ARGS] = _format_arguments(own)
         return super().parse_args(ctx, own)
+
+
+def _format_arguments(own: list[str]) -> list[tuple[str, str | None]]:
+    """The format options in the order given: (option, its value or None)."""
+    found = []
+    args = iter(own)
+    for arg in args:
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name not in FORMAT_OPTIONS:
+            continue
+        if name == "--output-format" and not eq:
+            value = next(args, "")
+        found.append((name, value if name == "--output-format" else None))
+    return found
+
+
+def _fio_output_format(given: list[tuple[str, str | None]]) -> str:
+    """The formats the options ask for, applied in their order as fio applies them: the later
+    of --minimal and --output-format wins, --append-terse adds terse to what stands before it."""
+    formats = ["normal"]
+    for option, value in given:
+        if option == "--minimal":
+            formats = ["terse"]
+        elif option == "--output-format":
+            formats = _output_formats(value or "").split(",")
+        elif "terse" not in formats:
+            formats.append("terse")
+    return ",".join(formats)
 
 
 # fio's shortest --eta-interval (a shorter one is an error in fio 3.33).
 MIN_ETA_INTERVAL_S = 0.25
-# The terse versions fio 3.33 writes; qoslab writes version 3, fio's default.
+# The terse versions fio 3.33 writes (3 by default).
 TERSE_VERSIONS = ("2", "3", "4", "5")
 # fio's read-only directions (`td_write`/`td_trim` false).
 READ_ONLY = ("read", "randread")
@@ -72,13 +110,14 @@ def _eta_time(text: str | None, option: str, least_s: float = 0.0) -> float | No
 
 def _output_formats(text: str) -> str:
     words = [w.strip() for w in text.split(",")]
+    words = ["terse" if w in TERSE_NAMES else w for w in words]
     bad = [w for w in words if w not in FORMATS]
     if bad:
         raise InputError(
-            f"--output-format: expected {', '.join(FORMATS)} or a comma list of them, "
-            f"got '{bad[0]}'"
+            f"--output-format: expected {', '.join(FORMATS)} (or fio's {' or '.join(TERSE_NAMES)}"
+            f" for terse) or a comma list of them, got '{bad[0]}'"
         )
-    return ",".join(words)
+    return ",".join(dict.fromkeys(words))
 
 
 def sim(
@@ -145,15 +184,19 @@ def sim(
         None, "--output", help="Write the report to this file.", show_default="stdout"
     ),
     minimal: bool = typer.Option(
-        False, "--minimal", help="fio's terse output: the same as --output-format terse."
+        False,
+        "--minimal",
+        help="fio's terse output: the same as --output-format terse (the later of the two "
+        "wins, as in fio).",
     ),
     append_terse: bool = typer.Option(
         False,
         "--append-terse",
-        help="Also print the terse output (fio's older form of --output-format X,terse).",
+        help="Also print the terse output (fio's older form of --output-format X,terse; a "
+        "later --output-format replaces it, as in fio).",
     ),
     terse_version: str = typer.Option(
-        "3", "--terse-version", help="fio's terse version: 3 (the only one qoslab writes)."
+        "3", "--terse-version", help="fio's terse version of the terse lines: 2, 3, 4 or 5."
     ),
     eta: str = typer.Option(
         "auto",
@@ -272,19 +315,14 @@ def sim(
         typer.echo(text, nl=False)
         return
     trace = trace or None
-    if minimal:
-        if output_format not in ("normal", "terse"):
-            raise InputError("--minimal is --output-format terse: give one of them")
-        output_format = "terse"
-    if append_terse:
-        output_format += ",terse"
-    output_format = _output_formats(output_format)
+    given = ctx.meta.get(FORMAT_ARGS)
+    if given is None:
+        # Called without fio's command line (typer's own): the options' order is unknown.
+        given = [("--output-format", output_format)]
+        given += [("--minimal", None)] * minimal + [("--append-terse", None)] * append_terse
+    output_format = _fio_output_format(given)
     if terse_version not in TERSE_VERSIONS:
         raise InputError(f"--terse-version: expected 2, 3, 4 or 5 (fio's), got '{terse_version}'")
-    if terse_version != "3":
-        raise InputError(
-            f"--terse-version: qoslab writes fio's terse version 3 only, got {terse_version}"
-        )
     if eta not in progress.ETA:
         raise InputError(f"--eta: expected {', '.join(progress.ETA)}, got '{eta}'")
     if quiet and eta == "always":
@@ -373,6 +411,7 @@ def sim(
             eta="never" if quiet else eta,
             eta_newline_s=eta_newline_s,
             eta_interval_s=eta_interval_s,
+            terse_version=int(terse_version),
             fio_logs=True,
             power_fail_at=power_fail_at,
             crash_target=crash_target,

@@ -549,4 +549,7 @@ pub struct JobFile {
     pub jobs: Vec<Job>,
     /// Options of all `[global]` sections, in order (fio's JSON "global options").
     pub global_options: Vec<(String, String)>,
+    /// `${NAME}`s that no environment variable gave, read as nothing (as fio does), each with
+    /// the line that reads it.
+    pub unset_env: Vec<(String, Location)>,
 }

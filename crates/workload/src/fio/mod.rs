@@ -135,6 +135,19 @@ fn parse_job_parts(
         Ok(())
     };
 
+    // `${NAME}`s that no variable gives, each where it was written.
+    let mut unset_env: Vec<(String, Location)> = Vec::new();
+    // An error in a line that read an unset variable says so: fio reads it as nothing.
+    let unset_note = |mut e: WorkloadError, unset_env: &[(String, Location)]| {
+        if let Some((name, _)) = unset_env
+            .iter()
+            .find(|(_, l)| Some(&l.path) == e.path.as_ref() && Some(l.line) == e.line)
+        {
+            e.message +=
+                &format!(" (environment variable '{name}' is not set: fio reads it as nothing)");
+        }
+        e
+    };
     for line in &lines {
         let t = line.text.as_str();
         if let Some(name) = t.strip_prefix('[') {
@@ -154,7 +167,8 @@ fn parse_job_parts(
                 ));
             }
             if let Some(done) = section.take() {
-                finish(done, &mut global_options, &mut jobs)?;
+                finish(done, &mut global_options, &mut jobs)
+                    .map_err(|e| unset_note(e, &unset_env))?;
             }
             if name == "global" {
                 section = Some((None, Vec::new()));
@@ -164,7 +178,7 @@ fn parse_job_parts(
                     line: line.number,
                 };
                 let mut job = Job::with_defaults(name, jobs.len(), location);
-                apply_section(&mut job, &global_options)?;
+                apply_section(&mut job, &global_options).map_err(|e| unset_note(e, &unset_env))?;
                 // A `name` in [global] names no job: fio 3.33 reports the section's name
                 // unless the section itself sets one (measured: `[global] name=g` + `[sec]`
                 // is reported as "sec").
@@ -182,8 +196,9 @@ fn parse_job_parts(
             path: line.path.clone(),
             line: line.number,
         };
-        let value = expand_env(raw_value, &env)
+        let (value, unset) = expand_env(raw_value, &env)
             .map_err(|m| WorkloadError::at(&line.path, line.number, m))?;
+        unset_env.extend(unset.into_iter().map(|name| (name, loc.clone())));
         let Some((_, lines)) = &mut section else {
             return Err(WorkloadError::at(
                 &line.path,
@@ -194,7 +209,7 @@ fn parse_job_parts(
         lines.push((key.to_string(), value, loc));
     }
     if let Some(done) = section.take() {
-        finish(done, &mut global_options, &mut jobs)?;
+        finish(done, &mut global_options, &mut jobs).map_err(|e| unset_note(e, &unset_env))?;
     }
     if jobs.is_empty() {
         return Err(WorkloadError::in_file(
@@ -207,6 +222,7 @@ fn parse_job_parts(
         path: path.to_path_buf(),
         jobs,
         global_options: global_options.into_iter().map(|(k, v, _)| (k, v)).collect(),
+        unset_env,
     })
 }
 
@@ -348,10 +364,14 @@ fn validate(job: &Job) -> Result<(), WorkloadError> {
 /// file; qoslab keeps them as written (its files are regions of the device).
 const FILENAME_KEYWORDS: [&str; 4] = ["jobname", "jobnum", "filenum", "clientuid"];
 
-/// Expands `${NAME}`. Unlike fio, which substitutes an empty string, an unset variable is an
-/// error: an empty `size=` would otherwise surface as a confusing message elsewhere.
-fn expand_env(value: &str, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+/// Expands `${NAME}`, and returns the names that no variable gives. As in fio (options.c,
+/// `fio_option_dup_subs`), an unset variable reads as nothing; the caller says so.
+fn expand_env(
+    value: &str,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(String, Vec<String>), String> {
     let mut out = String::with_capacity(value.len());
+    let mut unset = Vec::new();
     let mut rest = value;
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
@@ -372,12 +392,14 @@ fn expand_env(value: &str, env: &impl Fn(&str) -> Option<String>) -> Result<Stri
             .find('}')
             .ok_or_else(|| format!("'{value}': '${{' without a closing '}}'"))?;
         let name = &body[..end];
-        let v = env(name).ok_or_else(|| format!("environment variable '{name}' is not set"))?;
-        out.push_str(&v);
+        match env(name) {
+            Some(v) => out.push_str(&v),
+            None => unset.push(name.to_string()),
+        }
         rest = &body[end + 1..];
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, unset))
 }
 
 /// Removes a comment: `;` or `#` at the start of the line or after white space.

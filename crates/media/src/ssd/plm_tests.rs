@@ -4,7 +4,9 @@
 //! model's constants.
 
 use super::flash::die_use;
+use super::flash::{OpClass, OpKind};
 use super::gate::WindowState;
+use super::slow_reads::Copies;
 use super::tests::{ssd, write};
 use super::*;
 use crate::Device;

@@ -1,11 +1,12 @@
 //! The SSD against closed forms: exact QD1 latencies, saturation bounds, write amplification of
 //! the mean-field model, write-cache and power-loss semantics.
 
+use super::flash::{FlashOp, OpClass, OpKind};
 use super::*;
 use crate::Device;
-use qoslab_engine::RngStream;
 use qoslab_engine::tunable::RawValue;
 use qoslab_engine::{Done, EventQueue, Harness, Request, Requests};
+use qoslab_engine::{ReqFlags, RngStream};
 
 /// A device from `--set`-style overrides (`nand.erase_ns`, `2ms`) of the default (MQSim)
 /// configuration.

@@ -4,7 +4,7 @@ Each row names where a plug-in is chosen, the plug-ins, what a plug-in is, the r
 file and line) and the plug-ins' tunable tables. Here:
 - the names a row lists are exactly those its key accepts, asked as a user asks: an unknown name
   is refused with the list of the known ones;
-- the row's file holds its registry line (`static NAME: &[&Ops]`, or the registry macro) and
+- the row's file holds its registry line (`static NAME: &[&Ops]`, or a `type_registry!` list) and
   every type the row names;
 - every registry in the crates has a row;
 - every plug-in's tunable table is one a row names, and every table a row names exists.
@@ -29,6 +29,8 @@ SSD = ["--device", "mqsim-default"]
 CONTEXT = {
     "host.plm.policy": [*SSD, "--set", "media.gc.gate=plm", "--set", "host.replicas=plm"],
 }
+# A registry of types: the list in `qoslab_engine::type_registry!`, named by its names function.
+TYPE_REGISTRY = r"(?m)^qoslab_engine::type_registry! \{{[^}}]*?names {names},"
 COMMAND_ARGS = {  # what the other commands need besides the option
     "nvmelite run": [str(SEED), "--bound", "0", "--seed", "1"],
     "nvmelite worst": [str(SEED), "--bound", "0"],
@@ -97,11 +99,9 @@ def test_the_registry_table_has_every_registry_once():
         text = path.read_text(encoding="utf-8")
         file = str(path.relative_to(ROOT))
         found |= {(file, m) for m in re.findall(r"pub static (\w+): &\[&\w+\] =", text)}
-        # The visitor registries (one statically dispatched type per name) are macros that
-        # define the list of names.
-        for macro, body in re.findall(r"macro_rules! (\w+) \{(.*?)\n\}", text, re.S):
-            if re.search(r"pub fn \w+_names\(\)", body):
-                found.add((file, f"{macro}!"))
+        # The registries of types (one statically dispatched type per name) are lists in
+        # `qoslab_engine::type_registry!`, named by the function that lists their names.
+        found |= {(file, m) for m in re.findall(TYPE_REGISTRY.format(names=r"(\w+)"), text)}
     assert found - documented == set(), "registries without a row in docs/architecture.md"
     assert documented - found == set(), "rows of docs/architecture.md naming no registry"
 
@@ -110,8 +110,8 @@ def test_each_row_names_its_registry_line_and_types():
     for row in registry_rows():
         text = (ROOT / row["file"]).read_text(encoding="utf-8")
         name, ops = row["registry"], row["types"][0]
-        if name.endswith("!"):
-            assert re.search(rf"^{name[:-1]}!\(", text, re.M), row
+        if name.endswith("_names"):
+            assert re.search(TYPE_REGISTRY.format(names=name), text), row
         else:
             assert re.search(rf"pub static {name}: &\[&{ops}\] =", text), row
         for t in row["types"]:

@@ -117,7 +117,9 @@ pub fn names_or_none<P: Plugin>(registry: &[&'static P]) -> Vec<&'static str> {
 /// Declares a plug-in kind's ops table: the fields every kind has (name, help, contract
 /// version, tunables, the required constructor), the kind's own capability fields, and its
 /// [`Plugin`] impl. A macro rather than a generic struct because each kind's capability fields
-/// differ and a plug-in file writes its table as a plain `static` literal.
+/// differ and a plug-in file writes its table as a plain `static` literal. A kind whose
+/// plug-ins are tables of data and plain functions (a completion order, an ordered-write
+/// stack's checker rules) says `data` instead of its tunables and constructor.
 ///
 /// ```
 /// /// What a cable plug-in builds.
@@ -172,18 +174,108 @@ macro_rules! plugin_ops {
             }
         }
     };
+    (
+        $(#[$meta:meta])*
+        pub struct $ops:ident: $kind:literal, data {
+            $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[doc = ""]
+        #[doc = "A kind whose plug-ins are data and hooks of the table itself: no constructor, no tunables."]
+        pub struct $ops {
+            pub name: &'static str,
+            pub help: &'static str,
+            /// The stage contract the plug-in was written for.
+            pub api_version: u32,
+            $($(#[$fmeta])* pub $field: $fty,)*
+        }
+
+        impl $crate::Plugin for $ops {
+            fn info(&self) -> $crate::PluginInfo {
+                $crate::PluginInfo {
+                    kind: $kind,
+                    name: self.name,
+                    api_version: self.api_version,
+                    missing_hooks: &[],
+                }
+            }
+            fn help(&self) -> &'static str {
+                self.help
+            }
+        }
+    };
+}
+
+/// Declares a registry of plug-ins that are types, not tables: the device models and the
+/// transports, each a stage type the path is generic over, so that each gets its own statically
+/// dispatched run loop. `$bound` is the kind's trait (with `NAME` and `API_VERSION` consts);
+/// the macro writes the visitor trait (code generic over the kind's type), the function listing
+/// the names, the one mapping a name to `visitor.visit::<T>()` (`None` for an unknown name)
+/// and the one refusing a type written for another stage contract ([`check_plugin`]). A
+/// plug-in of the kind is its type and one line in the list.
+///
+/// ```ignore
+/// qoslab_engine::type_registry! {
+///     /// Code that is generic over the device type.
+///     pub trait ModelVisitor for DeviceModel, kind "device model";
+///     names model_names, visit visit_model, check check_model;
+///     [crate::AnalyticDevice, crate::Ssd]
+/// }
+/// ```
+#[macro_export]
+macro_rules! type_registry {
+    (
+        $(#[$meta:meta])*
+        pub trait $visitor:ident for $bound:ident, kind $kind:literal;
+        names $names:ident, visit $visit:ident, check $check:ident;
+        [$($t:ty),* $(,)?]
+    ) => {
+        $(#[$meta])*
+        pub trait $visitor {
+            type Output;
+            fn visit<T: $bound>(self) -> Self::Output;
+        }
+
+        #[doc = concat!("Names of every registered ", $kind, ", in registration order.")]
+        pub fn $names() -> &'static [&'static str] {
+            &[$(<$t as $bound>::NAME),*]
+        }
+
+        #[doc = concat!("Calls `visitor.visit::<T>()` for the ", $kind, " called `name`, or returns `None`.")]
+        pub fn $visit<V: $visitor>(name: &str, visitor: V) -> Option<V::Output> {
+            $(
+                if name == <$t as $bound>::NAME {
+                    return Some(visitor.visit::<$t>());
+                }
+            )*
+            None
+        }
+
+        #[doc = concat!("Refuses ", $kind, " `T` if it was written for another version of the stage contract.")]
+        pub fn $check<T: $bound>() -> Result<(), String> {
+            $crate::check_plugin(&$crate::PluginInfo {
+                kind: $kind,
+                name: T::NAME,
+                api_version: T::API_VERSION,
+                missing_hooks: &[],
+            })
+        }
+    };
 }
 
 /// The one contract test of a plug-in registry, for the registry's own test module: its
 /// lookup refuses a plug-in written for another stage contract and one without its required
 /// `build` hook, names the choices when a name is unknown, and accepts every registered
-/// plug-in. The two bad plug-ins are copies of `$valid`'s table (any registered one) with
+/// plug-in. The bad plug-ins are copies of `$valid`'s table (any registered one) with
 /// `api_version` or `build` changed. The lookup is [`lookup`] of key `$field`, [`lookup_or_none`]
-/// with `or_none` after the key, or `|reg, name| EXPR` for a registry with its own.
+/// with `or_none` after the key, or `|reg, name| EXPR` for a registry with its own; a `data`
+/// kind (no constructor) says `data` first.
 ///
 /// ```ignore
 /// qoslab_engine::registry_contract_test!(ArbiterOps, rr::OPS, ARBITERS, "controller.arbitration");
 /// qoslab_engine::registry_contract_test!(CpuOps, ONE, CPUS, "cpu.model", or_none);
+/// qoslab_engine::registry_contract_test!(data OrderOps, FIFO, ORDERS, "controller.completion_order");
 /// ```
 #[macro_export]
 macro_rules! registry_contract_test {
@@ -197,43 +289,58 @@ macro_rules! registry_contract_test {
             $crate::plugin::lookup_or_none(reg, $field, name)
         });
     };
+    (data $ops:ident, $valid:path, $registry:expr, $field:literal) => {
+        #[test]
+        fn the_registry_refuses_another_contract_version() {
+            $crate::registry_contract_test!(@check $ops, $valid, $registry, $field, [], |reg, name| {
+                $crate::plugin::lookup(reg, $field, name)
+            });
+        }
+    };
     ($ops:ident, $valid:path, $registry:expr, $field:literal, |$reg:ident, $name:ident| $lookup:expr) => {
         #[test]
         fn the_registry_refuses_another_contract_version_or_a_missing_hook() {
-            static FUTURE: $ops = $ops {
-                name: "future",
-                api_version: $crate::STAGE_API_VERSION + 1,
-                ..$valid
-            };
             static HOOKLESS: $ops = $ops {
                 name: "hookless",
                 build: None,
                 ..$valid
             };
-            let find = |$reg: &[&'static $ops], $name: &str| $lookup;
-            let reg: &[&'static $ops] = &[&$valid, &FUTURE, &HOOKLESS];
-            assert!(find(reg, $valid.name).is_ok());
-            let e = find(reg, "future").err().expect("refused").to_string();
-            let version = format!(
-                "'future' was built for stage API version {}, this simulator speaks version {}",
-                $crate::STAGE_API_VERSION + 1,
-                $crate::STAGE_API_VERSION
-            );
-            assert!(e.ends_with(&version), "{e}");
+            $crate::registry_contract_test!(@check $ops, $valid, $registry, $field, [HOOKLESS], |$reg, $name| $lookup);
+        }
+    };
+    (@check $ops:ident, $valid:path, $registry:expr, $field:literal, [$($hookless:ident)?], |$reg:ident, $name:ident| $lookup:expr) => {
+        static FUTURE: $ops = $ops {
+            name: "future",
+            api_version: $crate::STAGE_API_VERSION + 1,
+            ..$valid
+        };
+        let find = |$reg: &[&'static $ops], $name: &str| $lookup;
+        let reg: &[&'static $ops] = &[&$valid, &FUTURE $(, &$hookless)?];
+        assert!(find(reg, $valid.name).is_ok());
+        let e = find(reg, "future").err().expect("refused").to_string();
+        let version = format!(
+            "'future' was built for stage API version {}, this simulator speaks version {}",
+            $crate::STAGE_API_VERSION + 1,
+            $crate::STAGE_API_VERSION
+        );
+        assert!(e.ends_with(&version), "{e}");
+        $(
+            let _ = &$hookless;
             let e = find(reg, "hookless").err().expect("refused").to_string();
             assert!(
                 e.ends_with("'hookless' lacks the required hook 'build'"),
                 "{e}"
             );
-            let e = find(reg, "nonesuch").err().expect("refused").to_string();
-            assert!(
-                e.starts_with(concat!("field '", $field, "': expected one of ")),
-                "{e}"
-            );
-            assert!(e.ends_with(", future, hookless, got 'nonesuch'"), "{e}");
-            for p in $registry {
-                assert!(find($registry, p.name).is_ok(), "{}", p.name);
-            }
+        )?
+        let e = find(reg, "nonesuch").err().expect("refused").to_string();
+        assert!(
+            e.starts_with(concat!("field '", $field, "': expected one of ")),
+            "{e}"
+        );
+        let listed = reg.iter().skip(1).map(|p| p.name).collect::<Vec<_>>().join(", ");
+        assert!(e.ends_with(&format!(", {listed}, got 'nonesuch'")), "{e}");
+        for p in $registry {
+            assert!(find($registry, p.name).is_ok(), "{}", p.name);
         }
     };
 }
@@ -277,6 +384,98 @@ mod tests {
         use super::{ONE, TOYS, ToyOps};
 
         crate::registry_contract_test!(ToyOps, ONE, TOYS, "toy.kind", or_none);
+    }
+
+    crate::plugin_ops! {
+        /// A kind whose plug-ins are data: no constructor, no tunables.
+        pub struct RuleOps: "rule", data {
+            pub weight: u32,
+        }
+    }
+
+    static LIGHT: RuleOps = RuleOps {
+        name: "light",
+        help: "weighs 1",
+        api_version: crate::STAGE_API_VERSION,
+        weight: 1,
+    };
+
+    static RULES: &[&RuleOps] = &[&LIGHT];
+
+    mod data {
+        use super::{LIGHT, RULES, RuleOps};
+
+        crate::registry_contract_test!(data RuleOps, LIGHT, RULES, "rule.kind");
+
+        #[test]
+        fn a_data_plugin_is_found_by_name_with_its_fields() {
+            let light = crate::lookup(RULES, "rule.kind", "light").unwrap();
+            assert_eq!(light.weight, 1);
+        }
+    }
+
+    /// A kind whose plug-ins are types.
+    pub trait Shape {
+        const NAME: &'static str;
+        const API_VERSION: u32;
+        fn sides() -> u32;
+    }
+
+    struct Triangle;
+    impl Shape for Triangle {
+        const NAME: &'static str = "triangle";
+        const API_VERSION: u32 = crate::STAGE_API_VERSION;
+        fn sides() -> u32 {
+            3
+        }
+    }
+
+    struct Square;
+    impl Shape for Square {
+        const NAME: &'static str = "square";
+        const API_VERSION: u32 = crate::STAGE_API_VERSION;
+        fn sides() -> u32 {
+            4
+        }
+    }
+
+    struct Ancient;
+    impl Shape for Ancient {
+        const NAME: &'static str = "ancient";
+        const API_VERSION: u32 = 1;
+        fn sides() -> u32 {
+            0
+        }
+    }
+
+    crate::type_registry! {
+        /// Code generic over the shape.
+        pub trait ShapeVisitor for Shape, kind "shape";
+        names shape_names, visit visit_shape, check check_shape;
+        [Triangle, Square]
+    }
+
+    #[test]
+    fn a_type_registry_maps_a_name_to_its_type_and_refuses_another_contract() {
+        struct Sides;
+        impl ShapeVisitor for Sides {
+            type Output = u32;
+            fn visit<T: Shape>(self) -> u32 {
+                T::sides()
+            }
+        }
+        assert_eq!(shape_names(), ["triangle", "square"]);
+        assert_eq!(visit_shape("square", Sides), Some(4));
+        assert_eq!(visit_shape("triangle", Sides), Some(3));
+        assert_eq!(visit_shape("circle", Sides), None);
+        assert!(check_shape::<Square>().is_ok());
+        assert_eq!(
+            check_shape::<Ancient>().unwrap_err(),
+            format!(
+                "shape 'ancient' was built for stage API version 1, this simulator speaks version {}",
+                crate::STAGE_API_VERSION
+            )
+        );
     }
 
     #[test]

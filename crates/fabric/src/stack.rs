@@ -1,35 +1,38 @@
-//! The ordered-write stacks as plug-ins: one `StackOps` table each and one registry line.
+//! The ordered-write stacks as plug-ins: one `StackOps` table each (a `data` kind of
+//! `qoslab_engine::plugin_ops!`) and one registry line.
+
+use qoslab_engine::STAGE_API_VERSION;
 
 use crate::FabricConfig;
 use crate::machine::CrashImage;
 use crate::plan::{Plan, PlanRules};
 use crate::recovery;
 
-/// How a stack orders writes, and how it recovers after a crash.
-#[derive(Debug)]
-pub struct StackOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub plan: PlanRules,
-    /// A stream's next request waits until the previous one is acknowledged (synchronous
-    /// transfer, one in flight per stream).
-    pub one_in_flight: bool,
-    /// Ordering metadata goes to the target's PMR by a synchronous control path before the
-    /// data (HORAE).
-    pub control_path: bool,
-    /// Ordering attributes are logged to the PMR before the data, and each target submits in
-    /// per-server order (Rio).
-    pub attributes: bool,
-    /// Requests are acknowledged in sequence order (Rio reads `in_order_completion`).
-    pub in_order_ack: fn(&FabricConfig) -> bool,
-    /// After a crash: which commands' data to erase (indexed like `plan.cmds`).
-    pub recover: fn(&Plan, &CrashImage) -> Vec<bool>,
-    /// What recovery reads back from the targets' PMRs before it can decide.
-    pub pmr_log: PmrLog,
-    /// After the crash of one target (the initiator and the other targets up): which completed
-    /// commands the initiator writes again to it (those without a completion it re-sends
-    /// anyway).
-    pub replay_on_target: fn(&Plan, &CrashImage, usize) -> Vec<bool>,
+qoslab_engine::plugin_ops! {
+    /// How a stack orders writes, and how it recovers after a crash.
+    #[derive(Debug)]
+    pub struct StackOps: "ordered-write stack", data {
+        pub plan: PlanRules,
+        /// A stream's next request waits until the previous one is acknowledged (synchronous
+        /// transfer, one in flight per stream).
+        pub one_in_flight: bool,
+        /// Ordering metadata goes to the target's PMR by a synchronous control path before the
+        /// data (HORAE).
+        pub control_path: bool,
+        /// Ordering attributes are logged to the PMR before the data, and each target submits in
+        /// per-server order (Rio).
+        pub attributes: bool,
+        /// Requests are acknowledged in sequence order (Rio reads `in_order_completion`).
+        pub in_order_ack: fn(&FabricConfig) -> bool,
+        /// After a crash: which commands' data to erase (indexed like `plan.cmds`).
+        pub recover: fn(&Plan, &CrashImage) -> Vec<bool>,
+        /// What recovery reads back from the targets' PMRs before it can decide.
+        pub pmr_log: PmrLog,
+        /// After the crash of one target (the initiator and the other targets up): which completed
+        /// commands the initiator writes again to it (those without a completion it re-sends
+        /// anyway).
+        pub replay_on_target: fn(&Plan, &CrashImage, usize) -> Vec<bool>,
+    }
 }
 
 /// The ordering state a stack keeps in the targets' PMRs, which recovery reads back.
@@ -76,6 +79,7 @@ fn keep_all(plan: &Plan, _: &CrashImage) -> Vec<bool> {
 pub static ORDERLESS: StackOps = StackOps {
     name: "orderless",
     help: "plain NVMe-oF: asynchronous, merged, a FLUSH flag where asked, no ordering (the upper bound)",
+    api_version: STAGE_API_VERSION,
     plan: PlanRules {
         merge: true,
         flush_every_request: false,
@@ -93,6 +97,7 @@ pub static ORDERLESS: StackOps = StackOps {
 pub static LINUX: StackOps = StackOps {
     name: "linux",
     help: "Linux NVMe-oF ordering: each ordered write waits for the previous one's completion and a FLUSH",
+    api_version: STAGE_API_VERSION,
     plan: PlanRules {
         merge: false,
         flush_every_request: true,
@@ -110,6 +115,7 @@ pub static LINUX: StackOps = StackOps {
 pub static HORAE: StackOps = StackOps {
     name: "horae",
     help: "HORAE: ordering metadata persisted to the target's PMR by a synchronous control path, data asynchronous",
+    api_version: STAGE_API_VERSION,
     plan: PlanRules {
         merge: false,
         flush_every_request: false,
@@ -127,6 +133,7 @@ pub static HORAE: StackOps = StackOps {
 pub static RIO: StackOps = StackOps {
     name: "rio",
     help: "Rio: ordering attributes in the PMR log, asynchronous data, in-order submission and completion, merging",
+    api_version: STAGE_API_VERSION,
     plan: PlanRules {
         merge: true,
         flush_every_request: false,
@@ -155,12 +162,21 @@ pub fn for_ordering(name: &str) -> &'static StackOps {
     }
 }
 
+/// The stack called `name`, checked against the stage contract (callers name the choices,
+/// [`names`], when there is none).
 pub fn lookup(name: &str) -> Option<&'static StackOps> {
-    STACKS.iter().copied().find(|s| s.name == name)
+    qoslab_engine::lookup(STACKS, "stack", name).ok()
 }
 
 /// `orderless, linux, horae or rio`.
 pub fn names() -> String {
     let n: Vec<&str> = STACKS.iter().map(|s| s.name).collect();
     format!("{} or {}", n[..n.len() - 1].join(", "), n[n.len() - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    qoslab_engine::registry_contract_test!(data StackOps, ORDERLESS, STACKS, "stack");
 }

@@ -1,53 +1,24 @@
 //! The one list of device models a device file can name.
 //!
 //! The simulator is generic over the device type, so each model gets its own statically
-//! dispatched run loop; this registry maps a name to that type through a visitor. Adding a
-//! model means adding one line to `models!` below and nothing elsewhere.
+//! dispatched run loop; this registry maps a name to that type through a visitor
+//! (`qoslab_engine::type_registry!`, shared with the transports). Adding a model means adding
+//! one line to the list below and nothing elsewhere.
 
 use crate::DeviceModel;
 
-/// Code that is generic over the device type (e.g. "build this model and run a simulation").
-pub trait ModelVisitor {
-    type Output;
-    fn visit<D: DeviceModel>(self) -> Self::Output;
-}
-
-macro_rules! models {
-    ($($model:ty),* $(,)?) => {
-        /// Names of every registered model, in registration order.
-        pub fn model_names() -> &'static [&'static str] {
-            &[$(<$model as DeviceModel>::NAME),*]
-        }
-
-        /// Calls `visitor.visit::<Model>()` for the model called `name`, or returns `None`.
-        pub fn visit_model<V: ModelVisitor>(name: &str, visitor: V) -> Option<V::Output> {
-            $(
-                if name == <$model as DeviceModel>::NAME {
-                    return Some(visitor.visit::<$model>());
-                }
-            )*
-            None
-        }
-    };
-}
-
-models!(
-    crate::AnalyticDevice,
-    crate::EmpiricalDevice,
-    crate::Ssd,
-    crate::Hdd,
-    crate::NullDevice,
-    crate::CachedDrive,
-);
-
-/// Refuses model `D` if it was written for another version of the stage contract.
-pub fn check_model<D: DeviceModel>() -> Result<(), String> {
-    qoslab_engine::check_plugin(&qoslab_engine::PluginInfo {
-        kind: "device model",
-        name: D::NAME,
-        api_version: D::API_VERSION,
-        missing_hooks: &[],
-    })
+qoslab_engine::type_registry! {
+    /// Code that is generic over the device type (e.g. "build this model and run a simulation").
+    pub trait ModelVisitor for DeviceModel, kind "device model";
+    names model_names, visit visit_model, check check_model;
+    [
+        crate::AnalyticDevice,
+        crate::EmpiricalDevice,
+        crate::Ssd,
+        crate::Hdd,
+        crate::NullDevice,
+        crate::CachedDrive,
+    ]
 }
 
 /// (name, help, tunables) of the model called `name`.

@@ -11,43 +11,27 @@
 //! - `batched` waits until min(4, outstanding) are eligible, then posts them in random order
 //!   (a burst; NVMe-lite's BATCHED opens bursts of min(4, pending)).
 //!
-//! A completion order is a plug-in: an [`OrderOps`] value and one line in [`ORDERS`].
+//! A completion order is a plug-in: an [`OrderOps`] value (a `data` kind of
+//! `qoslab_engine::plugin_ops!`) and one line in [`ORDERS`].
 
 use std::collections::VecDeque;
 
-use qoslab_engine::{ConfigError, Plugin, PluginInfo, ReqId, RngStream, STAGE_API_VERSION};
+use qoslab_engine::{ConfigError, ReqId, RngStream, STAGE_API_VERSION};
 
-/// One completion order, as the registry knows it: a table of data (no constructor, no
-/// tunables), so it writes its [`Plugin`] impl itself rather than through `plugin_ops!`.
-#[derive(Debug)]
-pub struct OrderOps {
-    pub name: &'static str,
-    pub help: &'static str,
-    /// The stage contract the order was written for.
-    pub api_version: u32,
-    /// Whether entries wait in a per-SQ buffer (false: each posts as its command finishes).
-    pub buffered: bool,
-    /// Whether each pick takes one uniform draw below the number of eligible entries.
-    pub draws: bool,
-    /// Index, among the `eligible` entries (oldest first), of the one to post; `draw` is the
-    /// pick's draw when `draws`, else 0.
-    pub pick: fn(eligible: usize, draw: usize) -> usize,
-    /// Entries that must be eligible before a burst opens, given the outstanding count (0:
-    /// no bursts).
-    pub burst: fn(outstanding: usize) -> usize,
-}
-
-impl Plugin for OrderOps {
-    fn info(&self) -> PluginInfo {
-        PluginInfo {
-            kind: "completion order",
-            name: self.name,
-            api_version: self.api_version,
-            missing_hooks: &[],
-        }
-    }
-    fn help(&self) -> &'static str {
-        self.help
+qoslab_engine::plugin_ops! {
+    /// One completion order, as the registry knows it.
+    #[derive(Debug)]
+    pub struct OrderOps: "completion order", data {
+        /// Whether entries wait in a per-SQ buffer (false: each posts as its command finishes).
+        pub buffered: bool,
+        /// Whether each pick takes one uniform draw below the number of eligible entries.
+        pub draws: bool,
+        /// Index, among the `eligible` entries (oldest first), of the one to post; `draw` is the
+        /// pick's draw when `draws`, else 0.
+        pub pick: fn(eligible: usize, draw: usize) -> usize,
+        /// Entries that must be eligible before a burst opens, given the outstanding count (0:
+        /// no bursts).
+        pub burst: fn(outstanding: usize) -> usize,
     }
 }
 
@@ -191,6 +175,8 @@ impl OrderBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    qoslab_engine::registry_contract_test!(data OrderOps, FIFO, ORDERS, "controller.completion_order");
 
     fn buffer(ids: &[u32]) -> OrderBuffer {
         let mut b = OrderBuffer::default();

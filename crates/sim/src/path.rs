@@ -28,7 +28,8 @@ use qoslab_fs::{FsConfig, FsSetup, FsStage};
 use qoslab_media::{Device, DeviceCaps};
 use qoslab_nvme::transport::nvmeof::FabricCosts;
 use qoslab_nvme::transport::{
-    FabricModel, FabricVisitor, TransportModel, TransportVisitor, visit_fabric, visit_transport,
+    FabricModel, FabricVisitor, TransportModel, TransportVisitor, check_transport, visit_fabric,
+    visit_transport,
 };
 use qoslab_nvme::{ControllerSetup, HostConfig, NvmeController, NvmeHost, QueueLayout};
 
@@ -355,6 +356,13 @@ impl<T: Stage, D: Stage> PathParts<T, D> {
     }
 }
 
+/// Transport `T` for `hosts` hosts, from `device`'s section for it, refused if it was written
+/// for another stage contract.
+fn build_transport<T: TransportModel>(device: &DeviceConfig, hosts: u16) -> Result<T, SimError> {
+    check_transport::<T>().map_err(SimError::new)?;
+    T::build(&device.transport, hosts).map_err(|e| device.locate(e))
+}
+
 /// Builds the stages of `device`'s path over transport `T` and media `dev`.
 pub fn parts<T: TransportModel, D: Device>(
     device: &DeviceConfig,
@@ -363,7 +371,7 @@ pub fn parts<T: TransportModel, D: Device>(
 ) -> Result<PathParts<T, D>, SimError> {
     let hosts = device.path_config().hosts;
     let plan = plan.over_hosts(hosts)?;
-    let transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
+    let transport = build_transport::<T>(device, hosts)?;
     let foldable = transport.caps().foldable();
     let ctrl_cfg = device.controller_config();
     let order =
@@ -488,7 +496,7 @@ pub fn fabric_path<T: FabricModel, D: Device>(
     let caps = devs[0].caps();
     let mut children = Vec::with_capacity(devs.len());
     for (i, dev) in devs.into_iter().enumerate() {
-        let mut transport = T::build(&device.transport, hosts).map_err(|e| device.locate(e))?;
+        let mut transport = build_transport::<T>(device, hosts)?;
         transport.pulled_by_target();
         let costs = transport.costs();
         let foldable = transport.caps().foldable();

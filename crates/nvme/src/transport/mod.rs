@@ -10,8 +10,9 @@
 //! then book its fetch early, and the host may compute a completion's handling time when the
 //! controller finishes it. Those are the two speed folds; each has a differential test.
 //!
-//! A transport is a plug-in: a type implementing [`TransportModel`] and one line in
-//! `transports!` below; the device file's `[path] transport` names it.
+//! A transport is a plug-in: a type implementing [`TransportModel`] and one line in the
+//! `qoslab_engine::type_registry!` list below (the device models' idiom); the device file's
+//! `[path] transport` names it.
 
 pub mod link;
 pub mod nvmeof;
@@ -47,37 +48,19 @@ pub trait TransportModel: Stage + Sized {
     /// The section its tunables are read from.
     const SECTION: &'static str;
     const TUNABLES: &'static [Tunable];
+    /// The stage contract it was written for ([`qoslab_engine::STAGE_API_VERSION`]).
+    const API_VERSION: u32;
     /// Builds the transport for `hosts` hosts.
     fn build(settings: &Settings, hosts: u16) -> Result<Self, ConfigError>;
     fn caps(&self) -> TransportCaps;
 }
 
-/// Code that is generic over the transport type.
-pub trait TransportVisitor {
-    type Output;
-    fn visit<T: TransportModel>(self) -> Self::Output;
+qoslab_engine::type_registry! {
+    /// Code that is generic over the transport type.
+    pub trait TransportVisitor for TransportModel, kind "transport";
+    names transport_names, visit visit_transport, check check_transport;
+    [pcie::Pcie, rdma::Rdma, tcp::Tcp]
 }
-
-macro_rules! transports {
-    ($($t:ty),* $(,)?) => {
-        /// Names of every registered transport.
-        pub fn transport_names() -> &'static [&'static str] {
-            &[$(<$t as TransportModel>::NAME),*]
-        }
-
-        /// Calls `visitor.visit::<T>()` for the transport called `name`, or returns `None`.
-        pub fn visit_transport<V: TransportVisitor>(name: &str, visitor: V) -> Option<V::Output> {
-            $(
-                if name == <$t as TransportModel>::NAME {
-                    return Some(visitor.visit::<$t>());
-                }
-            )*
-            None
-        }
-    };
-}
-
-transports!(pcie::Pcie, rdma::Rdma, tcp::Tcp);
 
 /// A transport between hosts and target servers over a network (NVMe over fabrics): what its
 /// operations cost, for the target servers' stages and recovery's messages.
@@ -122,4 +105,57 @@ pub fn transport_info(
         }
     }
     visit_transport(name, Info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qoslab_engine::{ReqId, StageCtx};
+
+    /// A transport written for the first version of the stage contract.
+    struct Old;
+    impl Stage for Old {
+        type Event = ();
+        fn name(&self) -> &'static str {
+            "old"
+        }
+        fn submit(&mut self, _: ReqId, _: &mut impl StageCtx<()>) {}
+        fn on_event(&mut self, _: (), _: &mut impl StageCtx<()>) {}
+    }
+    impl TransportModel for Old {
+        const NAME: &'static str = "old";
+        const HELP: &'static str = "written for version 1";
+        const SECTION: &'static str = "old";
+        const TUNABLES: &'static [Tunable] = &[];
+        const API_VERSION: u32 = 1;
+        fn build(_: &Settings, _: u16) -> Result<Self, ConfigError> {
+            Ok(Old)
+        }
+        fn caps(&self) -> TransportCaps {
+            TransportCaps::empty()
+        }
+    }
+
+    #[test]
+    fn a_transport_written_for_another_contract_is_refused() {
+        let e = check_transport::<Old>().unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "transport 'old' was built for stage API version 1, this simulator speaks version {}",
+                qoslab_engine::STAGE_API_VERSION
+            )
+        );
+        struct Check;
+        impl TransportVisitor for Check {
+            type Output = Result<(), String>;
+            fn visit<T: TransportModel>(self) -> Self::Output {
+                check_transport::<T>()
+            }
+        }
+        for name in transport_names() {
+            assert_eq!(visit_transport(name, Check), Some(Ok(())), "{name}");
+        }
+        assert!(visit_transport("old", Check).is_none());
+    }
 }

@@ -109,6 +109,7 @@ impl<F: Fabric> TransportModel for NvmeOf<F> {
     const HELP: &'static str = F::HELP;
     const SECTION: &'static str = F::NAME;
     const TUNABLES: &'static [Tunable] = F::TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, hosts: u16) -> Result<Self, ConfigError> {
         Ok(NvmeOf::new(F::costs(settings), hosts))

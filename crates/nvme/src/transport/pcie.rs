@@ -56,6 +56,7 @@ impl TransportModel for Pcie {
         "PCIe: MMIO doorbells, DMA of entries and data over a link per host, MSI-X interrupts";
     const SECTION: &'static str = "link";
     const TUNABLES: &'static [Tunable] = PCIE_TUNABLES;
+    const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
     fn build(settings: &Settings, hosts: u16) -> Result<Self, ConfigError> {
         Ok(Pcie::new(PcieConfig::from_settings(settings), hosts))

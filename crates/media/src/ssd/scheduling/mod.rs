@@ -66,6 +66,13 @@ mod tests {
     use super::*;
     use qoslab_engine::lookup;
 
+    qoslab_engine::registry_contract_test!(
+        SchedulingOps,
+        dies::OPS,
+        SCHEDULINGS,
+        "media.scheduling"
+    );
+
     /// Command (290 ns) + tR (75 us) + 4096 B at 3 ns/B on the channel.
     const READ_NS: Ns = 290 + 75_000 + 4096 * 3;
 

@@ -144,35 +144,13 @@ macro_rules! plugin_ops {
             $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
         }
     ) => {
-        $(#[$meta])*
-        pub struct $ops {
-            pub name: &'static str,
-            pub help: &'static str,
-            /// The stage contract the plug-in was written for.
-            pub api_version: u32,
+        $crate::plugin_ops!(@declare $(#[$meta])* $ops: $kind {
             #[doc = concat!("Its tunables, read from `", $table, "`.")]
             pub tunables: &'static [$crate::Tunable],
             $($(#[$fmeta])* pub $field: $fty,)*
             /// Builds it (required).
             pub build: Option<$build>,
-        }
-
-        impl $crate::Plugin for $ops {
-            fn info(&self) -> $crate::PluginInfo {
-                $crate::PluginInfo {
-                    kind: $kind,
-                    name: self.name,
-                    api_version: self.api_version,
-                    missing_hooks: if self.build.is_none() { &["build"] } else { &[] },
-                }
-            }
-            fn help(&self) -> &'static str {
-                self.help
-            }
-            fn tunables(&self) -> &'static [$crate::Tunable] {
-                self.tunables
-            }
-        }
+        } missing(p) if p.build.is_none() { &["build"] } else { &[] }, tunables);
     };
     (
         $(#[$meta:meta])*
@@ -180,9 +158,21 @@ macro_rules! plugin_ops {
             $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
         }
     ) => {
+        $crate::plugin_ops!(@declare $(#[$meta])*
+            #[doc = ""]
+            #[doc = "A kind whose plug-ins are data and hooks of the table itself: no constructor, no tunables."]
+            $ops: $kind {
+                $($(#[$fmeta])* pub $field: $fty,)*
+            } missing(_p) &[]);
+    };
+    // The table every form declares and its `Plugin` impl: `missing` lists the required hooks
+    // a plug-in lacks; a kind with tunables returns them.
+    (
+        @declare $(#[$meta:meta])* $ops:ident: $kind:literal {
+            $($(#[$fmeta:meta])* pub $field:ident: $fty:ty,)*
+        } missing($p:ident) $missing:expr $(, $tunables:ident)?
+    ) => {
         $(#[$meta])*
-        #[doc = ""]
-        #[doc = "A kind whose plug-ins are data and hooks of the table itself: no constructor, no tunables."]
         pub struct $ops {
             pub name: &'static str,
             pub help: &'static str,
@@ -197,12 +187,20 @@ macro_rules! plugin_ops {
                     kind: $kind,
                     name: self.name,
                     api_version: self.api_version,
-                    missing_hooks: &[],
+                    missing_hooks: {
+                        let $p = self;
+                        $missing
+                    },
                 }
             }
             fn help(&self) -> &'static str {
                 self.help
             }
+            $(
+                fn $tunables(&self) -> &'static [$crate::Tunable] {
+                    self.$tunables
+                }
+            )?
         }
     };
 }

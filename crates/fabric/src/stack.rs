@@ -76,15 +76,18 @@ fn keep_all(plan: &Plan, _: &CrashImage) -> Vec<bool> {
     vec![false; plan.cmds.len()]
 }
 
+/// Asynchronous, merged writes with the FLUSH flag where asked: orderless's and Rio's plan.
+const MERGED: PlanRules = PlanRules {
+    merge: true,
+    flush_every_request: false,
+    separate_flush: false,
+};
+
 pub static ORDERLESS: StackOps = StackOps {
     name: "orderless",
     help: "plain NVMe-oF: asynchronous, merged, a FLUSH flag where asked, no ordering (the upper bound)",
     api_version: STAGE_API_VERSION,
-    plan: PlanRules {
-        merge: true,
-        flush_every_request: false,
-        separate_flush: false,
-    },
+    plan: MERGED,
     one_in_flight: false,
     control_path: false,
     attributes: false,
@@ -134,11 +137,7 @@ pub static RIO: StackOps = StackOps {
     name: "rio",
     help: "Rio: ordering attributes in the PMR log, asynchronous data, in-order submission and completion, merging",
     api_version: STAGE_API_VERSION,
-    plan: PlanRules {
-        merge: true,
-        flush_every_request: false,
-        separate_flush: false,
-    },
+    plan: MERGED,
     one_in_flight: false,
     control_path: false,
     attributes: true,

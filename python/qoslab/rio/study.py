@@ -695,10 +695,10 @@ RECOVERY_RATIO_WHY = (
     "same 2 MB PMR, so before the stack adds its FLUSH (at three quarters of the log, the "
     "model's rule; the document does not say how either bounds its log) HORAE's logs can hold "
     "more requests that recovery discards (over the study's 3 seeds 109,097 entries read "
-    "against Rio's 71,408). On one seed (30 cuts of seed 1, main 60ba5ca: 128,167 entries "
-    "against 65,155, data recovery 120 ms against 62 ms, 0.52x), HORAE's entry as large as "
-    "Rio's alone (--set block.horae.meta_bytes=32) gave 56,854 entries and 48.8 ms of data "
-    "recovery: Rio / HORAE 1.27x, the document's 1.24x (not yet repeated over 3 seeds)"
+    "against Rio's 71,408). HORAE's entry as large as Rio's alone (--set "
+    "block.horae.meta_bytes=32, 3 seeds) leaves Rio as it is and gives HORAE 64,203 entries "
+    "and 47.1 ms [-29.5, 124.0] of data recovery: Rio / HORAE 2.0x [-1.55, 5.54] against "
+    "0.82x [0.06, 1.57], the mean past the document's 1.24x but undecided (docs/rio.md)"
 )
 
 

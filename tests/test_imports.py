@@ -97,6 +97,7 @@ LAYERS = (
     ("nvmelite", "rio", "fs"),
     ("dut", "lab"),
     ("sched", "plm", "sweep", "vm"),
+    ("fs",),  # `qoslab fs kernel` runs its jobs in the guest kernel too (qoslab.vm)
     ("cli",),
     ("__main__",),
 )

@@ -87,14 +87,11 @@ def test_the_rio_study_counts_every_simulator_run_it_makes():
 
     plan = study.Plan.quick()
     ticks = []
-    rows = study.run_study(plan, [], lambda: ticks.append("point"))
-    cuts = study.recovery_cuts(plan, [], lambda: ticks.append("cut"))
-    setup = study.setup_cuts(plan, [], lambda: ticks.append("setup"))
-    assert len(ticks) == study.runs(plan)
-    # one tick per row, and per cut plus the uncut run that times each recovery point
-    assert ticks.count("point") == len(rows) == 42
-    assert ticks.count("cut") == len(cuts) + len(plan.threads) * len(study.RECOVERY_STACKS)
-    assert ticks.count("setup") == len(setup) + len(study.RECOVERY_STACKS)
+    results = study.run_all(plan, [], lambda: ticks.append("run"), jobs=1)
+    # one tick per simulator run: every point at every seed, every cut and the uncut run that
+    # times each recovery point
+    assert len(ticks) == study.runs(plan) == results.runs
+    assert len(results.points) == 42 * plan.seeds
 
 
 # A run of a few tenths of a second: 20,000 reads at depth 4 on one 10 us server.

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from qoslab.errors import InputError
@@ -207,8 +208,22 @@ def build_image(kernel: Kernel) -> Path:
     image = cache_root() / "images" / f"initramfs-{kernel.release}-{key}.cpio"
     if image.exists():
         return image
-    work = image.with_suffix(".d")
-    shutil.rmtree(work, ignore_errors=True)
+    # Built in a folder and a file of this process's own, then renamed into place: two boots
+    # at once (two test workers) build the same bytes without writing into each other's.
+    image.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{image.stem}.", suffix=".d", dir=image.parent))
+    tmp = work.with_suffix(".cpio")
+    try:
+        _build_image(kernel, work, tmp, fio, mkfs, libs)
+        os.replace(tmp, image)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        tmp.unlink(missing_ok=True)
+    return image
+
+
+def _build_image(kernel: Kernel, work: Path, tmp: Path, fio, mkfs, libs) -> None:
+    """The initramfs's files in `work`, then their cpio archive in `tmp`."""
     for d in ("bin", "proc", "sys", "dev", "tmp", "share", "mnt", "sys/kernel/debug", "etc"):
         (work / d).mkdir(parents=True, exist_ok=True)
     shutil.copy2(kernel.busybox, work / "bin" / "busybox")
@@ -235,7 +250,6 @@ def build_image(kernel: Kernel) -> Path:
         raise InputError(f"busybox depmod for the initramfs: {done.stderr.strip()}")
     (work / "init").write_text(INIT)
     (work / "init").chmod(0o755)
-    tmp = image.with_suffix(".partial")
     names = subprocess.run(
         ["sh", "-c", "find . | sort"], cwd=work, capture_output=True, text=True, check=True
     ).stdout
@@ -249,6 +263,3 @@ def build_image(kernel: Kernel) -> Path:
         )
     if done.returncode != 0:
         raise InputError(f"busybox cpio: {done.stderr.decode().strip() or 'failed'}")
-    os.replace(tmp, image)
-    shutil.rmtree(work, ignore_errors=True)
-    return image

@@ -10,14 +10,24 @@ The cache is `$QOSLAB_CACHE_DIR/vm`, by default `$XDG_CACHE_HOME/qoslab/vm` (`~/
 the downloaded .deb files, each package unpacked once (a stamp file marks a complete unpacking),
 and the private block-layer headers taken out of the source tarball. Nothing of it is committed
 or installed on the machine; only `qemu-system-x86` is (`make tools`).
+
+Several qoslab commands may fetch into one cache at once (`make lint` beside a `qoslab vm fetch`,
+two test workers): a lock file lets one fetch at a time download and unpack, the others wait and
+then find the cache complete. A tree is unpacked beside its final name and renamed into place
+when whole, so a killed fetch leaves no half tree under that name; a cache missing a file a
+build or a boot needs (deleted, or left by an older qoslab) is unpacked again, and what cannot
+be mended is one line naming the cache, never a traceback.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -158,6 +168,28 @@ class Kernel:
     def busybox(self) -> Path:
         return self.root / "bin" / "busybox"
 
+    @property
+    def stamp(self) -> Path:
+        """Written last into an unpacked tree: the packages are all in it."""
+        return self.root / ".qoslab-complete"
+
+    def missing_from_root(self) -> Path | None:
+        """The first file of the unpacked packages that a build or a boot needs and that is not
+        there (None: the tree is complete)."""
+        needed = (
+            self.stamp,
+            self.vmlinuz,
+            self.config,
+            self.modules / "modules.dep",
+            self.build_dir / "Makefile",
+            self.busybox,
+        )
+        return next((p for p in needed if not p.exists()), None)
+
+    def missing_from_source(self) -> Path | None:
+        needed = (self.private_headers / "elevator.h", self.checkpatch)
+        return next((p for p in needed if not p.exists()), None)
+
 
 def _packages(abi: str, version: str) -> list[str]:
     return [
@@ -201,7 +233,9 @@ def _download(specs: list[str], debs: Path, say) -> None:
         )
 
 
-def _unpack(deb: Path, into: Path) -> None:
+def _unpack(deb: Path | None, into: Path) -> None:
+    if deb is None:
+        raise InputError(f"a package is missing from the download into {into.parent / 'debs'}")
     into.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["dpkg-deb", "-x", str(deb), str(into)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -209,10 +243,10 @@ def _unpack(deb: Path, into: Path) -> None:
         raise InputError(f"dpkg-deb -x {deb.name}: {msg} (delete it from {deb.parent} and retry)")
 
 
-def _fix_headers_makefile(kernel: Kernel) -> None:
+def _fix_headers_makefile(kernel: Kernel, tree: Path) -> None:
     # The -amd64 headers' Makefile includes the -common one by its absolute installed path;
-    # unpacked elsewhere it must point into the cache.
-    makefile = kernel.build_dir / "Makefile"
+    # unpacked elsewhere it must point into the cache (the tree's final place, kernel.root).
+    makefile = tree / kernel.build_dir.relative_to(kernel.root) / "Makefile"
     text = makefile.read_text()
     common = f"/usr/src/linux-headers-{kernel.abi}-common/"
     if f"include {common}" in text:
@@ -254,37 +288,71 @@ def fetch(say=lambda _msg: None) -> Kernel:
     """The pinned kernel, downloaded and unpacked into the cache if not there yet."""
     abi, version = pinned_kernel(say)
     cache = cache_root()
-    debs = cache / "debs"
-    root = cache / f"root-{abi}"
-    source = cache / f"source-{version}"
-    kernel = Kernel(abi, version, root, source)
-    stamp = root / ".qoslab-complete"
-    if stamp.exists() and (source / "block" / "elevator.h").exists():
+    kernel = Kernel(abi, version, cache / f"root-{abi}", cache / f"source-{version}")
+    if kernel.missing_from_root() is None and kernel.missing_from_source() is None:
         return kernel
-    debs.mkdir(parents=True, exist_ok=True)
-    specs = _packages(abi, version)
-    missing = [s for s in specs if _deb_of(debs, s) is None]
-    if missing:
-        _download(missing, debs, say)
-    if not stamp.exists():
-        say(f"unpacking linux {abi} ({version}) into {root}")
-        shutil.rmtree(root, ignore_errors=True)
-        for spec in specs:
-            if not spec.startswith("linux-source"):
-                _unpack(_deb_of(debs, spec), root)
-        _fix_headers_makefile(kernel)
-        # busybox's own depmod writes modules.dep for the whole tree; the initramfs takes
-        # what it needs from it.
-        _run_busybox(kernel, ["depmod", "-b", str(root), kernel.release])
-        stamp.write_text(f"{abi} {version}\n")
-    if not (source / "block" / "elevator.h").exists():
-        say("taking the block layer's private headers out of linux-source-6.1")
-        _extract_source(_deb_of(debs, f"linux-source-6.1={version}"), source)
+    try:
+        with _cache_lock(cache, say):
+            _fill(kernel, cache / "debs", say)
+    except OSError as err:
+        # Not a bug of qoslab's: the cache's disk, its permissions, or someone deleting in it.
+        what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+        raise InputError(
+            f"the guest kernel's cache {cache}: {what} (delete {cache} and run qoslab vm fetch)"
+        ) from err
     return kernel
 
 
-def _run_busybox(kernel: Kernel, args: list[str]) -> str:
-    done = subprocess.run([str(kernel.busybox), *args], capture_output=True, text=True)
+@contextmanager
+def _cache_lock(cache: Path, say) -> Iterator[None]:
+    """One fetch at a time into `cache`; the others wait for it (the kernel frees the lock of a
+    process that dies)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another qoslab fetching into {cache}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _fill(kernel: Kernel, debs: Path, say) -> None:
+    """Downloads and unpacks what the cache lacks (under the cache's lock)."""
+    missing_root, missing_source = kernel.missing_from_root(), kernel.missing_from_source()
+    if missing_root is None and missing_source is None:
+        return  # another process filled it while this one waited
+    debs.mkdir(parents=True, exist_ok=True)
+    specs = _packages(kernel.abi, kernel.version)
+    missing = [s for s in specs if _deb_of(debs, s) is None]
+    if missing:
+        _download(missing, debs, say)
+    if missing_root is not None:
+        if kernel.root.exists() and missing_root != kernel.stamp:
+            say(f"{kernel.root} is incomplete (no {missing_root.relative_to(kernel.root)})")
+        say(f"unpacking linux {kernel.abi} ({kernel.version}) into {kernel.root}")
+        tree = kernel.root.with_name(kernel.root.name + ".partial")
+        shutil.rmtree(tree, ignore_errors=True)
+        for spec in specs:
+            if not spec.startswith("linux-source"):
+                _unpack(_deb_of(debs, spec), tree)
+        _fix_headers_makefile(kernel, tree)
+        # busybox's own depmod writes modules.dep for the whole tree; the initramfs takes
+        # what it needs from it.
+        _run_busybox(tree / "bin" / "busybox", ["depmod", "-b", str(tree), kernel.release])
+        (tree / kernel.stamp.name).write_text(f"{kernel.abi} {kernel.version}\n")
+        shutil.rmtree(kernel.root, ignore_errors=True)
+        tree.rename(kernel.root)
+    if missing_source is not None:
+        say("taking the block layer's private headers out of linux-source-6.1")
+        deb = _deb_of(debs, f"linux-source-6.1={kernel.version}")
+        if deb is None:
+            raise InputError(f"linux-source-6.1 is missing from the download into {debs}")
+        _extract_source(deb, kernel.source)
+
+
+def _run_busybox(busybox: Path, args: list[str]) -> str:
+    done = subprocess.run([str(busybox), *args], capture_output=True, text=True)
     if done.returncode != 0:
         msg = (done.stderr.strip().splitlines() or ["failed"])[-1]
         raise InputError(f"busybox {args[0]}: {msg}")

@@ -209,6 +209,20 @@ def test_window_diagnostics_are_there_for_plm_runs_only(reduced):
     assert (got["entry_wait_max_ms"] <= got["ndwin_min_advertised_ms"]).all()
 
 
+def test_plm_keys_given_with_set_reach_the_plm_runs_only():
+    # The bare drive has no plm gate and its path no PLM host library: a study given
+    # media.gc.plm.* or host.plm.* keys passes them to the PLM runs alone, every other key to all.
+    keys = ["media.gc.plm.dtwin_reads_typical=1000000", "host.plm.release_delay_ns=3ms",
+            "media.cache.dram_rate_mts=2400"]  # fmt: skip
+    runs = study.plan(["DS1"], [2], ["sp"], [0.1])
+    assert {r.variant for r in runs} >= {"shared", "isolated", "HoD", "CoD", "uncoordinated"}
+    for run in runs:
+        if run.variant in study.PLM_VARIANTS:
+            assert study.run_keys(run, keys) == keys
+        else:
+            assert study.run_keys(run, keys) == ["media.cache.dram_rate_mts=2400"]
+
+
 def test_the_per_dtwin_tail_is_the_documents_metric_over_the_series(reduced):
     # Per window, the p99.99 of the class's reads; then the 99.99th percentile over the
     # windows, nearest rank (fewer than 10,000 windows: the largest).

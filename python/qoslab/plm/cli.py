@@ -127,8 +127,8 @@ def study_cmd(
         None,
         "--set",
         help="KEY=VALUE of the device or path, added to every run (e.g. "
-        "media.cache.dram_rate_mts=2400; host.plm.* keys to the PLM runs only); give it once "
-        "per key.",
+        "media.cache.dram_rate_mts=2400; host.plm.* and media.gc.plm.* keys to the PLM runs "
+        "only); give it once per key.",
         show_default="the study's device",
     ),
     slow_reads: int = typer.Option(

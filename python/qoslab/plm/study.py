@@ -58,6 +58,8 @@ PREDICTORS = {"HoD": "exact", "CoD": "ewma"}
 # PLM without the coordinator: every read to the copy in DTWin (the first dataset only).
 UNCOORDINATED = "uncoordinated"
 PLM_VARIANTS = (*PREDICTORS, UNCOORDINATED)
+# `--set` keys that only the PLM runs take: the host library's and the plm gate's.
+PLM_ONLY_KEYS = ("host.plm.", "media.gc.plm.")
 WINDOWS_MS = sorted({w for _, w in CONFIGS.values()})
 
 # The generator. Each 100 ms slot's read intensity is the Table I mean times a factor shared by
@@ -605,6 +607,14 @@ class Job:
     end_ns: int
 
 
+def run_keys(run: Run, keys) -> list[str]:
+    """The `--set` keys that `run` takes: the host library's (host.plm.*) exist on the PLM
+    runs' path only, and the plm gate's (media.gc.plm.*) on their drive only (the bare drive
+    has no such gate and would refuse them)."""
+    plm = run.variant in PLM_VARIANTS
+    return [kv for kv in keys if plm or not kv.startswith(PLM_ONLY_KEYS)]
+
+
 def _simulate(job: Job) -> dict:
     """Runs one simulation in a scratch folder; returns what the study keeps of it."""
     from qoslab.sim import api
@@ -634,9 +644,7 @@ def _simulate(job: Job) -> dict:
             ]
             if run.variant == "HoD":
                 sets.append(f"host.plm.demands={job.demands}")
-        # The host library's keys (host.plm.*) exist on the PLM runs' path only.
-        plm = run.variant in PLM_VARIANTS
-        sets += [kv for kv in job.sets if plm or not kv.startswith("host.plm.")]
+        sets += run_keys(run, job.sets)
         series = folder / "series.csv"
         result = api.run(
             trace=paths,

@@ -99,9 +99,10 @@ test-rust:
 
 # pytest exits 5 when it collects nothing, which fails this target. Tests that measure a real
 # device (marked root: loop devices, sysfs) run alone afterwards, so that no other test's load
-# moves the latencies they check; the rest run on two workers, each test file on one of them.
-# Each run lists its slowest tests: `make test` has a 25-minute budget, and the list says where
-# it goes.
+# moves the latencies they check; the rest run on two workers, each test file on one of them
+# but each document of tests/test_docs_commands.py on its own, the longest units first
+# (tests/conftest.py says why). Each run lists its slowest tests: `make test` has a 25-minute
+# budget, and the list says where it goes.
 test-python: setup tools
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not root" --durations=15
 	$(VENV)/bin/pytest -q -m root --durations=5

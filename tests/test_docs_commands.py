@@ -66,6 +66,17 @@ def needs_root(block: str) -> bool:
     return "qoslab lab device create" in block or "qoslab lab sched" in block
 
 
+def uses_make(block: str) -> bool:
+    return re.search(r"^make ", block, re.M) is not None
+
+
+def shares_the_machine(doc: Path) -> bool:
+    """Whether the document's commands write into the checkout itself (`make`) or set up loop
+    devices: two such documents at once would write into each other's out/ or race for a free
+    loop device, so they run one after another (tests/conftest.py)."""
+    return any(uses_make(block) or needs_root(block) for _, block in command_blocks(doc))
+
+
 def lab_available() -> bool:
     return os.geteuid() == 0 and shutil.which("losetup") is not None
 
@@ -92,11 +103,15 @@ MAKE = (
 
 
 @pytest.fixture(scope="module")
-def guest_cache(tmp_path_factory) -> Path:
+def guest_cache(tmp_path_factory, worker_id) -> Path:
     """One download cache of the guest kernel's packages (docs/vm.md, docs/fs.md) for all the
-    documents, as one reader has, apart from the other tests' (no two fetches share it at once:
-    this file's tests run one after another)."""
-    return tmp_path_factory.mktemp("guest-cache")
+    documents, as one reader has, apart from the other tests'. The documents run on both test
+    workers (tests/conftest.py): two of them fetching at once share it as two commands of one
+    reader would, the first downloading and the other waiting for it (the cache's lock)."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base if worker_id == "master" else base.parent) / "guest-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.mark.parametrize("doc", [d for d in DOCUMENTS if command_blocks(d)], ids=lambda d: d.name)
@@ -127,11 +142,10 @@ def run_blocks(doc: Path, blocks: list[tuple[int, str]], work: Path, env: dict) 
     for line, block in blocks:
         if needs_root(block) and not lab_available():
             continue
-        uses_make = re.search(r"^make ", block, re.M) is not None
         script = f"set -euo pipefail\n{MAKE}\n{block}"
         done = subprocess.run(
             ["bash", "-c", script],
-            cwd=ROOT if uses_make else work,
+            cwd=ROOT if uses_make(block) else work,
             env=env,
             capture_output=True,
             text=True,

@@ -1,0 +1,34 @@
+"""How `make test` spreads the suite over its two workers (tests/conftest.py): a document of
+test_docs_commands.py is a unit of its own unless it writes into the checkout or sets up loop
+devices (those share one), every other test file is one unit, and the units the schedule starts
+first are units the suite has (a renamed file or document would lose its place without a
+word)."""
+
+from __future__ import annotations
+
+import test_docs_commands as docs
+from conftest import DOCS_TEST, LONGEST_FIRST, ROOT, SHARED_DOCS, unit_of
+
+TEST = f"{DOCS_TEST}::{docs.test_every_command_block_runs.__name__}"
+
+
+def document_units() -> dict[str, str]:
+    return {d.name: unit_of(f"{TEST}[{d.name}]") for d in docs.DOCUMENTS if docs.command_blocks(d)}
+
+
+def test_a_document_is_a_unit_and_any_other_test_its_files():
+    units = document_units()
+    assert units["fs.md"] == f"{TEST}[fs.md]"
+    # README.md runs `make demo` in the checkout and sets up a loop device, as lab.md does.
+    assert units["README.md"] == units["lab.md"] == units["nvmelite.md"] == SHARED_DOCS
+    assert unit_of("tests/test_vm.py::test_a_spec_is_the_module_and_its_parameters") == (
+        "tests/test_vm.py"
+    )
+    assert unit_of("tests/test_plm.py::test_x[a::b]") == "tests/test_plm.py"
+
+
+def test_every_unit_started_first_is_one_the_suite_has():
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("test_*.py")}
+    units = files | set(document_units().values())
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    assert [u for u in LONGEST_FIRST if u not in units] == []

@@ -133,9 +133,6 @@ EXPECTED = {
 # Options of the examples that fio accepts and the simulator cannot mean: listed, per job, in
 # one warning line and in the JSON's qoslab.ignored_options (by hand from the files).
 IGNORED = {
-    # fio's per-I/O logs (a write_*_log without log_avg_msec) are not written.
-    "cmdprio-percentage.fio": {"randread": {"log_prio", "write_lat_log"}},
-    "ssd-steadystate.fio": {"random-write-steady": {"write_bw_log"}},
     "dedupe-global.fio": {
         name: {
             "dedupe_mode",

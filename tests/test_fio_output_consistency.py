@@ -15,6 +15,7 @@ The percentiles are recomputed independently here, from the bins, by
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -228,28 +229,213 @@ LOGGED = [
 ]
 
 
+LAT_KINDS = ("lat", "clat", "slat")
+
+
+def averaged_as_fio_does(per_io, avg_ms: int, end_ms: int) -> list[tuple[int, int, int]]:
+    """fio 3.33's averaged log (stat.c, add_log_sample with log_avg_msec) made from the
+    per-I/O samples of the same run: (time, value, ddir) lines. Each direction's window
+    starts at 0; a sample at least avg_ms after its window's start closes it, itself
+    included: the line is the window's mean + 0.5 truncated, at the sample's time, and the
+    next window starts at that time rounded down to a multiple of avg_ms. The job's end
+    writes the open windows, read, write, trim."""
+    lines = []
+    start = [0, 0, 0]
+    open_ = [[], [], []]
+    for t, v, d in zip(per_io.time_ms, per_io.value, per_io.ddir, strict=True):
+        t, d = int(t), int(d)
+        open_[d].append(int(v))
+        if t >= start[d] and t - start[d] >= avg_ms:
+            lines.append((t, int(sum(open_[d]) / len(open_[d]) + 0.5), d))
+            open_[d] = []
+            start[d] = t - t % avg_ms
+    for d in range(3):
+        if open_[d]:
+            lines.append((end_ms, int(sum(open_[d]) / len(open_[d]) + 0.5), d))
+    return lines
+
+
+def raw_log(path):
+    frame = read_fio_log(path)
+    frame["ddir"] = frame.op.map({"read": 0, "write": 1, "trim": 2})
+    return frame
+
+
+PER_IO = [
+    # First: fio prints a line per job it reads while its format is still normal.
+    "--output-format=json",
+    "--ioengine=libaio",
+    "--direct=1",
+    "--bs=4k",
+    "--log_offset=1",
+    "--name=each",
+    "--rw=randrw",
+    "--iodepth=4",
+    "--number_ios=2000",
+    "--write_lat_log=each",
+    "--write_bw_log=each",
+    "--write_iops_log=each",
+    "--name=sync",
+    "--ioengine=psync",
+    "--rw=randread",
+    "--number_ios=500",
+    "--write_lat_log=sync",
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_per_io_logs_hold_every_io_of_the_json(qoslab, tmp_path, producer):
+    report = json.loads(produce(producer, qoslab, tmp_path, PER_IO))
+    each, sync = report["jobs"]
+    names = {p.name for p in tmp_path.glob("*.log")}
+    assert names == {f"each_{k}.1.log" for k in (*LAT_KINDS, "bw", "iops")} | {
+        f"sync_{k}.2.log" for k in LAT_KINDS
+    }
+    for job, number in ((each, 1), (sync, 2)):
+        for kind in LAT_KINDS:
+            path = tmp_path / f"{job['jobname']}_{kind}.{number}.log"
+            lines = path.read_text().splitlines()
+            # log_offset=1: time, value, direction, block size, offset, priority.
+            assert all(len(line.split(", ")) == 6 for line in lines), (producer, path)
+            log = raw_log(path)
+            if log.empty:
+                assert all(job[op][f"{kind}_ns"]["N"] == 0 for op in OPS), (producer, path)
+                continue
+            assert log.time_ms.is_monotonic_increasing or kind == "slat"
+            assert (log.bs == 4096).all() and (log.offset % 4096 == 0).all()
+            assert (log.prio == 0).all()
+            assert log.time_ms.max() <= job["job_runtime"]
+            for op in OPS:
+                want = job[op][f"{kind}_ns"]
+                values = log.value[log.op == op]
+                where = (producer, job["jobname"], kind, op)
+                # One line per I/O of the JSON, with its min, max and mean.
+                assert len(values) == want["N"], where
+                if want["N"] == 0:
+                    continue
+                assert (values.min(), values.max()) == (want["min"], want["max"]), where
+                assert values.mean() == pytest.approx(want["mean"], rel=1e-9, abs=0.01), where
+                # t/latency_percentiles.py: each JSON percentile is within fio's bucket error
+                # of the I/O at its rank in the log.
+                ranked = sorted(values)
+                for p, v in want.get("percentile", {}).items():
+                    rank = max(math.ceil(float(p) / 100 * len(ranked)), 1)
+                    assert similar(v, ranked[rank - 1]), (*where, p)
+    # A synchronous engine has no submission latency: fio's sync_slat log is empty.
+    assert sync["read"]["slat_ns"]["N"] == 0
+    # Bandwidth per I/O is fio's bytes * 1e6 / clat, line for line with the clat log; those
+    # per-I/O values are then the JSON's bandwidth samples, as the IOPS ones are 1 per I/O.
+    clat = raw_log(tmp_path / "each_clat.1.log")
+    bw = raw_log(tmp_path / "each_bw.1.log")
+    iops = raw_log(tmp_path / "each_iops.1.log")
+    assert list(bw.time_ms) == list(clat.time_ms) == list(iops.time_ms)
+    assert list(bw.value) == [4096 * 10**6 // c for c in clat.value]
+    assert (iops.value == 1).all()
+    for op in OPS:
+        o = each[op]
+        assert o["bw_samples"] == o["iops_samples"] == o["total_ios"], (producer, op)
+        assert (o["bw_min"], o["bw_max"]) == (
+            bw.value[bw.op == op].min(),
+            bw.value[bw.op == op].max(),
+        )
+        assert (o["iops_min"], o["iops_max"], o["iops_mean"]) == (1, 1, 1.0)
+
+
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
 def test_averaged_latency_log_agrees_with_the_json(qoslab, tmp_path, producer):
     report = json.loads(produce(producer, qoslab, tmp_path, LOGGED))
-    clat = report["jobs"][0]["read"]["clat_ns"]
-    log = read_fio_log(tmp_path / "logged_clat.1.log")
-    iops = read_fio_log(tmp_path / "logged_iops.1.log")
-    assert set(log.op) == {"read"} and len(log) >= 5
-    # A window's mean lies within the run's range, and the run's mean within the windows'.
-    assert log.value.between(clat["min"], clat["max"]).all()
-    assert log.value.min() - 1 <= clat["mean"] <= log.value.max() + 1
+    read = report["jobs"][0]["read"]
+    for kind in LAT_KINDS:
+        want = read[f"{kind}_ns"]
+        log = read_fio_log(tmp_path / f"logged_{kind}.1.log")
+        assert set(log.op) == {"read"} and len(log) >= 5, (producer, kind)
+        assert (log.bs == 0).all() and (log.prio == 0).all()
+        # A window's mean lies within the run's range, and the run's mean within the windows'.
+        assert log.value.between(want["min"], want["max"]).all(), (producer, kind)
+        assert log.value.min() - 1 <= want["mean"] <= log.value.max() + 1, (producer, kind)
+        # fio's windows: each but the last closes at least 20 ms after the start of its window
+        # (the previous line's time rounded down to 20 ms).
+        times = list(log.time_ms)
+        starts = [0] + [t - t % 20 for t in times[:-2]]
+        assert all(t - s >= 20 for t, s in zip(times[:-1], starts, strict=True)), (producer, kind)
     if producer == "qoslab":
-        # Simulated windows are exact (fio's close when its timer next looks): every window but
-        # the last lasts log_avg_msec and holds IOPS x 20 ms I/Os, a whole number; the last
-        # holds the rest of the run's I/Os (those in flight at the runtime's end complete
-        # after it, as in fio). The window means weighted by those counts give the run's mean,
-        # to the rounding of the logged values.
-        assert list(log.time_ms) == list(iops.time_ms)
-        full, last = log.iloc[:-1], log.iloc[-1]
-        assert (full.time_ms.diff().dropna() == 20).all()
-        ios = iops.value.iloc[:-1] * 20 / 1000
-        assert (ios - ios.round()).abs().max() < 1e-9
-        rest = clat["N"] - ios.sum()
-        assert rest > 0
-        weighted = ((full.value * ios).sum() + last.value * rest) / clat["N"]
-        assert weighted == pytest.approx(clat["mean"], abs=0.5)
+        # The simulator runs the same I/Os with the per-I/O log: fio's averaging rule applied
+        # to it (written out above, independently) gives the averaged log line for line.
+        per_io = tmp_path / "per_io"
+        per_io.mkdir()
+        args = [a for a in LOGGED if not a.startswith("--log_avg_msec")]
+        again = json.loads(produce(producer, qoslab, per_io, args))
+        assert again["jobs"][0]["read"]["clat_ns"] == read["clat_ns"]
+        for kind in LAT_KINDS:
+            log = raw_log(tmp_path / f"logged_{kind}.1.log")
+            end = int(log.time_ms.max())
+            want = averaged_as_fio_does(raw_log(per_io / f"logged_{kind}.1.log"), 20, end)
+            got = list(zip(log.time_ms, log.value, log.ddir, strict=True))
+            assert got == want, kind
+
+
+SYNCED = [
+    # First: fio prints a line per job it reads while its format is still normal.
+    "--output-format=json+",
+    "--ioengine=psync",
+    "--direct=1",
+    "--bs=4k",
+    "--name=synced",
+    "--rw=randwrite",
+    "--fsync=4",
+    "--number_ios=400",
+    "--percentile_list=10:50:90:99",
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_sync_latency_has_percentiles_and_bins_like_the_directions(qoslab, tmp_path, producer):
+    job = json.loads(produce(producer, qoslab, tmp_path, SYNCED))["jobs"][0]
+    sync = job["sync"]
+    lat = sync["lat_ns"]
+    # fio issues the fsync before the next write: none after the job's last write.
+    assert sync["total_ios"] == lat["N"] == 400 // 4 - 1, producer
+    assert list(lat["percentile"]) == ["10.000000", "50.000000", "90.000000", "99.000000"]
+    bins = {int(k): v for k, v in lat["bins"].items()}
+    assert sum(bins.values()) == lat["N"]
+    assert similar(min(bins), lat["min"]) and similar(max(bins), lat["max"])
+    want = {float(p): v for p, v in lat["percentile"].items()}
+    assert percentiles_from_bins(bins, want) == want, producer
+
+
+GROUP = [
+    # First: fio prints a line per job it reads while its format is still normal.
+    "--output-format=json,terse,normal",
+    "--ioengine=libaio",
+    "--direct=1",
+    "--bs=4k",
+    "--rw=randread",
+    "--time_based",
+    "--runtime=1s",
+    "--bwavgtime=100",
+    "--name=slow",
+    "--iodepth=1",
+    "--name=fast",
+    "--iodepth=8",
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_bw_agg_is_the_mean_bandwidth_sample_over_the_groups_aggregate(qoslab, tmp_path, producer):
+    terse, report, normal = split_terse_json(produce(producer, qoslab, tmp_path, GROUP))
+    jobs = report["jobs"]
+    reads = [j["read"] for j in jobs]
+    # fio's group aggregate (stat.c, rs->agg): the group's bytes over its longest run in ms.
+    agg = sum(r["io_bytes"] for r in reads) * 1000 // max(r["runtime"] for r in reads)
+    pers = [line for line in normal if "bw (" in line and "per=" in line]
+    assert len(pers) == 2
+    for r, fields, per in zip(reads, terse, pers, strict=True):
+        assert r["bw_samples"] >= 2, producer
+        # JSON: the samples' mean cut to whole KiB/s over the aggregate in KiB/s, at most 100.
+        want = min(int(r["bw_mean"]) * 100 / (agg / 1024), 100.0)
+        assert r["bw_agg"] == pytest.approx(want, abs=1e-6), producer
+        assert f"per={want:.2f}%" in per
+        # Terse: the unrounded mean over the aggregate in whole KiB/s.
+        bw = fields[FIRST_DIRECTION + 36 : FIRST_DIRECTION + 41]  # min, max, agg, mean, dev
+        terse_want = min(float(bw[3]) * 100 / (agg // 1024), 100.0)
+        assert float(bw[2].rstrip("%")) == pytest.approx(terse_want, abs=2e-6), producer

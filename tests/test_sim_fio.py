@@ -312,27 +312,22 @@ def test_ignored_options_are_named_in_one_line_per_job(qoslab, tmp_path):
     job.write_text(
         "[global]\nthread\nnumber_ios=10\ndirect=1\n[a]\ngtod_reduce=1\n[b]\nwrite_lat_log=b\n[c]\n"
     )
-    done = qoslab("sim", job)
+    # In tmp_path: job b's latency logs are written in the current folder.
+    done = qoslab("sim", job, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert (tmp_path / "b_lat.2.log").exists()
     assert done.stderr == (
         "qoslab: warning: job 'a': options accepted but ignored by the simulator: "
         f"thread ({job}:2), gtod_reduce ({job}:6)\n"
         "qoslab: warning: job 'b': options accepted but ignored by the simulator: "
-        f"thread ({job}:2), write_lat_log without log_avg_msec ({job}:7: fio's log of every "
-        "I/O is not simulated; set log_avg_msec for the averaged log)\n"
+        f"thread ({job}:2)\n"
         "qoslab: warning: job 'c': options accepted but ignored by the simulator: "
         f"thread ({job}:2)\n"
     )
-    report = json.loads(ok(qoslab("sim", job, "--output-format", "json")))
+    report = json.loads(ok(qoslab("sim", job, "--output-format", "json", cwd=tmp_path)))
     listed = [(i["job"], i["option"]) for i in report["qoslab"]["ignored_options"]]
-    # The JSON names what the warning lines name, the per-I/O log included.
-    assert listed == [
-        ("a", "thread"),
-        ("a", "gtod_reduce"),
-        ("b", "thread"),
-        ("b", "write_lat_log"),
-        ("c", "thread"),
-    ]
+    # The JSON names what the warning lines name; fio's per-I/O latency log is written.
+    assert listed == [("a", "thread"), ("a", "gtod_reduce"), ("b", "thread"), ("c", "thread")]
 
 
 def test_a_synchronous_engine_at_depth_is_capped_with_fios_note(qoslab):
@@ -398,17 +393,24 @@ def test_logs_are_fios_averaged_logs(qoslab, tmp_path):
     ]
     report = json.loads(ok(qoslab("sim", *args, "--output-format=json", cwd=tmp_path)))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["p_clat.1.log", "p_iops.1.log", "paced_bw.1.log"]
+    assert names == [
+        "p_clat.1.log",
+        "p_iops.1.log",
+        "p_lat.1.log",
+        "p_slat.1.log",
+        "paced_bw.1.log",
+    ]
     iops = read_fio_log(tmp_path / "p_iops.1.log")
     bw = read_fio_log(tmp_path / "paced_bw.1.log")
     lat = read_fio_log(tmp_path / "p_clat.1.log")
     assert iops.time_ms.tolist()[:9] == list(range(100, 1000, 100))
     assert (iops.value[:9] == 1000).all() and (iops.op == "read").all()
     assert (bw.value[:9] == 1000 * 4096 / 1024).all()
-    # The windows' mean latencies, weighted by their I/Os, make the run's mean.
-    ios = iops.value / 1000 * 100
+    # fio's latency windows close at the first I/O 100 ms or more after their start: with an
+    # I/O every ms, at each multiple of 100 ms, holding its 101 I/Os (100 for the first).
     clat = report["jobs"][0]["read"]["clat_ns"]
-    assert (lat.value * ios).sum() / ios.sum() == pytest.approx(clat["mean"], rel=1e-3)
+    assert lat.time_ms.tolist()[:9] == list(range(100, 1000, 100))
+    assert lat.value.between(clat["min"], clat["max"]).all()
 
     if shutil.which("fio") is None:
         return
@@ -420,10 +422,15 @@ def test_logs_are_fios_averaged_logs(qoslab, tmp_path):
         cwd=real,
         check=True,
     )
-    for ours, theirs in [("p_iops.1.log", "p_iops.1.log"), ("paced_bw.1.log", "paced_bw.1.log")]:
-        shape = re.compile(r"^\d+, \d+, [012], 0, 0$")
-        for path in (tmp_path / ours, real / theirs):
-            lines = path.read_text().splitlines()
+    logs = ["p_iops.1.log", "paced_bw.1.log", "p_clat.1.log", "p_lat.1.log", "p_slat.1.log"]
+    assert sorted(p.name for p in real.glob("*.log")) == sorted(logs)
+    shape = re.compile(r"^\d+, \d+, [012], 0, 0$")
+    for path in [folder / name for name in logs for folder in (tmp_path, real)]:
+        lines = path.read_text().splitlines()
+        if path.name == "p_slat.1.log":
+            # fio's default engine, psync, is synchronous: no submission latency.
+            assert lines == [], path
+        else:
             assert lines and all(shape.match(line) for line in lines), path
 
 

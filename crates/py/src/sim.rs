@@ -242,8 +242,9 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
 /// `series_interval_ms`) if given; `trace` is a list of traces, trace i on host i. The device
 /// is a preset or a file named `device`, or the device file `device_text` (named `device` in
 /// messages). Returns a dict: text, status (the report at each `status_interval`, a simulated
-/// time), ios, events, max_outstanding, and for jobs `jobs` (JSON text of how they were read,
-/// as `fio_parse` gives it). `progress`, a `SimProgress`, says meanwhile how far the runs are;
+/// time), ios, events, max_outstanding, fio_logs (the fio logs the jobs ask for that the
+/// simulator writes: a list of (file name, text), [`qoslab_sim::iolog`]), and for jobs `jobs`
+/// (JSON text of how they were read, as `fio_parse` gives it). `progress`, a `SimProgress`, says meanwhile how far the runs are;
 /// `env` gives `${NAME}`s of the jobs (before the process environment); `terse_version` is
 /// fio's `--terse-version` of the terse lines.
 #[pyfunction]
@@ -413,6 +414,7 @@ fn sim_run<'py>(
     d.set_item("ios", out.ios)?;
     d.set_item("events", out.events)?;
     d.set_item("max_outstanding", out.max_outstanding)?;
+    d.set_item("fio_logs", out.logs)?;
     Ok(d)
 }
 

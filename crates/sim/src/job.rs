@@ -11,6 +11,8 @@ use qoslab_workload::fio::{EngineClass, ExitWhat, Job, SteadyState, SubmitMode};
 use qoslab_workload::generator::{GenIo, JobGen};
 use qoslab_workload::trace::{ReplaySpeed, TraceReader};
 
+use crate::iolog::{JobLogs, SampleIo};
+
 mod app;
 pub use app::{AppOps, AppShared};
 
@@ -746,6 +748,12 @@ pub struct JobRun {
     /// `datasync`).
     pub file: u32,
     pub datasync: bool,
+    /// The fio logs the clone writes (`write_lat_log`, ...), if any.
+    pub logs: Option<Box<JobLogs>>,
+    /// The bandwidth and IOPS samples are one per I/O, as with fio's per-I/O `write_bw_log`
+    /// and `write_iops_log`, instead of one per `bwavgtime`/`iopsavgtime` window.
+    per_io_bw: bool,
+    per_io_iops: bool,
 }
 
 /// A job's cache-flush and FUA options (fio's `fsync`/`fdatasync`, `end_fsync`/
@@ -927,6 +935,23 @@ impl JobRun {
             wait_for: Vec::new(),
             file: 0,
             datasync: false,
+            logs: None,
+            per_io_bw: false,
+            per_io_iops: false,
+        }
+    }
+
+    /// fio's per-I/O bandwidth and IOPS samples (its `add_bw_sample` and `add_iops_sample`,
+    /// used instead of the periodic ones when a job writes a per-I/O `write_bw_log` or
+    /// `write_iops_log`).
+    pub fn sample_per_io(&mut self, bw: bool, iops: bool) {
+        self.per_io_bw = bw;
+        self.per_io_iops = iops;
+        if bw {
+            self.bw_sampler.active = [false; 4];
+        }
+        if iops {
+            self.iops_sampler.active = [false; 4];
         }
     }
 
@@ -960,6 +985,23 @@ impl JobRun {
 
     fn ramp_end(&self) -> Ns {
         self.start_ns + self.ramp_ns
+    }
+
+    /// Whether the job has issued its last I/O: its time is up, it was told to stop or
+    /// failed, or its source has no next I/O (fetched now if need be, as fio's loop would).
+    fn at_last_io(&mut self, now: Ns) -> Result<bool, WorkloadError> {
+        if self.terminated
+            || self.error != 0
+            || self
+                .end_after_ns
+                .is_some_and(|end| now >= self.start_ns + end)
+        {
+            return Ok(true);
+        }
+        if self.pending.is_none() {
+            self.pending = self.source.next()?;
+        }
+        Ok(self.pending.is_none())
     }
 
     /// The depth the job fills its queue to: `iodepth`, or the depth a latency search is at.
@@ -1086,6 +1128,13 @@ impl JobRun {
             // 2. A flush: after every I/O of the job is reaped, alone. (vsync's job drains
             // first: fio's end_fsync comes after its last call, step 3.)
             let vector_end = self.exhausted && self.host_loop.calls == EngineCalls::Vector;
+            if self.durability.sync_due && !self.exhausted && self.at_last_io(now)? {
+                // fio asks for a periodic fsync when it fetches the job's next I/O (io_u.c,
+                // get_rw_ddir): a job that has issued its last I/O issues none (400 writes
+                // at fsync=4 make 99 fsyncs); `end_fsync` still does one, below.
+                self.durability.sync_due = false;
+                continue;
+            }
             if self.durability.busy() && !(vector_end && self.allocated > 0) {
                 if self.durability.sync_due {
                     if self.allocated > 0 {
@@ -1533,8 +1582,32 @@ impl JobRun {
         self.iops_sampler.close_until(done, &mut self.stats);
         self.bw_sampler.amount[k] += req.len_bytes;
         self.iops_sampler.amount[k] += 1;
+        if k < 3 {
+            let op = &mut self.stats.ops[k];
+            if self.per_io_bw {
+                // fio's add_bw_sample: bytes * 1e6 / clat in ns, 0 for an instant I/O.
+                op.bw_samples
+                    .record((req.len_bytes * 1_000_000).checked_div(clat).unwrap_or(0));
+            }
+            if self.per_io_iops {
+                op.iops_samples.record(1);
+            }
+        }
         if let Some(s) = &mut self.series {
             s.record(req.op, done, clat, req.len_bytes);
+        }
+        if let Some(logs) = &mut self.logs
+            && let Some(io) = SampleIo::of(req)
+        {
+            // fio's epoch: the end of the ramp (the job's start without one).
+            let epoch = self.start_ns + self.ramp_ns;
+            logs.completed((done - epoch) / 1_000_000, lat, clat, io);
+            // fio logs a submission latency only once the ramp is over.
+            if let Some(slat) = slat
+                && t.dispatched_ns >= epoch
+            {
+                logs.submitted(t.dispatched_ns, slat, io);
+            }
         }
         self.last_complete_ns = self.last_complete_ns.max(done);
     }
@@ -1760,6 +1833,10 @@ impl JobRun {
         self.stats.runtime_ns = end.saturating_sub(self.ramp_end());
         if let Some(s) = &mut self.series {
             s.finish(end);
+        }
+        let epoch = self.ramp_end();
+        if let Some(logs) = &mut self.logs {
+            logs.finish(epoch, end.saturating_sub(epoch) / 1_000_000);
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod device;
 pub mod files;
+pub mod iolog;
 pub mod job;
 pub mod path;
 pub mod progress;
@@ -124,6 +125,9 @@ pub struct SimOutput {
     pub events: u64,
     /// Most requests outstanding at once in any run.
     pub max_outstanding: usize,
+    /// fio's latency, bandwidth and IOPS logs the jobs ask for (`write_lat_log`, ...), of the
+    /// first seed's run: (file name, text), per job clone in order ([`iolog`]).
+    pub logs: Vec<(String, String)>,
 }
 
 /// Refuses a job the simulator cannot run with fio's meaning: buffered I/O on the device (a
@@ -425,6 +429,15 @@ fn build_jobs(
                         let clones = file.jobs[w].numjobs as usize;
                         run.wait_for = (first_clone[w]..first_clone[w] + clones).collect();
                     }
+                    // The first seed's run writes the logs (the report's run when alone).
+                    if seed == opts.seed {
+                        run.logs = iolog::JobLogs::of_job(job, out.len() + 1);
+                    }
+                    let per_io = job.log_avg_msec.is_none();
+                    run.sample_per_io(
+                        per_io && job.logs.bw.is_some(),
+                        per_io && job.logs.iops.is_some(),
+                    );
                     run.durability = job::Durability::new(
                         job.fsync_every,
                         job.end_fsync,
@@ -675,6 +688,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
         ios: outcome.jobs.iter().map(|j| j.issued).sum(),
         events: outcome.events,
         max_outstanding: outcome.max_outstanding,
+        logs: outcome.logs,
     })
 }
 
@@ -708,6 +722,7 @@ where
         ios: outcome.jobs.iter().map(|j| j.issued).sum(),
         events: outcome.events,
         max_outstanding: outcome.max_outstanding,
+        logs: outcome.logs,
     })
 }
 
@@ -753,7 +768,7 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
         .as_ref()
         .map(|s| SeriesFile::create(&s.path, repeat > 1))
         .transpose()?;
-    let outcomes: Vec<Outcome> = if repeat == 1 {
+    let mut outcomes: Vec<Outcome> = if repeat == 1 {
         vec![run_seed(
             opts,
             0,
@@ -782,6 +797,7 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
         }
         outcomes
     };
+    let logs = std::mem::take(&mut outcomes[0].logs);
     let text = report::render(opts, &seeds, &outcomes)?;
     let status = outcomes[0]
         .status
@@ -805,5 +821,6 @@ pub fn run(opts: &SimOptions) -> Result<SimOutput, SimError> {
             .map(|o| o.max_outstanding)
             .max()
             .unwrap_or(0),
+        logs,
     })
 }

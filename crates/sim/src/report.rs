@@ -198,7 +198,7 @@ fn op_json(
     pcts: &[f64],
     lat_pcts: bool,
     plus: bool,
-    group_bw: f64,
+    group_agg: u64,
 ) -> Value {
     let secs = runtime_ns as f64 / 1e9;
     let (bw_bytes, iops) = if runtime_ns == 0 || op.ios == 0 {
@@ -212,8 +212,8 @@ fn op_json(
     let samples = |m: &qoslab_engine::Moments| (m.n, m.min, m.max, m.mean(), m.stddev());
     let (bw_n, bw_min, bw_max, bw_mean, bw_dev) = samples(&op.bw_samples);
     let (io_n, io_min, io_max, io_mean, io_dev) = samples(&op.iops_samples);
-    let bw_agg = if bw_n > 0 && group_bw > 0.0 {
-        100.0 * bw_bytes as f64 / group_bw
+    let bw_agg = if bw_n > 0 {
+        agg_percent(bw_mean, group_agg)
     } else {
         0.0
     };
@@ -223,7 +223,7 @@ fn op_json(
         "bw_bytes": bw_bytes,
         "bw": bw_bytes / 1024,
         "iops": iops,
-        "runtime": if op.ios == 0 { 0 } else { (runtime_ns as f64 / 1e6).round() as u64 },
+        "runtime": runtime_ms(op, runtime_ns),
         "total_ios": op.total_ios(),
         "short_ios": 0,
         "drop_ios": 0,
@@ -353,7 +353,7 @@ fn iodepth(opts: &SimOptions, def: usize) -> u32 {
     }
 }
 
-fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) -> Value {
+fn entry_json(opts: &SimOptions, e: &Entry, group_agg: &[u64; 3], end_ns: u64) -> Value {
     let plus = opts.format.json_plus();
     let pcts = percentile_list(opts, e.def);
     let s = &e.stats;
@@ -379,14 +379,16 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_bw: &[f64; 3], end_ns: u64) ->
                 &pcts,
                 lat_percentiles(opts, e.def),
                 plus,
-                group_bw[k],
+                group_agg[k],
             ),
         );
     }
+    // fio's fsync/fdatasync latency (its `sync_stat`): from the sync's issue to its
+    // completion, with percentiles (and json+ bins) as fio's default clat_percentiles=1 gives.
     let sync = &s.ops[Op::Flush.index()];
     m.insert(
         "sync".into(),
-        json!({"total_ios": sync.ios, "lat_ns": moments_json(&sync.lat.moments)}),
+        json!({"total_ios": sync.ios, "lat_ns": latency_json(&sync.clat, Some(&pcts), plus)}),
     );
     if let Some(app) = &s.app {
         // qoslab's own key: an application job's operations (`app=`), as Filebench's
@@ -467,21 +469,47 @@ fn bw_of(op: &OpStats, runtime_ns: u64) -> f64 {
     }
 }
 
-/// The bandwidth of each direction summed over the entries of `e`'s reporting group (bytes/s).
-fn group_bw(entries: &[Entry], e: &Entry) -> [f64; 3] {
-    let mut group_bw = [0.0; 3];
-    for other in entries.iter().filter(|o| o.group == e.group) {
-        for (k, bw) in group_bw.iter_mut().enumerate() {
-            *bw += bw_of(&other.stats.ops[k], other.stats.runtime_ns);
-        }
+/// A direction's run time in whole ms as fio reports it (0 when it did no I/O).
+fn runtime_ms(op: &OpStats, runtime_ns: u64) -> u64 {
+    if op.ios == 0 {
+        0
+    } else {
+        (runtime_ns as f64 / 1e6).round() as u64
     }
-    group_bw
+}
+
+/// fio's aggregate bandwidth of `e`'s reporting group per direction (its `rs->agg`, bytes/s):
+/// the bytes of the group's jobs that ran the direction over the longest of their runs in ms.
+fn group_agg(entries: &[Entry], e: &Entry) -> [u64; 3] {
+    let mut agg = [0; 3];
+    for (k, agg) in agg.iter_mut().enumerate() {
+        let (mut bytes, mut max_run) = (0, 0);
+        for other in entries.iter().filter(|o| o.group == e.group) {
+            let run = runtime_ms(&other.stats.ops[k], other.stats.runtime_ns);
+            if run > 0 {
+                bytes += other.stats.ops[k].bytes;
+                max_run = max_run.max(run);
+            }
+        }
+        *agg = (bytes * 1000).checked_div(max_run).unwrap_or(0);
+    }
+    agg
+}
+
+/// fio's `bw_agg` (JSON) and `per=` (normal output): the mean of a job's bandwidth samples, in
+/// whole KiB/s, as a share in % of its group's aggregate `agg` (bytes/s), at most 100; 100 when
+/// the aggregate is 1 KiB/s or less (stat.c, convert_agg_kbytes_percent).
+fn agg_percent(mean_kib_per_s: f64, agg: u64) -> f64 {
+    if agg <= 1024 {
+        return 100.0;
+    }
+    (mean_kib_per_s.trunc() * 100.0 / (agg as f64 / 1024.0)).min(100.0)
 }
 
 fn jobs_json(opts: &SimOptions, entries: &[Entry], end_ns: u64) -> Vec<Value> {
     entries
         .iter()
-        .map(|e| entry_json(opts, e, &group_bw(entries, e), end_ns))
+        .map(|e| entry_json(opts, e, &group_agg(entries, e), end_ns))
         .collect()
 }
 
@@ -507,12 +535,12 @@ fn terse(opts: &SimOptions, entries: &[Entry]) -> String {
             e.group.to_string(),
             (if s.errors > 0 { 5 } else { 0 }).to_string(),
         ]);
-        let group_bw = group_bw(entries, e);
+        let group_agg = group_agg(entries, e);
         let pcts = percentile_list(opts, e.def);
         let total_lat = lat_percentiles(opts, e.def);
         let directions = if version == 3 { 2 } else { 3 };
         for (k, op) in s.ops[..directions].iter().enumerate() {
-            terse_direction(&mut f, op, s.runtime_ns, &pcts, total_lat, group_bw[k]);
+            terse_direction(&mut f, op, s.runtime_ns, &pcts, total_lat, group_agg[k]);
             if version == 5 {
                 terse_v5_samples(&mut f, op);
             }
@@ -578,7 +606,7 @@ fn terse_direction(
     runtime_ns: u64,
     pcts: &[f64],
     total_lat: bool,
-    gbw: f64,
+    group_agg: u64,
 ) {
     let idle = op.ios == 0 || runtime_ns == 0;
     let bw_bytes = if idle {
@@ -630,10 +658,10 @@ fn terse_direction(
     if b.n == 0 {
         f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
     } else {
-        let agg = if gbw > 0.0 {
-            (100.0 * bw_bytes as f64 / gbw).min(100.0)
-        } else {
-            0.0
+        // Terse divides by the aggregate in whole KiB/s (stat.c, show_ddir_status_terse).
+        let agg = match group_agg / 1024 {
+            0 => 100.0,
+            kib => (b.mean() * 100.0 / kib as f64).min(100.0),
         };
         f.extend([
             b.min.to_string(),
@@ -1076,33 +1104,14 @@ fn json_report(
             .jobs
             .iter()
             .flat_map(|j| {
-                let options = j.ignored.iter().map(|(option, loc)| {
+                j.ignored.iter().map(|(option, loc)| {
                     json!({
                         "job": j.name,
                         "option": option,
                         "location": format!("{}:{}", loc.path.display(), loc.line),
                         "why": qoslab_workload::fio::options::find(option).map_or("", |o| o.help),
                     })
-                });
-                // A log without log_avg_msec is fio's log of every I/O, which is not written
-                // (the CLI's warning line names it too).
-                let logs = [
-                    ("write_lat_log", &j.logs.lat),
-                    ("write_bw_log", &j.logs.bw),
-                    ("write_iops_log", &j.logs.iops),
-                ];
-                let per_io_logs = logs
-                    .into_iter()
-                    .filter(|(_, log)| j.log_avg_msec.unwrap_or(0) == 0 && log.is_some())
-                    .map(|(option, _)| {
-                        json!({
-                            "job": j.name,
-                            "option": option,
-                            "location": format!("{}:{}", j.location.path.display(), j.location.line),
-                            "why": "fio's log of every I/O is not simulated; set log_avg_msec for the averaged log",
-                        })
-                    });
-                options.chain(per_io_logs)
+                })
             })
             .collect();
         q.insert("ignored_options".into(), Value::Array(ignored));
@@ -1123,6 +1132,44 @@ fn unit_for(ns: f64) -> (&'static str, f64) {
     } else {
         ("msec", 1e6)
     }
+}
+
+/// A latency's summary line of the normal output (`    clat (usec): min=..., ...`).
+fn moments_line(label: &str, m: &qoslab_engine::Moments) -> String {
+    let (unit, div) = unit_for(m.mean());
+    format!(
+        "    {label} ({unit}): min={:.0}, max={:.0}, avg={:.2}, stdev={:.2}\n",
+        m.min as f64 / div,
+        m.max as f64 / div,
+        m.mean() / div,
+        m.stddev() / div
+    )
+}
+
+/// A latency's percentile lines of the normal output, headed `{label} percentiles (unit):`.
+/// fio's unit and rounding (stat.c, show_clat_percentiles): usec when the smallest percentile
+/// is above 2,000 ns and the largest above 99,999 ns, msec when above 2 ms and 99,999,999 ns;
+/// each value rounded up to the unit, as fio does.
+fn percentile_block(label: &str, hist: &qoslab_engine::LatencyHist, pcts: &[f64]) -> String {
+    let values: Vec<u64> = pcts.iter().map(|&p| hist.fio_percentile(p)).collect();
+    let lo = values.iter().copied().min().unwrap_or(0);
+    let hi = values.iter().copied().max().unwrap_or(0);
+    let (unit, div) = if lo > 2_000_000 && hi > 99_999_999 {
+        ("msec", 1_000_000)
+    } else if lo > 2000 && hi > 99_999 {
+        ("usec", 1000)
+    } else {
+        ("nsec", 1)
+    };
+    let mut out = format!("    {label} percentiles ({unit}):\n");
+    for row in pcts.iter().zip(&values).collect::<Vec<_>>().chunks(4) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|&(p, v)| format!("{p:5.2}th=[{:7}]", v.div_ceil(div)))
+            .collect();
+        out.push_str(&format!("     | {}\n", cells.join(", ")));
+    }
+    out
 }
 
 fn normal(
@@ -1185,39 +1232,12 @@ fn normal(
                 ("clat", &s.clat.moments),
                 (" lat", &s.lat.moments),
             ] {
-                let (unit, div) = unit_for(m.mean());
-                out.push_str(&format!(
-                    "    {label} ({unit}): min={:.0}, max={:.0}, avg={:.2}, stdev={:.2}\n",
-                    m.min as f64 / div,
-                    m.max as f64 / div,
-                    m.mean() / div,
-                    m.stddev() / div
-                ));
+                out.push_str(&moments_line(label, m));
             }
-            // fio's unit and rounding (stat.c, show_clat_percentiles): usec when the smallest
-            // percentile is above 2,000 ns and the largest above 99,999 ns, msec when above
-            // 2 ms and 99,999,999 ns; each value rounded up to the unit, as fio does.
-            let values: Vec<u64> = pcts.iter().map(|&p| s.clat.fio_percentile(p)).collect();
-            let lo = values.iter().copied().min().unwrap_or(0);
-            let hi = values.iter().copied().max().unwrap_or(0);
-            let (unit, div) = if lo > 2_000_000 && hi > 99_999_999 {
-                ("msec", 1_000_000)
-            } else if lo > 2000 && hi > 99_999 {
-                ("usec", 1000)
-            } else {
-                ("nsec", 1)
-            };
-            out.push_str(&format!("    clat percentiles ({unit}):\n"));
-            for row in pcts.iter().zip(&values).collect::<Vec<_>>().chunks(4) {
-                let cells: Vec<String> = row
-                    .iter()
-                    .map(|&(p, v)| format!("{p:5.2}th=[{:7}]", v.div_ceil(div)))
-                    .collect();
-                out.push_str(&format!("     | {}\n", cells.join(", ")));
-            }
+            out.push_str(&percentile_block("clat", &s.clat, &pcts));
             if s.bw_samples.n > 0 {
                 let b = &s.bw_samples;
-                let per = share(bw as u64, group_bw(pooled, e)[k].round() as u64);
+                let per = agg_percent(b.mean(), group_agg(pooled, e)[k]);
                 out.push_str(&format!(
                     "   bw (  KiB/s): min={:5}, max={:5}, per={per:3.2}%, avg={:5.2}, stdev={:5.2}, samples={}\n",
                     b.min,
@@ -1254,6 +1274,13 @@ fn normal(
                     out.push_str(&format!("      {name:<32} {mean:.1} [{lo:.1}, {hi:.1}]\n"));
                 }
             }
+        }
+        // fio's fsync/fdatasync block, after the directions (stat.c, show_ddir_status).
+        let sync = &e.stats.ops[Op::Flush.index()];
+        if sync.ios > 0 {
+            out.push_str("  fsync/fdatasync/sync_file_range:\n");
+            out.push_str(&moments_line("sync", &sync.clat.moments));
+            out.push_str(&percentile_block("sync", &sync.clat, &pcts));
         }
     }
     let o = &outcomes[0];

@@ -219,6 +219,8 @@ pub struct Outcome {
     pub stages: Vec<StageReport>,
     /// Most requests ever outstanding at once.
     pub max_outstanding: usize,
+    /// The fio logs of the run's jobs: (file name, text) ([`crate::iolog`]).
+    pub logs: Vec<(String, String)>,
     pub durability: Option<DurabilityReport>,
     /// What recovery of the ordered streams found after the cut.
     pub recovery: Option<qoslab_fabric::cut::Recovery>,
@@ -753,6 +755,7 @@ impl<P: Stage> Sim<'_, P> {
             durability: None,
             recovery: None,
             stalled_after_cut: None,
+            logs: Vec::new(),
         });
         // With nothing else scheduled the run has stalled (which the loop then says).
         if let Some(every) = self.status_every
@@ -867,7 +870,14 @@ pub fn simulate<P: Stage>(
     stages.extend(sim.cpus.report());
     let durability = sim.durability();
     let recovery = sim.recovered();
+    let logs = sim
+        .jobs
+        .iter_mut()
+        .filter_map(|j| j.logs.take())
+        .flat_map(|l| l.into_files())
+        .collect();
     Ok(Outcome {
+        logs,
         status: std::mem::take(&mut sim.status),
         durability,
         recovery,

@@ -395,6 +395,10 @@ fn log_options_name_their_prefix_or_default_to_the_job() {
     assert_eq!(logs.bw.as_deref(), Some(""));
     assert_eq!(logs.iops, None);
     assert!(f.jobs[0].ignored.is_empty());
+    assert!(!logs.offset && !logs.prio);
+    let f = parse("[j]\nwrite_lat_log=lat\nlog_offset=1\nlog_prio=1\n");
+    assert!(f.jobs[0].logs.offset && f.jobs[0].logs.prio);
+    assert!(f.jobs[0].ignored.is_empty());
 }
 
 #[test]
@@ -497,11 +501,12 @@ fn run_control_options_are_read() {
 
 #[test]
 fn host_only_options_are_accepted_and_listed_and_those_that_change_the_io_are_refused() {
-    let j =
-        &parse("[j]\nverify=crc32c\nlog_prio=1\nthreads=1\nio_submit_mode=inline\nzonemode=none\n")
-            .jobs[0];
+    let j = &parse(
+        "[j]\nverify=crc32c\nlog_compression=1\nthreads=1\nio_submit_mode=inline\nzonemode=none\n",
+    )
+    .jobs[0];
     let ignored: Vec<&str> = j.ignored.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(ignored, ["verify", "log_prio", "threads"]);
+    assert_eq!(ignored, ["verify", "log_compression", "threads"]);
     assert!(
         parse_err("[j]\nserialize_overlap=1\n").contains("waiting for overlapping I/O in flight")
     );

@@ -1,9 +1,12 @@
-"""fio's per-interval logs (`write_lat_log`, `write_bw_log`, `write_iops_log`).
+"""fio's logs (`write_lat_log`, `write_bw_log`, `write_iops_log`).
 
-Each line is `time_ms, value, data direction, block size, offset` and, with `log_prio` (or in
-newer fio versions), a sixth column with the I/O priority. With `log_avg_msec` a line is the
-mean over one window and block size and offset are 0. Latency values are in ns (fio 3.x),
-bandwidth in KiB/s, IOPS in I/Os per second.
+In fio 3.33 a line is `time_ms, value, data direction, block size, priority`, or with
+`log_offset=1` `time_ms, value, data direction, block size, offset, priority`. Without
+`log_avg_msec` a line is one I/O: latencies in ns, bandwidth as fio's `bytes * 1e6 / clat_ns`,
+IOPS 1. With it a line is the mean over one window, with block size, offset and priority 0;
+bandwidth in KiB/s, IOPS in I/Os per second. The simulator writes the latency logs and the
+per-I/O ones itself (`qoslab_sim::iolog` in crates/sim); the averaged bandwidth and IOPS logs,
+fio's periodic samples, are made here from the run's time series.
 """
 
 from __future__ import annotations
@@ -12,12 +15,17 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 
-LOG_COLUMNS = ["time_ms", "value", "ddir", "bs", "offset", "prio"]
+# The columns of a line with and without `log_offset`.
+LOG_COLUMNS = {
+    5: ["time_ms", "value", "ddir", "bs", "prio"],
+    6: ["time_ms", "value", "ddir", "bs", "offset", "prio"],
+}
 DDIR_NAMES = {0: "read", 1: "write", 2: "trim"}
 
 
 def read_fio_log(path: str | Path):
-    """A fio log as a DataFrame with columns time_ms, value, op (and prio when present)."""
+    """A fio log as a DataFrame with columns time_ms, value, op, bs, prio (and offset with
+    `log_offset=1`)."""
     import pandas as pd
 
     path = Path(path)
@@ -28,7 +36,7 @@ def read_fio_log(path: str | Path):
     except FileNotFoundError:
         raise InputError("no such fio log", path=path) from None
     except pd.errors.EmptyDataError:
-        return pd.DataFrame({"time_ms": [], "value": [], "op": []})
+        return pd.DataFrame({"time_ms": [], "value": [], "op": [], "bs": [], "prio": []})
     except (ValueError, pd.errors.ParserError) as err:
         raise InputError(
             f"not a fio log (expected 'time, value, ddir, bs, offset' lines): {err}", path=path
@@ -37,17 +45,16 @@ def read_fio_log(path: str | Path):
         raise InputError(
             f"not a fio log: {frame.shape[1]} columns per line, expected 5 or 6", path=path
         )
-    frame.columns = LOG_COLUMNS[: frame.shape[1]]
+    frame.columns = LOG_COLUMNS[frame.shape[1]]
     frame["op"] = frame["ddir"].astype(int).map(DDIR_NAMES).fillna("other")
-    keep = ["time_ms", "value", "op"] + (["prio"] if "prio" in frame else [])
-    return frame[keep]
+    keep = ["time_ms", "value", "op", "bs"] + (["offset"] if "offset" in frame else [])
+    return frame[[*keep, "prio"]]
 
 
-# The averaged logs a simulated run writes, from its per-interval series
+# The averaged logs made from a simulated run's per-interval series
 # (`qoslab.sim.api.SERIES_COLUMN_TYPES`): per log kind, its file suffix and the series column
 # it averages.
 SIMULATED_LOGS = {
-    "lat": ("clat", "lat_mean_ns"),
     "bw": ("bw", "bytes_per_s"),
     "iops": ("iops", "iops"),
 }
@@ -61,14 +68,14 @@ def fio_log_text(rows) -> str:
 
 
 def simulated_logs(series, jobs: list[dict]) -> dict[Path, str]:
-    """fio's averaged logs of a simulated run: file name -> text.
+    """fio's averaged bandwidth and IOPS logs of a simulated run: file name -> text.
 
     `series` is the run's per-interval series (a DataFrame; with several seeds, the first
     seed's rows are used) and `jobs` the jobs as the simulator read them. A job clone's logs
-    are `PREFIX_clat.N.log`, `PREFIX_bw.N.log` and `PREFIX_iops.N.log`, N counting the clones
-    of the whole file from 1 (fio's job number), PREFIX the option's value or the job's name.
-    Only jobs with `log_avg_msec` get logs: a window with no I/O of a direction has no line
-    for it; bandwidth is in KiB/s, latency in ns (the completion latency), as in fio.
+    are `PREFIX_bw.N.log` and `PREFIX_iops.N.log`, N counting the clones of the whole file
+    from 1 (fio's job number), PREFIX the option's value or the job's name. Only jobs with
+    `log_avg_msec` get them here: a window with no I/O of a direction has no line for it;
+    bandwidth is in KiB/s, as in fio.
     """
     if "seed" in series:
         series = series[series.seed == series.seed.iloc[0]]

@@ -199,6 +199,11 @@ pub struct FioLogs {
     pub lat: Option<String>,
     pub bw: Option<String>,
     pub iops: Option<String>,
+    /// `log_offset`: each line carries the I/O's offset.
+    pub offset: bool,
+    /// `log_prio`: each line carries the I/O's priority value, not only whether it is
+    /// real-time.
+    pub prio: bool,
 }
 
 /// Where an option came from, for messages about it.

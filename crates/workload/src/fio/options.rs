@@ -1621,7 +1621,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "job name",
-        "Write the completion-latency log `PREFIX_clat.N.log` in fio's format (averaged over `log_avg_msec`, which it needs)."
+        "Write the latency logs `PREFIX_lat.N.log`, `PREFIX_clat.N.log` and `PREFIX_slat.N.log` (ns) in fio's format: a line per I/O, or per direction and `log_avg_msec` window."
     ),
     opt!(
         "write_bw_log",
@@ -1635,7 +1635,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "job name",
-        "Write the bandwidth log `PREFIX_bw.N.log` (KiB/s) in fio's format (averaged over `log_avg_msec`, which it needs)."
+        "Write the bandwidth log `PREFIX_bw.N.log` in fio's format: a line per I/O (bytes x 1e6 / clat ns), or per direction and `log_avg_msec` window (KiB/s)."
     ),
     opt!(
         "write_iops_log",
@@ -1649,7 +1649,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "job name",
-        "Write the IOPS log `PREFIX_iops.N.log` in fio's format (averaged over `log_avg_msec`, which it needs)."
+        "Write the IOPS log `PREFIX_iops.N.log` in fio's format: a line per I/O (1), or per direction and `log_avg_msec` window."
     ),
     OptionSpec {
         read_first: true,
@@ -1835,10 +1835,13 @@ pub static OPTIONS: &[OptionSpec] = &[
     ignored!("gpu_dev_id", [], "GPU of the data buffers."),
     ignored!("log_entries", [], "Memory of fio's logs."),
     ignored!("log_hist_coarseness", [], "fio log files."),
-    ignored!(
+    opt!(
         "log_prio",
         [],
-        "The priority column of fio's per-I/O logs, which are not simulated."
+        Kind::Bool(|j, v| j.logs.prio = v),
+        "",
+        "0",
+        "The last column of the logs is the I/O's priority value (`0x%04x`, class << 13 | level) instead of 1 for the real-time class and 0 for the others."
     ),
     ignored!("log_compression", [], "fio log files."),
     ignored!("log_compression_cpus", [], "fio log files."),
@@ -1954,10 +1957,13 @@ pub static OPTIONS: &[OptionSpec] = &[
         ["0"],
         "logs of the largest value per window (qoslab logs averages)"
     ),
-    refused!(
+    opt!(
         "log_offset",
-        ["0"],
-        "the offset column of fio's per-I/O logs, which are not simulated"
+        [],
+        Kind::Bool(|j, v| j.logs.offset = v),
+        "",
+        "0",
+        "The logs carry each I/O's offset, after its block size."
     ),
     refused!(
         "unified_rw_reporting",

@@ -17,6 +17,12 @@
 //! (an ATA disk), else until the driver says busy (an NVMe host with no command id free).
 //! It runs after an insertion, a completion, a wake-up the scheduler asked for, and when the
 //! driver has room again.
+//!
+//! On a queue with a volatile write cache, a request that needs a FLUSH before or after its
+//! data (a write with PREFLUSH, or with FUA where the device lacks it; an empty flush) leaves
+//! step 6 for its hardware queue's flush queue ([`crate::flush`], Linux's `blk_insert_flush`):
+//! the FLUSHes are requests of their own, merged there, sent at the tail of the hardware
+//! queue's dispatch list and the data at its head, neither through the scheduler.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -28,6 +34,7 @@ use qoslab_engine::{
 use crate::WriteCache;
 use crate::config::QueueSetup;
 use crate::elevator::{Elevator, MergeKind, OpCount, RqMeta, SchedCtx, SchedOps, SchedSetup};
+use crate::flush::{FlushAction, FlushQueue};
 use crate::ioprio;
 use crate::merge::{MergeIndex, mergeable};
 
@@ -77,6 +84,20 @@ enum Place {
     Merged,
     /// Split into pieces; completes with the last one.
     Split,
+    /// In its hardware queue's flush queue, waiting for a FLUSH.
+    FlushWait,
+}
+
+/// A request's part in a flush sequence ([`crate::flush`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum FlushRole {
+    #[default]
+    None,
+    /// A request whose sequence runs in the flush queue (its data, if it has any, goes out as
+    /// its DATA step).
+    Sequenced,
+    /// A FLUSH the flush queue sent (`flush_rq`): this layer's own request.
+    Flush,
 }
 
 /// The block layer's own record of a request (indexed by request id).
@@ -101,6 +122,10 @@ struct RqState {
     /// (job, queued_ns, offset) when it went to the driver: how a copy the driver makes of it
     /// is recognised.
     issued: (u32, Ns, u64),
+    flush: FlushRole,
+    /// A sequenced request's own flags, given back when it completes (its data step goes out
+    /// without PREFLUSH, and without FUA where the device lacks it).
+    flush_flags: ReqFlags,
 }
 
 impl Default for RqState {
@@ -118,6 +143,8 @@ impl Default for RqState {
             split_parent: ReqId::NONE,
             parts_left: 0,
             issued: (0, 0, 0),
+            flush: FlushRole::None,
+            flush_flags: ReqFlags::empty(),
         }
     }
 }
@@ -138,6 +165,8 @@ struct Hctx {
     /// wake-up looks at first (the sbitmap's wake_index).
     wait_index: u8,
     wake_index: u8,
+    /// Its flush queue (`hctx->fq`).
+    flush: FlushQueue,
 }
 
 /// A bio asleep for a tag.
@@ -235,6 +264,10 @@ pub struct BlockStats {
     pub queued_max: u64,
     /// Flushes completed here because the device has no volatile write cache.
     pub flushes_not_sent: u64,
+    /// Requests that went through a flush queue (a FLUSH before or after their data), and the
+    /// FLUSHes those queues sent for them (also in `ios`, as flushes).
+    pub flush_sequences: u64,
+    pub flushes_sent: u64,
     /// Time from entering the scheduler (or dispatch list) to the driver, reads and writes:
     /// the waits of no time (a request issued directly, every request without a scheduler)
     /// counted in `sched_zero_waits`, the others in `sched_wait_nonzero` (see [`Self::sched_wait`]).
@@ -287,6 +320,9 @@ pub struct BlockLayer {
     /// [`adopt`](Self::adopt)).
     lost: Vec<(ReqId, RqState, RqMeta)>,
     write_cache: WriteCache,
+    /// Requests in a flush sequence now (while there is one, a completion may dispatch).
+    in_flush_seq: usize,
+    flush_actions: Vec<FlushAction>,
     /// The ordered streams (`crate::ordering`), when some job writes in order.
     ordered: Option<Box<crate::ordering::OrderedStreams>>,
     /// Whether a woken tag sleeper retries when a CPU stage above runs its task
@@ -343,6 +379,8 @@ impl BlockLayer {
             wakes_scratch: Vec::new(),
             lost: Vec::new(),
             write_cache: WriteCache::default(),
+            in_flush_seq: 0,
+            flush_actions: Vec::new(),
             ordered: None,
             retry_on_cpu: false,
             woken: Vec::new(),
@@ -584,7 +622,7 @@ impl BlockLayer {
             self.take_tag(h);
             self.rq[id.index()].has_tag = true;
         }
-        if plugged {
+        if plugged && !self.write_cache.sequences(op, ctx.reqs()[id].flags) {
             self.add_to_plug(job, id, ctx);
         } else {
             self.queue(id, ctx);
@@ -798,6 +836,10 @@ impl BlockLayer {
         let now = ctx.now_ns();
         let h = self.rq[id.index()].hctx as usize;
         self.rq[id.index()].insert_ns = now;
+        if self.write_cache.sequences(op, ctx.reqs()[id].flags) {
+            self.insert_flush(id, h, ctx);
+            return false;
+        }
         if self.hosts[host as usize].elevator.is_none() || op == Op::Flush {
             // blk_mq_try_issue_directly, behind whatever already waits on the queue.
             if self.hctxs[h].dispatch.is_empty() && self.room(h) && self.issue(id, ctx) {
@@ -849,6 +891,128 @@ impl BlockLayer {
                 .intersects(ReqFlags::BATCH_MORE | ReqFlags::ORDERED)
             && matches!(req.op, Op::Read | Op::Write)
             && !self.setup.splits(req)
+            && !self.write_cache.sequences(req.op, req.flags)
+    }
+
+    // ---- the flush queue ---------------------------------------------------------------------
+
+    /// Request `id` (tagged, on hardware queue `h`) needs a FLUSH before or after its data: it
+    /// enters the queue's flush machinery (blk_insert_flush), past the plug and the scheduler.
+    #[inline(never)]
+    fn insert_flush(&mut self, id: ReqId, h: usize, ctx: &mut impl StageCtx<BlockEvent>) {
+        let r = ctx.reqs()[id];
+        let policy = self.write_cache.policy(r.op, r.flags, r.len_bytes);
+        ctx.reqs_mut()[id].flags = self.write_cache.data_flags(r.flags);
+        let st = &mut self.rq[id.index()];
+        st.flush = FlushRole::Sequenced;
+        st.flush_flags = r.flags;
+        st.place = Place::FlushWait;
+        st.hctx = h as u32;
+        self.in_flush_seq += 1;
+        self.stats.flush_sequences += 1;
+        let mut out = std::mem::take(&mut self.flush_actions);
+        self.hctxs[h]
+            .flush
+            .insert(id, policy, ctx.now_ns(), &mut out);
+        self.flush_act(h, &mut out, ctx);
+        self.flush_actions = out;
+    }
+
+    /// Carries out what hardware queue `h`'s flush queue asked for, then offers its dispatch
+    /// list to the driver.
+    fn flush_act(
+        &mut self,
+        h: usize,
+        out: &mut Vec<FlushAction>,
+        ctx: &mut impl StageCtx<BlockEvent>,
+    ) {
+        let now = ctx.now_ns();
+        for a in out.drain(..) {
+            match a {
+                FlushAction::Data(id) => {
+                    // The data goes first, ahead of what waits (the requeue list's head).
+                    let st = &mut self.rq[id.index()];
+                    st.place = Place::HctxList;
+                    st.insert_ns = now;
+                    self.hctxs[h].dispatch.push_front(id);
+                    self.stats.waited += 1;
+                    self.hold();
+                }
+                FlushAction::Flush { first } => {
+                    // flush_rq: on the queue and namespace of the first request it serves.
+                    let mut f = ctx.reqs()[first];
+                    f.op = Op::Flush;
+                    f.offset_bytes = 0;
+                    f.len_bytes = 0;
+                    f.flags = ReqFlags::empty();
+                    f.status = qoslab_engine::IoStatus::Ok;
+                    f.call = qoslab_engine::Call::Io;
+                    f.t = qoslab_engine::Stamps {
+                        queued_ns: now,
+                        ..Default::default()
+                    };
+                    let fid = ctx.reqs_mut().alloc(f);
+                    self.grow(fid);
+                    self.forget(fid);
+                    self.rq[fid.index()] = RqState {
+                        place: Place::HctxList,
+                        hctx: h as u32,
+                        insert_ns: now,
+                        flush: FlushRole::Flush,
+                        ..RqState::default()
+                    };
+                    self.meta[fid.index()] = RqMeta {
+                        start_ns: now,
+                        io_start_ns: 0,
+                        segments: 0,
+                    };
+                    self.stats.flushes_sent += 1;
+                    self.hctxs[h].dispatch.push_back(fid);
+                    self.hold();
+                }
+                FlushAction::Done(id) => {
+                    self.in_flush_seq -= 1;
+                    let st = self.rq[id.index()];
+                    let r = &mut ctx.reqs_mut()[id];
+                    if r.op == Op::Flush {
+                        // An empty flush is never sent itself: it went out with its FLUSH.
+                        r.t.dispatched_ns = st.insert_ns;
+                    }
+                    r.t.completed_ns = now;
+                    r.flags = st.flush_flags;
+                    if st.has_tag {
+                        self.release_tag(h, ctx);
+                    }
+                    self.finish_bio(id, ctx);
+                }
+            }
+        }
+        self.run_hctx_list(h, ctx);
+    }
+
+    /// Request `id` of a flush sequence, or a FLUSH of the flush queue, completed at the
+    /// driver.
+    #[inline(never)]
+    fn complete_flush_part(&mut self, id: ReqId, st: RqState, ctx: &mut impl StageCtx<BlockEvent>) {
+        let now = ctx.now_ns();
+        let h = st.hctx as usize;
+        self.hctxs[h].in_driver -= 1;
+        self.account_completion(id, now, ctx.reqs());
+        let mut out = std::mem::take(&mut self.flush_actions);
+        if st.flush == FlushRole::Flush {
+            self.rq[id.index()] = RqState::default();
+            ctx.reqs_mut().free(id);
+            self.hctxs[h].flush.flush_done(now, &mut out);
+        } else {
+            self.rq[id.index()].place = Place::FlushWait;
+            self.hctxs[h].flush.data_done(id, now, &mut out);
+        }
+        self.flush_act(h, &mut out, ctx);
+        self.flush_actions = out;
+        let host = self.hctxs[h].host;
+        if self.hosts[host as usize].elevator.is_some() {
+            self.run_host(host, ctx);
+        }
     }
 
     /// What steps 1 to 6 come to for a request [`Self::issues_directly`] lets through: its
@@ -1224,7 +1388,7 @@ impl Stage for BlockLayer {
     /// Without a scheduler and with no request held, `complete` dispatches nothing: it may run
     /// inside the driver's hook, saving a hand-off per I/O.
     fn completes_at_once_now(&self) -> bool {
-        !self.scheduled && self.held == 0 && self.ordered.is_none()
+        !self.scheduled && self.held == 0 && self.ordered.is_none() && self.in_flush_seq == 0
     }
 
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
@@ -1319,7 +1483,13 @@ impl Stage for BlockLayer {
         let r = &ctx.reqs()[id];
         let st = self.rq[id.index()];
         let mine = st.place == Place::Driver && st.issued == (r.job, r.t.queued_ns, r.offset_bytes);
-        if self.direct && mine && !st.grown && st.next_bio.is_none() && st.split_parent.is_none() {
+        if self.direct
+            && mine
+            && !st.grown
+            && st.next_bio.is_none()
+            && st.split_parent.is_none()
+            && st.flush == FlushRole::None
+        {
             // A request of its own, no scheduler to tell, no dispatch list to run (the general
             // path below comes to the same; see `submit_direct`).
             self.hctxs[st.hctx as usize].in_driver -= 1;
@@ -1332,6 +1502,10 @@ impl Stage for BlockLayer {
         }
         let sched_id = if mine { id } else { self.adopt(id, ctx) };
         let st = self.rq[id.index()];
+        if st.flush != FlushRole::None {
+            self.complete_flush_part(id, st, ctx);
+            return;
+        }
         let h = st.hctx as usize;
         let host = self.hctxs[h].host;
         self.hctxs[h].in_driver -= 1;
@@ -1420,6 +1594,8 @@ impl Stage for BlockLayer {
         put("waited", s.waited as f64);
         put("queued_max", s.queued_max as f64);
         put("flushes_not_sent", s.flushes_not_sent as f64);
+        put("flush_sequences", s.flush_sequences as f64);
+        put("flushes_sent", s.flushes_sent as f64);
         put("in_flight_max", s.in_flight_max as f64);
         for (k, name) in [(0, "read"), (1, "write")] {
             let w = &s.sched_wait(k);

@@ -172,11 +172,13 @@ impl Device for AnalyticDevice {
         self.capacity_bytes
     }
     /// A flush that takes time (`flush_ns`) means a cache to flush; a power failure loses
-    /// nothing here, though (the queue keeps no data).
+    /// nothing here, though (the queue keeps no data). With that cache it honours FUA, as an
+    /// NVMe drive with a volatile write cache does to Linux (the driver sets the queue's
+    /// write cache and FUA both from VWC) and null_blk with `cache_size` (sysfs `fua` 1).
     fn caps(&self) -> DeviceCaps {
         let mut caps = DeviceCaps::ABORT_QUEUED;
         if self.flush_ns > 0 {
-            caps |= DeviceCaps::VOLATILE_WRITE_CACHE;
+            caps |= DeviceCaps::VOLATILE_WRITE_CACHE | DeviceCaps::FUA;
         }
         caps
     }

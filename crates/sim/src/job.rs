@@ -987,23 +987,6 @@ impl JobRun {
         self.start_ns + self.ramp_ns
     }
 
-    /// Whether the job has issued its last I/O: its time is up, it was told to stop or
-    /// failed, or its source has no next I/O (fetched now if need be, as fio's loop would).
-    fn at_last_io(&mut self, now: Ns) -> Result<bool, WorkloadError> {
-        if self.terminated
-            || self.error != 0
-            || self
-                .end_after_ns
-                .is_some_and(|end| now >= self.start_ns + end)
-        {
-            return Ok(true);
-        }
-        if self.pending.is_none() {
-            self.pending = self.source.next()?;
-        }
-        Ok(self.pending.is_none())
-    }
-
     /// The depth the job fills its queue to: `iodepth`, or the depth a latency search is at.
     fn depth(&self) -> u32 {
         match &self.latency_target {
@@ -1128,13 +1111,6 @@ impl JobRun {
             // 2. A flush: after every I/O of the job is reaped, alone. (vsync's job drains
             // first: fio's end_fsync comes after its last call, step 3.)
             let vector_end = self.exhausted && self.host_loop.calls == EngineCalls::Vector;
-            if self.durability.sync_due && !self.exhausted && self.at_last_io(now)? {
-                // fio asks for a periodic fsync when it fetches the job's next I/O (io_u.c,
-                // get_rw_ddir): a job that has issued its last I/O issues none (400 writes
-                // at fsync=4 make 99 fsyncs); `end_fsync` still does one, below.
-                self.durability.sync_due = false;
-                continue;
-            }
             if self.durability.busy() && !(vector_end && self.allocated > 0) {
                 if self.durability.sync_due {
                     if self.allocated > 0 {

@@ -13,7 +13,7 @@ fsync after each append) runs twice on the same disk:
 Per thread count the comparison gives the kernel's mean, standard deviation and 95 % t-interval
 over its repetitions, the simulator's mean over its seeds, and whether that lies within the
 kernel's mean ± 1 standard deviation, for the appends per second, the fsync latency's mean,
-99th percentile (the kernel's only: `qoslab sim` does not report it yet) and largest, and the
+99th percentile and largest (fio's `sync` latency, in both JSONs), and the
 device's writes and FLUSHes per fsync (the kernel's from `/proc/diskstats`, the simulator's from
 its block layer's counters).
 """
@@ -92,8 +92,7 @@ def fio_metrics(report: dict) -> dict:
     return {
         "appends_per_s": float(job["write"]["iops"]),
         "fsync_mean_ms": float(lat["mean"]) / 1e6,
-        # qoslab sim's fio JSON has no percentiles of fsync latency yet (fio prints them):
-        # its p99 is left empty, its largest is there.
+        # fio's `sync` latency percentiles (qoslab sim's JSON has them too); empty if absent.
         "fsync_p99_ms": float(lat.get("percentile", {}).get("99.000000", np.nan)) / 1e6,
         "fsync_max_ms": float(lat["max"]) / 1e6,
         "writes_per_fsync": float(disk[0].get("write_ios", np.nan)) / fsyncs,
@@ -212,7 +211,7 @@ def compare(kernel: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
                     "reps": len(values),
                     "sim_mean": sim_mean,
                     "sim_over_kernel": sim_mean / mean if mean else np.nan,
-                    # Empty where the simulator does not report the figure (fsync p99).
+                    # Empty where a side does not report the figure.
                     "inside": None if np.isnan(sim_mean) else bool(abs(sim_mean - mean) <= sd),
                 }
             )

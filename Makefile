@@ -54,7 +54,7 @@ setup: $(VENV)/.core $(SETUP_TARGETS)
 
 # System tools from Debian's packages, installed only when missing. Without chromium only the
 # test that opens the HTML report in a browser is skipped (it says why); without qemu, the
-# guest kernel's (docs/vm.md). The guest kernel's own packages go to a cache, not the system
+# guest kernel's (docs/vm.md); without strace, the count of real fio's syncs. The guest kernel's own packages go to a cache, not the system
 # (`qoslab vm fetch`).
 tools:
 	@if ! command -v fio >/dev/null; then \
@@ -62,6 +62,14 @@ tools:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; \
 	  else \
 	    echo "qoslab: error: fio is not installed and installing it needs root: sudo apt-get install fio" >&2; exit 2; \
+	  fi; \
+	fi
+	@if ! command -v strace >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null \
+	      || echo "qoslab: warning: could not install strace; real fio's sync counts will not be checked" >&2; \
+	  else \
+	    echo "qoslab: warning: strace is not installed (sudo apt-get install strace); real fio's sync counts will not be checked" >&2; \
 	  fi; \
 	fi
 	@if ! command -v qemu-system-x86_64 >/dev/null; then \

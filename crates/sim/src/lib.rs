@@ -440,7 +440,7 @@ fn build_jobs(
                     );
                     run.durability = job::Durability::new(
                         job.fsync_every,
-                        job.end_fsync,
+                        (job.end_fsync, job.fsync_on_close),
                         job.write_barrier_every,
                         job.fua,
                     );

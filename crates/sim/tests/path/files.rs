@@ -5,7 +5,9 @@
 use crate::common::{f, options_as_written, run_json, stage};
 
 /// A single thread appending 4 KiB and calling fsync after each write (the Rio paper's
-/// fsync-append, one thread, fio's defaults: psync, buffered): `n` writes.
+/// fsync-append, one thread, fio's defaults: psync, buffered): `n` writes. fio 3.33 syncs when
+/// it fetches the next write, so `n` writes make `n - 1` fsyncs (10 make 9, measured; the
+/// option's rule in `Durability`): the last write stays in the page cache.
 fn fsync_append(n: u32, extra: &str) -> String {
     format!("[append]\nrw=write\nbs=4k\nsize=1g\nnumber_ios={n}\nfsync=1\n{extra}")
 }
@@ -30,18 +32,19 @@ fn run(job: &str, preset: &str, sets: &[&str]) -> serde_json::Value {
 #[test]
 fn ext4_fsync_append_is_one_commit_and_one_barrier_write_per_fsync() {
     let n = 50;
+    let syncs = n - 1;
     let r = run(&fsync_append(n, ""), "rio-flash", &[]);
     let fs = stage(&r, "fs");
-    assert_eq!(f(&fs["fsyncs"]), f64::from(n), "{fs}");
-    assert_eq!(f(&fs["commits"]), f64::from(n), "{fs}");
+    assert_eq!(f(&fs["fsyncs"]), f64::from(syncs), "{fs}");
+    assert_eq!(f(&fs["commits"]), f64::from(syncs), "{fs}");
     let drive = stage(&r, "cached");
-    assert_eq!(f(&drive["writes"]), f64::from(3 * n), "{drive}");
-    assert_eq!(f(&drive["barrier_writes"]), f64::from(n), "{drive}");
-    assert_eq!(f(&drive["flushes"]), f64::from(n), "{drive}");
+    assert_eq!(f(&drive["writes"]), f64::from(3 * syncs), "{drive}");
+    assert_eq!(f(&drive["barrier_writes"]), f64::from(syncs), "{drive}");
+    assert_eq!(f(&drive["flushes"]), f64::from(syncs), "{drive}");
     let block = stage(&r, "block");
-    assert_eq!(f(&block["flush_ios"]), f64::from(n), "{block}");
-    assert_eq!(f(&block["flush_sequences"]), f64::from(n), "{block}");
-    assert_eq!(f(&r["jobs"][0]["sync"]["total_ios"]), f64::from(n));
+    assert_eq!(f(&block["flush_ios"]), f64::from(syncs), "{block}");
+    assert_eq!(f(&block["flush_sequences"]), f64::from(syncs), "{block}");
+    assert_eq!(f(&r["jobs"][0]["sync"]["total_ios"]), f64::from(syncs));
     assert_eq!(f(&r["jobs"][0]["write"]["total_ios"]), f64::from(n));
 }
 
@@ -54,7 +57,7 @@ fn ext4_without_barriers_sends_no_flush_and_no_fua() {
         "rio-flash",
         &["fs.ext4.barrier=false"],
     );
-    assert_eq!(f(&stage(&r, "fs")["commits"]), f64::from(n));
+    assert_eq!(f(&stage(&r, "fs")["commits"]), f64::from(n - 1));
     let drive = stage(&r, "cached");
     assert_eq!(f(&drive["flushes"]), 0.0, "{drive}");
     assert_eq!(f(&drive["barrier_writes"]), 0.0, "{drive}");
@@ -112,11 +115,15 @@ fn riofs_and_horaefs_run_on_rio_targets() {
     let job = format!("{}numjobs=4\n", fsync_append(n, ""));
     for fs_type in ["horaefs", "riofs"] {
         let r = run(&job, "rio-flash", &[&format!("fs.type={fs_type}")]);
-        assert_eq!(f(&stage(&r, "fs")["fsyncs"]), f64::from(4 * n), "{fs_type}");
+        assert_eq!(
+            f(&stage(&r, "fs")["fsyncs"]),
+            f64::from(4 * (n - 1)),
+            "{fs_type}"
+        );
         for j in 0..4 {
             assert_eq!(
                 f(&r["jobs"][j]["sync"]["total_ios"]),
-                f64::from(n),
+                f64::from(n - 1),
                 "{fs_type}"
             );
         }
@@ -142,12 +149,13 @@ fn no_fsync_drains_a_drive_with_power_loss_protection() {
     let job = format!("{}numjobs=4\n", fsync_append(25, ""));
     for fs_type in ["ext4", "horaefs", "riofs"] {
         let r = run(&job, "rio-optane", &[&format!("fs.type={fs_type}")]);
-        assert_eq!(f(&stage(&r, "fs")["fsyncs"]), 100.0, "{fs_type}");
+        // 4 threads of 25 appends: 24 fsyncs each.
+        assert_eq!(f(&stage(&r, "fs")["fsyncs"]), 96.0, "{fs_type}");
         let drive = stage(&r, "cached");
         assert_eq!(f(&drive["barrier_writes"]), 0.0, "{fs_type}: {drive}");
         assert_eq!(f(&drive["flushes"]), 0.0, "{fs_type}: {drive}");
         let at_target = f(&stage(&r, "target")["flushes_not_sent"]);
-        let ordered = if fs_type == "horaefs" { 100.0 } else { 0.0 };
+        let ordered = if fs_type == "horaefs" { 96.0 } else { 0.0 };
         assert_eq!(at_target, ordered, "{fs_type}");
         let wire = stage(&r, "rdma");
         assert_eq!(

@@ -367,8 +367,10 @@ pub struct Job {
     pub app: Option<&'static str>,
     /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
     pub fsync_every: u64,
-    /// `end_fsync` / `fsync_on_close`: a cache flush when the job has written its last.
+    /// `end_fsync`: a sync when the job has issued its last I/O, if its file is unsynced.
     pub end_fsync: bool,
+    /// `fsync_on_close`: a sync when the job closes its file (at its end), if it is unsynced.
+    pub fsync_on_close: bool,
     /// `write_barrier`: every N-th write flushes the cache before it and is FUA (0: never).
     pub write_barrier_every: u64,
     /// `fua`: every write is Force Unit Access.
@@ -507,6 +509,7 @@ impl Job {
             app: None,
             fsync_every: 0,
             end_fsync: false,
+            fsync_on_close: false,
             write_barrier_every: 0,
             fua: false,
             stonewall: false,

@@ -1349,7 +1349,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "0",
-        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. On a file (a device whose `[fs] mount` is true in `qoslab sim`): the job's fsync(2) of its file, which its file system turns into writes and FLUSHes. 0: never."
+        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. As in fio 3.33, the sync comes when the job goes on to its next I/O (a job that runs out of I/Os issues none after its last write: 400 writes at fsync=4 give 99; one whose time is up does), and before each read that follows it while no write came in between. On a file (a device whose `[fs] mount` is true in `qoslab sim`): the job's fsync(2) of its file, which its file system turns into writes and FLUSHes. 0: never."
     ),
     opt!(
         "fdatasync",
@@ -1369,18 +1369,18 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt!(
         "end_fsync",
         [],
-        Kind::Bool(|j, v| j.end_fsync |= v),
+        Kind::Bool(|j, v| j.end_fsync = v),
         "",
         "0",
-        "Flush the device's write cache once the job has written its last."
+        "Flush the device's write cache once the job has issued its last I/O, if its file has not been synced since it was opened for writing or last written (as fio 3.33; not counted in the JSON's `sync`)."
     ),
     opt!(
         "fsync_on_close",
         [],
-        Kind::Bool(|j, v| j.end_fsync |= v),
+        Kind::Bool(|j, v| j.fsync_on_close = v),
         "",
         "0",
-        "Flush the device's write cache when the job closes its file (at its end)."
+        "Flush the device's write cache when the job closes its file (at its end), if the file has not been synced since it was opened for writing or last written: after `end_fsync` it has been (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 fio also closes and syncs the file between passes; qoslab does not."
     ),
     opt!(
         "write_barrier",

@@ -650,9 +650,9 @@ LINUX_LIFT_WHY = (
     "the document's SSDs form one logical volume, and Linux's dm-stripe sends a FLUSH to every "
     "device. The same synchronous write and FLUSH per thread without the ordering plug-in "
     "(a fio job with iodepth=1 and fsync=1 and no ordering=, whose FLUSH the fan-out sends to "
-    "every target) gives the same throughput on one target (993 / 998 / 998 requests/s at 4 / "
-    "16 / 36 threads, the plug-in's Linux 993 / 998 / 998) and is not lifted by a second "
-    "(993 / 993 / 994, 1.00x), where the plug-in's Linux is (1675 / 1953 / 1949, 1.69x / 1.96x "
+    "every target) gives the same throughput on one target (1001 / 1005 / 1006 requests/s at 4 "
+    "/ 16 / 36 threads, the plug-in's Linux 993 / 998 / 998) and is not lifted by a second "
+    "(1001 / 1000 / 1002, 1.00x), where the plug-in's Linux is (1675 / 1953 / 1949, 1.69x / 1.96x "
     "/ 1.95x): the FLUSH's routing alone moves the row (docs/rio.md gives the commands)"
 )
 

@@ -523,3 +523,48 @@ def test_bw_agg_is_the_mean_bandwidth_sample_over_the_groups_aggregate(qoslab, t
         bw = fields[FIRST_DIRECTION + 36 : FIRST_DIRECTION + 41]  # min, max, agg, mean, dev
         terse_want = min(float(bw[3]) * 100 / (agg // 1024), 100.0)
         assert float(bw[2].rstrip("%")) == pytest.approx(terse_want, abs=2e-6), producer
+
+
+SAMPLED = [
+    "--output-format=json",
+    "--ioengine=psync",
+    "--bs=4k",
+    "--name=sampled",
+    "--rw=randrw",
+    # Steady: every window holds I/Os of both directions.
+    "--rate_iops=200",
+    "--time_based",
+    "--runtime=1s",
+    "--log_avg_msec=100",
+    "--write_bw_log=sampled",
+    "--write_iops_log=sampled",
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_bandwidth_and_iops_are_sampled_every_log_avg_msec_as_their_logs(
+    qoslab, tmp_path, producer
+):
+    """With `write_bw_log`/`write_iops_log` and `log_avg_msec` and no `bwavgtime`, fio samples
+    bandwidth and IOPS every `log_avg_msec` instead of every 500 ms (1 or 2 samples in 1 s):
+    the JSON's samples are the logs' lines."""
+    args = SAMPLED if producer == "fio" else ["--direct=1", *SAMPLED]
+    job = json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+    logs = {kind: raw_log(tmp_path / f"sampled_{kind}.1.log") for kind in ("bw", "iops")}
+    for ddir, op in enumerate(OPS):
+        lines = {kind: log[log.ddir == ddir] for kind, log in logs.items()}
+        times = [int(t) for t in lines["bw"].time_ms]
+        assert times == [int(t) for t in lines["iops"].time_ms], op
+        # Every 100 ms of the 1 s run (fio's helper thread may miss one).
+        assert 8 <= len(times) <= 10, (op, times)
+        assert all(b - a >= 90 for a, b in zip([0, *times], times, strict=False)), (op, times)
+        for kind in ("bw", "iops"):
+            values = [int(v) for v in lines[kind].value]
+            stats = job[op]
+            assert stats[f"{kind}_samples"] == len(values), (op, kind)
+            assert stats[f"{kind}_min"] == min(values), (op, kind)
+            assert stats[f"{kind}_max"] == max(values), (op, kind)
+            assert stats[f"{kind}_mean"] == pytest.approx(sum(values) / len(values)), (op, kind)
+        # 4 KiB I/Os: a window's KiB/s is four times its I/Os per second (each rounded).
+        for bw, iops in zip(lines["bw"].value, lines["iops"].value, strict=True):
+            assert abs(bw - 4 * iops) <= 4, (op, bw, iops)

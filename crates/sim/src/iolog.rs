@@ -15,8 +15,9 @@
 //! the mean rounded (`mean + 0.5` truncated), at the closing sample's time, with block size,
 //! offset and priority 0; the next window starts at that time rounded down to a multiple of
 //! `log_avg_msec`; at the job's end the open windows are written at the end's time. The
-//! averaged bandwidth and IOPS logs come from fio's periodic samples instead, which the run's
-//! time series makes (`qoslab.fio.logs`).
+//! averaged bandwidth and IOPS logs hold fio's periodic samples instead, a line per direction
+//! every `log_avg_msec` (fio's `bwavgtime`/`iopsavgtime` when the job gives them), at the end
+//! of the sample's window: bandwidth in KiB/s, IOPS in I/Os per second, the JSON's samples.
 
 use std::fmt::Write;
 
@@ -103,6 +104,17 @@ impl FioLog {
         }
     }
 
+    /// Whether the log averages over `log_avg_msec` windows.
+    pub fn averaged(&self) -> bool {
+        self.avg_ms > 0
+    }
+
+    /// A periodic bandwidth or IOPS sample of direction `ddir` (fio's helper-thread samples,
+    /// one every `bwavgtime`/`iopsavgtime`, `log_avg_msec` with the log): a line as it is.
+    pub fn sample(&mut self, time_ms: u64, value: u64, ddir: usize) {
+        self.line(time_ms, value, ddir, 0, 0, IoPrio::default());
+    }
+
     /// A sample taken `time_ms` after the epoch (fio's `add_log_sample`).
     pub fn add(&mut self, time_ms: u64, value: u64, io: SampleIo) {
         if self.avg_ms == 0 {
@@ -136,8 +148,10 @@ impl FioLog {
 }
 
 /// The logs one job clone writes, as fio names them: `PREFIX_lat.N.log`, `PREFIX_clat.N.log`,
-/// `PREFIX_slat.N.log` for `write_lat_log`, `PREFIX_bw.N.log` and `PREFIX_iops.N.log` for the
-/// per-I/O `write_bw_log` and `write_iops_log` (N: the clone's number in the run, from 1).
+/// `PREFIX_slat.N.log` for `write_lat_log`, `PREFIX_bw.N.log` and `PREFIX_iops.N.log` for
+/// `write_bw_log` and `write_iops_log` (N: the clone's number in the run, from 1): a line per
+/// I/O, or with `log_avg_msec` a line per periodic sample (the job's, which the JSON's bw and
+/// iops figures summarise).
 #[derive(Clone, Debug, Default)]
 pub struct JobLogs {
     pub lat: Option<FioLog>,
@@ -166,17 +180,24 @@ impl JobLogs {
                 )
             })
         };
-        let per_io = avg_ms == 0;
         let logs = JobLogs {
             lat: named(&job.logs.lat, "lat"),
             clat: named(&job.logs.lat, "clat"),
             slat: named(&job.logs.lat, "slat"),
-            bw: named(&job.logs.bw, "bw").filter(|_| per_io),
-            iops: named(&job.logs.iops, "iops").filter(|_| per_io),
+            bw: named(&job.logs.bw, "bw"),
+            iops: named(&job.logs.iops, "iops"),
             slat_samples: Vec::new(),
         };
         let any = logs.lat.is_some() || logs.bw.is_some() || logs.iops.is_some();
         any.then(|| Box::new(logs))
+    }
+
+    /// The averaged bandwidth and IOPS logs (their lines are the job's periodic samples).
+    pub fn averaged_bw_iops(&mut self) -> (Option<&mut FioLog>, Option<&mut FioLog>) {
+        (
+            self.bw.as_mut().filter(|l| l.averaged()),
+            self.iops.as_mut().filter(|l| l.averaged()),
+        )
     }
 
     /// A reaped I/O at `time_ms` after the epoch with its total and completion latency
@@ -188,12 +209,17 @@ impl JobLogs {
         if let Some(l) = &mut self.clat {
             l.add(time_ms, clat, io);
         }
-        if let Some(l) = &mut self.bw {
+        // Averaged, the bandwidth and IOPS logs hold the periodic samples (`JobRun`'s).
+        if let Some(l) = &mut self.bw
+            && !l.averaged()
+        {
             // fio's add_bw_sample: bytes * 1e6 / clat in ns, 0 for an instant I/O.
             let rate = (io.bs * 1_000_000).checked_div(clat).unwrap_or(0);
             l.add(time_ms, rate, io);
         }
-        if let Some(l) = &mut self.iops {
+        if let Some(l) = &mut self.iops
+            && !l.averaged()
+        {
             l.add(time_ms, 1, io);
         }
     }

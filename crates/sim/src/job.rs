@@ -11,7 +11,7 @@ use qoslab_workload::fio::{EngineClass, ExitWhat, Job, SteadyState, SubmitMode};
 use qoslab_workload::generator::{GenIo, JobGen};
 use qoslab_workload::trace::{ReplaySpeed, TraceReader};
 
-use crate::iolog::{JobLogs, SampleIo};
+use crate::iolog::{FioLog, JobLogs, SampleIo};
 
 mod app;
 pub use app::{AppOps, AppShared};
@@ -290,26 +290,41 @@ impl Sampler {
     }
 
     /// Closes the windows that end by `t` (one every half second: most calls close none).
+    /// `log` is the job's averaged bandwidth (or IOPS) log, which gets a line per sample, at
+    /// the end of its window in ms since `epoch_ns` (fio writes its periodic samples there).
     #[inline(always)]
-    fn close_until(&mut self, t: Ns, stats: &mut JobStats) {
+    fn close_until(&mut self, t: Ns, stats: &mut JobStats, log: Option<&mut FioLog>, epoch_ns: Ns) {
         if t >= self.start_ns + self.window_ns {
-            self.close_windows(t, stats);
+            self.close_windows(t, stats, log, epoch_ns);
         }
     }
 
     #[inline(never)]
-    fn close_windows(&mut self, t: Ns, stats: &mut JobStats) {
+    fn close_windows(
+        &mut self,
+        t: Ns,
+        stats: &mut JobStats,
+        mut log: Option<&mut FioLog>,
+        epoch_ns: Ns,
+    ) {
         // The open window, with what completed in it.
         let secs = self.window_ns as f64 / 1e9;
+        let end_ms = |start_ns: Ns, window_ns: Ns| (start_ns + window_ns - epoch_ns) / 1_000_000;
         for k in 0..4 {
             if self.active[k] {
                 let op = &mut stats.ops[k];
-                if self.bw {
-                    op.bw_samples
-                        .record((self.amount[k] as f64 / 1024.0 / secs).round() as u64);
+                let value = if self.bw {
+                    (self.amount[k] as f64 / 1024.0 / secs).round() as u64
                 } else {
-                    op.iops_samples
-                        .record((self.amount[k] as f64 / secs).round() as u64);
+                    (self.amount[k] as f64 / secs).round() as u64
+                };
+                if self.bw {
+                    op.bw_samples.record(value);
+                } else {
+                    op.iops_samples.record(value);
+                }
+                if let Some(log) = log.as_deref_mut() {
+                    log.sample(end_ms(self.start_ns, self.window_ns), value, k);
                 }
             }
             self.amount[k] = 0;
@@ -326,6 +341,14 @@ impl Sampler {
                         stats.ops[k].bw_samples.record_n(0, idle);
                     } else {
                         stats.ops[k].iops_samples.record_n(0, idle);
+                    }
+                }
+            }
+            if let Some(log) = log {
+                for i in 0..idle {
+                    for k in (0..4).filter(|&k| self.active[k]) {
+                        let start = self.start_ns + i * self.window_ns;
+                        log.sample(end_ms(start, self.window_ns), 0, k);
                     }
                 }
             }
@@ -1616,8 +1639,16 @@ impl JobRun {
         if req.status != qoslab_engine::IoStatus::Ok {
             self.stats.errors += 1;
         }
-        self.bw_sampler.close_until(done, &mut self.stats);
-        self.iops_sampler.close_until(done, &mut self.stats);
+        // fio's epoch: the end of the ramp (the job's start without one).
+        let epoch = self.start_ns + self.ramp_ns;
+        let (bw_log, iops_log) = match self.logs.as_deref_mut() {
+            Some(l) => l.averaged_bw_iops(),
+            None => (None, None),
+        };
+        self.bw_sampler
+            .close_until(done, &mut self.stats, bw_log, epoch);
+        self.iops_sampler
+            .close_until(done, &mut self.stats, iops_log, epoch);
         self.bw_sampler.amount[k] += req.len_bytes;
         self.iops_sampler.amount[k] += 1;
         if k < 3 {
@@ -1847,8 +1878,14 @@ impl JobRun {
     pub fn snapshot(&self) -> JobResult {
         let mut stats = self.stats.clone();
         let end = self.last_complete_ns;
-        self.bw_sampler.clone().close_until(end, &mut stats);
-        self.iops_sampler.clone().close_until(end, &mut stats);
+        let epoch = self.ramp_end();
+        // A snapshot writes no log lines: the run writes them.
+        self.bw_sampler
+            .clone()
+            .close_until(end, &mut stats, None, epoch);
+        self.iops_sampler
+            .clone()
+            .close_until(end, &mut stats, None, epoch);
         stats.runtime_ns = end.saturating_sub(self.ramp_end());
         stats.error = self.error;
         stats.latency_depth = self.latency_target.as_ref().map_or(0, |lt| lt.qd);
@@ -1866,13 +1903,19 @@ impl JobRun {
     /// Closes the job's books at the end of the run.
     pub fn finish_stats(&mut self) {
         let end = self.last_complete_ns;
-        self.bw_sampler.close_until(end, &mut self.stats);
-        self.iops_sampler.close_until(end, &mut self.stats);
+        let epoch = self.ramp_end();
+        let (bw_log, iops_log) = match self.logs.as_deref_mut() {
+            Some(l) => l.averaged_bw_iops(),
+            None => (None, None),
+        };
+        self.bw_sampler
+            .close_until(end, &mut self.stats, bw_log, epoch);
+        self.iops_sampler
+            .close_until(end, &mut self.stats, iops_log, epoch);
         self.stats.runtime_ns = end.saturating_sub(self.ramp_end());
         if let Some(s) = &mut self.series {
             s.finish(end);
         }
-        let epoch = self.ramp_end();
         if let Some(logs) = &mut self.logs {
             logs.finish(epoch, end.saturating_sub(epoch) / 1_000_000);
         }
@@ -1933,19 +1976,25 @@ mod tests {
     #[test]
     fn idle_bandwidth_windows_skipped_at_once_equal_one_sample_each() {
         // The slow path: fio's one sample per window, zero for an idle one.
-        fn walk(s: &mut Sampler, t: Ns, stats: &mut JobStats) {
+        // Its log: a line per sample at the window's end, in ms since the epoch (7 ns).
+        fn walk(s: &mut Sampler, t: Ns, stats: &mut JobStats, log: &mut String) {
             while t >= s.start_ns + s.window_ns {
                 for k in 0..4 {
                     if s.active[k] {
                         let secs = s.window_ns as f64 / 1e9;
                         let op = &mut stats.ops[k];
-                        if s.bw {
-                            op.bw_samples
-                                .record((s.amount[k] as f64 / 1024.0 / secs).round() as u64);
+                        let value = if s.bw {
+                            (s.amount[k] as f64 / 1024.0 / secs).round() as u64
                         } else {
-                            op.iops_samples
-                                .record((s.amount[k] as f64 / secs).round() as u64);
+                            (s.amount[k] as f64 / secs).round() as u64
+                        };
+                        if s.bw {
+                            op.bw_samples.record(value);
+                        } else {
+                            op.iops_samples.record(value);
                         }
+                        let end_ms = (s.start_ns + s.window_ns - 7) / 1_000_000;
+                        log.push_str(&format!("{end_ms}, {value}, {k}, 0, 0\n"));
                     }
                     s.amount[k] = 0;
                 }
@@ -1960,6 +2009,8 @@ mod tests {
             };
             let (mut fast, mut slow) = (fresh(), fresh());
             let (mut fast_stats, mut slow_stats) = (JobStats::default(), JobStats::default());
+            let mut fast_log = FioLog::new("x".into(), 500, false, false);
+            let mut slow_log = String::new();
             let mut t = 7;
             for (i, gap) in [
                 3u64,
@@ -1974,8 +2025,8 @@ mod tests {
             .enumerate()
             {
                 t += gap;
-                fast.close_until(t, &mut fast_stats);
-                walk(&mut slow, t, &mut slow_stats);
+                fast.close_until(t, &mut fast_stats, Some(&mut fast_log), 7);
+                walk(&mut slow, t, &mut slow_stats, &mut slow_log);
                 for s in [&mut fast, &mut slow] {
                     s.amount[i % 2] += if bw { 4096 * (i as u64 + 1) } else { 1 };
                 }
@@ -1994,6 +2045,7 @@ mod tests {
                 &slow_stats.ops[0].iops_samples
             };
             assert!(samples.n > 90);
+            assert_eq!(fast_log.text, slow_log);
         }
     }
 }

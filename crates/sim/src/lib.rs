@@ -380,7 +380,7 @@ fn build_jobs(
                     run.sync_writes = job.direct;
                     run.lat_percentiles = lat_percentiles;
                     run.group_reporting = job.group_reporting;
-                    run.set_sample_windows(job.bw_avg_ns, job.iops_avg_ns);
+                    run.set_sample_windows(job.bw_sample_ns(), job.iops_sample_ns());
                     run.think = job::Think {
                         ns: job.thinktime_ns,
                         blocks: job.thinktime_blocks,

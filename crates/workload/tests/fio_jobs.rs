@@ -492,7 +492,7 @@ fn run_control_options_are_read() {
     );
     assert_eq!(r.thinktime_iotime_ns, 2_000_000_000);
     assert!(r.rate_ignore_thinktime);
-    assert_eq!(r.bw_avg_ns, 250_000_000);
+    assert_eq!(r.bw_avg_ns, Some(250_000_000));
     assert_eq!(
         parse_err("[r]\nwait_for=w\n[w]\n"),
         "t.fio:1: job 'r': wait_for=w names no earlier job (fio waits only for a job defined before)"

@@ -6,7 +6,7 @@ import json
 import math
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,6 @@ from qoslab.sim.fio_cli import COMMAND_LINE, CommandLineJobs
 
 DEFAULT_DEVICE = "nvme-analytic"
 SERIES_SUFFIXES = (".csv", ".parquet")
-# The fio logs whose averaged form (log_avg_msec) comes from the run's time series: fio's
-# periodic bandwidth and IOPS samples (write_bw_log, write_iops_log).
-SERIES_LOG_KINDS = ("bw", "iops")
 
 
 def _input_error(err: Exception, jobs: CommandLineJobs | None = None) -> InputError:
@@ -192,42 +189,21 @@ def run(
         status_interval=status_interval,
         terse_version=terse_version,
     )
-    wants_logs = False
+    series = None if timeseries is None else Path(timeseries)
+    try:
+        with _progress(core_args, repeat, eta, eta_newline_s, eta_interval_s):
+            result = _run_with_series(device, sets, seed, repeat, output_format, series, core_args)
+    except _core.SimInputError as err:
+        raise _input_error(err, cmdline) from None
+    if "jobs" in result:
+        result["jobs"] = json.loads(result["jobs"])
+    core_logs = result.pop("fio_logs")
+    result["logs"] = []
     if fio_logs and trace is None:
-        parsed = parse_jobs(
-            jobfile, jobtext=cmdline or jobtext, jobname=jobname, sections=sections, env=env
-        )
-        # The averaged bandwidth and IOPS logs come from the time series; the simulator
-        # writes the others (result["fio_logs"]).
-        wants_logs = any(
-            j["log_avg_msec"] and any(j[f"write_{k}_log"] is not None for k in SERIES_LOG_KINDS)
-            for j in parsed["jobs"]
-        )
-    with ExitStack() as scratch:
-        series = None if timeseries is None else Path(timeseries)
-        if series is None and wants_logs:
-            # The logs are made from the series, which the simulator streams to a file.
-            folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="qoslab-sim-"))
-            series = Path(folder) / "series.csv"
-        try:
-            with _progress(core_args, repeat, eta, eta_newline_s, eta_interval_s):
-                result = _run_with_series(
-                    device, sets, seed, repeat, output_format, series, core_args
-                )
-        except _core.SimInputError as err:
-            raise _input_error(err, cmdline) from None
-        if "jobs" in result:
-            result["jobs"] = json.loads(result["jobs"])
-        core_logs = result.pop("fio_logs")
-        result["logs"] = []
-        if fio_logs and trace is None:
-            files = {Path(name): text for name, text in core_logs}
-            if wants_logs:
-                from qoslab.fio.logs import simulated_logs
-
-                files.update(simulated_logs(read_series(series), result["jobs"]["jobs"]))
-            write_files(files)
-            result["logs"] = sorted(files)
+        # The simulator writes every fio log (result["fio_logs"]).
+        files = {Path(name): text for name, text in core_logs}
+        write_files(files)
+        result["logs"] = sorted(files)
     return result
 
 

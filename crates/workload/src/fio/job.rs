@@ -327,9 +327,10 @@ pub struct Job {
     pub flow: i64,
     pub flow_watermark: u64,
     pub flow_sleep_ns: Ns,
-    /// `bwavgtime`/`iopsavgtime`: the averaging window of the bandwidth and IOPS samples.
-    pub bw_avg_ns: Ns,
-    pub iops_avg_ns: Ns,
+    /// `bwavgtime`/`iopsavgtime` as given: the averaging window of the bandwidth and IOPS
+    /// samples (None: not given; see `bw_sample_ns`).
+    pub bw_avg_ns: Option<Ns>,
+    pub iops_avg_ns: Option<Ns>,
     /// `ioscheduler`: the I/O scheduler the job sets on its device.
     pub ioscheduler: Option<String>,
     /// `nrfiles`, `file_service_type` (with its `:n`), `directory`, `filename_format`: the
@@ -484,8 +485,8 @@ impl Job {
             flow: 0,
             flow_watermark: 1024,
             flow_sleep_ns: 0,
-            bw_avg_ns: 500_000_000,
-            iops_avg_ns: 500_000_000,
+            bw_avg_ns: None,
+            iops_avg_ns: None,
             ioscheduler: None,
             nrfiles: 1,
             file_service: FileService::RoundRobin,
@@ -546,6 +547,28 @@ impl Job {
             r
         } else {
             (self.bs[d], self.bs[d])
+        }
+    }
+
+    /// The window of the job's bandwidth samples: `bwavgtime` if given, else `log_avg_msec`
+    /// when the job writes an averaged bandwidth log, else fio's 500 ms. fio 3.33 measured
+    /// (write_bw_log, 3 s): log_avg_msec=1000 alone, samples every 1,000 ms; with
+    /// bwavgtime=1000 and log_avg_msec=100, every 1,000 ms too (its manual says the smaller
+    /// of the two).
+    pub fn bw_sample_ns(&self) -> Ns {
+        self.sample_ns(self.bw_avg_ns, self.logs.bw.is_some())
+    }
+
+    /// As `bw_sample_ns`, for the IOPS samples (`iopsavgtime`, `write_iops_log`).
+    pub fn iops_sample_ns(&self) -> Ns {
+        self.sample_ns(self.iops_avg_ns, self.logs.iops.is_some())
+    }
+
+    fn sample_ns(&self, given: Option<Ns>, logged: bool) -> Ns {
+        match (given, self.log_avg_msec) {
+            (Some(ns), _) => ns,
+            (None, Some(ms)) if logged => ms * 1_000_000,
+            _ => 500_000_000,
         }
     }
 }

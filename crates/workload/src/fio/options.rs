@@ -1195,11 +1195,11 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Int {
             min: 1,
             max: u64::MAX,
-            set: |j, v| j.bw_avg_ns = v * 1_000_000
+            set: |j, v| j.bw_avg_ns = Some(v * 1_000_000)
         },
         "ms",
         "500",
-        "Window of the bandwidth samples (`bw_min` ... in the report)."
+        "Window of the bandwidth samples (`bw_min` ... in the report). Not given: `log_avg_msec` when the job writes `write_bw_log` with it (as fio 3.33 does), else 500."
     ),
     opt!(
         "iopsavgtime",
@@ -1207,11 +1207,11 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Int {
             min: 1,
             max: u64::MAX,
-            set: |j, v| j.iops_avg_ns = v * 1_000_000
+            set: |j, v| j.iops_avg_ns = Some(v * 1_000_000)
         },
         "ms",
         "500",
-        "Window of the IOPS samples."
+        "Window of the IOPS samples. Not given: `log_avg_msec` when the job writes `write_iops_log` with it (as fio 3.33 does), else 500."
     ),
     opt!(
         "random_distribution",

@@ -478,13 +478,18 @@ def test_a_job_syncs_when_it_fetches_the_next_write_and_once_at_its_end(
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
 def test_a_job_whose_time_is_up_syncs_after_its_last_write(qoslab, tmp_path, producer):
-    """A time-limited job fetches once more when its time is up: the sync due comes then."""
+    """A time-limited job fetches once more when its time is up: the sync due comes then, and
+    end_fsync finds the file synced. (Real fio, loaded, may stop between a write and its sync
+    now and then: end_fsync syncs that write, which the JSON does not count.)"""
     args = ["--rw=write", "--time_based", "--runtime=50ms", "--fsync=1", "--end_fsync=1"]
     job, calls = syncs_issued(producer, qoslab, tmp_path, args)
     writes = job["write"]["total_ios"]
     assert writes > 1
-    # One sync per write; the file is synced at the end, so end_fsync adds none.
-    assert job["sync"]["total_ios"] == job["sync"]["lat_ns"]["N"] == writes == calls
+    # One sync per write, the last one periodic or end_fsync's.
+    assert calls == writes
+    counted = job["sync"]["total_ios"]
+    assert counted == job["sync"]["lat_ns"]["N"]
+    assert counted == writes if producer == "qoslab" else counted in (writes - 1, writes)
 
 
 GROUP = [
@@ -554,9 +559,12 @@ def test_bandwidth_and_iops_are_sampled_every_log_avg_msec_as_their_logs(
     for ddir, op in enumerate(OPS):
         lines = {kind: log[log.ddir == ddir] for kind, log in logs.items()}
         times = [int(t) for t in lines["bw"].time_ms]
-        assert times == [int(t) for t in lines["iops"].time_ms], op
-        # Every 100 ms of the 1 s run (fio's helper thread may miss one).
-        assert 8 <= len(times) <= 10, (op, times)
+        # fio stamps the two samples of one tick with times of their own (a ms apart at most).
+        iops_times = [int(t) for t in lines["iops"].time_ms]
+        assert all(abs(a - b) <= 1 for a, b in zip(times, iops_times, strict=True)), op
+        # Every 100 ms of the 1 s run (fio's helper thread, loaded, misses some; at 500 ms
+        # there would be 1 or 2).
+        assert 5 <= len(times) <= 10, (op, times)
         assert all(b - a >= 90 for a, b in zip([0, *times], times, strict=False)), (op, times)
         for kind in ("bw", "iops"):
             values = [int(v) for v in lines[kind].value]

@@ -10,12 +10,21 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 QOSLAB  := $(VENV)/bin/qoslab
 CARGO   ?= cargo
-# The Rust tests build in the bench profile: the release profile's optimisation without its LTO
+# The Rust tests build in the nolto profile: the release profile's optimisation without its LTO
 # (Cargo.toml says why); `make fuzz`, `make sim-test` and `make media-test` build in it too.
-CARGO_TEST_PROFILE := --profile bench
-CARGO_TEST_FLAGS := $(CARGO_TEST_PROFILE) --workspace --exclude qoslab-py
+CARGO_TEST_PROFILE := --profile nolto
+CARGO_TEST_FLAGS := $(CARGO_TEST_PROFILE) --workspace
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
+
+# The extension is built in the release profile (LTO: `make demo` and `make bench` run and time
+# this build) unless CORE_PROFILE says otherwise: `make test` builds it in the nolto profile, the
+# one its Rust tests build in (Cargo.toml: the release profile less LTO), so the crates both
+# link are compiled once, and no test waits for an LTO build (about 9 of make test's 35 minutes
+# on two cores). The results are the same bits (Cargo.toml says why). One stamp per profile,
+# and only the installed one exists: a `make bench` after `make test` builds the release again.
+CORE_PROFILE ?= release
+CORE := $(VENV)/.core-$(CORE_PROFILE)
 
 # Each part of the project adds its own targets to these lists in mk/<part>.mk.
 LINT_TARGETS  :=
@@ -26,7 +35,8 @@ SETUP_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help setup demo test lint test-rust test-python bench clean tools
+.PHONY: help setup demo test lint test-rust test-python test-python-workers test-python-root \
+	test-lint-rust bench clean tools
 
 help:
 	@echo "make demo   - install into .venv, build the Rust core, run the NVMe-lite study"
@@ -45,12 +55,13 @@ $(VENV)/.deps: requirements.txt
 	touch $@
 
 # Rebuilt only when a Rust source changes, so a second `make demo` skips the build.
-$(VENV)/.core: $(VENV)/.deps $(RUST_SOURCES) pyproject.toml
+$(CORE): $(VENV)/.deps $(RUST_SOURCES) pyproject.toml
+	rm -f $(VENV)/.core $(VENV)/.core-*
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
-	  $(VENV)/bin/maturin develop --release --quiet
+	  $(VENV)/bin/maturin develop --profile $(CORE_PROFILE) --quiet
 	touch $@
 
-setup: $(VENV)/.core $(SETUP_TARGETS)
+setup: $(CORE) $(SETUP_TARGETS)
 
 # System tools from Debian's packages, installed only when missing. Without chromium only the
 # test that opens the HTML report in a browser is skipped (it says why); without qemu, the
@@ -95,7 +106,7 @@ demo: setup $(DEMO_TARGETS)
 
 lint: $(VENV)/.deps $(LINT_TARGETS)
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --quiet --release --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --quiet --profile $(CORE_PROFILE) --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 
@@ -106,16 +117,40 @@ test-rust:
 	  echo "cargo test: $$n tests passed"; [ "$$n" -gt 0 ] || { echo "cargo test ran no tests" >&2; exit 1; }
 
 # pytest exits 5 when it collects nothing, which fails this target. Tests that measure a real
-# device (marked root: loop devices, sysfs) run alone afterwards, so that no other test's load
-# moves the latencies they check; the rest run on two workers, each test file on one of them
-# but each document of tests/test_docs_commands.py on its own, the longest units first
-# (tests/conftest.py says why). Each run lists its slowest tests: `make test` has a 25-minute
-# budget, and the list says where it goes.
-test-python: setup tools
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not root" --durations=15
-	$(VENV)/bin/pytest -q -m root --durations=5
+# device (marked root: loop devices, sysfs) run alone afterwards (test-python-root), so that no
+# other test's load moves the latencies they check; the rest run on two workers, each test file
+# on one of them but each document of tests/test_docs_commands.py on its own, the longest units
+# first (tests/conftest.py says why). Each run lists its slowest tests: `make test` has a
+# 25-minute budget, and the list says where it goes. The tests see the extension's profile
+# (CORE_PROFILE: a `make demo` in a document reuses the build; tests/test_wheel.py builds its
+# wheel in it), and not the jobserver of the make that runs them.
+PYTEST_ENV := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL CORE_PROFILE=$(CORE_PROFILE)
 
-test: setup tools lint test-rust test-python $(TEST_TARGETS)
+test-python-workers: setup tools
+	$(PYTEST_ENV) $(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not root" --durations=15
+
+test-python-root: setup tools
+	$(PYTEST_ENV) $(VENV)/bin/pytest -q -m root --durations=5
+
+test-python: test-python-workers test-python-root
+
+# `make test`: the set-up with the extension in the nolto profile (CORE_PROFILE above), then
+# two lanes at once on the two cores: pytest's workers, and lint followed by the Rust tests
+# (their build shares the extension's crates; at nice 5, so pytest's timed tests keep the
+# cores they had when the lanes ran one after the other; one cargo at a time, as cargo's lock
+# on target/ would make it anyway). A failure in either lane fails `make test` once the other
+# has finished. Then the root tests alone, then each part's tests (C, guest kernel).
+TEST_MAKE := $(MAKE) --no-print-directory CORE_PROFILE=nolto
+
+test:
+	+$(TEST_MAKE) setup tools
+	+$(TEST_MAKE) -j2 --output-sync=line test-python-workers test-lint-rust
+	+$(TEST_MAKE) test-python-root $(TEST_TARGETS)
+
+# -j1: the lane's own targets one after the other, and cargo, outside the jobserver, may use
+# both cores whenever pytest leaves one idle.
+test-lint-rust: setup
+	nice -n 5 $(MAKE) --no-print-directory -j1 lint test-rust
 
 bench: setup $(BENCH_TARGETS)
 	$(PY) bench/run.py $(if $(ONLY),--only $(ONLY))

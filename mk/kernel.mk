@@ -10,11 +10,11 @@ KERNEL_BUILD := build/kernel/lint
 
 .PHONY: kernel-modules lint-kernel
 
-kernel-modules: $(VENV)/.core
+kernel-modules: $(CORE)
 	$(QOSLAB) vm build $(KERNEL_SRC) --out $(KERNEL_BUILD) --quiet
 
 # Kernel-style warnings are errors (W=1 -Werror), and checkpatch.pl finds no error or warning.
-lint-kernel: $(VENV)/.core
+lint-kernel: $(CORE)
 	$(QOSLAB) vm build $(KERNEL_SRC) --out $(KERNEL_BUILD) --checkpatch --quiet
 
 LINT_TARGETS += lint-kernel
@@ -25,7 +25,7 @@ LINT_TARGETS += lint-kernel
 # guest kernel packages) it says why in one line and counts itself skipped.
 .PHONY: test-vm
 
-test-vm: $(VENV)/.core tools
+test-vm: $(CORE) tools
 	$(QOSLAB) vm check --skip-if-unavailable
 
 TEST_TARGETS += test-vm

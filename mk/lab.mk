@@ -7,7 +7,7 @@ LAB_SIZE ?= 512M
 
 .PHONY: lab-demo
 
-lab-demo: $(VENV)/.core tools
+lab-demo: $(CORE) tools
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "lab-demo: skipped (loop devices and I/O schedulers need root)"; exit 0; \
 	fi; \

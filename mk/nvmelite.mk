@@ -5,7 +5,7 @@ NVMELITE_OUT    ?= out/nvmelite
 .PHONY: nvmelite-demo
 
 # Depends only on the extension's stamp: a second `make demo` rebuilds nothing.
-nvmelite-demo: $(VENV)/.core
+nvmelite-demo: $(CORE)
 	$(QOSLAB) nvmelite matrix $(NVMELITE_CONFIG) --out $(NVMELITE_OUT)
 
 DEMO_TARGETS += nvmelite-demo

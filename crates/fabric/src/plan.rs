@@ -114,7 +114,6 @@ mod tests {
         merge: true,
         flush_every_request: false,
         separate_flush: false,
-        flush_every_target: false,
     };
 
     #[test]

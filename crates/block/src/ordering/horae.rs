@@ -40,7 +40,6 @@ impl Ordering for Horae {
             merge: false,
             flush_every_request: false,
             separate_flush: true,
-            flush_every_target: false,
         }
     }
 

@@ -449,7 +449,7 @@ impl OrderedStreams {
             let (id0, _) = batch[start];
             let planned = if ctx.reqs()[id0].op == Op::Flush {
                 start += 1;
-                (s.seq.plan_flush(rules.flush_every_target), vec![id0])
+                (s.seq.plan_flush(), vec![id0])
             } else {
                 let end = batch[start..]
                     .iter()

@@ -41,7 +41,6 @@ impl Ordering for Rio {
             merge: true,
             flush_every_request: false,
             separate_flush: false,
-            flush_every_target: false,
         }
     }
 

@@ -35,8 +35,8 @@ SETUP_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help setup demo test lint test-rust test-python test-python-workers test-python-root \
-	test-lint-rust bench clean tools
+.PHONY: help setup demo test lint lint-cargo lint-tree test-rust test-python test-python-workers \
+	test-python-root test-lint-rust bench clean tools
 
 help:
 	@echo "make demo   - install into .venv, build the Rust core, run the NVMe-lite study"
@@ -104,9 +104,15 @@ tools:
 
 demo: setup $(DEMO_TARGETS)
 
-lint: $(VENV)/.deps $(LINT_TARGETS)
+lint: lint-cargo lint-tree
+
+# fmt and clippy need nothing from .venv: `make test` runs them beside pip's install.
+lint-cargo:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --quiet --profile $(CORE_PROFILE) --workspace --all-targets -- -D warnings
+
+# ruff, and each part's own lint (C and the kernel modules: warnings are errors).
+lint-tree: $(VENV)/.deps $(LINT_TARGETS)
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 
@@ -134,23 +140,32 @@ test-python-root: setup tools
 
 test-python: test-python-workers test-python-root
 
-# `make test`: the set-up with the extension in the nolto profile (CORE_PROFILE above), then
-# two lanes at once on the two cores: pytest's workers, and lint followed by the Rust tests
-# (their build shares the extension's crates; at nice 5, so pytest's timed tests keep the
-# cores they had when the lanes ran one after the other; one cargo at a time, as cargo's lock
-# on target/ would make it anyway). A failure in either lane fails `make test` once the other
-# has finished. Then the root tests alone, then each part's tests (C, guest kernel).
+# `make test`: the set-up with the extension in the nolto profile (CORE_PROFILE above), with
+# fmt and clippy beside it (pip's install of .venv keeps one core busy for a minute or more;
+# cargo's lock on target/ puts clippy and the extension's build one after the other). Then two
+# lanes at once on the two cores: pytest's workers, and the rest of lint followed by the Rust
+# tests (their build shares the extension's crates; at nice 5, so pytest's timed tests keep
+# the cores they had when the lanes ran one after the other). A failure in either lane fails
+# `make test` once the other has finished. Then the root tests alone, then each part's tests
+# (C, guest kernel).
 TEST_MAKE := $(MAKE) --no-print-directory CORE_PROFILE=nolto
 
 test:
-	+$(TEST_MAKE) setup tools
-	+$(TEST_MAKE) -j2 --output-sync=line test-python-workers test-lint-rust
+	+$(TEST_MAKE) -j2 lint-cargo setup tools
+	+$(TEST_MAKE) -j2 test-python-workers test-lint-rust
 	+$(TEST_MAKE) test-python-root $(TEST_TARGETS)
 
-# -j1: the lane's own targets one after the other, and cargo, outside the jobserver, may use
-# both cores whenever pytest leaves one idle.
+# The lane's targets one after the other: -j1 and out of the jobserver (its flags dropped from
+# MAKEFLAGS, -n and the variables kept), so cargo may use both cores whenever pytest leaves
+# one idle. Its output goes to a file of its own (a `make -n test` run meanwhile, as the
+# README's test does, writes another), printed when the lane ends, so that pytest's progress
+# shows as it goes.
+LANE_MAKEFLAGS = $(filter-out --jobserver-auth=% -j%,$(MAKEFLAGS))
+
 test-lint-rust: setup
-	nice -n 5 $(MAKE) --no-print-directory -j1 lint test-rust
+	@echo "lint and the Rust tests run beside pytest; their output follows when they end"
+	+@log=$$(mktemp); rc=0; MAKEFLAGS='$(LANE_MAKEFLAGS)' nice -n 5 $(MAKE) --no-print-directory \
+	  -j1 lint-tree test-rust >$$log 2>&1 || rc=$$?; cat $$log; rm -f $$log; exit $$rc
 
 bench: setup $(BENCH_TARGETS)
 	$(PY) bench/run.py $(if $(ONLY),--only $(ONLY))

@@ -57,7 +57,7 @@ LONGEST_FIRST = (
     "tests/test_wheel.py",
     f"{DOCS_TEST}::test_every_command_block_runs[plm.md]",
     f"{DOCS_TEST}::test_every_command_block_runs[vm.md]",
-    f"{DOCS_TEST}::test_every_command_block_runs[sweep.md]",
+    "tests/test_sweep_docs.py",
 )
 
 

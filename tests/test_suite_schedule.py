@@ -13,7 +13,7 @@ TEST = f"{DOCS_TEST}::{docs.test_every_command_block_runs.__name__}"
 
 
 def document_units() -> dict[str, str]:
-    return {d.name: unit_of(f"{TEST}[{d.name}]") for d in docs.DOCUMENTS if docs.command_blocks(d)}
+    return {d.name: unit_of(f"{TEST}[{d.name}]") for d in docs.DOCUMENTS if docs.runs_here(d)}
 
 
 def test_a_document_is_a_unit_and_any_other_test_its_files():
@@ -25,6 +25,16 @@ def test_a_document_is_a_unit_and_any_other_test_its_files():
         "tests/test_vm.py"
     )
     assert unit_of("tests/test_plm.py::test_x[a::b]") == "tests/test_plm.py"
+
+
+def test_a_document_not_run_here_has_every_block_run_by_test_sweep_docs():
+    import test_sweep_docs
+
+    example = {command for command, _ in test_sweep_docs._example()}
+    skipped = [d for d in docs.DOCUMENTS if docs.command_blocks(d) and not docs.runs_here(d)]
+    assert [d.name for d in skipped] in ([], ["sweep.md"])
+    for doc in skipped:
+        assert {block.strip() for _, block in docs.command_blocks(doc)} <= example
 
 
 def test_every_unit_started_first_is_one_the_suite_has():

@@ -402,6 +402,8 @@ def test_sync_latency_has_percentiles_and_bins_like_the_directions(qoslab, tmp_p
     lat = sync["lat_ns"]
     # fio issues the fsync when it fetches the next write: none after the job's last write.
     assert sync["total_ios"] == lat["N"] == 99
+    # fio counts the syncs at their depth (1 here) and divides by the writes: 499 / 400.
+    assert job["iodepth_level"]["1"] == 124.75
     assert list(lat["percentile"]) == ["10.000000", "50.000000", "90.000000", "99.000000"]
     bins = {int(k): v for k, v in lat["bins"].items()}
     assert sum(bins.values()) == lat["N"]
@@ -440,40 +442,50 @@ def syncs_issued(producer: str, qoslab, tmp_path, args: list[str]) -> tuple[dict
     return json.loads(done.stdout)["jobs"][0], calls
 
 
-# (options, writes, syncs the JSON counts, syncs issued). fio's rule ("sync the file after
-# every N writes issued", man fio) as fio 3.33 applies it: at the fetch of the next write, so
-# none after the last write of a job that runs out of writes: (writes - 1) // N. end_fsync and
-# fsync_on_close sync once more at the end if the file is unsynced (fsync_on_close: "fsync a
-# dirty file on close"; after end_fsync it is clean), and the JSON counts neither.
+# (options, writes, syncs timed, fsyncs counted, syncs issued). fio's rule ("sync the file
+# after every N writes issued", man fio) as fio 3.33 applies it: at the fetch of the next write,
+# so none after the last write of a job that runs out of writes: (writes - 1) // N; where
+# fsync=N and fdatasync=M are both due, the fsync (its get_rw_ddir asks fsync first). end_fsync
+# and fsync_on_close sync once more at the end if the file is unsynced (fsync_on_close: "fsync a
+# dirty file on close"; after end_fsync it is clean), and the JSON counts neither. The JSON's
+# sync.lat_ns times every periodic fsync and fdatasync; its total_ios counts the fsyncs only
+# (fio 3.33's total_io_u has no slot for fdatasync).
 SYNC_RULES = [
-    (["--fsync=1"], 10, 9, 9),
-    (["--fsync=1"], 1, 0, 0),
-    (["--fsync=3"], 10, 3, 3),
-    (["--fsync=4"], 4, 0, 0),
-    (["--fsync=7"], 8, 1, 1),
-    (["--fdatasync=4"], 10, 2, 2),
-    (["--end_fsync=1"], 10, 0, 1),
-    (["--fsync_on_close=1"], 10, 0, 1),
-    (["--fsync=4", "--end_fsync=1"], 8, 1, 2),
-    (["--fsync=4", "--fsync_on_close=1"], 4, 0, 1),
-    (["--fsync=4", "--end_fsync=1", "--fsync_on_close=1"], 10, 2, 3),
-    (["--fdatasync=1", "--fsync_on_close=1"], 3, 2, 3),
+    (["--fsync=1"], 10, 9, 9, 9),
+    (["--fsync=1"], 1, 0, 0, 0),
+    (["--fsync=3"], 10, 3, 3, 3),
+    (["--fsync=4"], 4, 0, 0, 0),
+    (["--fsync=7"], 8, 1, 1, 1),
+    (["--fdatasync=4"], 10, 2, 0, 2),
+    (["--fsync=4", "--fdatasync=2"], 10, 4, 2, 4),
+    (["--fdatasync=3", "--fsync=2"], 13, 8, 6, 8),
+    (["--fsync=4", "--fdatasync=0"], 10, 2, 2, 2),
+    (["--end_fsync=1"], 10, 0, 0, 1),
+    (["--fsync_on_close=1"], 10, 0, 0, 1),
+    (["--fsync=4", "--end_fsync=1"], 8, 1, 1, 2),
+    (["--fsync=4", "--fsync_on_close=1"], 4, 0, 0, 1),
+    (["--fsync=4", "--end_fsync=1", "--fsync_on_close=1"], 10, 2, 2, 3),
+    (["--fdatasync=1", "--fsync_on_close=1"], 3, 2, 0, 3),
 ]
 
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
-@pytest.mark.parametrize(("options", "writes", "counted", "issued"), SYNC_RULES)
+@pytest.mark.parametrize(("options", "writes", "timed", "fsyncs", "issued"), SYNC_RULES)
 def test_a_job_syncs_when_it_fetches_the_next_write_and_once_at_its_end(
-    qoslab, tmp_path, producer, options, writes, counted, issued
+    qoslab, tmp_path, producer, options, writes, timed, fsyncs, issued
 ):
     args = ["--rw=write", f"--number_ios={writes}", *options]
     job, calls = syncs_issued(producer, qoslab, tmp_path, args)
     assert job["write"]["total_ios"] == writes
-    assert job["sync"]["lat_ns"]["N"] == counted
-    if not any(o.startswith("--fdatasync") for o in options):
-        # fio 3.33 leaves fdatasyncs out of total_ios (their latencies are in lat_ns).
-        assert job["sync"]["total_ios"] == counted
+    assert job["sync"]["lat_ns"]["N"] == timed
+    assert job["sync"]["total_ios"] == fsyncs
     assert calls == issued
+    # fio counts each periodic sync in iodepth_level (at depth 1 here: psync), though not in
+    # the divisor, the writes; the end's sync is in neither.
+    assert job["iodepth_level"] == {
+        "1": pytest.approx(100 * (writes + timed) / writes, abs=1e-6),
+        **dict.fromkeys(["2", "4", "8", "16", "32", ">=64"], 0.0),
+    }
 
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])

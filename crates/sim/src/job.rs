@@ -139,6 +139,11 @@ pub struct JobStats {
     pub iodepth_level: [u64; DEPTH_BUCKETS],
     /// I/Os queued that fio never counted in `iodepth_level` (see `JobRun::uncommitted`).
     pub iodepth_uncounted: u64,
+    /// Periodic syncs counted in `iodepth_level`, which fio leaves out of its divisor (the
+    /// reads, writes and trims): the shares of a job that syncs add up to more than 100 %.
+    pub iodepth_syncs: u64,
+    /// Of the syncs in `ops`, the fdatasyncs: fio 3.33's `sync.total_ios` leaves them out.
+    pub fdatasyncs: u64,
     pub submit_batches: [u64; DEPTH_BUCKETS],
     pub complete_batches: [u64; DEPTH_BUCKETS],
     pub errors: u64,
@@ -249,6 +254,8 @@ impl JobStats {
             self.complete_batches[k] += o.complete_batches[k];
         }
         self.iodepth_uncounted += o.iodepth_uncounted;
+        self.iodepth_syncs += o.iodepth_syncs;
+        self.fdatasyncs += o.fdatasyncs;
         self.errors += o.errors;
         self.runtime_ns = self.runtime_ns.max(o.runtime_ns);
         if self.error == 0 {
@@ -767,10 +774,9 @@ pub struct JobRun {
     pub start_delay_ns: Ns,
     pub wait_for: Vec<usize>,
     /// The file the job works on (a mounted file system, `[fs] mount`; `Request::file`), 0:
-    /// the device. Its `direct=1` I/O is O_DIRECT, its syncs the file's fsync (fdatasync with
-    /// `datasync`).
+    /// the device. Its `direct=1` I/O is O_DIRECT, its syncs the file's fsync or fdatasync
+    /// ([`Durability`]).
     pub file: u32,
-    pub datasync: bool,
     /// The fio logs the clone writes (`write_lat_log`, ...), if any.
     pub logs: Option<Box<JobLogs>>,
     /// The bandwidth and IOPS samples are one per I/O, as with fio's per-I/O `write_bw_log`
@@ -788,8 +794,9 @@ pub struct JobRun {
 /// at the completion of the flush that covers it in a job that flushes.
 ///
 /// When fio 3.33 syncs (measured with strace on a file, tests/test_fio_output_consistency.py):
-/// - `fsync=N`: when the job fetches its next I/O, if the writes it has issued are a non-zero
-///   multiple of N and the last thing it issued was not a sync. So none after the last write of
+/// - `fsync=N` (`fdatasync=N` the same; where both are due, the fsync): when the job fetches
+///   its next I/O, if the writes it has issued are a non-zero multiple of N and the last thing
+///   it issued was not a sync. So none after the last write of
 ///   a job that runs out of I/Os (400 writes at fsync=4: 99 syncs; 10 at fsync=1: 9), one
 ///   after the last write of a job whose time is up (it fetches again), and, in a mixed job, one
 ///   before each read that follows such a sync while no write came in between.
@@ -799,6 +806,7 @@ pub struct JobRun {
 #[derive(Clone, Debug, Default)]
 pub struct Durability {
     pub fsync_every: u64,
+    pub fdatasync_every: u64,
     pub end_fsync: bool,
     pub fsync_on_close: bool,
     pub barrier_every: u64,
@@ -810,6 +818,9 @@ pub struct Durability {
     unsynced: bool,
     sync_due: bool,
     sync_inflight: bool,
+    /// The periodic sync due or in flight is an fdatasync: fio 3.33's JSON counts it in
+    /// `sync.lat_ns` and not in `sync.total_ios` (its `total_io_u` holds fsyncs only).
+    datasync: bool,
     /// The sync due or in flight is the job's end (`end_fsync`, `fsync_on_close`): fio does not
     /// count it in the JSON's `sync`.
     end_sync: bool,
@@ -825,17 +836,18 @@ pub struct Durability {
 }
 
 impl Durability {
-    /// A job's options: flush every `fsync_every` writes (0: never), at its end (`end_fsync`),
-    /// when it closes its file (`fsync_on_close`), make every `barrier_every`-th write a
-    /// barrier (0: never), write with FUA.
+    /// A job's options: fsync and fdatasync every so many writes (0: never), at its end
+    /// (`end_fsync`), when it closes its file (`fsync_on_close`), make every
+    /// `barrier_every`-th write a barrier (0: never), write with FUA.
     pub fn new(
-        fsync_every: u64,
+        (fsync_every, fdatasync_every): (u64, u64),
         (end_fsync, fsync_on_close): (bool, bool),
         barrier_every: u64,
         fua: bool,
     ) -> Self {
         Durability {
             fsync_every,
+            fdatasync_every,
             end_fsync,
             fsync_on_close,
             barrier_every,
@@ -846,7 +858,7 @@ impl Durability {
 
     /// Whether the job relies on flushes (rather than on completions) for durability.
     pub fn flushes(&self) -> bool {
-        self.fsync_every > 0 || self.end_fsync || self.fsync_on_close
+        self.fsync_every > 0 || self.fdatasync_every > 0 || self.end_fsync || self.fsync_on_close
     }
 
     fn busy(&self) -> bool {
@@ -858,12 +870,20 @@ impl Durability {
         self.unsynced = true;
     }
 
-    /// Whether fio's fetch of the job's next I/O gives a periodic sync first.
-    fn periodic_due(&self) -> bool {
-        self.fsync_every > 0
-            && self.writes_issued > 0
-            && self.writes_issued.is_multiple_of(self.fsync_every)
-            && !self.last_was_sync
+    /// Whether fio's fetch of the job's next I/O gives a periodic sync first: None, or
+    /// whether it is an fdatasync (fio's `get_rw_ddir` asks fsync first).
+    fn periodic_due(&self) -> Option<bool> {
+        if self.writes_issued == 0 || self.last_was_sync {
+            return None;
+        }
+        let every = |n: u64| n > 0 && self.writes_issued.is_multiple_of(n);
+        if every(self.fsync_every) {
+            Some(false)
+        } else if every(self.fdatasync_every) {
+            Some(true)
+        } else {
+            None
+        }
     }
 
     /// The job issues a read or a trim.
@@ -893,6 +913,7 @@ impl Durability {
             self.end_sync_done = true;
             self.sync_due = true;
             self.end_sync = true;
+            self.datasync = false;
         }
     }
 }
@@ -996,7 +1017,6 @@ impl JobRun {
             start_delay_ns: 0,
             wait_for: Vec::new(),
             file: 0,
-            datasync: false,
             logs: None,
             per_io_bw: false,
             per_io_iops: false,
@@ -1194,7 +1214,7 @@ impl JobRun {
                     req.host = self.host;
                     req.core = self.core;
                     req.file = self.file;
-                    if self.datasync && self.file != 0 {
+                    if d.datasync && self.file != 0 {
                         req.flags |= ReqFlags::DATA_SYNC;
                     }
                     if self.ordered {
@@ -1242,8 +1262,8 @@ impl JobRun {
                 && now >= self.start_ns + end
             {
                 // fio fetches again when its time is up: a periodic sync due comes first.
-                if self.durability.periodic_due() {
-                    self.durability.sync_due = true;
+                if let Some(datasync) = self.durability.periodic_due() {
+                    self.periodic_sync(datasync);
                     continue;
                 }
                 self.exhausted = true;
@@ -1261,8 +1281,8 @@ impl JobRun {
             }
             let io = self.pending.expect("just filled");
             // fio's fetch of the next I/O gives a periodic sync first, when one is due.
-            if self.durability.periodic_due() {
-                self.durability.sync_due = true;
+            if let Some(datasync) = self.durability.periodic_due() {
+                self.periodic_sync(datasync);
                 continue;
             }
             // 5. Flow: a job ahead of its share waits (fio's flow_threshold_exceeded).
@@ -1390,6 +1410,19 @@ impl JobRun {
         }
         notes.failed |= self.error != 0;
         Ok((result, notes))
+    }
+
+    /// fio's fetch gave a periodic sync (an fdatasync if `datasync`): it is issued once the
+    /// job's I/Os are reaped (step 2 of `pump`).
+    fn periodic_sync(&mut self, datasync: bool) {
+        self.durability.sync_due = true;
+        self.durability.datasync = datasync;
+        // fio 3.33 counts the sync in iodepth_level at the depth the job holds with it (its
+        // `cur_depth` at the sync's queue: the I/Os not yet reaped and the sync; libaio's sync
+        // does not wait for them), though not in the shares' divisor (measured: psync, 400
+        // writes, fsync=4: '1' 124.75 %; libaio at iodepth=4: '4' 124.0 %).
+        self.stats.iodepth_level[depth_level_bucket(self.allocated + 1)] += 1;
+        self.stats.iodepth_syncs += 1;
     }
 
     /// Whether fio stops filling the queue: the job ran out, was told to stop, or failed.
@@ -1547,6 +1580,9 @@ impl JobRun {
                 // fio does not count the job's end sync in its JSON; its run time holds it.
                 self.last_complete_ns = self.last_complete_ns.max(req.t.completed_ns);
             } else {
+                if d.datasync && req.t.completed_ns >= self.start_ns + self.ramp_ns {
+                    self.stats.fdatasyncs += 1;
+                }
                 self.record(req, req.t.completed_ns);
             }
             if self.exhausted && self.allocated == 0 && !self.durability.busy() {

@@ -234,7 +234,7 @@ fn vsync_runnable(job: &qoslab_workload::fio::Job) -> Result<(), String> {
              fio 3.33 never ends this job; use iodepth=1 (vsync is then psync) or another engine"
         ));
     }
-    if job.fsync_every > 0 {
+    if job.fsync_every > 0 || job.fdatasync_every > 0 {
         return Err(format!(
             "ioengine=vsync at iodepth={depth} with fsync: fio 3.33 counts this job's depths \
              twice (more than 100 %); use iodepth=1 (vsync is then psync) or another engine"
@@ -439,7 +439,7 @@ fn build_jobs(
                         per_io && job.logs.iops.is_some(),
                     );
                     run.durability = job::Durability::new(
-                        job.fsync_every,
+                        (job.fsync_every, job.fdatasync_every),
                         (job.end_fsync, job.fsync_on_close),
                         job.write_barrier_every,
                         job.fua,
@@ -448,7 +448,6 @@ fn build_jobs(
                         // One file per clone, named from 1; the file system orders its own
                         // writes (its journal's ordering plug-in), never the job's.
                         run.file = out.len() as u32 + 1;
-                        run.datasync = job.datasync;
                         orderings.push(fs_ordering);
                         out.push(run);
                         continue;

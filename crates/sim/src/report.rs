@@ -284,9 +284,10 @@ fn steadystate_json(ss: &crate::job::SteadyStateReport) -> Value {
 
 /// fio's `stat_calc_dist`: a bucket's share in percent, at least 0.1 when it holds anything.
 /// fio divides the depths by the I/Os queued: those its engine never counted in a commit
-/// (posixaio's and vsync's last, [`crate::job::EngineCalls`]) leave the shares short of 100 %.
+/// (posixaio's and vsync's last, [`crate::job::EngineCalls`]) leave the shares short of 100 %;
+/// the periodic syncs it counts in the buckets and not in the divisor take them past it.
 fn level_total(s: &JobStats) -> u64 {
-    s.iodepth_level.iter().sum::<u64>() + s.iodepth_uncounted
+    s.iodepth_level.iter().sum::<u64>() + s.iodepth_uncounted - s.iodepth_syncs
 }
 
 fn depth_share(count: u64, total: u64) -> f64 {
@@ -388,7 +389,10 @@ fn entry_json(opts: &SimOptions, e: &Entry, group_agg: &[u64; 3], end_ns: u64) -
     let sync = &s.ops[Op::Flush.index()];
     m.insert(
         "sync".into(),
-        json!({"total_ios": sync.ios, "lat_ns": latency_json(&sync.clat, Some(&pcts), plus)}),
+        json!({
+            "total_ios": sync.ios - s.fdatasyncs,
+            "lat_ns": latency_json(&sync.clat, Some(&pcts), plus)
+        }),
     );
     if let Some(app) = &s.app {
         // qoslab's own key: an application job's operations (`app=`), as Filebench's

@@ -366,8 +366,10 @@ pub struct Job {
     /// The application the job's threads run above a mounted file system (`app`, qoslab's
     /// own option): one of [`APPS`]; None: fio's own I/O loop.
     pub app: Option<&'static str>,
-    /// `fsync` / `fdatasync`: a cache flush after every N writes issued (0: never).
+    /// `fsync`: a cache flush (the file's fsync) after every N writes issued (0: never).
     pub fsync_every: u64,
+    /// `fdatasync`: the same with fdatasync (0: never); where both are due, fio's fsync.
+    pub fdatasync_every: u64,
     /// `end_fsync`: a sync when the job has issued its last I/O, if its file is unsynced.
     pub end_fsync: bool,
     /// `fsync_on_close`: a sync when the job closes its file (at its end), if it is unsynced.
@@ -391,9 +393,6 @@ pub struct Job {
     pub direct: bool,
     pub ioengine: String,
     pub filename: Option<String>,
-    /// The job's syncs are `fdatasync` (the file's data and what reading it needs), not
-    /// `fsync`.
-    pub datasync: bool,
     pub log_avg_msec: Option<u64>,
     /// The fio logs asked for (`write_lat_log`, `write_bw_log`, `write_iops_log`).
     pub logs: FioLogs,
@@ -509,6 +508,7 @@ impl Job {
             ordering: None,
             app: None,
             fsync_every: 0,
+            fdatasync_every: 0,
             end_fsync: false,
             fsync_on_close: false,
             write_barrier_every: 0,
@@ -523,7 +523,6 @@ impl Job {
             direct: false,
             ioengine: "psync".to_string(),
             filename: None,
-            datasync: false,
             log_avg_msec: None,
             logs: FioLogs::default(),
             kb_base: KbBase::Binary,

@@ -1357,14 +1357,11 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Int {
             min: 0,
             max: u64::MAX,
-            set: |j, v| {
-                j.fsync_every = v;
-                j.datasync = true;
-            }
+            set: |j, v| j.fdatasync_every = v
         },
         "",
         "0",
-        "As fsync, with fdatasync(2): on a block device the same (it has no metadata to leave out); on a file (`[fs] mount = true` in `qoslab sim`) the file's data and only the metadata needed to read it (no commit for a timestamp alone)."
+        "As fsync, with fdatasync(2): on a block device the same (it has no metadata to leave out); on a file (`[fs] mount = true` in `qoslab sim`) the file's data and only the metadata needed to read it (no commit for a timestamp alone). As fio 3.33 does, the JSON's `sync.lat_ns` counts them and `sync.total_ios` does not (it counts fsyncs only). With fsync too, a write count both divide gives the fsync."
     ),
     opt!(
         "end_fsync",

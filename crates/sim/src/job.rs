@@ -796,10 +796,10 @@ pub struct JobRun {
 /// When fio 3.33 syncs (measured with strace on a file, tests/test_fio_output_consistency.py):
 /// - `fsync=N` (`fdatasync=N` the same; where both are due, the fsync): when the job fetches
 ///   its next I/O, if the writes it has issued are a non-zero multiple of N and the last thing
-///   it issued was not a sync. So none after the last write of
-///   a job that runs out of I/Os (400 writes at fsync=4: 99 syncs; 10 at fsync=1: 9), one
-///   after the last write of a job whose time is up (it fetches again), and, in a mixed job, one
-///   before each read that follows such a sync while no write came in between.
+///   it issued was not a sync. So none after the last write of a job that runs out of I/Os
+///   (400 writes at fsync=4: 99 syncs; 10 at fsync=1: 9) or whose time is up (fio reads the
+///   clock before it fetches), and, in a mixed job, one before each read that follows such a
+///   sync while no write came in between.
 /// - `end_fsync` and `fsync_on_close`: once, when the job ends (fio closes the file then), if
 ///   its file has not been synced since it was opened for writing or last written; with both,
 ///   the close finds the file synced. Neither is counted in the JSON's `sync`.
@@ -1261,11 +1261,8 @@ impl JobRun {
             if let Some(end) = self.end_after_ns
                 && now >= self.start_ns + end
             {
-                // fio fetches again when its time is up: a periodic sync due comes first.
-                if let Some(datasync) = self.durability.periodic_due() {
-                    self.periodic_sync(datasync);
-                    continue;
-                }
+                // fio reads the time before each fetch (do_io): a job whose time is up fetches
+                // nothing more, not even the sync its last write made due.
                 self.exhausted = true;
                 self.durability.at_end();
                 continue;

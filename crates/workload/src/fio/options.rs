@@ -1349,7 +1349,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "0",
-        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. As in fio 3.33, the sync comes when the job goes on to its next I/O (a job that runs out of I/Os issues none after its last write: 400 writes at fsync=4 give 99; one whose time is up does), and before each read that follows it while no write came in between. On a file (a device whose `[fs] mount` is true in `qoslab sim`): the job's fsync(2) of its file, which its file system turns into writes and FLUSHes. 0: never."
+        "Flush the device's write cache after every N writes: the job waits for its writes, issues a FLUSH (fio's sync) and waits for it. As in fio 3.33, the sync comes when the job goes on to its next I/O (a job that runs out of I/Os issues none after its last write: 400 writes at fsync=4 give 99; nor does one whose time is up: fio reads the clock before it fetches), and before each read that follows it while no write came in between. On a file (a device whose `[fs] mount` is true in `qoslab sim`): the job's fsync(2) of its file, which its file system turns into writes and FLUSHes. 0: never."
     ),
     opt!(
         "fdatasync",

@@ -14,6 +14,7 @@ The percentiles are recomputed independently here, from the bins, by
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -606,3 +607,44 @@ def test_bandwidth_and_iops_are_sampled_every_log_avg_msec_as_their_logs(
         # 4 KiB I/Os: a window's KiB/s is four times its I/Os per second (each rounded).
         for bw, iops in zip(lines["bw"].value, lines["iops"].value, strict=True):
             assert abs(bw - 4 * iops) <= 4, (op, bw, iops)
+
+
+IDLE = [
+    "--output-format=json",
+    "--ioengine=psync",
+    "--bs=4k",
+    "--name=idle",
+    "--rw=randread",
+    # One read, then 250 ms of thinking: three of every 100 ms window out of four see no I/O.
+    "--thinktime=250ms",
+    "--time_based",
+    "--runtime=1s",
+    "--log_avg_msec=100",
+    "--write_bw_log=idle",
+    "--write_iops_log=idle",
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_a_window_without_io_leaves_no_bandwidth_or_iops_sample(qoslab, tmp_path, producer):
+    """fio's helper thread samples a direction only if it moved since the last sample (stat.c,
+    `__add_samples`: "No entries for interval"): a job that reads every 250 ms, sampled every
+    100 ms, has a sample (and a log line) for each read's window only, never a zero."""
+    args = IDLE if producer == "fio" else ["--direct=1", *IDLE]
+    job = json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+    read = job["read"]
+    # Reads at about 0, 250, 500 and 750 ms.
+    reads = read["total_ios"]
+    assert reads == 4
+    for kind in ("bw", "iops"):
+        log = raw_log(tmp_path / f"idle_{kind}.1.log")
+        values = [int(v) for v in log.value]
+        assert read[f"{kind}_samples"] == len(values), kind
+        # A sample for each read's window, never a 0 (fio's job thinks to its 1 s end, and
+        # samples the last read's window at 800 ms; qoslab's ends at its last completion,
+        # 750 ms, before that window closes: a difference in run time left open).
+        assert len(values) == (reads if producer == "fio" else reads - 1), list(log.time_ms)
+        assert min(values) > 0 and read[f"{kind}_min"] == min(values), kind
+        times = [int(t) for t in log.time_ms]
+        # One window of each 250 ms.
+        assert all(150 <= b - a <= 350 for a, b in itertools.pairwise(times)), times

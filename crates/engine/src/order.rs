@@ -94,6 +94,11 @@ pub struct PlanRules {
     /// FLUSHes are commands of their own, sent after the writes complete (Linux, HORAE),
     /// rather than a flag on the request's last command.
     pub separate_flush: bool,
+    /// A FLUSH goes to every target, written since the stream's last FLUSH or not: Linux's,
+    /// whose FLUSH reaches the striped volume's devices through dm-stripe, which sends a flush
+    /// to each of them (its `num_flush_bios` is the number of stripes). Otherwise only to the
+    /// targets the stream wrote since its last FLUSH (Rio, HORAE, orderless).
+    pub flush_every_target: bool,
 }
 
 /// Where blocks go: `targets` target servers, stripe units of `chunk_blocks` dealt round robin
@@ -179,8 +184,9 @@ impl Sequencer {
 
     /// Plans a FLUSH of the stream on its own (fio's `fsync`, after its writes): one request of
     /// the last group's sequence number, a FLUSH command to every target written since the
-    /// last one, none when nothing is.
-    pub fn plan_flush(&mut self) -> Planned {
+    /// last one (none when nothing is), or to every target with `every_target`
+    /// ([`PlanRules::flush_every_target`]).
+    pub fn plan_flush(&mut self, every_target: bool) -> Planned {
         let seq = if self.group_len == 0 {
             self.seq - 1
         } else {
@@ -198,6 +204,7 @@ impl Sequencer {
             merge: false,
             flush_every_request: false,
             separate_flush: true,
+            flush_every_target: every_target,
         };
         self.add_flushes(&mut out, 0, seq, &[], rules);
         self.link_prev(&mut out);
@@ -331,8 +338,9 @@ impl Sequencer {
         out
     }
 
-    /// A FLUSH to every target written since the stream's last one, so that an acknowledged
-    /// FLUSH covers the whole stream prefix, on every server.
+    /// A FLUSH to every target written since the stream's last one (to every target with
+    /// `rules.flush_every_target`), so that an acknowledged FLUSH covers the whole stream
+    /// prefix, on every server.
     fn add_flushes(
         &mut self,
         out: &mut Planned,
@@ -342,7 +350,7 @@ impl Sequencer {
         rules: PlanRules,
     ) {
         for t in 0..self.dirty.len() {
-            if !std::mem::take(&mut self.dirty[t]) {
+            if !std::mem::take(&mut self.dirty[t]) && !rules.flush_every_target {
                 continue;
             }
             let carrier = own.iter().rev().find(|&&c| out.cmds[c].target == t);
@@ -418,6 +426,7 @@ mod tests {
         merge: false,
         flush_every_request: false,
         separate_flush: false,
+        flush_every_target: false,
     };
 
     #[test]
@@ -461,6 +470,47 @@ mod tests {
         let last = &whole.cmds[whole.cmds.len() - 2..];
         assert!(last[0].attr.flush && !last[0].flush_only && last[0].target == 1);
         assert!(last[1].flush_only && last[1].target == 0);
+    }
+
+    #[test]
+    fn linux_flushes_every_target_after_each_write_and_the_others_only_those_written() {
+        // Linux (a FLUSH after every request, every target: dm-stripe's flush to each device)
+        // against HORAE's rule (a FLUSH where asked, to the targets written since the last).
+        let linux = PlanRules {
+            merge: false,
+            flush_every_request: true,
+            separate_flush: true,
+            flush_every_target: true,
+        };
+        let horae = PlanRules {
+            flush_every_request: false,
+            flush_every_target: false,
+            ..linux
+        };
+        // Three writes, all on target 0; the last asks for a FLUSH.
+        let writes = [
+            w(0, 1, true, false),
+            w(1, 1, true, false),
+            w(2, 1, true, true),
+        ];
+        let flushes = |p: &Planned, r: usize| {
+            p.requests[r]
+                .cmds
+                .iter()
+                .filter(|&&c| p.cmds[c].flush_only)
+                .map(|&c| p.cmds[c].target)
+                .collect::<Vec<_>>()
+        };
+        let p = Sequencer::new(0, 2).plan(&writes, &LAYOUT, linux);
+        for r in 0..3 {
+            assert_eq!(flushes(&p, r), [0, 1], "Linux: request {r}'s FLUSHes");
+        }
+        let p = Sequencer::new(0, 2).plan(&writes, &LAYOUT, horae);
+        assert_eq!(flushes(&p, 0), [] as [usize; 0]);
+        assert_eq!(flushes(&p, 2), [0], "HORAE: only the target written");
+        // A FLUSH of its own (fio's fsync) after nothing was written.
+        assert_eq!(Sequencer::new(0, 2).plan_flush(true).cmds.len(), 2);
+        assert_eq!(Sequencer::new(0, 2).plan_flush(false).cmds.len(), 0);
     }
 }
 

@@ -135,12 +135,23 @@ impl<'p> Machine<'p> {
                 }
             }
         }
+        // A FLUSH of its own waits for the data before it on its target (HORAE); Linux's,
+        // a flush of the whole volume, for the stream's data before it on every target (the
+        // file system flushes once the write completed).
         let mut flush_waits = vec![Vec::new(); n];
         if stack.plan.separate_flush {
-            for c in 0..n {
-                if plan.cmds[c].flush_only {
-                    let (lane, pos) = lane_of[c];
-                    flush_waits[c] = lanes[lane][..pos]
+            for order in &plan.order {
+                for (pos, &c) in order.iter().enumerate() {
+                    if !plan.cmds[c].flush_only {
+                        continue;
+                    }
+                    let before: &[usize] = if stack.plan.flush_every_target {
+                        &order[..pos]
+                    } else {
+                        let (lane, at) = lane_of[c];
+                        &lanes[lane][..at]
+                    };
+                    flush_waits[c] = before
                         .iter()
                         .copied()
                         .filter(|&p| !plan.cmds[p].flush_only)

@@ -114,6 +114,7 @@ mod tests {
         merge: true,
         flush_every_request: false,
         separate_flush: false,
+        flush_every_target: false,
     };
 
     #[test]

@@ -81,6 +81,7 @@ const MERGED: PlanRules = PlanRules {
     merge: true,
     flush_every_request: false,
     separate_flush: false,
+    flush_every_target: false,
 };
 
 pub static ORDERLESS: StackOps = StackOps {
@@ -99,12 +100,13 @@ pub static ORDERLESS: StackOps = StackOps {
 
 pub static LINUX: StackOps = StackOps {
     name: "linux",
-    help: "Linux NVMe-oF ordering: each ordered write waits for the previous one's completion and a FLUSH",
+    help: "Linux NVMe-oF ordering: each ordered write waits for the previous one's completion and a FLUSH to every target",
     api_version: STAGE_API_VERSION,
     plan: PlanRules {
         merge: false,
         flush_every_request: true,
         separate_flush: true,
+        flush_every_target: true,
     },
     one_in_flight: true,
     control_path: false,
@@ -123,6 +125,7 @@ pub static HORAE: StackOps = StackOps {
         merge: false,
         flush_every_request: false,
         separate_flush: true,
+        flush_every_target: false,
     },
     one_in_flight: false,
     control_path: true,

@@ -645,15 +645,12 @@ def _efficiency_order(rows: list[dict], side: str) -> dict:
 
 
 LINUX_LIFT_WHY = (
-    "the model's Linux sends the FLUSH after each ordered write to the one target that write "
-    "went to, so two threads whose writes went to different targets drain two drives at once; "
-    "the document's SSDs form one logical volume, and Linux's dm-stripe sends a FLUSH to every "
-    "device. The same synchronous write and FLUSH per thread without the ordering plug-in "
-    "(a fio job with iodepth=1 and fsync=1 and no ordering=, whose FLUSH the fan-out sends to "
-    "every target) gives the same throughput on one target (1001 / 1005 / 1006 requests/s at 4 "
-    "/ 16 / 36 threads, the plug-in's Linux 993 / 998 / 998) and is not lifted by a second "
-    "(1001 / 1000 / 1002, 1.00x), where the plug-in's Linux is (1675 / 1953 / 1949, 1.69x / 1.96x "
-    "/ 1.95x): the FLUSH's routing alone moves the row (docs/rio.md gives the commands)"
+    "the model's Linux sends the FLUSH after each ordered write to every target, as dm-stripe "
+    "sends a flush to each device of the volume (num_flush_bios = stripes), so no thread's "
+    "FLUSH leaves a drive undrained; before (to the one target the write went to) the row was "
+    "1.72x [1.70, 1.74], and that change alone takes it to 1.00x (qoslab rio run --stack linux "
+    "--threads 4/16/36 --writes 128 --set targets=2, against targets=1, seeds 1-3: 1675 / 1953 "
+    "/ 1949 -> 992 / 993 / 994 requests/s at seed 1; docs/rio.md)"
 )
 
 

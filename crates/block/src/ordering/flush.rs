@@ -1,6 +1,7 @@
 //! `flush`: Linux's ordering over NVMe-oF (Rio 2.2): each ordered write goes only once the
-//! previous one is acknowledged, and is followed by a FLUSH to every target the stream wrote,
-//! sent once the write completed; the job's thread sleeps on each command.
+//! previous one is acknowledged, and is followed by a FLUSH to every target (the targets form
+//! one volume, and Linux's dm-stripe sends a flush to each of its devices), sent once the
+//! write completed; the job's thread sleeps on each command.
 
 use qoslab_engine::order::PlanRules;
 
@@ -8,7 +9,7 @@ use super::{CmdView, Ordering, OrderingOps, OrderingSetup, StreamView};
 
 pub static OPS: OrderingOps = OrderingOps {
     name: "flush",
-    help: "Linux FLUSH ordering: one ordered write in flight, each followed by a FLUSH",
+    help: "Linux FLUSH ordering: one ordered write in flight, each followed by a FLUSH to every target",
     api_version: qoslab_engine::STAGE_API_VERSION,
     needs_target: false,
     tunables: &[],
@@ -27,15 +28,19 @@ impl Ordering for FlushOrdering {
             merge: false,
             flush_every_request: true,
             separate_flush: true,
+            // dm-stripe sends the FLUSH to each of the volume's devices (Linux cannot use a
+            // second target: the document's 6.2).
+            flush_every_target: true,
         }
     }
 
-    /// Synchronous transfer: every request before the command's is acknowledged; a FLUSH
-    /// waits for the writes it covers.
+    /// Synchronous transfer: every request before the command's is acknowledged; the FLUSHes
+    /// go once the whole write completed, to every target at once (the file system waits for
+    /// the write, then flushes the volume), not only once the write's part on their target did.
     fn may_send(&self, s: &StreamView<'_>, cmd: &CmdView<'_>) -> bool {
         let first = cmd.reqs.iter().copied().min().unwrap_or(s.first);
         let before = first.saturating_sub(s.first) as usize;
-        s.requests.iter().take(before).all(|a| a.acked) && (!cmd.flush_only || cmd.lane_done)
+        s.requests.iter().take(before).all(|a| a.acked) && (!cmd.flush_only || cmd.stream_done)
     }
 
     fn sleeps_per_command(&self) -> bool {

@@ -40,6 +40,7 @@ impl Ordering for Horae {
             merge: false,
             flush_every_request: false,
             separate_flush: true,
+            flush_every_target: false,
         }
     }
 

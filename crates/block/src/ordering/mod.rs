@@ -175,6 +175,9 @@ pub struct CmdView<'a> {
     /// Lane state of a FLUSH-only command: every data command before it on its target has
     /// completed (false for a command that carries data).
     pub lane_done: bool,
+    /// Of a FLUSH-only command: every data command before it in the stream, on any target,
+    /// has completed (false for a command that carries data).
+    pub stream_done: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,7 +452,7 @@ impl OrderedStreams {
             let (id0, _) = batch[start];
             let planned = if ctx.reqs()[id0].op == Op::Flush {
                 start += 1;
-                (s.seq.plan_flush(), vec![id0])
+                (s.seq.plan_flush(rules.flush_every_target), vec![id0])
             } else {
                 let end = batch[start..]
                     .iter()
@@ -559,14 +562,14 @@ impl OrderedStreams {
             let Some(cmd) = s.cmds.get(k as usize) else {
                 return;
             };
-            // Only a FLUSH asks for its lane (a scan of the commands kept before it, which a
-            // cut's record keeps until they are known durable).
+            // Only a FLUSH asks for its lane and its stream (a scan of the commands kept before
+            // it, which a cut's record keeps until they are known durable).
+            let data_before = || s.cmds.iter().take(k as usize).filter(|c| !c.flush_only);
             let lane_done = cmd.flush_only
-                && s.cmds
-                    .iter()
-                    .take(k as usize)
-                    .filter(|c| c.target == cmd.target && !c.flush_only)
+                && data_before()
+                    .filter(|c| c.target == cmd.target)
                     .all(|c| c.phase == CmdPhase::Done);
+            let stream_done = cmd.flush_only && data_before().all(|c| c.phase == CmdPhase::Done);
             let view = CmdView {
                 no: cmd.no,
                 target: cmd.target,
@@ -574,6 +577,7 @@ impl OrderedStreams {
                 flush_only: cmd.flush_only,
                 reqs: &cmd.reqs,
                 lane_done,
+                stream_done,
             };
             let sv = StreamView {
                 stream: s.job,

@@ -27,6 +27,7 @@ impl Ordering for Orderless {
             merge: true,
             flush_every_request: false,
             separate_flush: false,
+            flush_every_target: false,
         }
     }
 

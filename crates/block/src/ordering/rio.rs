@@ -41,6 +41,7 @@ impl Ordering for Rio {
             merge: true,
             flush_every_request: false,
             separate_flush: false,
+            flush_every_target: false,
         }
     }
 

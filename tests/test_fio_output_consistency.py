@@ -648,3 +648,45 @@ def test_a_window_without_io_leaves_no_bandwidth_or_iops_sample(qoslab, tmp_path
         times = [int(t) for t in log.time_ms]
         # One window of each 250 ms.
         assert all(150 <= b - a <= 350 for a, b in itertools.pairwise(times)), times
+
+
+# (options, syncs timed, fsyncs counted, syncs issued) of 3 passes (`loops=3`) over a 16 KiB
+# file, 4 writes each. fio 3.33 ends a pass at the file's end: the fetch there gives a periodic
+# sync if one is due; it reaps everything, closes the file (fsync_on_close: an fsync(2) if the
+# last thing was not a sync), syncs it as at the job's end (end_fsync or fsync_on_close, if the
+# last thing was still not a sync; not counted), and opens it for the next pass, where the last
+# sync no longer counts (its reset_io_counters): fsync=4 runs `WWWWS | SWWWWS | SWWWW`.
+LOOP_RULES = [
+    (["--fsync=4"], 4, 4, 4),
+    (["--fsync=1"], 13, 13, 13),
+    (["--fsync=3"], 3, 3, 3),
+    (["--fsync_on_close=1"], 0, 0, 5),
+    (["--end_fsync=1"], 0, 0, 3),
+    (["--fsync=4", "--end_fsync=1"], 4, 4, 5),
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize(("options", "timed", "fsyncs", "issued"), LOOP_RULES)
+def test_a_job_syncs_between_its_passes_as_fio(
+    qoslab, tmp_path, producer, options, timed, fsyncs, issued
+):
+    args = ["--rw=write", "--size=16k", "--loops=3", *options]
+    job, calls = syncs_issued(producer, qoslab, tmp_path, args)
+    assert job["write"]["total_ios"] == 12
+    assert job["sync"]["lat_ns"]["N"] == timed
+    assert job["sync"]["total_ios"] == fsyncs
+    assert calls == issued
+    assert job["iodepth_level"]["1"] == pytest.approx(100 * (12 + timed) / 12, abs=1e-6)
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_each_pass_starts_with_an_empty_queue(qoslab, tmp_path, producer):
+    """fio reaps every I/O at a pass's end: each of 3 passes of 16 writes at iodepth=4 queues
+    its first write at depth 1 and its next two at 2 (one pass of 48 writes: 1 and 2)."""
+    args = ["--output-format=json", "--ioengine=libaio", "--direct=1", "--iodepth=4"]
+    args += ["--bs=4k", "--name=passes", "--rw=write", "--size=64k", "--loops=3"]
+    job = json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+    assert job["write"]["total_ios"] == 48
+    level = {k: v for k, v in job["iodepth_level"].items() if v}
+    assert level == {"1": 6.25, "2": 12.5, "4": 81.25}

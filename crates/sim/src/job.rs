@@ -60,6 +60,7 @@ impl Source {
                     len_bytes: len,
                     prio: Default::default(),
                     not_before_ns,
+                    new_pass: false,
                 }))
             }
         }
@@ -807,6 +808,11 @@ pub struct Durability {
     /// The sync due or in flight is the job's end (`end_fsync`, `fsync_on_close`): fio does not
     /// count it in the JSON's `sync`.
     end_sync: bool,
+    /// The sync due is the fsync(2) of a file closed between passes (`fsync_on_close`): fio
+    /// calls it directly, so it does not count as the last thing issued.
+    close_sync: bool,
+    /// Between two passes: the file has been closed (its `fsync_on_close` sync issued).
+    pass_closed: bool,
     end_sync_done: bool,
     /// Writes completed since the last flush was issued, and those the flush in flight covers.
     completed_uncovered: u64,
@@ -1189,7 +1195,7 @@ impl JobRun {
                     let d = &mut self.durability;
                     d.sync_due = false;
                     d.sync_inflight = true;
-                    d.last_was_sync = true;
+                    d.last_was_sync |= !std::mem::take(&mut d.close_sync);
                     d.unsynced = false;
                     d.covered_by_inflight = std::mem::take(&mut d.completed_uncovered);
                     self.inflight += 1;
@@ -1263,6 +1269,40 @@ impl JobRun {
             // fio's fetch of the next I/O gives a periodic sync first, when one is due.
             if let Some(datasync) = self.durability.periodic_due() {
                 self.periodic_sync(datasync);
+                continue;
+            }
+            // 4b. The last pass reached the file's end (`loops`): fio reaps everything, closes
+            // the file (fsync_on_close: an fsync(2) if it is unsynced), syncs it as at the job's
+            // end (end_fsync or fsync_on_close, if still unsynced), then opens it again for
+            // the next pass, where the last sync no longer counts (reset_io_counters).
+            if io.new_pass {
+                if self.allocated > 0 {
+                    self.wait = Wait::Quiesce(AfterQuiesce::Continue);
+                    continue;
+                }
+                let writes = self.issues[Op::Write.index()];
+                let d = &mut self.durability;
+                if !std::mem::replace(&mut d.pass_closed, true)
+                    && d.fsync_on_close
+                    && writes
+                    && !d.last_was_sync
+                {
+                    d.sync_due = true;
+                    d.end_sync = true;
+                    d.close_sync = true;
+                    d.datasync = false;
+                    continue;
+                }
+                if (d.end_fsync || d.fsync_on_close) && writes && !d.last_was_sync {
+                    d.sync_due = true;
+                    d.end_sync = true;
+                    d.datasync = false;
+                    continue;
+                }
+                d.pass_closed = false;
+                d.last_was_sync = false;
+                d.unsynced = writes;
+                self.pending.as_mut().expect("fetched").new_pass = false;
                 continue;
             }
             // 5. Flow: a job ahead of its share waits (fio's flow_threshold_exceeded).

@@ -1377,7 +1377,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.fsync_on_close = v),
         "",
         "0",
-        "Flush the device's write cache when the job closes its file (at its end), if the file has not been synced since it was opened for writing or last written: after `end_fsync` it has been (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 fio also closes and syncs the file between passes; qoslab does not."
+        "Flush the device's write cache when the job closes its file (at its end), if the file has not been synced since it was opened for writing or last written: after `end_fsync` it has been (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the file is also closed (and synced, if unsynced) between passes, as fio does."
     ),
     opt!(
         "write_barrier",

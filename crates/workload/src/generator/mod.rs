@@ -64,6 +64,11 @@ pub struct GenIo {
     /// Earliest submission time from `rate`/`rate_iops`, in ns since the job started
     /// (0 without a cap). Non-decreasing from one I/O to the next.
     pub not_before_ns: Ns,
+    /// The I/O starts a new pass over the job's file: the last pass reached the file's end
+    /// (fio ends a pass there, `loops` or `io_size` above `size`, and closes and reopens the
+    /// file before the next). Never in a `time_based` job (fio wraps in place) nor over
+    /// several files (not modelled).
+    pub new_pass: bool,
 }
 
 /// The region and amount of I/O of one job clone, resolved against the device.
@@ -157,6 +162,11 @@ pub struct JobGen {
     /// For `rand*:<nr>`: I/Os left before the next random offset, per direction.
     run_left: [u64; 3],
     pending_write: Option<(u64, u64)>,
+    /// Whether passes are told apart ([`GenIo::new_pass`]); the current one reached its end
+    /// (a random pass: its last block drawn; a sequential one: the offset wrapped).
+    passes: bool,
+    pass_done: bool,
+    wrapped: bool,
     rng_offset: RngStream,
     rng_bs: RngStream,
     rng_mix: RngStream,
@@ -319,6 +329,9 @@ impl JobGen {
             create_only: job.create_only,
             run_left: [0; 3],
             pending_write: None,
+            passes: !job.time_based && files == 1,
+            pass_done: false,
+            wrapped: false,
             rng_offset,
             rng_bs: stream("bs"),
             rng_mix: stream("mix"),
@@ -354,12 +367,16 @@ impl JobGen {
         {
             return None;
         }
+        // A random pass's last block was drawn last time; a sequential pass ends in
+        // `next_offset`, at the wrap.
+        let mut new_pass = std::mem::take(&mut self.pass_done);
         let (op, offset_bytes, len_bytes) = if let Some((off, len)) = self.pending_write.take() {
             (Op::Write, off, len)
         } else {
             let op = self.next_op();
             let len = self.len[op.index()].draw(&mut self.rng_bs);
             let off = self.next_offset(op, len);
+            new_pass |= std::mem::take(&mut self.wrapped);
             if matches!(
                 self.pattern,
                 RwPattern::TrimWrite | RwPattern::RandTrimWrite
@@ -387,6 +404,7 @@ impl JobGen {
             len_bytes,
             prio,
             not_before_ns: self.last_not_before_ns,
+            new_pass: new_pass && self.passes,
         })
     }
 
@@ -455,6 +473,7 @@ impl JobGen {
         if !self.pattern.is_random() {
             let mut off = self.seq_pos[f][d];
             if off < start || off + len > end {
+                self.wrapped = self.ios_done > 0;
                 // Forwards the file starts again at its start, backwards at its last block.
                 off = if self.rw_backward {
                     start + (self.file_len - len) / self.align_bytes * self.align_bytes
@@ -483,11 +502,13 @@ impl JobGen {
         let perm = &self.permutation;
         let pos = &mut self.perm_pos[f];
         let nblocks = self.nblocks;
+        let pass_done = &mut self.pass_done;
         let block = self.blocks[d].draw(&mut self.rng_offset, || {
             let p = perm.as_ref().expect("permuted sampling has a permutation");
             let b = p.at(*pos);
             // pos < nblocks: a wrap, not a division, as this runs for every I/O.
             *pos = if *pos + 1 == nblocks { 0 } else { *pos + 1 };
+            *pass_done = *pos == 0;
             b
         });
         let off = start + block * self.align_bytes;

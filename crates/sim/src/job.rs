@@ -900,10 +900,16 @@ impl Durability {
     fn at_end(&mut self) {
         if (self.end_fsync || self.fsync_on_close) && self.unsynced && !self.end_sync_done {
             self.end_sync_done = true;
-            self.sync_due = true;
-            self.end_sync = true;
-            self.datasync = false;
+            self.end_sync_due();
         }
+    }
+
+    /// An end sync (`end_fsync`, `fsync_on_close`, or the close between passes) is due: an
+    /// fsync, not counted in the JSON's `sync`.
+    fn end_sync_due(&mut self) {
+        self.sync_due = true;
+        self.end_sync = true;
+        self.datasync = false;
     }
 }
 
@@ -1287,16 +1293,12 @@ impl JobRun {
                     && writes
                     && !d.last_was_sync
                 {
-                    d.sync_due = true;
-                    d.end_sync = true;
+                    d.end_sync_due();
                     d.close_sync = true;
-                    d.datasync = false;
                     continue;
                 }
                 if (d.end_fsync || d.fsync_on_close) && writes && !d.last_was_sync {
-                    d.sync_due = true;
-                    d.end_sync = true;
-                    d.datasync = false;
+                    d.end_sync_due();
                     continue;
                 }
                 d.pass_closed = false;

@@ -34,6 +34,11 @@ pub trait CpuModel {
     /// CPU time from the driver's completion of `req` to its job seeing it (the interrupt,
     /// the block layer's completion, the wake-up of the job).
     fn complete_ns(&self, req: &Request) -> Ns;
+    /// CPU time of the completion of a piece of a split bio (its own request's interrupt;
+    /// the job sees nothing until the last piece), under `retry_after_completion`.
+    fn piece_complete_ns(&self) -> Ns {
+        0
+    }
     /// Whether a completion (interrupt context) runs ahead of every submission (process
     /// context) and preempts one on the CPU, as a hardware interrupt does.
     fn interrupts_first(&self) -> bool {
@@ -50,6 +55,14 @@ pub trait CpuModel {
     /// submissions), as Linux's `blk_mq_get_tag` loop does; false: it tries at the instant
     /// it is woken.
     fn woken_retry(&self) -> bool {
+        false
+    }
+    /// With `woken_retry`: whether a task woken by a completion's freed tag becomes runnable
+    /// only when that completion's work on the CPU ends (in Linux the tag is freed, and the
+    /// sleeper woken, inside the completion's interrupt), a piece of a split bio's completion
+    /// being interrupt work too; false: a piece's completion costs no CPU and its sleeper
+    /// retries at once.
+    fn retry_after_completion(&self) -> bool {
         false
     }
     /// Whether a job whose submission call sleeps for a tag runs none of its submissions
@@ -105,6 +118,7 @@ qoslab_engine::settings! {
         wakeup_preempts: bool = flag(false, "a job woken by its completion runs ahead of the other jobs' submissions and preempts one on the CPU (Linux's wake-up preemption); false: it queues behind them"),
         sleep_stops_loop: bool = flag(false, "a job whose submission call sleeps for a tag runs none of its submissions waiting for the CPU until the call returns (fio's loop waits inside it); false: the submissions it made before it slept still run"),
         woken_retry: bool = flag(false, "a job woken from its sleep for a tag tries for the tag again only when its task gets its turn on the CPU (process context, no CPU time of its own: the bio's submission is in submit_ns); false: at the instant the tag is freed"),
+        retry_after_completion: bool = flag(false, "with woken_retry: a task woken by a completion's freed tag joins the CPU's work only when that completion's work there ends (Linux frees the tag and wakes the sleeper inside the completion's interrupt, after waking the completion's own job), and a piece of a split bio completes with an interrupt of complete_ns too (each request of the split has its own); false: a piece's completion costs no CPU and the sleeper its tag wakes retries at once"),
         fair: bool = flag(false, "process-context work (submissions, woken tag retries) runs in order of its job's CPU time used, least first, as Linux's CFS runs the task of least vruntime (every fio job has the same nice); completions keep their place; false: first come first served among it"),
         sleeper_credit_ns: Ns = ns(3_000_000, "with fair: a job that had no work on the CPU (it slept) joins at no less than the least CPU time of the jobs with work there minus this (CFS's place_entity in Linux 6.1: sysctl_sched_latency, 6 ms on one CPU, halved by GENTLE_FAIR_SLEEPERS)"),
     }
@@ -124,6 +138,10 @@ impl CpuModel for OneCpu {
         self.cfg.complete_ns
     }
 
+    fn piece_complete_ns(&self) -> Ns {
+        self.cfg.complete_ns
+    }
+
     fn interrupts_first(&self) -> bool {
         self.cfg.interrupts_first
     }
@@ -134,6 +152,10 @@ impl CpuModel for OneCpu {
 
     fn woken_retry(&self) -> bool {
         self.cfg.woken_retry
+    }
+
+    fn retry_after_completion(&self) -> bool {
+        self.cfg.retry_after_completion
     }
 
     fn sleep_stops_loop(&self) -> bool {
@@ -171,6 +193,8 @@ enum Kind {
     Submit(ReqId),
     /// A request's completion (interrupt context).
     Complete(ReqId),
+    /// A piece of a split bio completes (interrupt context; its job sees nothing yet).
+    Piece,
     /// A job's task woken from its sleep for a tag, retrying (process context).
     Retry { host: u16 },
 }
@@ -189,18 +213,21 @@ struct Work {
     arrived_ns: Ns,
     /// A submission of a job just woken by its completion (the model's `wakeup_preempts`).
     woken: bool,
+    /// A completion's number, counted from 1 (0: not a completion).
+    irq: u64,
 }
 
 impl Work {
     fn new(kind: Kind, job: u32, cost_ns: Ns, now: Ns) -> Self {
         Work {
             kind,
-            completion: matches!(kind, Kind::Complete(_)),
+            completion: matches!(kind, Kind::Complete(_) | Kind::Piece),
             job,
             left_ns: cost_ns,
             cost_ns,
             arrived_ns: now,
             woken: false,
+            irq: 0,
         }
     }
 }
@@ -235,6 +262,12 @@ pub struct CpuStage {
     /// work on the CPU, never decreasing (CFS's min_vruntime).
     vruntime: Vec<Ns>,
     min_vruntime: Ns,
+    /// The last completion to arrive (its number), and when (the model's
+    /// `retry_after_completion`: a tag sleeper woken at that instant was woken by it).
+    last_irq: Option<(Ns, u64)>,
+    /// Woken tag retries waiting for the end of the completion work (its number) that woke
+    /// them.
+    after_completion: Vec<(u64, Work)>,
 }
 
 impl CpuStage {
@@ -261,6 +294,8 @@ impl CpuStage {
             held: VecDeque::new(),
             vruntime: Vec::new(),
             min_vruntime: 0,
+            last_irq: None,
+            after_completion: Vec::new(),
         }
     }
 
@@ -433,6 +468,27 @@ impl CpuStage {
         }
     }
 
+    /// Completion work arrives (numbered, for the tag sleepers it wakes).
+    fn interrupt(&mut self, mut work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
+        work.irq = self.last_irq.map_or(1, |(_, n)| n + 1);
+        self.last_irq = Some((ctx.now_ns(), work.irq));
+        self.arrive(work, ctx);
+    }
+
+    /// Under the model's `retry_after_completion`, the completion whose work a tag sleeper
+    /// woken `now` waits for: the completion that arrived at this instant (the block layer
+    /// frees the tag as it completes the request or piece), if its work has not ended.
+    fn waking_completion(&self, now: Ns) -> Option<u64> {
+        if !self.model.retry_after_completion() {
+            return None;
+        }
+        let (at, irq) = self.last_irq?;
+        let pending = |w: &Work| w.irq == irq;
+        let pending = self.running.as_ref().is_some_and(|(w, _)| pending(w))
+            || self.ready.iter().any(pending);
+        (at == now && pending).then_some(irq)
+    }
+
     fn offer(&mut self, id: ReqId, ctx: &mut impl StageCtx<CpuEvent>) {
         if !self.held.is_empty() || ctx.dispatch(id) == Admission::Busy {
             self.held.push_back(id);
@@ -469,6 +525,16 @@ impl Stage for CpuStage {
         if let Some(next) = self.pop_next() {
             self.start(next, ctx);
         }
+        // The tag sleepers this completion woke (the model's `retry_after_completion`).
+        let woken: Vec<(u64, Work)> = if done.irq == 0 {
+            Vec::new()
+        } else {
+            let (woken, rest) = std::mem::take(&mut self.after_completion)
+                .into_iter()
+                .partition(|(by, _)| *by == done.irq);
+            self.after_completion = rest;
+            woken
+        };
         match done.kind {
             Kind::Complete(id) => {
                 let job = done.job as usize;
@@ -478,11 +544,17 @@ impl Stage for CpuStage {
                 self.woke_at[job] = now;
                 ctx.complete(id);
             }
+            Kind::Piece => {}
             Kind::Submit(id) => self.offer(id, ctx),
             Kind::Retry { host } => {
                 let job = done.job;
                 ctx.control_below(&mut Control::new(now, host, Command::SubmitterRuns { job }));
             }
+        }
+        // The completion wakes its own job first, then the tag's sleeper.
+        for (_, mut retry) in woken {
+            retry.arrived_ns = now;
+            self.arrive(retry, ctx);
         }
     }
 
@@ -491,7 +563,7 @@ impl Stage for CpuStage {
         let cost = self.model.complete_ns(req);
         let work = Work::new(Kind::Complete(id), req.job, cost, ctx.now_ns());
         self.completes += 1;
-        self.arrive(work, ctx);
+        self.interrupt(work, ctx);
     }
 
     /// A job's task woken from its sleep for a tag runs on the CPU before it retries (the
@@ -501,7 +573,19 @@ impl Stage for CpuStage {
         match notice {
             Notice::SubmitterWoken { host, job } => {
                 self.retries += 1;
-                self.arrive(Work::new(Kind::Retry { host }, job, 0, ctx.now_ns()), ctx);
+                let retry = Work::new(Kind::Retry { host }, job, 0, ctx.now_ns());
+                match self.waking_completion(ctx.now_ns()) {
+                    Some(by) => self.after_completion.push((by, retry)),
+                    None => self.arrive(retry, ctx),
+                }
+                return;
+            }
+            // A piece of a split bio completed below (sent only with `woken_retry`).
+            Notice::Interrupt { .. } => {
+                if self.model.retry_after_completion() {
+                    let cost = self.model.piece_complete_ns();
+                    self.interrupt(Work::new(Kind::Piece, u32::MAX, cost, ctx.now_ns()), ctx);
+                }
                 return;
             }
             Notice::SubmitterBlocked { job } if self.model.sleep_stops_loop() => {
@@ -658,33 +742,47 @@ mod tests {
         assert_eq!(wake_and_resubmit(fcfs, Some(42 * US)), (45 * US, 105 * US));
     }
 
-    /// Served times of reads A (job 0, at 0), B (job 1, at 1 us) and C (job 2, at 1002 us)
-    /// over one CPU (10 us per submission, 5 us per completion), a block layer with one tag
-    /// (no scheduler: sbitmap wakes a sleeper at every freed tag) and a disk of 1 ms per
-    /// request.
-    fn one_tag_three_jobs(rules: &str, retry_on_cpu: bool) -> [Ns; 3] {
+    /// When the disk started each job's read, job `j` issuing `reads[j]` = (bytes, at) at
+    /// its own MiB, over one CPU (10 us per submission, 5 us per completion), a block layer
+    /// with `tags` tags and the settings `sets` (no scheduler: sbitmap wakes a sleeper at
+    /// every freed tag while the tags are few) and a disk of 1 ms per request, one at a time.
+    fn tagged(
+        rules: &str,
+        retry_on_cpu: bool,
+        tags: u32,
+        sets: &[&str],
+        reads: &[(u64, Ns)],
+    ) -> Vec<Ns> {
         use crate::testbed::{BE4, Disk, MIB, io, layer};
-        let mut block = layer("none", &[], 1);
+        let mut block = layer("none", sets, tags);
         if retry_on_cpu {
             block = block.with_retry_on_cpu();
         }
         let cpu = one_with(10 * US, 0, 5 * US, rules);
         assert_eq!(cpu.woken_retry(), retry_on_cpu);
         let mut h = Harness::new(Chain::new(cpu, Chain::new(block, Disk::new(1_000 * US))));
-        for (job, at) in [(0, 0), (1, US), (2, 1_002 * US)] {
-            let mut r = io(Op::Read, u64::from(job) * MIB, 4096, BE4);
+        for (job, &(bytes, at)) in (0..).zip(reads) {
+            let mut r = io(Op::Read, u64::from(job) * MIB, bytes, BE4);
             r.job = job;
             h.submit_at(at, r);
         }
         h.run_all();
         let log = &h.stage.lower.lower.log;
-        let at = |job: u64| {
-            log.iter()
-                .find(|s| s.offset_bytes == job * MIB)
-                .expect("served")
-                .at_ns
-        };
-        [at(0), at(1), at(2)]
+        (0..reads.len() as u64)
+            .map(|job| {
+                log.iter()
+                    .find(|s| s.offset_bytes == job * MIB)
+                    .expect("served")
+                    .at_ns
+            })
+            .collect()
+    }
+
+    /// 4 KiB reads A (job 0, at 0), B (job 1, at 1 us) and C (job 2, at 1002 us) over one
+    /// tag.
+    fn one_tag_three_jobs(rules: &str, retry_on_cpu: bool) -> Vec<Ns> {
+        let reads = [(4096, 0), (4096, US), (4096, 1_002 * US)];
+        tagged(rules, retry_on_cpu, 1, &[], &reads)
     }
 
     #[test]
@@ -694,7 +792,7 @@ mod tests {
         // C, whose submission ends at 1012 us, sleeps until B's request ends at 2010 us.
         assert_eq!(
             one_tag_three_jobs("", false),
-            [10 * US, 1_010 * US, 2_010 * US]
+            vec![10 * US, 1_010 * US, 2_010 * US]
         );
         // Retrying on the CPU, B's task queues behind C's submission (1002 to 1012 us) and
         // A's completion (1012 to 1017 us); C asks first and takes the freed tag at 1012 us;
@@ -703,8 +801,38 @@ mod tests {
         let rule = "woken_retry = true\n";
         assert_eq!(
             one_tag_three_jobs(rule, true),
-            [10 * US, 2_017 * US, 1_012 * US]
+            vec![10 * US, 2_017 * US, 1_012 * US]
         );
+    }
+
+    #[test]
+    fn a_woken_tag_sleeper_runs_after_the_completion_that_freed_its_tag() {
+        // Two tags, 4 KiB requests: A (job 0, 8 KiB) is split in two pieces that take both
+        // tags and reach the disk at 10 us (done at 1010 and 2010 us); B (job 1) sleeps for a
+        // tag from 20 us. The first piece's end frees a tag: B's task, woken then, finds the
+        // CPU idle (a piece's completion costs it nothing) and reaches the disk at 1010 us.
+        let split = ["block.max_sectors_kb=4"];
+        let reads = [(8192, 0), (4096, US)];
+        let rule = "woken_retry = true\n";
+        assert_eq!(
+            tagged(rule, true, 2, &split, &reads),
+            vec![10 * US, 1_010 * US]
+        );
+        // In the kernel each piece is a request that ends with its own interrupt, inside
+        // which the tag is freed and B woken: B's task runs when that work ends (1010 to
+        // 1015 us).
+        let rules = "woken_retry = true\nretry_after_completion = true\n";
+        assert_eq!(
+            tagged(rules, true, 2, &split, &reads),
+            vec![10 * US, 1_015 * US]
+        );
+        // A whole request's completion already runs before the retry it wakes (the block
+        // layer hands the completion up first), and a tag freed while the CPU is busy goes to
+        // whoever asks first: with one tag, C (submitted 1002 to 1012 us) takes A's tag at
+        // 1012 us either way and B waits for C's.
+        let before = one_tag_three_jobs(rule, true);
+        assert_eq!(before, vec![10 * US, 2_017 * US, 1_012 * US]);
+        assert_eq!(one_tag_three_jobs(rules, true), before);
     }
 
     #[test]

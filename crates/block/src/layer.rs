@@ -404,7 +404,8 @@ impl BlockLayer {
     /// stage above ([`Notice::SubmitterWoken`]), which answers with [`Command::SubmitterRuns`]
     /// when the task has its turn on the CPU (Linux: the task woken in `blk_mq_get_tag` must
     /// be scheduled before it looks for a tag again; a tag freed meanwhile goes to whoever
-    /// asks first).
+    /// asks first). A piece of a split bio that completes before the bio's last is reported
+    /// too ([`Notice::Interrupt`]: its own interrupt, in which its tag is freed).
     pub fn with_retry_on_cpu(mut self) -> Self {
         self.retry_on_cpu = true;
         self
@@ -1374,6 +1375,10 @@ impl BlockLayer {
         if done {
             self.rq[parent.index()] = RqState::default();
             ctx.complete(parent);
+        } else if self.retry_on_cpu {
+            // The piece's own completion interrupt, for the CPU stage that runs the tag
+            // sleepers it may wake (`with_retry_on_cpu`).
+            ctx.notify_above(Notice::Interrupt { host: 0, vector: 0 });
         }
     }
 }

@@ -80,6 +80,14 @@ pub trait CpuModel {
     fn fair_credit_ns(&self) -> Option<Ns> {
         None
     }
+    /// With `fair_credit_ns`: `Some(granularity)`: a job that wakes (its work arrives while
+    /// it has none on the CPU: a submission after its completion, or a retry after a tag
+    /// wake) preempts another job's process-context work on the CPU when that job's CPU time,
+    /// with what it has run so far, exceeds its own by more than `granularity` (CFS's
+    /// wake-up preemption); `None`: a waking job waits for the work on the CPU to end.
+    fn fair_wakeup_granularity_ns(&self) -> Option<Ns> {
+        None
+    }
 }
 
 /// Builds a CPU model from its `[cpu.NAME]` table.
@@ -120,6 +128,8 @@ qoslab_engine::settings! {
         woken_retry: bool = flag(false, "a job woken from its sleep for a tag tries for the tag again only when its task gets its turn on the CPU (process context, no CPU time of its own: the bio's submission is in submit_ns); false: at the instant the tag is freed"),
         retry_after_completion: bool = flag(false, "with woken_retry: a task woken by a completion's freed tag joins the CPU's work only when that completion's work there ends (Linux frees the tag and wakes the sleeper inside the completion's interrupt, after waking the completion's own job), and a piece of a split bio completes with an interrupt of complete_ns too (each request of the split has its own); false: a piece's completion costs no CPU and the sleeper its tag wakes retries at once"),
         fair: bool = flag(false, "process-context work (submissions, woken tag retries) runs in order of its job's CPU time used, least first, as Linux's CFS runs the task of least vruntime (every fio job has the same nice); completions keep their place; false: first come first served among it"),
+        fair_wakeup_preempts: bool = flag(false, "with fair: a job that wakes (its submission after a completion, or its retry after a tag wake, arrives while it has no work on the CPU) preempts another job's process-context work when that job's CPU time, counting what it has run so far, exceeds its own by more than wakeup_granularity_ns (Linux's check_preempt_wakeup); false: it waits for the work on the CPU to end"),
+        wakeup_granularity_ns: Ns = ns(1_000_000, "with fair_wakeup_preempts: how far ahead in CPU time the running job must be for a waking job to preempt it (Linux 6.1's sysctl_sched_wakeup_granularity: 1 ms x (1 + ilog2(CPUs)), 1 ms on one CPU)"),
         sleeper_credit_ns: Ns = ns(3_000_000, "with fair: a job that had no work on the CPU (it slept) joins at no less than the least CPU time of the jobs with work there minus this (CFS's place_entity in Linux 6.1: sysctl_sched_latency, 6 ms on one CPU, halved by GENTLE_FAIR_SLEEPERS)"),
     }
 }
@@ -164,6 +174,10 @@ impl CpuModel for OneCpu {
 
     fn fair_credit_ns(&self) -> Option<Ns> {
         self.cfg.fair.then_some(self.cfg.sleeper_credit_ns)
+    }
+
+    fn fair_wakeup_granularity_ns(&self) -> Option<Ns> {
+        (self.cfg.fair && self.cfg.fair_wakeup_preempts).then_some(self.cfg.wakeup_granularity_ns)
     }
 }
 
@@ -333,6 +347,17 @@ impl CpuStage {
         }
     }
 
+    /// Whether job `job`, waking, preempts `run` (started at `started`) under the model's
+    /// `fair_wakeup_granularity_ns`: `run` is another job's and that job's CPU time, with
+    /// what `run` has run so far, exceeds `job`'s by more than the granularity.
+    fn fair_preempts(&self, run: &Work, started: Ns, job: u32, now: Ns) -> bool {
+        let Some(granularity) = self.model.fair_wakeup_granularity_ns() else {
+            return false;
+        };
+        let vr = |j: u32| self.vruntime.get(j as usize).copied().unwrap_or(0);
+        run.job != job && vr(run.job) + (now - started) > vr(job) + granularity
+    }
+
     /// The next work to run, taken from `ready`: its first one, except that under the
     /// model's `fair` rule the process-context work ahead of the first completion goes in
     /// order of its job's CPU time (least first; the same job's work in arrival order).
@@ -376,6 +401,7 @@ impl CpuStage {
             held.push_back(work);
             return;
         }
+        let mut waking = false;
         if let Some(credit) = self.model.fair_credit_ns()
             && !work.completion
             && !self.busy_job(work.job)
@@ -386,6 +412,7 @@ impl CpuStage {
             let floor = self.min_vruntime.saturating_sub(credit);
             let vr = self.vruntime_mut(work.job);
             *vr = (*vr).max(floor);
+            waking = true;
         }
         let irq_first = self.model.interrupts_first();
         if !work.completion && self.model.wakeup_preempts() {
@@ -397,10 +424,12 @@ impl CpuStage {
             return;
         };
         // Only process context is preempted: by an interrupt, or by a woken job's
-        // submission when another job's loop runs.
+        // submission when another job's loop runs, or under `fair` by a waking job far
+        // enough behind the running one in CPU time.
         let preempts = !run.completion
             && ((work.completion && irq_first)
-                || (work.woken && !run.woken && run.job != work.job));
+                || (work.woken && !run.woken && run.job != work.job)
+                || (waking && self.fair_preempts(&run, started, work.job, ctx.now_ns())));
         if preempts {
             let mut run = run;
             run.left_ns -= ctx.now_ns() - started;
@@ -906,6 +935,21 @@ mod tests {
             job1_seen("fair = true\nsleeper_credit_ns = 5000\n"),
             vec![40 * US, 50 * US, 70 * US]
         );
+    }
+
+    #[test]
+    fn under_fair_a_waking_job_preempts_one_ahead_of_it_by_more_than_the_granularity() {
+        // Job 1 wakes at 21 us with no CPU time; job 0 has run 21 us (20 charged, 1 on its
+        // third read). With the default granularity of 1 ms it waits (40, 50, 60 us).
+        let preempts = "fair = true\nfair_wakeup_preempts = true\n";
+        assert_eq!(job1_seen(preempts), vec![40 * US, 50 * US, 60 * US]);
+        // With 5 us its first read takes the CPU at 21 us (to 31 us); then its CPU time (10,
+        // then 20 us) stays under job 0's 21 us: its next two run 31 to 51 us.
+        let fine = format!("{preempts}wakeup_granularity_ns = 5000\n");
+        assert_eq!(job1_seen(&fine), vec![31 * US, 41 * US, 51 * US]);
+        // Without `fair` the flag does nothing.
+        let fcfs = "fair_wakeup_preempts = true\nwakeup_granularity_ns = 5000\n";
+        assert_eq!(job1_seen(fcfs), vec![60 * US, 70 * US, 80 * US]);
     }
 
     #[test]

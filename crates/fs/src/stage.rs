@@ -40,8 +40,8 @@ const DIR_ENTRIES_PER_BLOCK: u32 = (PAGE / 32) as u32;
 const TAGS_PER_DESCRIPTOR: u64 = (PAGE - 12) / 16;
 /// Pages a flusher writes of one inode before it turns to the next (MIN_WRITEBACK_PAGES, 4 MiB).
 const WRITEBACK_CHUNK: u64 = 1024;
-/// blk-wbt: I/O that is not buffered writeback within this long makes writeback background
-/// (`close_io`, HZ / 10), and a throttled writer within this long lifts the limit
+/// blk-wbt: a read completed within this long makes writeback background (`close_io`,
+/// HZ / 10), and a throttled writer within this long lifts the limit
 /// (`wb_recent_wait`, one second).
 const WBT_CLOSE_IO_NS: Ns = 100_000_000;
 const WBT_RECENT_WAIT_NS: Ns = 1_000_000_000;
@@ -91,6 +91,8 @@ pub enum FsEvent {
     CommitTimer(u16),
     /// The commit thread of journal `j` is awake and starts a commit.
     CommitStart(u16),
+    /// The conversion worker converted the unwritten extent of writeback request `id`.
+    Converted(ReqId),
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -330,6 +332,9 @@ struct IoSt {
     after: ReqId,
     /// Its record in the crash checker's recording (writes or flushes), if any.
     rec: Option<u32>,
+    /// Writeback into unwritten extents it allocated: converted once it completes
+    /// (`Journal::converts_unwritten`).
+    convert: bool,
 }
 
 /// A system call under way.
@@ -380,7 +385,7 @@ struct Flusher {
 struct Wbt {
     inflight: u32,
     queue: VecDeque<ReqId>,
-    last_other_ns: Option<Ns>,
+    last_read_ns: Option<Ns>,
     last_throttle_ns: Option<Ns>,
 }
 
@@ -403,6 +408,7 @@ struct Stats {
     checkpoints: u64,
     reuse_flushes: u64,
     evicted: u64,
+    conversions: u64,
 }
 
 /// The page cache and the file system, as one stage.
@@ -423,6 +429,9 @@ pub struct FsStage {
     cached: u64,
     /// Dirty inodes by the time they were first dirtied.
     dirty_index: BTreeSet<(Ns, u32)>,
+    /// When the conversion worker (one, as ext4's `ext4-rsv-conversion` workqueue, whose
+    /// max_active is 1) is free again.
+    conversion_free_at: Ns,
     /// Clean pages in the order they became clean (eviction, oldest first).
     lru: VecDeque<(u32, u64)>,
     throttled: VecDeque<ReqId>,
@@ -463,6 +472,7 @@ impl FsStage {
             writeback: 0,
             cached: 0,
             dirty_index: BTreeSet::new(),
+            conversion_free_at: 0,
             lru: VecDeque::new(),
             throttled: VecDeque::new(),
             wbt: Wbt::default(),
@@ -553,7 +563,7 @@ impl FsStage {
             inode.size = f.size;
             inode.new_entry = false;
             if f.allocated && pages > 0 {
-                self.allocate(ino, 0, pages, 0, true);
+                self.allocate(ino, 0, pages, 0, true, false);
             }
             if f.cached {
                 let inode = self.inodes.get_mut(&ino).expect("just made");
@@ -675,8 +685,17 @@ impl FsStage {
     /// Allocates blocks for pages `first..first + n` of `ino` (delayed allocation at
     /// writeback), from the inode's last block or the core's locality group: the bitmaps,
     /// the descriptors and the inode change in the running transaction, and the inode's data
-    /// joins its ordered list. Returns whether a freed block is reused.
-    fn allocate(&mut self, ino: u32, first: u64, n: u64, core: u16, laid_out: bool) -> bool {
+    /// joins its ordered list, unless the blocks are `unwritten` (converted when their write
+    /// completes: `Journal::converts_unwritten`). Returns whether a freed block is reused.
+    fn allocate(
+        &mut self,
+        ino: u32,
+        first: u64,
+        n: u64,
+        core: u16,
+        laid_out: bool,
+        unwritten: bool,
+    ) -> bool {
         let mut reused = false;
         let mut changed = Vec::new();
         let mut p = first;
@@ -720,7 +739,7 @@ impl FsStage {
             changed.sort_unstable();
             changed.dedup();
             self.dirty_meta(&changed, Some(ino), true);
-            if let Some(j) = self.journals.first_mut() {
+            if let Some(j) = self.journals.first_mut().filter(|_| !unwritten) {
                 j.running.ordered.insert(ino);
             }
         }
@@ -879,8 +898,16 @@ impl FsStage {
     }
 
     /// Allocates blocks for the pages of `first..end` of `ino` that have none, run by run:
-    /// (whether a freed block is reused, whether any was allocated).
-    fn allocate_missing(&mut self, ino: u32, first: u64, end: u64, core: u16) -> (bool, bool) {
+    /// (whether a freed block is reused, whether any was allocated). `unwritten`: as unwritten
+    /// extents (`allocate`).
+    fn allocate_missing(
+        &mut self,
+        ino: u32,
+        first: u64,
+        end: u64,
+        core: u16,
+        unwritten: bool,
+    ) -> (bool, bool) {
         let (mut reused, mut any) = (false, false);
         let mut p = first;
         while p < end {
@@ -892,7 +919,7 @@ impl FsStage {
             while q < end && self.inodes[&ino].map(q).is_none() {
                 q += 1;
             }
-            reused |= self.allocate(ino, p, q - p, core, false);
+            reused |= self.allocate(ino, p, q - p, core, false, unwritten);
             any = true;
             p = q;
         }
@@ -1029,7 +1056,7 @@ impl FsStage {
         let recent = |t: Option<Ns>, within: Ns| t.is_some_and(|t| now < t + within);
         if recent(self.wbt.last_throttle_ns, WBT_RECENT_WAIT_NS) {
             depth
-        } else if background || recent(self.wbt.last_other_ns, WBT_CLOSE_IO_NS) {
+        } else if background || recent(self.wbt.last_read_ns, WBT_CLOSE_IO_NS) {
             depth.div_ceil(4)
         } else {
             depth.div_ceil(2)
@@ -1149,7 +1176,8 @@ impl FsStage {
             }
         }
         let start = run_start?;
-        let (reused, allocated) = self.allocate_missing(ino, start, start + n, who.1);
+        let unwritten = self.jp.converts_unwritten();
+        let (reused, allocated) = self.allocate_missing(ino, start, start + n, who.1, unwritten);
         // Keep only the part contiguous on the device.
         let inode = &self.inodes[&ino];
         let Some(b0) = inode.map(start) else {
@@ -1196,6 +1224,7 @@ impl FsStage {
                 first: start,
                 pages: len,
                 flusher,
+                convert: unwritten && allocated,
                 ..IoSt::default()
             },
         );
@@ -1232,9 +1261,10 @@ impl FsStage {
         self.wbt_send(id, ctx)
     }
 
-    /// A request that is not buffered writeback ran: blk-wbt's `close_io`.
-    fn other_io(&mut self, now: Ns) {
-        self.wbt.last_other_ns = Some(now);
+    /// A read completed: blk-wbt's `close_io` (Linux 6.1 `wbt_done` stamps `last_comp` for an
+    /// untracked read only; the journal's writes, FLUSHes and direct writes do not count).
+    fn read_done(&mut self, now: Ns) {
+        self.wbt.last_read_ns = Some(now);
     }
 
     /// Evicts clean pages, oldest first, while the cache holds more than memory.
@@ -1623,7 +1653,6 @@ impl FsStage {
             if marker.is_some() {
                 self.stats.readahead_pages += n;
             }
-            self.other_io(ctx.now_ns());
             self.send(id, ctx);
             any = true;
             p += n;
@@ -1899,7 +1928,6 @@ impl FsStage {
     ) {
         let f = self.new_flush(ctx, who, ino);
         self.add_waiter(f, Waiter::Call(id));
-        self.other_io(ctx.now_ns());
         self.send(f, ctx);
     }
 
@@ -2150,7 +2178,7 @@ impl FsStage {
             (r.offset_bytes + r.len_bytes).div_ceil(PAGE),
         );
         if r.op == Op::Write {
-            self.allocate_missing(ino, first, end, r.core);
+            self.allocate_missing(ino, first, end, r.core, false);
             let inode = self.inodes.get_mut(&ino).expect("live");
             let end_bytes = r.offset_bytes + r.len_bytes;
             if end_bytes > inode.disk_size && !inode.identity {
@@ -2223,7 +2251,6 @@ impl FsStage {
             );
             self.note_write(io, ctx, contents);
             self.add_waiter(io, Waiter::Call(id));
-            self.other_io(ctx.now_ns());
             self.send(io, ctx);
             p += n;
         }
@@ -2393,7 +2420,6 @@ impl FsStage {
         ctx: &mut impl StageCtx<FsEvent>,
     ) {
         self.add_waiter(id, Waiter::Commit(s));
-        self.other_io(ctx.now_ns());
         if self.jp.ordered() {
             ctx.reqs_mut()[id].flags |= ReqFlags::ORDERED;
             self.commit_mut(s).group.push(id);
@@ -2944,10 +2970,31 @@ impl FsStage {
     // ---- completions ----------------------------------------------------------------------
 
     fn own_complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
+        let now = ctx.now_ns();
+        if let Slot::Io(st) = self.table.entry(id)
+            && std::mem::take(&mut st.convert)
+        {
+            // ext4_end_bio: the io_end goes to the conversion worker, which converts one
+            // extent at a time; the pages stay under writeback until it has. The write itself
+            // is done: on the device (the crash checker's record) and for blk-wbt.
+            let (wbt, rec) = (std::mem::take(&mut st.wbt), st.rec.take());
+            if let (Some(k), Some(r)) = (rec, self.rec.as_mut()) {
+                r.writes[k as usize].done = Some(now);
+            }
+            let host = ctx.reqs()[id].host;
+            let start = now.max(self.conversion_free_at);
+            let end = ctx.cpu(host, 0, start, self.cfg.conversion_ns);
+            self.conversion_free_at = end;
+            ctx.schedule(end, FsEvent::Converted(id));
+            if wbt {
+                self.wbt.inflight -= 1;
+                self.wbt_drain(ctx);
+            }
+            return;
+        }
         let Slot::Io(st) = std::mem::take(self.table.entry(id)) else {
             unreachable!("checked by the caller");
         };
-        let now = ctx.now_ns();
         if st.wbt {
             self.wbt.inflight -= 1;
         }
@@ -2959,6 +3006,11 @@ impl FsStage {
             }
         }
         let mut evict = None;
+        if matches!(st.kind, IoKind::Read)
+            || (st.kind == IoKind::Direct && ctx.reqs()[id].op == Op::Read)
+        {
+            self.read_done(now);
+        }
         match st.kind {
             IoKind::Read => {
                 if let Some(inode) = self.inodes.get_mut(&st.ino) {
@@ -3078,7 +3130,6 @@ impl Stage for FsStage {
                 }
             }
             *self.table.entry(id) = Slot::Pass;
-            self.other_io(ctx.now_ns());
             self.send(id, ctx);
             return;
         }
@@ -3117,6 +3168,21 @@ impl Stage for FsStage {
                 }
             }
             FsEvent::CommitStart(j) => self.commit_thread(j as usize, ctx),
+            FsEvent::Converted(id) => {
+                // The extent is written now: the inode (its extent tree) changes in the
+                // transaction running at this moment, which fsync must wait for.
+                let Slot::Io(st) = self.table.entry(id) else {
+                    unreachable!("a conversion of a live writeback");
+                };
+                let ino = st.ino;
+                if self.inodes.contains_key(&ino) {
+                    let alloc = self.alloc.as_ref().expect("mounted");
+                    let block = alloc.geometry().inode_block(ino);
+                    self.dirty_meta(&[block], Some(ino), true);
+                }
+                self.stats.conversions += 1;
+                self.own_complete(id, ctx);
+            }
         }
     }
 
@@ -3124,7 +3190,9 @@ impl Stage for FsStage {
         match self.table.entry(id) {
             Slot::Pass => {
                 *self.table.entry(id) = Slot::Free;
-                self.other_io(ctx.now_ns());
+                if ctx.reqs()[id].op == Op::Read {
+                    self.read_done(ctx.now_ns());
+                }
                 ctx.complete(id);
             }
             Slot::Io(_) => self.own_complete(id, ctx),
@@ -3166,6 +3234,7 @@ impl Stage for FsStage {
             ("flushes", s.flushes),
             ("checkpoints", s.checkpoints),
             ("reuse_flushes", s.reuse_flushes),
+            ("conversions", s.conversions),
             ("evicted_pages", s.evicted),
         ]
         .into_iter()

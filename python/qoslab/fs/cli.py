@@ -178,6 +178,13 @@ def kernel(
     appends: int = typer.Option(
         300, "--appends", min=1, max=MAX_COUNT, help="Appends (each with its fsync) per thread."
     ),
+    mount_options: str = typer.Option(
+        "",
+        "--mount-options",
+        help="ext4 mount options beyond the kernel's defaults, in the guest and as the twin's "
+        "[fs.ext4] settings: dioread_nolock, nodioread_nolock, barrier, nobarrier, "
+        "journal_async_commit.",
+    ),
     accel: str = typer.Option("auto", "--accel", help="auto, kvm or tcg (docs/vm.md)."),
     timeout: float | None = typer.Option(
         None, "--timeout", help="Seconds the guest may take.", show_default="120 s + 90 s per run"
@@ -194,7 +201,10 @@ def kernel(
     from qoslab.interrupts import terminable
     from qoslab.options import int_list_option
 
-    plan = kn.Plan(threads=int_list_option(threads, "--threads"), reps=reps, appends=appends)
+    plan = kn.Plan(
+        threads=int_list_option(threads, "--threads"), reps=reps, appends=appends,
+        mount_options=mount_options,
+    )  # fmt: skip
     if device:
         plan = dataclasses.replace(plan, device=device)
     spec = kn.check_plan(plan)

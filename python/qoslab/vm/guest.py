@@ -80,7 +80,8 @@ snapshot() {  # snapshot DIR FILE: every readable file of DIR as name=value line
 
 diskstats() { grep " $DEV " /proc/diskstats > "$1"; }
 
-make_fs() {  # make_fs TYPE: a new TYPE file system on DEV, mounted at /mnt, fio's directory
+make_fs() {  # make_fs TYPE [OPTIONS]: a new TYPE file system on DEV, mounted at /mnt (with the
+  # mount options OPTIONS besides noinit_itable), fio's directory
   umount /mnt 2>/dev/null
   # ext4's and jbd2's checksums (metadata_csum) ask the crypto API for crc32c, whose module the
   # kernel cannot load itself here (no /sbin/modprobe in the initramfs).
@@ -94,7 +95,7 @@ make_fs() {  # make_fs TYPE: a new TYPE file system on DEV, mounted at /mnt, fio
   # By its path: busybox's shell would run its own mke2fs applet (ext2, no -t, no journal).
   /bin/mke2fs -q -F -t "$1" -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/$DEV \
     > $OUT/mke2fs.log 2>&1 || fail "mke2fs -t $1 /dev/$DEV: $(tail -n 1 $OUT/mke2fs.log)"
-  mount -t "$1" -o noinit_itable /dev/$DEV /mnt 2>$OUT/mount.err \
+  mount -t "$1" -o "noinit_itable${2:+,$2}" /dev/$DEV /mnt 2>$OUT/mount.err \
     || fail "mount -t $1 /dev/$DEV: $(cat $OUT/mount.err) $(last_kmsg)"
   grep " /mnt " /proc/mounts > $OUT/mount.txt
   FIO_TARGET=--directory=/mnt

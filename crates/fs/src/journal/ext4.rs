@@ -6,7 +6,9 @@
 //! commit block with `REQ_PREFLUSH | REQ_FUA`: the FLUSH makes the data and journal copies
 //! durable before the commit block, FUA the commit block itself. With `journal_async_commit`
 //! the commit block goes with the journal copies (its checksum covers them) and one FLUSH
-//! follows; with `barrier = false` (`nobarrier`) no FLUSH or FUA is sent at all.
+//! follows; with `barrier = false` (`nobarrier`) no FLUSH or FUA is sent at all. With
+//! `dioread_nolock` (the default) an append's block is allocated unwritten at writeback and
+//! converted when its write completes: its inode joins the transaction running then.
 
 use qoslab_engine::{Ns, ReqFlags, Settings};
 
@@ -17,6 +19,7 @@ qoslab_engine::settings! {
     pub struct Ext4Config in EXT4_TUNABLES {
         barrier: bool = flag(true, "barrier: the commit block is written with PREFLUSH and FUA (false: nobarrier, no FLUSH or FUA at all)"),
         journal_async_commit: bool = flag(false, "journal_async_commit: the commit block is written with the journal copies, one FLUSH after them"),
+        dioread_nolock: bool = flag(true, "dioread_nolock (Linux 6.1's default for 4 KiB blocks): writeback allocates unwritten extents, converted when the write completes, in the transaction running then (false: dioread_lock, written extents on the transaction's ordered list)"),
         commit_ns: Ns = ns(5_000_000_000, "commit=: the running transaction is committed at most this long after it started (ext4's default 5 s)"),
     }
 }
@@ -72,5 +75,9 @@ impl Journal for Ext4 {
 
     fn checksums(&self) -> bool {
         self.cfg.journal_async_commit
+    }
+
+    fn converts_unwritten(&self) -> bool {
+        self.cfg.dioread_nolock
     }
 }

@@ -74,6 +74,15 @@ pub trait Journal {
         false
     }
 
+    /// Buffered writeback maps new blocks as unwritten extents, converted to written when the
+    /// write completes, by one worker, in the transaction running then; the pages' writeback
+    /// ends only after it (ext4's `dioread_nolock`, Linux 6.1's default for 4 KiB blocks:
+    /// `ext4_end_bio` defers an unwritten io_end to the `ext4-rsv-conversion` workqueue, whose
+    /// handle joins the running transaction). An unwritten extent is not ordered data.
+    fn converts_unwritten(&self) -> bool {
+        false
+    }
+
     /// Whether FLUSH and FUA are sent at all (ext4's `barrier` mount option): without them
     /// the journal no longer survives a power cut, which the crash checker shows.
     fn barrier(&self) -> bool {

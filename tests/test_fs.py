@@ -176,13 +176,15 @@ def test_fs_kernel_reads_throughput_fsync_latency_and_writes_per_fsync_from_fio(
     assert m["writes_per_fsync"] == pytest.approx(3.0)
 
 
-def test_fs_kernel_counts_the_devices_flushes_from_diskstats():
-    from qoslab.fs.kernel import device_flushes
+def test_fs_kernel_counts_the_devices_writes_and_flushes_from_diskstats():
+    from qoslab.fs.kernel import device_flushes, device_writes
 
     # A guest's nullb0 before and after 299 fsyncs on ext4 (Linux 6.1's 17 statistics).
     before = " 254       0 nullb0 18 0 162 72 39 510 4480 195 0 124 284 0 0 0 0 4 17"
     after = " 254       0 nullb0 24 0 210 96 937 1410 18864 5007 0 4952 6325 0 0 0 0 303 1222"
     assert device_flushes(before, after) == 299
+    # 898 for 299 fsyncs: each fsync's data block, journal copies and commit block.
+    assert device_writes(before, after) == 898
 
 
 def test_fs_kernel_compares_the_simulators_mean_with_the_kernels_spread():

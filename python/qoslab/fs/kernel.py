@@ -130,6 +130,14 @@ def fio_metrics(report: dict) -> dict:
     }
 
 
+def device_writes(before: str, after: str) -> int:
+    """Write requests the device completed between two of its `/proc/diskstats` lines (the 5th
+    statistic, "writes completed"). fio's own `disk_util` samples the same counters only every
+    250 ms while the job runs, so it misses the last commits (2.86 writes per fsync where the
+    device did 3.00 in 300 appends, 1.42 in 20)."""
+    return int(after.split()[7]) - int(before.split()[7])
+
+
 def device_flushes(before: str, after: str) -> int:
     """FLUSH requests the device completed between two of its `/proc/diskstats` lines (the
     16th statistic, "flushes completed", after the major, minor and name)."""
@@ -187,11 +195,18 @@ def run_kernel(
                 raise InputError(f"the guest wrote no fio output for {t} threads, repetition {rep}")
             row = {"threads": t, "rep": rep, **fio_metrics(json.loads(path.read_text()))}
             base = raw / f"t{t}-rep-{rep}"
-            flushes = device_flushes(
+            stats = (
                 Path(f"{base}.diskstats-before").read_text(),
                 Path(f"{base}.diskstats-after").read_text(),
             )
-            rows.append({**row, "flushes_per_fsync": flushes / max(row["fsyncs"], 1)})
+            fsyncs = max(row["fsyncs"], 1)
+            rows.append(
+                {
+                    **row,
+                    "writes_per_fsync": device_writes(*stats) / fsyncs,
+                    "flushes_per_fsync": device_flushes(*stats) / fsyncs,
+                }
+            )
     meta = {"kernel": kernel.release, "accel": result.boot.accel, "accel_why": result.accel_why,
             "wall_seconds": round(result.boot.seconds, 1)}  # fmt: skip
     (raw / "guest.json").write_text(json.dumps(meta, indent=1) + "\n")

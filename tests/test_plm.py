@@ -282,6 +282,47 @@ def test_a_set_leaves_dtwin_when_its_read_budget_is_spent_and_the_host_hears_of_
     assert 8 * 1001 <= host["plm_reads_to_dtwin"] <= 8 * (1001 + 7)
 
 
+def test_with_drain_every_read_sent_to_a_copy_in_dtwin_ends_there(tmp_path):
+    import json
+
+    from qoslab.sim import api
+    from qoslab.sim.api import stage_counters
+
+    jobs = tmp_path / "reader.fio"
+    jobs.write_text(PLM_JOBS.replace("runtime=400ms", "runtime=100ms"))
+    # Windows of 8 ms, 2 ms before DTWIN Time Maximum (10 ms), so that no DTWin runs out on
+    # its own; every read traced (the diagnostic keeps the N slowest, N above the run's reads).
+    sets = [
+        *PLM_DEVICE,
+        "media.gc.plm.dtwin_time_max_ns=10ms",
+        "host.plm.handover_ns=2ms",
+        "media.diag.slow_reads=400000",
+    ]
+    ended = {}
+    for drain in ("false", "true"):
+        run = api.run(
+            jobs,
+            sections=["reader"],
+            device="enterprise-tlc-plp",
+            sets=[*sets, f"host.plm.drain={drain}"],
+            output_format="json",
+        )
+        report = json.loads(run["text"])
+        host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
+        reads = report["jobs"][0]["read"]["total_ios"]
+        assert ssd["slowest_reads"] == reads == host["plm_reads_to_dtwin"] < 400000
+        ended[drain] = (ssd["slowest_done_own_dtwin"], ssd["slowest_done_own_ndwin"])
+    # Asked into NDWin at the turn, a copy ends there the reads on their way to it or at it
+    # (at most the queue depth of 8 a turn, 12 turns); asked once they are done, none: every
+    # read sent to a copy in DTWin arrives and ends in DTWin.
+    assert host["plm_windows"] == 12
+    assert 0 < ended["false"][1] <= 8 * 12
+    assert ended["true"] == (reads, 0)
+    assert ssd["slowest_arrival_own_dtwin"] == reads
+    assert host["plm_drains"] == 12
+    assert 0 < host["plm_drain_max_ms"] < 1
+
+
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
     from qoslab.sim.api import stage_counters
 

@@ -460,6 +460,9 @@ impl NvmeHost {
         // two cache lines.
         let parent = self.io(id).parent;
         if parent.is_none() {
+            if self.replicas.is_some() {
+                self.read_done(id, ctx);
+            }
             ctx.complete(id);
             return;
         }
@@ -480,7 +483,20 @@ impl NvmeHost {
         }
         ctx.reqs_mut().free(id);
         if done {
+            if self.replicas.is_some() {
+                self.read_done(parent, ctx);
+            }
             ctx.complete(parent);
+        }
+    }
+
+    /// Tells the replica policy that read `id` (the whole I/O), which it routed, is done.
+    #[inline(never)]
+    fn read_done(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+        let req = &ctx.reqs()[id];
+        if req.op == Op::Read {
+            let nsid = req.nsid;
+            self.replica_hook(ctx, |r, io| r.read_done(nsid, io));
         }
     }
 

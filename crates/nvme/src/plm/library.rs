@@ -9,7 +9,10 @@
 //! its start the library asks copy `n mod copies` into DTWin (Set Features 14h) and reads the
 //! log page until the device says the copy is in DTWin (every `poll_ns`: the device enters
 //! DTWin once its deferred work is done); only then does it ask the previous copy out, so
-//! that a deterministic copy is there throughout. An asynchronous event
+//! that a deterministic copy is there throughout. With `drain` it asks the previous copy out
+//! only once the reads it sent there have completed (none goes there after the turn), so that
+//! no read already queued at that copy waits behind the background work NDWin resumes. An
+//! asynchronous event
 //! (a copy left DTWin on its own) makes it read the aggregate log page (0Bh) and the log page of
 //! each set listed.
 //!
@@ -53,6 +56,7 @@ qoslab_engine::settings! {
         handover_ns: Ns = ns(0, "the copies take turns this long before the DTWin of the copy in it reaches DTWIN Time Maximum (windows of T - handover_ns), so that the copy asked in next has that long to finish its deferred work while the other is still deterministic"),
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
+        drain: bool = flag(false, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
     }
 }
 
@@ -188,13 +192,22 @@ pub struct PlmLibrary {
     late_windows: u64,
     events: u64,
     unavailable: bool,
+    /// Reads sent to each copy and not completed yet.
+    in_flight: Vec<u64>,
+    /// Per copy being drained: the turn, and the earliest time it may be asked out.
+    draining: Vec<Option<(Ns, Ns)>>,
+    /// How long each drained copy stayed in DTWin after the turn: count, sum and maximum.
+    drains: u64,
+    drain_sum_ns: Ns,
+    drain_max_ns: Ns,
 }
 
 impl PlmLibrary {
     fn new(cfg: PlmLibraryConfig, classes: Vec<QosClass>, oracle: Vec<Vec<u64>>) -> Self {
         let k = classes.len();
+        let copies = cfg.copies as usize;
         PlmLibrary {
-            dtwin: vec![false; cfg.copies as usize],
+            dtwin: vec![false; copies],
             cfg,
             oracle,
             coordinator: None,
@@ -212,6 +225,11 @@ impl PlmLibrary {
             late_windows: 0,
             events: 0,
             unavailable: false,
+            in_flight: vec![0; copies],
+            draining: vec![None; copies],
+            drains: 0,
+            drain_sum_ns: 0,
+            drain_max_ns: 0,
             classes,
         }
     }
@@ -269,6 +287,8 @@ impl PlmLibrary {
     /// allocated.
     fn begin_window(&mut self, io: &mut ReplicaIo<'_>) {
         let active = self.active();
+        // Asked in again before its drain ended (more copies than windows it took): it stays.
+        self.draining[active as usize] = None;
         Self::set_feature(io, FID_PLM_WINDOW, active, 0b001);
         self.refresh(active, io);
         if self.dtwin[active as usize] {
@@ -294,17 +314,43 @@ impl PlmLibrary {
     }
 
     /// Asks the copy before the active one out of DTWin, so that it does its deferred work (at
-    /// once, or release_delay_ns later; no read goes to it from now).
+    /// once, release_delay_ns later, or once its reads are done; no read goes to it from now).
     fn release_previous(&mut self, io: &mut ReplicaIo<'_>) {
         let copies = self.cfg.copies;
         if copies > 1 {
             let prev = (self.active() + copies - 1) % copies;
+            if self.cfg.drain && self.dtwin[prev as usize] {
+                let not_before = io.now_ns + self.cfg.release_delay_ns;
+                self.draining[prev as usize] = Some((io.now_ns, not_before));
+                if self.cfg.release_delay_ns > 0 {
+                    io.wake_at(not_before, WAKE_RELEASE + prev);
+                }
+                self.dtwin[prev as usize] = false;
+                self.end_drain(prev, io);
+                return;
+            }
             if self.cfg.release_delay_ns == 0 {
                 Self::set_feature(io, FID_PLM_WINDOW, prev, 0b010);
             } else if self.dtwin[prev as usize] {
                 io.wake_at(io.now_ns + self.cfg.release_delay_ns, WAKE_RELEASE + prev);
             }
             self.dtwin[prev as usize] = false;
+        }
+    }
+
+    /// Asks draining `copy` out of DTWin if its reads are all done and its delay has passed.
+    fn end_drain(&mut self, copy: u32, io: &mut ReplicaIo<'_>) {
+        let c = copy as usize;
+        if let Some((turn, not_before)) = self.draining[c]
+            && self.in_flight[c] == 0
+            && io.now_ns >= not_before
+        {
+            self.draining[c] = None;
+            let waited = io.now_ns - turn;
+            self.drains += 1;
+            self.drain_sum_ns += waited;
+            self.drain_max_ns = self.drain_max_ns.max(waited);
+            Self::set_feature(io, FID_PLM_WINDOW, copy, 0b010);
         }
     }
 
@@ -430,6 +476,7 @@ impl ReplicaPolicy for PlmLibrary {
             self.stats[h].covered += 1;
         }
         let copy = self.pick(covered);
+        self.in_flight[copy as usize] += 1;
         if self.dtwin[copy as usize] {
             self.reads_to_dtwin += 1;
         } else {
@@ -459,6 +506,15 @@ impl ReplicaPolicy for PlmLibrary {
         }
     }
 
+    fn read_done(&mut self, nsid: u32, io: &mut ReplicaIo<'_>) {
+        // A namespace route_read gave: 1 to copies.
+        let copy = nsid - 1;
+        let c = copy as usize;
+        // Reads routed while the copies were unavailable were not counted.
+        self.in_flight[c] = self.in_flight[c].saturating_sub(1);
+        self.end_drain(copy, io);
+    }
+
     fn wake(&mut self, token: u32, io: &mut ReplicaIo<'_>) {
         match token {
             WAKE_BOUNDARY => {
@@ -479,6 +535,7 @@ impl ReplicaPolicy for PlmLibrary {
                     io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
                 }
             }
+            t if t >= WAKE_RELEASE && self.cfg.drain => self.end_drain(t - WAKE_RELEASE, io),
             t if t >= WAKE_RELEASE => {
                 let copy = t - WAKE_RELEASE;
                 if copy != self.active() {
@@ -503,6 +560,15 @@ impl ReplicaPolicy for PlmLibrary {
                 f64::from(u8::from(self.unavailable)),
             ),
         ];
+        if self.cfg.drain {
+            // How long a copy stayed in DTWin after the turn, for its reads to complete.
+            out.push(("plm_drains".into(), self.drains as f64));
+            out.push((
+                "plm_drain_mean_ms".into(),
+                self.drain_sum_ns as f64 / self.drains.max(1) as f64 / 1e6,
+            ));
+            out.push(("plm_drain_max_ms".into(), self.drain_max_ns as f64 / 1e6));
+        }
         for (h, s) in self.stats.iter().enumerate() {
             out.push((format!("host{h}_reads"), s.reads as f64));
             out.push((format!("host{h}_covered_reads"), s.covered as f64));
@@ -615,54 +681,110 @@ mod tests {
 
     #[test]
     fn with_a_release_delay_the_previous_copy_is_asked_into_ndwin_that_long_after_the_turn() {
-        // (time, NSID) of each request to enter NDWin, the copies taking turns at 10 ms (DTWIN
-        // Time Maximum) and every wake-up the library asks for honoured in time order.
-        let ndwin_requests = |delay: &str| {
-            let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
-            s.set(
-                "release_delay_ns",
-                &qoslab_engine::RawValue::Text(delay.into()),
-            )
-            .unwrap();
-            let cfg = PlmLibraryConfig::from_settings(&s);
-            let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
-            let mut asked = Vec::new();
-            let mut control = |msg: &mut Control| {
-                if let Command::SetFeature { fid, set, value } = &msg.command
-                    && *fid == FID_PLM_WINDOW
-                    && *value == 0b010
-                {
-                    asked.push((msg.at_ns, *set));
-                }
-                device(msg)
-            };
-            let mut wakes = Vec::new();
-            lib.start(&mut ReplicaIo {
-                now_ns: 0,
+        let delay = |d: &str| [("release_delay_ns", qoslab_engine::RawValue::Text(d.into()))];
+        // At once: copy 1 (NSID 2, never in DTWin) at the start, then each copy at its turn.
+        let (asked, _) = ndwin_requests_with(&delay("0"), &[], &[]);
+        assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (20_000_000, 2)]);
+        // 3 ms later: copy 0 at 13 ms (copy 1, not in DTWin, needs no request), copy 1 at 23.
+        let (asked, _) = ndwin_requests_with(&delay("3ms"), &[], &[]);
+        assert_eq!(asked, vec![(13_000_000, 1), (23_000_000, 2)]);
+    }
+
+    /// The (time, NSID) of each request to enter NDWin when the copies take turns at 10 ms
+    /// (DTWIN Time Maximum) and host 0 reads at `reads` and learns at `done` that a read of
+    /// namespace NSID completed, with `settings` in `[host.plm]`; every wake-up the library
+    /// asks for honoured in time order, up to 25 ms.
+    fn ndwin_requests_with(
+        settings: &[(&str, qoslab_engine::RawValue)],
+        reads: &[Ns],
+        done: &[(Ns, u32)],
+    ) -> (Vec<(Ns, u16)>, PlmLibrary) {
+        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        for (key, value) in settings {
+            s.set(key, value).unwrap();
+        }
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
+        let mut asked = Vec::new();
+        let mut control = |msg: &mut Control| {
+            if let Command::SetFeature { fid, set, value } = &msg.command
+                && *fid == FID_PLM_WINDOW
+                && *value == 0b010
+            {
+                asked.push((msg.at_ns, *set));
+            }
+            device(msg)
+        };
+        let mut wakes = Vec::new();
+        lib.start(&mut ReplicaIo {
+            now_ns: 0,
+            control: &mut control,
+            wakes: &mut wakes,
+        });
+        // Wake-ups (kind 0), reads (1) and completions (2), in time order.
+        let mut due: Vec<(Ns, u32, u32)> = wakes.drain(..).map(|(at, t)| (at, 0, t)).collect();
+        due.extend(reads.iter().map(|&at| (at, 1, 0)));
+        due.extend(done.iter().map(|&(at, nsid)| (at, 2, nsid)));
+        while let Some(&next) = due.iter().min() {
+            if next.0 > 25_000_000 {
+                break;
+            }
+            due.retain(|&e| e != next);
+            let io = &mut ReplicaIo {
+                now_ns: next.0,
                 control: &mut control,
                 wakes: &mut wakes,
-            });
-            let mut due: Vec<(Ns, u32)> = std::mem::take(&mut wakes);
-            while let Some(&(at, token)) = due.iter().min() {
-                if at > 15_000_000 {
-                    break;
+            };
+            match next.1 {
+                0 => lib.wake(next.2, io),
+                1 => {
+                    lib.route_read(0, 4096, io);
                 }
-                due.retain(|&w| w != (at, token));
-                lib.wake(
-                    token,
-                    &mut ReplicaIo {
-                        now_ns: at,
-                        control: &mut control,
-                        wakes: &mut wakes,
-                    },
-                );
-                due.append(&mut wakes);
+                _ => lib.read_done(next.2, io),
             }
-            asked
-        };
-        // At once: copy 1 (NSID 2, never in DTWin) at the start, copy 0 at the turn.
-        assert_eq!(ndwin_requests("0"), vec![(0, 2), (10_000_000, 1)]);
-        // 3 ms later: copy 0 at 13 ms (copy 1, not in DTWin, needs no request).
-        assert_eq!(ndwin_requests("3ms"), vec![(13_000_000, 1)]);
+            due.extend(wakes.drain(..).map(|(at, t)| (at, 0, t)));
+        }
+        (asked, lib)
+    }
+
+    #[test]
+    fn with_drain_the_previous_copy_is_asked_into_ndwin_once_its_last_read_completes() {
+        use qoslab_engine::RawValue::{Bool, Text};
+        let drain = [("drain", Bool(true))];
+        // Two reads of copy 0 (NSID 1) before the turn at 10 ms, the first done before it;
+        // one of copy 1 after it. Copy 0 leaves DTWin when its second read completes, at 11 ms,
+        // not at the turn; copy 1's read keeps nothing waiting (it is the active copy).
+        let reads = [1_000_000, 9_000_000, 10_500_000];
+        let done = [(9_500_000, 1), (10_700_000, 2), (11_000_000, 1)];
+        let (asked, lib) = ndwin_requests_with(&drain, &reads, &done);
+        // Copy 1 (NSID 2) was never in DTWin: asked out at the start, as without drain; its
+        // read done, it is asked out at the next turn, 20 ms.
+        assert_eq!(asked, vec![(0, 2), (11_000_000, 1), (20_000_000, 2)]);
+        assert_eq!((lib.drains, lib.drain_max_ns), (2, 1_000_000));
+        assert_eq!(lib.in_flight, vec![0, 0]);
+        // Without drain: at the turn, with the read still in flight.
+        let (asked, _) = ndwin_requests_with(&[], &reads, &done);
+        assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (20_000_000, 2)]);
+        // Nothing in flight at the turn: at once.
+        let (asked, _) = ndwin_requests_with(&drain, &reads[..1], &done[..1]);
+        assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (20_000_000, 2)]);
+        // With release_delay_ns too: whichever comes later, the delay (13 ms, 23 ms) or the
+        // last completion (14 ms).
+        let delay = [
+            ("drain", Bool(true)),
+            ("release_delay_ns", Text("3ms".into())),
+        ];
+        let (asked, _) = ndwin_requests_with(&delay, &reads, &done);
+        assert_eq!(asked, vec![(13_000_000, 1), (23_000_000, 2)]);
+        let late = [(9_500_000, 1), (14_000_000, 1)];
+        let (asked, _) = ndwin_requests_with(&delay, &reads[..2], &late);
+        assert_eq!(asked, vec![(14_000_000, 1), (23_000_000, 2)]);
+        // Back in DTWin at 20 ms, copy 0 reads again; copy 1 drains as copy 0 did.
+        let (asked, _) = ndwin_requests_with(
+            &drain,
+            &[1_000_000, 19_000_000],
+            &[(2_000_000, 1), (21_000_000, 2)],
+        );
+        assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (21_000_000, 2)]);
     }
 }

@@ -28,6 +28,10 @@ pub trait ReplicaPolicy {
     /// An asynchronous event reached `host`.
     fn notice(&mut self, _host: u16, _notice: Notice, _io: &mut ReplicaIo<'_>) {}
 
+    /// A read [`route_read`](Self::route_read) sent to namespace `nsid` completed at the host
+    /// (all its commands, with or without an error).
+    fn read_done(&mut self, _nsid: u32, _io: &mut ReplicaIo<'_>) {}
+
     /// A wake-up the policy asked for ([`ReplicaIo::wake_at`]) is due.
     fn wake(&mut self, _token: u32, _io: &mut ReplicaIo<'_>) {}
 

@@ -56,7 +56,7 @@ qoslab_engine::settings! {
         handover_ns: Ns = ns(0, "the copies take turns this long before the DTWin of the copy in it reaches DTWIN Time Maximum (windows of T - handover_ns), so that the copy asked in next has that long to finish its deferred work while the other is still deterministic"),
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
-        drain: bool = flag(false, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
+        drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
     }
 }
 
@@ -681,7 +681,8 @@ mod tests {
 
     #[test]
     fn with_a_release_delay_the_previous_copy_is_asked_into_ndwin_that_long_after_the_turn() {
-        let delay = |d: &str| [("release_delay_ns", qoslab_engine::RawValue::Text(d.into()))];
+        use qoslab_engine::RawValue::{Bool, Text};
+        let delay = |d: &str| [("drain", Bool(false)), ("release_delay_ns", Text(d.into()))];
         // At once: copy 1 (NSID 2, never in DTWin) at the start, then each copy at its turn.
         let (asked, _) = ndwin_requests_with(&delay("0"), &[], &[]);
         assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (20_000_000, 2)]);
@@ -763,7 +764,7 @@ mod tests {
         assert_eq!((lib.drains, lib.drain_max_ns), (2, 1_000_000));
         assert_eq!(lib.in_flight, vec![0, 0]);
         // Without drain: at the turn, with the read still in flight.
-        let (asked, _) = ndwin_requests_with(&[], &reads, &done);
+        let (asked, _) = ndwin_requests_with(&[("drain", Bool(false))], &reads, &done);
         assert_eq!(asked, vec![(0, 2), (10_000_000, 1), (20_000_000, 2)]);
         // Nothing in flight at the turn: at once.
         let (asked, _) = ndwin_requests_with(&drain, &reads[..1], &done[..1]);

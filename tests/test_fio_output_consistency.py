@@ -353,7 +353,11 @@ def test_per_io_logs_hold_every_io_of_the_json(qoslab, tmp_path, producer):
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
 def test_averaged_latency_log_agrees_with_the_json(qoslab, tmp_path, producer):
-    report = json.loads(produce(producer, qoslab, tmp_path, LOGGED))
+    # Real fio runs 1 s: on a loaded machine its submissions stall for tens of ms (seen: 4
+    # windows in a 200 ms run, slat 30 ms), and fewer windows would check nothing.
+    runtime = "--runtime=1s" if producer == "fio" else "--runtime=200ms"
+    args = [runtime if a.startswith("--runtime") else a for a in LOGGED]
+    report = json.loads(produce(producer, qoslab, tmp_path, args))
     read = report["jobs"][0]["read"]
     for kind in LAT_KINDS:
         want = read[f"{kind}_ns"]

@@ -978,6 +978,9 @@ mod tests {
                 "the job issued nothing at {now} ns"
             );
             for mut req in issued {
+                // The chain stamps a request's dispatch before it completes; statistics
+                // subtract the stamps in that order (slat = dispatched - queued).
+                req.t.dispatched_ns = now;
                 req.t.completed_ns = now;
                 job.complete(&req);
             }

@@ -182,7 +182,7 @@ def kernel(
         "",
         "--mount-options",
         help="ext4 mount options beyond the kernel's defaults, in the guest and as the twin's "
-        "[fs.ext4] settings: dioread_nolock, nodioread_nolock, barrier, nobarrier, "
+        "\\[fs.ext4] settings: dioread_nolock, nodioread_nolock, barrier, nobarrier, "
         "journal_async_commit.",
     ),
     accel: str = typer.Option("auto", "--accel", help="auto, kvm or tcg (docs/vm.md)."),

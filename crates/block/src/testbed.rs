@@ -104,6 +104,14 @@ pub fn io(op: Op, offset_bytes: u64, len_bytes: u64, prio: IoPrio) -> Request {
     r
 }
 
+/// Best effort at `level`.
+pub fn be(level: u8) -> IoPrio {
+    IoPrio {
+        class: IoPrioClass::BestEffort,
+        level,
+    }
+}
+
 pub const BE4: IoPrio = IoPrio {
     class: IoPrioClass::BestEffort,
     level: 4,

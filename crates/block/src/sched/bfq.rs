@@ -440,10 +440,6 @@ mod tests {
         IoPrio { class, level }
     }
 
-    fn be(level: u8) -> IoPrio {
-        prio(IoPrioClass::BestEffort, level)
-    }
-
     /// A read of job `job`.
     fn read(job: u32, offset_bytes: u64, len_bytes: u64, p: IoPrio) -> Request {
         let mut r = io(Op::Read, offset_bytes, len_bytes, p);

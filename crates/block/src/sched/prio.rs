@@ -44,6 +44,16 @@ fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
 pub const LEVELS: usize = 3;
 pub const LEVEL_NAMES: [&str; LEVELS] = ["high", "normal", "low"];
 
+/// The counters both priority schedulers report: each level's dispatches, then their own.
+pub fn level_counters(dispatched: [u64; LEVELS], own: &[(&str, u64)]) -> Vec<(String, f64)> {
+    let levels = LEVEL_NAMES
+        .iter()
+        .zip(dispatched)
+        .map(|(n, d)| (format!("{n}_dispatched"), d as f64));
+    let own = own.iter().map(|&(n, v)| (n.to_string(), v as f64));
+    levels.chain(own).collect()
+}
+
 /// The study's mapping of an I/O priority to HIGH (0), NORMAL (1) or LOW (2).
 pub fn level_of(prio: IoPrio) -> usize {
     match prio.class {
@@ -107,14 +117,13 @@ impl Elevator for Prio {
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
-        let mut out: Vec<(String, f64)> = LEVEL_NAMES
-            .iter()
-            .zip(self.dispatched)
-            .map(|(n, d)| (format!("{n}_dispatched"), d as f64))
-            .collect();
-        out.push(("aged_dispatches".into(), self.aged as f64));
-        out.push(("head_dispatches".into(), self.head_dispatched as f64));
-        out
+        level_counters(
+            self.dispatched,
+            &[
+                ("aged_dispatches", self.aged),
+                ("head_dispatches", self.head_dispatched),
+            ],
+        )
     }
 }
 
@@ -123,13 +132,6 @@ mod tests {
     use super::*;
     use crate::testbed::*;
     use qoslab_engine::Op;
-
-    fn be(level: u8) -> IoPrio {
-        IoPrio {
-            class: IoPrioClass::BestEffort,
-            level,
-        }
-    }
 
     #[test]
     fn the_studys_mapping_of_priorities_to_levels() {

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use qoslab_engine::{Ns, ReqId};
 
 use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
-use crate::sched::prio::{LEVEL_NAMES, LEVELS, level_of};
+use crate::sched::prio::{LEVELS, level_counters, level_of};
 
 qoslab_engine::settings! {
     /// `[block.prio-advanced]`.
@@ -287,17 +287,16 @@ impl Elevator for PrioAdvanced {
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
-        let mut out: Vec<(String, f64)> = LEVEL_NAMES
-            .iter()
-            .zip(self.dispatched)
-            .map(|(n, d)| (format!("{n}_dispatched"), d as f64))
-            .collect();
-        out.push(("aged_dispatches".into(), self.aged as f64));
-        out.push(("expired_dispatches".into(), self.expired as f64));
-        out.push(("batched_dispatches".into(), self.batched as f64));
-        out.push(("head_dispatches".into(), self.head_dispatched as f64));
-        out.push(("bio_merges".into(), self.bio_merges as f64));
-        out
+        level_counters(
+            self.dispatched,
+            &[
+                ("aged_dispatches", self.aged),
+                ("expired_dispatches", self.expired),
+                ("batched_dispatches", self.batched),
+                ("head_dispatches", self.head_dispatched),
+                ("bio_merges", self.bio_merges),
+            ],
+        )
     }
 }
 
@@ -305,14 +304,7 @@ impl Elevator for PrioAdvanced {
 mod tests {
     use super::*;
     use crate::testbed::*;
-    use qoslab_engine::{IoPrio, IoPrioClass, Op, Request};
-
-    fn be(level: u8) -> IoPrio {
-        IoPrio {
-            class: IoPrioClass::BestEffort,
-            level,
-        }
-    }
+    use qoslab_engine::{Op, Request};
 
     fn job_io(job: u32, offset: u64, len: u64, level: u8) -> Request {
         let mut r = io(Op::Read, offset, len, be(level));
@@ -368,33 +360,25 @@ mod tests {
 
     #[test]
     fn on_a_rotational_disk_a_level_goes_in_sector_order_from_the_last_position() {
-        let mut h = rig(
-            "prio-advanced",
-            &["block.nr_requests=64", "block.rotational=1"],
-            1,
-            MS,
-        );
-        h.submit_at(0, job_io(0, 50 * MIB, 4 * KIB, 4));
-        for k in [90, 10, 70, 30, 60] {
-            h.submit_at(0, job_io(1, k * MIB, 4 * KIB, 4));
+        // A rotational disk: sector order from the last position (50); flash: the FIFO head.
+        for (rotational, order) in [
+            ("block.rotational=1", [50, 60, 70, 90, 10, 30]),
+            ("block.rotational=0", [50, 90, 10, 70, 30, 60]),
+        ] {
+            let mut h = rig(
+                "prio-advanced",
+                &["block.nr_requests=64", rotational],
+                1,
+                MS,
+            );
+            h.submit_at(0, job_io(0, 50 * MIB, 4 * KIB, 4));
+            for k in [90, 10, 70, 30, 60] {
+                h.submit_at(0, job_io(1, k * MIB, 4 * KIB, 4));
+            }
+            h.run_all();
+            let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / MIB).collect();
+            assert_eq!(offs, order, "{rotational}");
         }
-        h.run_all();
-        let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / MIB).collect();
-        assert_eq!(offs, vec![50, 60, 70, 90, 10, 30]);
-        // On flash, the FIFO head.
-        let mut h = rig(
-            "prio-advanced",
-            &["block.nr_requests=64", "block.rotational=0"],
-            1,
-            MS,
-        );
-        h.submit_at(0, job_io(0, 50 * MIB, 4 * KIB, 4));
-        for k in [90, 10, 70, 30, 60] {
-            h.submit_at(0, job_io(1, k * MIB, 4 * KIB, 4));
-        }
-        h.run_all();
-        let offs: Vec<u64> = served(&h).iter().map(|s| s.offset_bytes / MIB).collect();
-        assert_eq!(offs, vec![50, 90, 10, 70, 30, 60]);
     }
 
     #[test]

@@ -62,6 +62,32 @@ def test_the_fabric_adds_its_round_trip_to_every_write(tmp_path):
     assert tcp - pcie == pytest.approx(5000 + 166 + 5000 + 1, abs=1)
 
 
+def test_a_background_term_adds_cycles_per_second_of_the_run_at_each_server():
+    from qoslab.rio import chain
+    from qoslab.sim.api import stage_counters
+
+    # Linux on two flash targets: a FLUSH per write, so the run lasts milliseconds.
+    job = chain.job_text("linux", 1, 8, 4, 1, 0, 32)
+    report = chain.run(job, device="rio-flash", sets=[], seed=1)
+    ns = report["qoslab"]["simulated_ns"]
+    ops = chain.measured("linux", report)
+    per_s = 22e6  # 1 % of one of the targets' 2.2 GHz cores
+    with_bg = chain.measured("linux", report, per_s)
+    # The initiator's cycles are its transport's, one rdma stage per target.
+    initiator = sum(stage_counters(report, f"rdma[{i}]")["initiator_cycles"] for i in range(2))
+    targets = [stage_counters(report, f"target[{i}]")["target_cycles"] for i in range(2)]
+    assert ops["initiator_cycles"] == initiator
+    assert ops["target_cycles"] == sum(targets)
+    # Each server, the initiator and both targets, adds per_s for every second of the run.
+    assert with_bg["initiator_requests_per_kcycle"] == pytest.approx(
+        1e3 * 8 / (initiator + per_s * ns / 1e9)
+    )
+    assert with_bg["target_requests_per_kcycle"] == pytest.approx(
+        1e3 * 8 / (sum(targets) + 2 * per_s * ns / 1e9)
+    )
+    assert with_bg["requests_per_s"] == ops["requests_per_s"]
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory):
     """`qoslab rio study --quick`'s output folder (3 seeds, the default)."""

@@ -84,15 +84,25 @@ def _counter(report: dict[str, Any], stage: str, name: str) -> float:
     )
 
 
-def measured(stack: str, report: dict[str, Any]) -> dict[str, Any]:
-    """What `rio run` prints for a run to the end, from `qoslab sim`'s JSON report."""
+def measured(
+    stack: str, report: dict[str, Any], background_cycles_per_s: float = 0.0
+) -> dict[str, Any]:
+    """What `rio run` prints for a run to the end, from `qoslab sim`'s JSON report.
+    `background_cycles_per_s`: cycles each server (the initiator, each target) spends per
+    second of the run outside the I/O path, added to its cycles (the time-based part of the
+    document's `top` utilisation, which the model does not produce; 0 counts the operations'
+    cycles alone)."""
     writes = [j["write"] for j in report["jobs"]]
     requests = sum(w["total_ios"] for w in writes)
     elapsed = report["qoslab"]["simulated_ns"]
+    stages = report["qoslab"]["stages"]
+    targets = sum(1 for s in stages if s["stage"].split("[")[0] == "target")
+    background = background_cycles_per_s * elapsed / 1e9
     # The initiator's cycles are the transport's (rdma or tcp); the targets' are their cores'
     # (the target stage books receiving, submitting, answering and the PMR writes).
     initiator = sum(_counter(report, t, "initiator_cycles") for t in ("rdma", "tcp"))
-    target = _counter(report, "target", "target_cycles")
+    initiator += background
+    target = _counter(report, "target", "target_cycles") + background * targets
     lat = sum(w["lat_ns"]["mean"] * w["total_ios"] for w in writes)
     return {
         "stack": stack,

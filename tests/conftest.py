@@ -55,7 +55,6 @@ LONGEST_FIRST = (
     "tests/test_plm_study.py",
     f"{DOCS_TEST}::test_every_command_block_runs[fs.md]",
     "tests/test_wheel.py",
-    f"{DOCS_TEST}::test_every_command_block_runs[plm.md]",
     f"{DOCS_TEST}::test_every_command_block_runs[vm.md]",
     "tests/test_sweep_docs.py",
 )

@@ -62,11 +62,21 @@ def command_blocks(doc: Path) -> list[tuple[int, str]]:
     ]
 
 
+# Documents whose command blocks all run, as this test runs them, in another test that then
+# checks what they wrote: docs/plm.md's reduced study is the study tests/test_plm_study.py's
+# `repeated` fixture checks (run_blocks on the whole document, in a reader's folder; running it
+# here too ran the same 27 simulations twice).
+RUN_BY_THEIR_TEST = {"plm.md": "tests/test_plm_study.py"}
+
+
 def run_elsewhere(doc: Path) -> bool:
     """Whether every command block of the document runs in another test, in order and checked
     more closely: docs/sweep.md's blocks are its worked example, which tests/test_sweep_docs.py
     runs and compares with the outputs the page shows (running them here too ran the same
-    sweeps twice). A block that test does not run brings the whole document back here."""
+    sweeps twice); a block that test does not run brings the whole document back here. The
+    documents of RUN_BY_THEIR_TEST are run whole by run_blocks in their test."""
+    if doc.name in RUN_BY_THEIR_TEST:
+        return True
     if doc.name != "sweep.md":
         return False
     import test_sweep_docs
@@ -131,17 +141,23 @@ def guest_cache(tmp_path_factory, worker_id) -> Path:
     return cache
 
 
-@pytest.mark.parametrize("doc", [d for d in DOCUMENTS if runs_here(d)], ids=lambda d: d.name)
-def test_every_command_block_runs(doc, tmp_path, guest_cache):
-    blocks = command_blocks(doc)
-    work = reader_folder(tmp_path)
-    env = {
+def reader_env(tmp_path: Path, guest_cache: Path) -> dict:
+    """The reader's environment: the `qoslab` command on PATH, a home and a state folder of
+    their own, the guest kernel's cache."""
+    return {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "QOSLAB_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
         "QOSLAB_CACHE_DIR": str(guest_cache),
     }
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCUMENTS if runs_here(d)], ids=lambda d: d.name)
+def test_every_command_block_runs(doc, tmp_path, guest_cache):
+    blocks = command_blocks(doc)
+    work = reader_folder(tmp_path)
+    env = reader_env(tmp_path, guest_cache)
     try:
         ran = run_blocks(doc, blocks, work, env)
     finally:

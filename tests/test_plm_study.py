@@ -1,7 +1,8 @@
 """`qoslab plm study`: the document's evaluation on a reduced setting, end to end, and its
 demand (the generator calibrated to Table I; the SYSTOR '17 reader for a user's trace).
 
-Cost: about 45 s (21 simulations of 2 s, one seed, and 3 x 7 of 1 s, on two workers)."""
+Cost: about 45 s each for the two studies below (19 simulations of 2 s, one seed; docs/plm.md's
+3 x 9 of 2 s), and the trace's (3 x 7 of 1 s), on two workers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import ROOT
 from qoslab.errors import InputError
 from qoslab.plm import study
 
@@ -36,21 +38,25 @@ def reduced(tmp_path_factory):
     return out
 
 
+DOC = ROOT / "docs" / "plm.md"
+DOC_STUDY = ("qoslab plm study --out plm-study --datasets DS1 --configs 2 --policies sp "
+             "--quick --slow-reads 20")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def repeated(tmp_path_factory):
-    """DS1, Config 2, sp, 1 s per run, on three seeds: 7 runs each."""
-    from typer.testing import CliRunner
+    """docs/plm.md's commands, every block in order as tests/test_docs_commands.py runs a
+    document (which leaves this one to this fixture: it ran the same study twice). Its reduced
+    study: DS1, Config 2, sp, 2 s per run, on three seeds (1 to 3), 9 runs each (7, and the
+    write sensitivity's 2), then `qoslab plm report` on it."""
+    import test_docs_commands as docs
 
-    from qoslab.cli import app
-
-    out = tmp_path_factory.mktemp("plm") / "seeds"
-    done = CliRunner().invoke(
-        app,
-        ["plm", "study", "--out", str(out), "--datasets", "DS1", "--configs", "2",
-         "--policies", "sp", "--write-sensitivity", "", "--duration", "1s", "--seed", "4"],
-    )  # fmt: skip
-    assert done.exit_code == 0, done.output
-    return out
+    tmp = tmp_path_factory.mktemp("plm-docs")
+    blocks = docs.command_blocks(DOC)
+    assert [b for _, b in blocks if b.startswith("qoslab plm study")] == [DOC_STUDY + "\n"]
+    work = docs.reader_folder(tmp)
+    assert docs.run_blocks(DOC, blocks, work, docs.reader_env(tmp, tmp / "cache")) == len(blocks)
+    return work / "plm-study"
 
 
 # Per dataset: shared, three isolated, HoD and CoD x sp and fr on Config 2; on DS1, PLM without
@@ -109,15 +115,15 @@ def test_one_seed_gives_values_but_no_verdict_and_no_why(reduced):
 
 def test_every_run_is_repeated_on_each_seed_with_its_own_demand(repeated):
     results = pd.read_parquet(repeated / "results.parquet")
-    assert sorted(results["seed"].unique()) == [4, 5, 6]
+    assert sorted(results["seed"].unique()) == [1, 2, 3]
     assert (results.groupby(["run", "cls"])["seed"].nunique() == 3).all()
-    assert results["run"].nunique() == 1 + 3 + 2 + 1
+    assert results["run"].nunique() == 1 + 3 + 2 + 1 + 2
     shared = results[(results["run"] == "DS1-shared") & (results["cls"] == "high")]
     assert shared["reads"].nunique() == 3
     series = pd.read_parquet(repeated / "series.parquet")
-    assert sorted(series["seed"].unique()) == [4, 5, 6]
+    assert sorted(series["seed"].unique()) == [1, 2, 3]
     meta = json.loads((repeated / "meta.json").read_text())
-    assert meta["seed"] == 4 and meta["seeds"] == [4, 5, 6]
+    assert meta["seed"] == 1 and meta["seeds"] == [1, 2, 3]
 
 
 # The 97.5th percentile of Student's t with 2 degrees of freedom (tables: 4.303).
@@ -128,7 +134,7 @@ def test_each_claim_is_the_mean_over_the_seeds_with_the_95_percent_interval(repe
     results = pd.read_parquet(repeated / "results.parquet")
     tg = pd.read_csv(repeated / "targets.csv", keep_default_na=False).set_index("shape")
     high = results[results["cls"] == "high"].set_index(["seed", "run"])["p9999_per_dtwin_us"]
-    ratios = np.array([high[s, "DS1-shared"] / high[s, "DS1-isolated-high"] for s in (4, 5, 6)])
+    ratios = np.array([high[s, "DS1-shared"] / high[s, "DS1-isolated-high"] for s in (1, 2, 3)])
     half = T_975_2 * ratios.std(ddof=1) / np.sqrt(3)
     row = tg.loc["High's p99.99 per DTWin, shared / isolated (bare SSD)"]
     assert row["seeds"] == 3
@@ -149,7 +155,7 @@ def test_every_why_names_a_claim_and_the_command_of_its_experiment(repeated):
     from qoslab.plm import report
 
     results = pd.read_parquet(repeated / "results.parquet")
-    keys = {c.key for c in report._claims(results[results["seed"] == 4])}
+    keys = {c.key for c in report._claims(results[results["seed"] == 1])}
     # Config 4's rows are named as Config 2's (this study has Config 2 only).
     keys |= {k[:-2] + "-4" for k in keys if k.endswith("-2")}
     # DS4's rows need DS4's runs (this study has DS1 only), fr's rows fr's (it has sp only).
@@ -515,7 +521,7 @@ def test_chromium_loads_the_report_with_no_error_and_every_figure_drawn(reduced,
 
 def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path):
     # Three hosts' SYSTOR '17 files, 2 s of DS3-like traffic with writes, epoch timestamps as
-    # the archive has; the study cut to its first second.
+    # the archive has; the study cut to its first second, its repetitions from seed 4.
     made = study.generate("DS3", 2000, 3, study.Workload(write_fraction=0.1), tmp_path, "gen")
     traces = []
     for h, path in enumerate(made.paths):
@@ -531,7 +537,7 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
     args = [a for p, _ in traces for a in ("--trace", p)]
     out = tmp_path / "study"
     done = qoslab("plm", "study", "--out", out, "--configs", "2", "--policies", "sp",
-                  "--duration", "1s", "--datasets", "DS3", *args)  # fmt: skip
+                  "--duration", "1s", "--datasets", "DS3", "--seed", "4", *args)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--datasets chooses the generator's demand" in done.stderr
     results = pd.read_parquet(out / "results.parquet")
@@ -541,8 +547,12 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
         "trace-uncoordinated-config2",
     ]  # fmt: skip
     # Every read of each file's first second was replayed, on its own host, on each of the
-    # three seeds (the trace is the same demand on every seed).
-    assert sorted(results["seed"].unique()) == [1, 2, 3]
+    # three seeds, --seed and the next two (the trace is the same demand on every seed).
+    assert sorted(results["seed"].unique()) == [4, 5, 6]
+    assert (results.groupby(["run", "cls"])["seed"].nunique() == 3).all()
+    assert sorted(pd.read_parquet(out / "series.parquet")["seed"].unique()) == [4, 5, 6]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["seed"] == 4 and meta["seeds"] == [4, 5, 6]
     for _, one in results[results["run"] == "trace-shared"].groupby("seed"):
         shared = one.set_index("cls")["reads"]
         assert [shared[c] for c in study.CLASSES] == [n for _, n in traces]

@@ -27,14 +27,19 @@ def test_a_document_is_a_unit_and_any_other_test_its_files():
     assert unit_of("tests/test_plm.py::test_x[a::b]") == "tests/test_plm.py"
 
 
-def test_a_document_not_run_here_has_every_block_run_by_test_sweep_docs():
+def test_a_document_not_run_here_has_every_block_run_by_another_test():
+    import test_plm_study
     import test_sweep_docs
 
     example = {command for command, _ in test_sweep_docs._example()}
     skipped = [d for d in docs.DOCUMENTS if docs.command_blocks(d) and not docs.runs_here(d)]
-    assert [d.name for d in skipped] in ([], ["sweep.md"])
+    assert [d.name for d in skipped] in (["plm.md"], ["plm.md", "sweep.md"])
     for doc in skipped:
-        assert {block.strip() for _, block in docs.command_blocks(doc)} <= example
+        if doc.name == "sweep.md":
+            assert {block.strip() for _, block in docs.command_blocks(doc)} <= example
+    # docs/plm.md's blocks run whole in tests/test_plm_study.py's `repeated` (run_blocks).
+    assert docs.RUN_BY_THEIR_TEST == {"plm.md": "tests/test_plm_study.py"}
+    assert test_plm_study.DOC == ROOT / "docs" / "plm.md"
 
 
 def test_every_unit_started_first_is_one_the_suite_has():

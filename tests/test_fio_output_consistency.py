@@ -644,14 +644,45 @@ def test_a_window_without_io_leaves_no_bandwidth_or_iops_sample(qoslab, tmp_path
         log = raw_log(tmp_path / f"idle_{kind}.1.log")
         values = [int(v) for v in log.value]
         assert read[f"{kind}_samples"] == len(values), kind
-        # A sample for each read's window, never a 0 (fio's job thinks to its 1 s end, and
-        # samples the last read's window at 800 ms; qoslab's ends at its last completion,
-        # 750 ms, before that window closes: a difference in run time left open).
-        assert len(values) == (reads if producer == "fio" else reads - 1), list(log.time_ms)
+        # A sample for each read's window, never a 0 (the job thinks after its last read to
+        # its 1 s end, past that read's window's close at 800 ms).
+        assert len(values) == reads, list(log.time_ms)
         assert min(values) > 0 and read[f"{kind}_min"] == min(values), kind
         times = [int(t) for t in log.time_ms]
         # One window of each 250 ms.
         assert all(150 <= b - a <= 350 for a, b in itertools.pairwise(times)), times
+
+
+# (options, reads, run time in ms) of a psync reader whose last I/O is followed by a wait,
+# measured on fio 3.33: it thinks after each I/O, the last one too, for the whole think time
+# (3.33 does not cut it at the runtime), and only then reads the clock; it cuts a rate's sleep
+# at the runtime and finds its time up there.
+ENDS_WAITING = [
+    # Reads at 0, 40 and 80 ms, a think to 120 ms; the fourth read would start past 115 ms.
+    (["--thinktime=40ms", "--time_based", "--runtime=115ms"], 3, 120),
+    (["--thinktime=40ms", "--number_ios=2"], 2, 80),
+    # Reads due at 0, 33 and 67 ms; the fourth is due at 100 ms, where the sleep is cut.
+    (["--rate_iops=30", "--time_based", "--runtime=100ms"], 3, 100),
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize(("options", "reads", "run_ms"), ENDS_WAITING)
+def test_a_job_that_ends_waiting_runs_to_the_end_of_its_wait(
+    qoslab, tmp_path, producer, options, reads, run_ms
+):
+    """The run time is fio's loop's (do_io), to the end of the job's last think time or rate
+    sleep, not to its last completion."""
+    args = ["--output-format=json", "--ioengine=psync", "--bs=4k", "--name=waits"]
+    args += ["--rw=randread", *options]
+    if producer == "qoslab":
+        args.insert(0, "--direct=1")
+    job = json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+    assert job["read"]["total_ios"] == reads
+    # Real fio's sleeps overrun under load (measured: up to 19 ms over 2 thinks).
+    slack = 60 if producer == "fio" else 1
+    assert run_ms <= job["job_runtime"] < run_ms + slack
+    assert run_ms <= job["read"]["runtime"] < run_ms + slack + 1
 
 
 # (options, syncs timed, fsyncs counted, syncs issued) of 3 passes (`loops=3`) over a 16 KiB

@@ -1253,6 +1253,14 @@ impl JobRun {
                 }
                 break Pump::Wait;
             }
+            // 3b. Think time: fio thinks after each I/O it queues (do_io's handle_thinktime),
+            // waiting for its I/O in flight first, and reads the time only then: the last I/O
+            // of a job, whether its time or its I/O ran out, gets its think time too, and the
+            // job's run time holds it (fio 3.33 does not cut the stall at the runtime).
+            if let Some(ns) = self.think_due(now) {
+                self.wait = Wait::Quiesce(AfterQuiesce::Think(ns));
+                continue;
+            }
             if let Some(end) = self.end_after_ns
                 && now >= self.start_ns + end
             {
@@ -1318,15 +1326,15 @@ impl JobRun {
                 self.wait = Wait::Flow;
                 break Pump::Wait;
             }
-            // 6. Think time: fio waits for its I/O in flight, then stalls.
-            if let Some(ns) = self.think_due(now) {
-                self.wait = Wait::Quiesce(AfterQuiesce::Think(ns));
-                continue;
-            }
             // 7. Rate: ahead of its schedule, the job sleeps (inline: once its I/O in flight
             // is done).
-            let due = self.start_ns + io.not_before_ns + self.rate_shift_ns;
+            let mut due = self.start_ns + io.not_before_ns + self.rate_shift_ns;
             if due > now {
+                // fio cuts a rate's sleep at the job's runtime (rate_ddir), then finds its time
+                // up: the job ends there, its run time the whole runtime.
+                if let Some(end) = self.end_after_ns {
+                    due = due.min(self.start_ns + end);
+                }
                 if self.host_loop.offload || self.allocated == 0 {
                     self.wait = Wait::Until(due);
                     break Pump::WakeAt(due);
@@ -1428,6 +1436,9 @@ impl JobRun {
             self.stats.iodepth_uncounted += u64::from(std::mem::take(&mut self.uncommitted));
             if !self.durability.busy() {
                 self.finished = true;
+                // The job's run time is its loop's (fio's do_io), to the end of a last think
+                // time or rate sleep, not to its last completion.
+                self.last_complete_ns = self.last_complete_ns.max(now);
             }
         }
         notes.failed |= self.error != 0;
@@ -1966,10 +1977,14 @@ impl JobRun {
             Some(l) => l.averaged_bw_iops(),
             None => (None, None),
         };
+        // fio's helper thread samples a running job only: a window that closes as the job ends
+        // is not sampled (measured: rate_iops=10 or 3, time_based, 1 s: one 500 ms sample).
+        // Windows up to the last completion were closed by it (`record`).
+        let sampled_to = end.saturating_sub(1);
         self.bw_sampler
-            .close_until(end, &mut self.stats, bw_log, epoch);
+            .close_until(sampled_to, &mut self.stats, bw_log, epoch);
         self.iops_sampler
-            .close_until(end, &mut self.stats, iops_log, epoch);
+            .close_until(sampled_to, &mut self.stats, iops_log, epoch);
         self.stats.runtime_ns = end.saturating_sub(self.ramp_end());
         if let Some(s) = &mut self.series {
             s.finish(end);

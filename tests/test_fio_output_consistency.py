@@ -495,6 +495,22 @@ def test_a_job_syncs_when_it_fetches_the_next_write_and_once_at_its_end(
     }
 
 
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_a_read_after_the_last_sync_makes_the_end_sync_due(qoslab, tmp_path, producer):
+    """fio's end sync is due when the job writes and the last thing it issued was not a sync
+    (its should_fsync), though it only read since that sync: a job bound by number_ios fetches
+    nothing after its last I/O, so it always ends with one (measured, strace, randrw fsync=2
+    end_fsync=1, 12 I/Os, seeds 1-6: every run, one ending `W W S R S`). Here fsync=1 syncs
+    after every write but the last I/O, so most runs end with reads after a sync."""
+    args = ["--rw=randrw", "--rwmixread=90", "--fsync=1", "--end_fsync=1", "--number_ios=20"]
+    # fio lays out a file it reads and fsyncs it then (create_fsync): give it one of its size.
+    with (tmp_path / "data").open("wb") as data:
+        data.truncate(16 << 20)
+    job, calls = syncs_issued(producer, qoslab, tmp_path, args)
+    assert job["read"]["total_ios"] + job["write"]["total_ios"] == 20
+    assert calls == job["sync"]["lat_ns"]["N"] + 1
+
+
 def time_limited_syncs(producer: str, qoslab, tmp_path) -> tuple[dict, int]:
     """A 100 ms psync job of 4 KiB writes with fsync=1 and end_fsync, where a sync takes no
     time: real fio on tmpfs (/dev/shm), qoslab on a device without a volatile write cache

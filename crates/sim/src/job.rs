@@ -798,8 +798,8 @@ pub struct Durability {
     writes_issued: u64,
     /// The last thing the job issued was a sync.
     last_was_sync: bool,
-    /// The job's file has been opened for writing or written since its last sync.
-    unsynced: bool,
+    /// The job's file is opened for writing (fio's `td_write`: its `rw` writes).
+    for_writing: bool,
     sync_due: bool,
     sync_inflight: bool,
     /// The periodic sync due or in flight is an fdatasync: fio 3.33's JSON counts it in
@@ -854,9 +854,9 @@ impl Durability {
         self.sync_due || self.sync_inflight
     }
 
-    /// The job opens its file for writing: it is unsynced until its first sync.
+    /// The job opens its file for writing.
     fn open_for_writing(&mut self) {
-        self.unsynced = true;
+        self.for_writing = true;
     }
 
     /// Whether fio's fetch of the job's next I/O gives a periodic sync first: None, or
@@ -884,7 +884,6 @@ impl Durability {
     fn write_flags(&mut self) -> ReqFlags {
         self.writes_issued += 1;
         self.last_was_sync = false;
-        self.unsynced = true;
         let mut flags = ReqFlags::empty();
         if self.fua {
             flags |= ReqFlags::FUA;
@@ -895,10 +894,15 @@ impl Durability {
         flags
     }
 
-    /// The job has issued its last: a final sync is due if it asked for one and its file is
-    /// unsynced.
+    /// The job has issued its last: a final sync is due if it asked for one, writes, and the
+    /// last thing it issued was not a sync (fio's `should_fsync`: a read after the last sync
+    /// makes one due, measured: randrw fsync=2 end_fsync ending `W W S R`: an fsync after it).
     fn at_end(&mut self) {
-        if (self.end_fsync || self.fsync_on_close) && self.unsynced && !self.end_sync_done {
+        if (self.end_fsync || self.fsync_on_close)
+            && self.for_writing
+            && !self.last_was_sync
+            && !self.end_sync_done
+        {
             self.end_sync_done = true;
             self.end_sync_due();
         }
@@ -1202,7 +1206,6 @@ impl JobRun {
                     d.sync_due = false;
                     d.sync_inflight = true;
                     d.last_was_sync |= !std::mem::take(&mut d.close_sync);
-                    d.unsynced = false;
                     d.covered_by_inflight = std::mem::take(&mut d.completed_uncovered);
                     self.inflight += 1;
                     let mut req = Request::new(Op::Flush, 0, 0, 0, now);
@@ -1311,7 +1314,6 @@ impl JobRun {
                 }
                 d.pass_closed = false;
                 d.last_was_sync = false;
-                d.unsynced = writes;
                 self.pending.as_mut().expect("fetched").new_pass = false;
                 continue;
             }

@@ -1369,7 +1369,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.end_fsync = v),
         "",
         "0",
-        "Flush the device's write cache once the job has issued its last I/O, if its file has not been synced since it was opened for writing or last written (as fio 3.33; not counted in the JSON's `sync`)."
+        "Flush the device's write cache once a job that writes has issued its last I/O, if the last thing it issued was not a sync (a read after the last sync is enough; as fio 3.33; not counted in the JSON's `sync`)."
     ),
     opt!(
         "fsync_on_close",
@@ -1377,7 +1377,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.fsync_on_close = v),
         "",
         "0",
-        "Flush the device's write cache when the job closes its file (at its end), if the file has not been synced since it was opened for writing or last written: after `end_fsync` it has been (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the file is also closed (and synced, if unsynced) between passes, as fio does."
+        "Flush the device's write cache when a job that writes closes its file (at its end), if the last thing it issued was not a sync: after `end_fsync` it was (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the file is also closed (and synced, if unsynced) between passes, as fio does."
     ),
     opt!(
         "write_barrier",

@@ -26,8 +26,8 @@ use std::collections::VecDeque;
 
 use qoslab_engine::order::{OrderAttr, OrderOp, OrderState, PmrRecord, TraceEvent, TraceKind};
 use qoslab_engine::{
-    Admission, Command, Control, ControlStatus, Dma, IoStatus, Ns, Op, Payload, ReqId, ReqTable,
-    Requests, Stage, StageCtx, Transfer,
+    Admission, Command, Control, ControlStatus, Dma, IoStatus, Ns, Op, Payload, ReqFlags, ReqId,
+    ReqTable, Requests, Stage, StageCtx, Transfer,
 };
 
 qoslab_engine::settings! {
@@ -117,6 +117,9 @@ struct Cmd {
     attr: Option<OrderAttr>,
     /// Its entry's number in the PMR log, once logged.
     log_no: u64,
+    /// The cache flags (PREFLUSH, FUA) the target's block layer took off a write for a drive
+    /// without a volatile write cache; the initiator's request gets them back at completion.
+    stripped: ReqFlags,
 }
 
 /// One entry of the PMR log: an attribute, and the command while it is out.
@@ -421,6 +424,17 @@ impl Stage for Target {
                 // sides their cycles, as the document's Optane CPU figures show.
                 let r = ctx.reqs()[id];
                 let here = r.op == Op::Flush && self.s.plp;
+                // A write's PREFLUSH and FUA for such a drive: the target's block layer drops
+                // them (submit_bio_noacct on a write-through queue), so the drive sees a plain
+                // write. They reach the target because nvmet reports a volatile write cache
+                // whatever the drive (nvmet_execute_identify_ctrl: "XXX: don't report vwc if
+                // the underlying device is write through"), so the initiator's queue keeps
+                // them (the fabric path's block layer, crates/sim/src/path.rs).
+                let cache = ReqFlags::PREFLUSH | ReqFlags::FUA;
+                if self.s.plp && r.op == Op::Write && r.flags.intersects(cache) {
+                    self.cmds.entry(id).stripped = r.flags & cache;
+                    ctx.reqs_mut()[id].flags.remove(cache);
+                }
                 if here {
                     self.cmds.entry(id).phase = Phase::Answering;
                 } else if ctx.dispatch(id) == Admission::Busy {
@@ -458,6 +472,7 @@ impl Stage for Target {
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<TargetEvent>) {
         let c = std::mem::take(self.cmds.entry(id));
         let now = ctx.now_ns();
+        ctx.reqs_mut()[id].flags |= c.stripped;
         if let Some(a) = c.attr
             && matches!(c.phase, Phase::AtDrive | Phase::Answering)
             && let Some(e) = self.log.get_mut((c.log_no - self.log_base) as usize)

@@ -563,7 +563,15 @@ pub fn fabric_path<T: FabricModel, D: Device>(
         max_hw_bytes: ctrl_cfg.mdts_bytes.min(t.stripe_bytes).max(1),
         rotational: false,
     };
-    let mut block = block_layer(device, limits, caps, hosts)?;
+    // The initiator's queue has a volatile write cache and FUA whatever the drives: Linux's
+    // NVMe-oF target reports a volatile write cache for every namespace
+    // (nvmet_execute_identify_ctrl: "XXX: don't report vwc if the underlying device is write
+    // through"), and the host sets both from it (nvme_set_queue_limits:
+    // blk_queue_write_cache(q, vwc, vwc)). So a FLUSH crosses the network and the target's
+    // block layer drops it for a drive without a cache (the target stage). The ordered
+    // streams keep the drives' own durability (`plp`).
+    let nvmet = caps | DeviceCaps::VOLATILE_WRITE_CACHE | DeviceCaps::FUA;
+    let mut block = block_layer(device, limits, nvmet, hosts)?;
     if let Some(o) = ordered_streams(device, &plan, caps, t.targets)? {
         block = block.with_ordered(o);
     }

@@ -77,3 +77,37 @@ fn no_flush_reaches_a_device_without_a_volatile_cache() {
     assert_eq!(f(&stage(&r, "analytic")["commands_served"]), 400.0);
     assert_eq!(r["jobs"][0]["sync"]["lat_ns"]["max"], 0);
 }
+
+/// Over NVMe-oF the initiator's queue has a volatile write cache whatever the drive (Linux's
+/// nvmet reports one for every namespace, and the host sets the queue's write cache and FUA
+/// from it): on rio-optane, whose drive has PLP, every FLUSH still crosses the network, and
+/// the target's block layer completes it without the drive.
+#[test]
+fn over_nvme_of_a_flush_goes_to_the_target_whatever_its_drive() {
+    let job =
+        "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=400\nfsync=4\nend_fsync=1\n";
+    let device = qoslab_sim::device::preset_text("rio-optane").unwrap();
+    let r = run_json(&options(job, device, &[], 1));
+    let syncs = f(&r["jobs"][0]["sync"]["total_ios"]);
+    assert_eq!(syncs, 400.0 / 4.0 - 1.0);
+    assert_eq!(f(&stage(&r, "block")["flushes_not_sent"]), 0.0);
+    assert_eq!(f(&stage(&r, "target")["flushes_not_sent"]), syncs + 1.0);
+    let drive = stage(&r, "cached");
+    assert_eq!(f(&drive["flushes"]), 0.0, "{drive}");
+    assert_eq!(f(&drive["barrier_writes"]), 0.0, "{drive}");
+    // Each FLUSH is a round trip: a capsule out and a response back, 830 ns each way at least.
+    assert!(
+        f(&r["jobs"][0]["sync"]["lat_ns"]["min"]) > 1660.0,
+        "{}",
+        r["jobs"][0]["sync"]
+    );
+    // FUA writes keep their flag to the target, whose block layer drops it for the PLP drive;
+    // the flash drive, with its cache, gets it.
+    let fua = "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=100\nfua=1\n";
+    for (preset, barriers) in [("rio-optane", 0.0), ("rio-flash", 100.0)] {
+        let device = qoslab_sim::device::preset_text(preset).unwrap();
+        let r = run_json(&options(fua, device, &[], 1));
+        let drive = stage(&r, "cached");
+        assert_eq!(f(&drive["barrier_writes"]), barriers, "{preset}: {drive}");
+    }
+}

@@ -210,6 +210,72 @@ def test_terse_fields_are_the_jsons_in_microseconds(outputs):
             assert f[12:32] == want, where
 
 
+PERCENTILE_BLOCK = re.compile(r"^\s+(clat|lat) percentiles \((?:nsec|usec|msec)\):")
+
+
+def normal_percentile_blocks(lines: list[str]) -> dict[tuple[str, str, str], list[str]]:
+    """The normal output's percentile blocks as written: (job, op, kind) -> their lines."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+    job = op = None
+    block = None
+    for line in lines:
+        if block is not None and line.startswith("     |"):
+            block.append(line)
+            continue
+        block = None
+        if m := JOB_HEADER.match(line):
+            job = m.group(1)
+        elif m := DIRECTION.match(line):
+            op = m.group(1)
+        elif m := PERCENTILE_BLOCK.match(line):
+            block = found[(job, op, m.group(1))] = [line]
+    return found
+
+
+def fio_percentile_block(kind: str, percentiles: dict[str, int], precision: int) -> list[str]:
+    """fio 3.33's stat.c, show_clat_percentiles, from the JSON's percentiles (ns): the unit
+    from the smallest and largest value, each value rounded up to it, as wide as the largest
+    one's whole units (at least 5), labels with the list's precision, as many cells a line as
+    fit in 73 columns, a comma after each but the last."""
+    labels = sorted(percentiles, key=float)
+    values = [percentiles[k] for k in labels]
+    lo, hi = min(values), max(values)
+    if lo > 2_000_000 and hi > 99_999_999:
+        unit, div = "msec", 1_000_000
+    elif lo > 2000 and hi > 99_999:
+        unit, div = "usec", 1000
+    else:
+        unit, div = "nsec", 1
+    width = max(5, len(str(hi // div)))
+    per_line = 73 // (precision + 10 + width)
+    cells = [
+        f" {float(k):{precision + 3}.{precision}f}th=[{-(-v // div):{width}d}]"
+        for k, v in zip(labels, values, strict=True)
+    ]
+    rows = [cells[i : i + per_line] for i in range(0, len(cells), per_line)]
+    return [f"    {kind} percentiles ({unit}):"] + [
+        "     |" + ",".join(row) + ("" if i == len(rows) - 1 else ",") for i, row in enumerate(rows)
+    ]
+
+
+def test_the_normal_outputs_percentile_rows_are_fios(outputs):
+    """Each percentile block of the normal output is the JSON's percentiles as fio writes them
+    (and `lat_percentiles=1` adds the total latency's block after the completion's)."""
+    _, _, report, normal = outputs
+    blocks = normal_percentile_blocks(normal)
+    expected = {}
+    for job in report["jobs"]:
+        listed = job["job options"].get("percentile_list", "1:99.95")
+        precision = max(len(p.partition(".")[2]) for p in listed.split(":"))
+        for op in OPS:
+            for kind in percentile_kinds(job):
+                percentiles = job[op][f"{kind}_ns"].get("percentile")
+                if job[op]["total_ios"] and percentiles:
+                    block = fio_percentile_block(kind, percentiles, precision)
+                    expected[(job["jobname"], op, kind)] = block
+    assert blocks == expected
+
+
 def iter_percentiles(job: dict):
     for op in OPS:
         if "percentile" in job[op]["clat_ns"]:

@@ -145,6 +145,14 @@ fn percentile_list(opts: &SimOptions, def: usize) -> Vec<f64> {
     }
 }
 
+/// The digits after the point of the normal output's percentile labels.
+fn percentile_precision(opts: &SimOptions, def: usize) -> usize {
+    match &opts.workload {
+        WorkloadSpec::Jobs(f) => f.jobs[def].percentile_precision,
+        WorkloadSpec::Trace { .. } => 2,
+    }
+}
+
 fn lat_percentiles(opts: &SimOptions, def: usize) -> bool {
     match &opts.workload {
         WorkloadSpec::Jobs(f) => f.jobs[def].lat_percentiles,
@@ -1150,11 +1158,18 @@ fn moments_line(label: &str, m: &qoslab_engine::Moments) -> String {
     )
 }
 
-/// A latency's percentile lines of the normal output, headed `{label} percentiles (unit):`.
-/// fio's unit and rounding (stat.c, show_clat_percentiles): usec when the smallest percentile
+/// A latency's percentile lines of the normal output, headed `{label} percentiles (unit):`,
+/// as fio 3.33's stat.c (show_clat_percentiles) writes them: usec when the smallest percentile
 /// is above 2,000 ns and the largest above 99,999 ns, msec when above 2 ms and 99,999,999 ns;
-/// each value rounded up to the unit, as fio does.
-fn percentile_block(label: &str, hist: &qoslab_engine::LatencyHist, pcts: &[f64]) -> String {
+/// each value rounded up to the unit; the values as wide as the largest one's whole units (at
+/// least 5), the labels with the list's `precision`; as many cells a line as fit in 73
+/// columns, each followed by a comma but the last.
+fn percentile_block(
+    label: &str,
+    hist: &qoslab_engine::LatencyHist,
+    pcts: &[f64],
+    precision: usize,
+) -> String {
     let values: Vec<u64> = pcts.iter().map(|&p| hist.fio_percentile(p)).collect();
     let lo = values.iter().copied().min().unwrap_or(0);
     let hi = values.iter().copied().max().unwrap_or(0);
@@ -1165,13 +1180,25 @@ fn percentile_block(label: &str, hist: &qoslab_engine::LatencyHist, pcts: &[f64]
     } else {
         ("nsec", 1)
     };
-    let mut out = format!("    {label} percentiles ({unit}):\n");
-    for row in pcts.iter().zip(&values).collect::<Vec<_>>().chunks(4) {
-        let cells: Vec<String> = row
-            .iter()
-            .map(|&(p, v)| format!("{p:5.2}th=[{:7}]", v.div_ceil(div)))
-            .collect();
-        out.push_str(&format!("     | {}\n", cells.join(", ")));
+    // fio: max(5, log10(maxv / divisor) + 1), the digits of the largest value cut down.
+    let width = (hi / div).max(1).ilog10() as usize + 1;
+    let width = width.max(5);
+    let per_line = 73 / (precision + 10 + width);
+    let mut out = format!("    {label} percentiles ({unit}):\n     |");
+    for (j, (p, v)) in pcts.iter().zip(&values).enumerate() {
+        if j != 0 && j % per_line == 0 {
+            out.push_str("     |");
+        }
+        let last = j == pcts.len() - 1;
+        let end = if last { '\n' } else { ',' };
+        let p_width = precision + 3;
+        out.push_str(&format!(
+            " {p:p_width$.precision$}th=[{:width$}]{end}",
+            v.div_ceil(div)
+        ));
+        if !last && j % per_line == per_line - 1 {
+            out.push('\n');
+        }
     }
     out
 }
@@ -1207,6 +1234,7 @@ fn normal(
             if e.stats.errors > 0 { 5 } else { 0 }
         ));
         let pcts = percentile_list(opts, e.def);
+        let precision = percentile_precision(opts, e.def);
         for (k, op) in [Op::Read, Op::Write, Op::Trim].into_iter().enumerate() {
             let s = &e.stats.ops[k];
             if s.ios == 0 {
@@ -1238,7 +1266,11 @@ fn normal(
             ] {
                 out.push_str(&moments_line(label, m));
             }
-            out.push_str(&percentile_block("clat", &s.clat, &pcts));
+            out.push_str(&percentile_block("clat", &s.clat, &pcts, precision));
+            if lat_percentiles(opts, e.def) {
+                // fio's `lat_percentiles`: the total latency's block after the completion's.
+                out.push_str(&percentile_block("lat", &s.lat, &pcts, precision));
+            }
             if s.bw_samples.n > 0 {
                 let b = &s.bw_samples;
                 let per = agg_percent(b.mean(), group_agg(pooled, e)[k]);
@@ -1284,7 +1316,7 @@ fn normal(
         if sync.ios > 0 {
             out.push_str("  fsync/fdatasync/sync_file_range:\n");
             out.push_str(&moments_line("sync", &sync.clat.moments));
-            out.push_str(&percentile_block("sync", &sync.clat, &pcts));
+            out.push_str(&percentile_block("sync", &sync.clat, &pcts, precision));
         }
     }
     let o = &outcomes[0];

@@ -388,6 +388,9 @@ pub struct Job {
     /// are reported, never when a job runs (fio's semantics).
     pub run_group: u32,
     pub percentile_list: Vec<f64>,
+    /// The most digits after the point of any entry of `percentile_list` as written (fio's
+    /// `percentile_precision`: 2 for its default list), for the normal output's labels.
+    pub percentile_precision: usize,
     /// fio's `lat_percentiles`: report the total latency's percentiles too.
     pub lat_percentiles: bool,
     pub direct: bool,
@@ -519,6 +522,7 @@ impl Job {
             group_id: 0,
             run_group: 0,
             percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            percentile_precision: 2,
             lat_percentiles: false,
             direct: false,
             ioengine: "psync".to_string(),

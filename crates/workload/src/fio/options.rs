@@ -547,15 +547,22 @@ fn set_file_service(job: &mut Job, v: &str) -> Result<(), String> {
 
 fn set_percentile_list(job: &mut Job, v: &str) -> Result<(), String> {
     let mut list = Vec::new();
+    let mut precision = 0;
     for p in v.split(':') {
         let x = parse_percent(p)?;
         list.push(x);
+        // fio's parser (FIO_OPT_FLOAT_LIST) counts the digits after each entry's point.
+        if let Some((_, decimals)) = p.trim().split_once('.') {
+            let digits = decimals.bytes().take_while(u8::is_ascii_digit).count();
+            precision = precision.max(digits);
+        }
     }
     if list.is_empty() {
         return Err("empty list".into());
     }
     list.sort_by(f64::total_cmp);
     job.percentile_list = list;
+    job.percentile_precision = precision;
     Ok(())
 }
 

@@ -82,28 +82,6 @@ def split_terse_json(text: str) -> tuple[list[list[str]], dict, list[str]]:
 
 JOB_HEADER = re.compile(r"^(\S+): \(groupid=")
 DIRECTION = re.compile(r"^\s+(read|write|trim): IOPS=")
-CLAT_PERCENTILES = re.compile(r"^\s+clat percentiles \((nsec|usec|msec)\):")
-CELL = re.compile(r"(\d+\.\d+)th=\[\s*(\d+)\]")
-
-
-def normal_percentiles(lines: list[str]) -> dict[tuple[str, str], tuple[str, list[int]]]:
-    """The normal output's completion-latency percentile blocks: (job, op) -> (unit, values)."""
-    found: dict[tuple[str, str], tuple[str, list[int]]] = {}
-    job = op = None
-    block = None
-    for line in lines:
-        if block is not None:
-            if line.startswith("     |"):
-                block[1].extend(int(v) for _, v in CELL.findall(line))
-                continue
-            block = None
-        if m := JOB_HEADER.match(line):
-            job = m.group(1)
-        elif m := DIRECTION.match(line):
-            op = m.group(1)
-        elif m := CLAT_PERCENTILES.match(line):
-            block = found[(job, op)] = (m.group(1), [])
-    return found
 
 
 def similar(approximation: int, actual: int) -> bool:

@@ -224,6 +224,67 @@ def test_fs_kernel_makes_a_new_ext4_before_every_run_repetition_after_repetition
     assert plan.sim_sets()[2:] == ["fs.ext4.dioread_nolock=false", "fs.ext4.barrier=false"]
 
 
+# ftrace's text as the guest's Linux 6.1 writes it (`TASK-PID [CPU] FLAGS SECONDS: EVENT: ...`):
+# two commits and two conversions.
+JBD2, FIO, CONV, KBLOCKD = "jbd2/nullb0-8-304", "fio-316", "kworker/u2:1-24", "kworker/0:1H-38"
+RSV = "work struct (____ptrval____): function ext4_end_io_rsv_work [ext4]"
+REQUEUE = "work struct (____ptrval____): function blk_mq_requeue_work"
+TRACE = "# tracer: nop\n" + "".join(
+    f"{task:>22} [000] .....    {ts}: {event}: {rest}\n"
+    for task, ts, event, rest in [
+        (JBD2, "10.000000", "jbd2_start_commit", "dev 254,0 transaction 2 sync 0"),
+        (JBD2, "10.000010", "jbd2_commit_logging", "dev 254,0 transaction 2 sync 0"),
+        (JBD2, "10.000100", "block_rq_issue", "254,0 WSM 16384 () 3932168 + 32 [jbd2/nullb0-8]"),
+        (JBD2, "10.012000", "jbd2_end_commit", "dev 254,0 transaction 2 sync 0 head 2"),
+        (JBD2, "10.012005", "jbd2_start_commit", "dev 254,0 transaction 3 sync 0"),
+        (JBD2, "10.012015", "jbd2_commit_logging", "dev 254,0 transaction 3 sync 0"),
+        (FIO, "10.012100", "block_rq_issue", "254,0 WS 4096 () 270480 + 8 [fio]"),
+        (JBD2, "10.012915", "block_rq_issue", "254,0 WSM 49152 () 3932200 + 96 [jbd2/nullb0-8]"),
+        (CONV, "10.016000", "workqueue_execute_start", RSV),
+        (CONV, "10.016026", "workqueue_execute_end", RSV),
+        (KBLOCKD, "10.016030", "workqueue_execute_start", REQUEUE),
+        (KBLOCKD, "10.016034", "workqueue_execute_end", REQUEUE),
+        (KBLOCKD, "10.020040", "block_rq_issue", "254,0 WFSM 4096 () 3932296 + 8 [kworker/0:1H]"),
+        (CONV, "10.020050", "workqueue_execute_start", RSV),
+        (CONV, "10.020070", "workqueue_execute_end", RSV),
+        (JBD2, "10.025005", "jbd2_end_commit", "dev 254,0 transaction 3 sync 0 head 3"),
+    ]
+)
+
+
+def test_fs_kernel_trace_gives_the_commits_length_its_send_delay_and_a_conversions_time():
+    from qoslab.fs.kernel import trace_summary
+
+    s = trace_summary(TRACE)
+    # The run's first commit (its files' creation) is left out: transaction 3 alone, 13 ms.
+    assert s["commit_ms"] == pytest.approx(13.0)
+    # From its logging phase to the journal's write (M), not the data write (WS) before it.
+    assert s["commit_send_us"] == pytest.approx(900.0)
+    # ext4_end_io_rsv_work's executions, 26 and 20 us: the median; kblockd's work is not one.
+    assert s["conversion_us"] == pytest.approx(23.0)
+
+
+def test_fs_kernel_trace_records_every_run_alone():
+    from qoslab.fs.kernel import TRACE_EVENTS, Plan, guest_steps
+
+    steps = guest_steps(Plan(threads=(4,), reps=3, trace=True))
+    for event in TRACE_EVENTS:
+        assert f"echo 1 > /sys/kernel/tracing/events/{event}/enable" in steps
+    first_run = steps.index("fio_rep $OUT/t4-rep-1 $IN/append-4.fio 1")
+    assert all("events/" not in s for s in steps[first_run:])  # enabled once, before any run
+    for rep in (1, 2, 3):
+        i = steps.index(f"fio_rep $OUT/t4-rep-{rep} $IN/append-4.fio {rep}")
+        assert steps[i - 2 : i] == [
+            "echo > /sys/kernel/tracing/trace",
+            "echo 1 > /sys/kernel/tracing/tracing_on",
+        ]
+        assert steps[i + 1 : i + 3] == [
+            "echo 0 > /sys/kernel/tracing/tracing_on",
+            f"cat /sys/kernel/tracing/trace > $OUT/t4-rep-{rep}.trace",
+        ]
+    assert not any("tracing" in s for s in guest_steps(Plan(threads=(4,), reps=3)))
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -189,6 +189,12 @@ def kernel(
     timeout: float | None = typer.Option(
         None, "--timeout", help="Seconds the guest may take.", show_default="120 s + 90 s per run"
     ),
+    trace: bool = typer.Option(
+        False,
+        "--trace",
+        help="Also trace the guest's jbd2 commits, block requests and conversion worker (ftrace): "
+        "kernel.csv gains commit_ms, commit_send_us and conversion_us, raw/ the traces.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress messages."),
 ) -> None:
     """fsync-append on the guest kernel's real ext4 (Linux 6.1 under QEMU, on a null_blk disk
@@ -203,7 +209,7 @@ def kernel(
 
     plan = kn.Plan(
         threads=int_list_option(threads, "--threads"), reps=reps, appends=appends,
-        mount_options=mount_options,
+        mount_options=mount_options, trace=trace,
     )  # fmt: skip
     if device:
         plan = dataclasses.replace(plan, device=device)
@@ -236,4 +242,11 @@ def kernel(
             f"± {r.kernel_sd:.3f}  sim {r.sim_mean:10.3f}  ({r.sim_over_kernel:.2f}x)"
             f"{'  (not reported)' if r.inside is None else '' if r.inside else '  outside'}"
         )
+    if trace:
+        for t, k in kernel_rows.groupby("threads", sort=True):
+            print(
+                f"{t:>2} threads traced: commit {k.commit_ms.mean():.3f} ms, logging to its first "
+                f"journal write {k.commit_send_us.mean():.0f} us, a conversion "
+                f"{k.conversion_us.mean():.1f} us (guest time)"
+            )
     print(f"fs kernel: {out / 'compare.csv'}, {out / 'compare.png'}")

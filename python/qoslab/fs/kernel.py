@@ -16,11 +16,17 @@ kernel's mean ± 1 standard deviation, for the appends per second, the fsync lat
 99th percentile and largest (fio's `sync` latency, in both JSONs), and the
 device's writes and FLUSHes per fsync (the kernel's from `/proc/diskstats`, the simulator's from
 its block layer's counters).
+
+With `trace` the guest also records jbd2's commits, the block layer's issues and the workqueue's
+executions (ftrace) in every run, and the kernel's rows gain where its time goes: the commits'
+length, the commit thread's time from its logging phase to sending the journal's first write,
+and the time one `ext4-rsv-conversion` execution takes (`trace_summary`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -71,6 +77,7 @@ class Plan:
     appends: int = 300  # per thread; about 5 s of the guest's time at every thread count
     # ext4's mount options beyond the kernel's defaults (comma-separated, MOUNT_OPTIONS' names).
     mount_options: str = ""
+    trace: bool = False  # the guest's commits and conversions traced (TRACE_EVENTS)
 
     def options(self) -> list[str]:
         return [o for o in self.mount_options.split(",") if o.strip()]
@@ -144,16 +151,102 @@ def device_flushes(before: str, after: str) -> int:
     return int(after.split()[18]) - int(before.split()[18])
 
 
+# What `trace` records in the guest: jbd2's commit phases, the requests the block layer sends
+# the driver, and the workqueue's executions (among them ext4-rsv-conversion's,
+# ext4_end_io_rsv_work: one per converted io_end, Linux 6.1's fs/ext4/page-io.c).
+TRACE_EVENTS = (
+    "jbd2/jbd2_start_commit", "jbd2/jbd2_commit_logging", "jbd2/jbd2_end_commit",
+    "block/block_rq_issue", "workqueue/workqueue_execute_start", "workqueue/workqueue_execute_end",
+)  # fmt: skip
+TRACEFS = "/sys/kernel/tracing"
+
+
+def trace_steps() -> list[str]:
+    """tracefs mounted and TRACE_EVENTS enabled, tracing off until a run starts. ext4's and
+    jbd2's events exist once their modules are in."""
+    return [
+        "load crc32c_generic",
+        "load ext4",
+        f"mount -t tracefs nodev {TRACEFS} 2>/dev/null; [ -d {TRACEFS}/events/jbd2 ] "
+        "|| fail 'the guest kernel has no jbd2 tracepoints in tracefs'",
+        f"echo 0 > {TRACEFS}/tracing_on",
+        f"echo 65536 > {TRACEFS}/buffer_size_kb",
+        *[f"echo 1 > {TRACEFS}/events/{e}/enable" for e in TRACE_EVENTS],
+    ]
+
+
 def guest_steps(plan: Plan) -> list[str]:
-    steps = []
+    steps = trace_steps() if plan.trace else []
     for rep in range(1, plan.reps + 1):
         for t in plan.threads:
+            base = f"$OUT/t{t}-rep-{rep}"
             steps += [
                 f"say '{t} threads, repetition {rep} of {plan.reps}'",
                 f"make_fs ext4 {','.join(o.strip() for o in plan.options())}".rstrip(),
-                f"fio_rep $OUT/t{t}-rep-{rep} $IN/append-{t}.fio {rep}",
             ]
+            if plan.trace:
+                steps += [f"echo > {TRACEFS}/trace", f"echo 1 > {TRACEFS}/tracing_on"]
+            steps.append(f"fio_rep {base} $IN/append-{t}.fio {rep}")
+            if plan.trace:
+                # The events in order, and the buffer's statistics (overrun: events lost).
+                steps += [
+                    f"echo 0 > {TRACEFS}/tracing_on",
+                    f"cat {TRACEFS}/trace > {base}.trace",
+                    f"cat {TRACEFS}/per_cpu/cpu0/stats > {base}.trace-stats",
+                ]
     return steps
+
+
+# One event of ftrace's text: `jbd2/nullb0-8-304 [000] ..... 21.214629: jbd2_commit_logging: ...`
+TRACE_LINE = re.compile(
+    r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): "
+    r"(?P<event>\w+): (?P<rest>.*)$"
+)
+
+
+def trace_summary(text: str) -> dict[str, float]:
+    """A run's trace summed up: `commit_ms`, `commit_send_us`, `conversion_us`. Every commit
+    but the run's first (which also commits its files' creation) counts: its start to its end,
+    and its logging phase to the first metadata write (the journal's descriptor and copies: `M`
+    in the request's flags) the block layer sends after it, the commit thread's own work
+    (building the descriptor, copying and checksumming each block) plus whatever else the CPU
+    ran meanwhile. A conversion is one execution of ext4_end_io_rsv_work, start to end on its
+    worker."""
+    commits: list[float] = []
+    sends: list[float] = []
+    conversions: list[float] = []
+    started: dict[int, float] = {}  # conversion worker pid -> execution start
+    commit: dict[str, float] | None = None
+    first = True
+    for line in text.splitlines():
+        m = TRACE_LINE.match(line)
+        if m is None:
+            continue
+        ts, event, rest = float(m["ts"]) * 1e6, m["event"], m["rest"]  # us
+        if event == "workqueue_execute_start" and "function ext4_end_io_rsv_work" in rest:
+            started[int(m["pid"])] = ts
+        elif event == "workqueue_execute_end" and int(m["pid"]) in started:
+            conversions.append(ts - started.pop(int(m["pid"])))
+        elif event == "jbd2_start_commit":
+            commit = {"start": ts}
+        elif commit is None:
+            continue
+        elif event == "jbd2_commit_logging":
+            commit["logging"] = ts
+        elif event == "block_rq_issue" and "logging" in commit and "sent" not in commit:
+            if "W" in rest.split()[1] and "M" in rest.split()[1]:
+                commit["sent"] = ts
+        elif event == "jbd2_end_commit":
+            if not first and "sent" in commit:
+                commits.append(ts - commit["start"])
+                sends.append(commit["sent"] - commit["logging"])
+            first, commit = False, None
+    nan = float("nan")
+    return {
+        "commit_ms": float(np.mean(commits)) / 1e3 if commits else nan,
+        "commit_send_us": float(np.mean(sends)) if sends else nan,
+        "conversion_us": float(np.median(conversions)) if conversions else nan,
+    }
 
 
 def run_kernel(
@@ -164,7 +257,7 @@ def run_kernel(
     import shutil
     import tempfile
 
-    from qoslab.vm import guest
+    from qoslab.vm import guest, qemu
     from qoslab.vm.packages import fetch
 
     kernel = fetch(say)
@@ -200,15 +293,23 @@ def run_kernel(
                 Path(f"{base}.diskstats-after").read_text(),
             )
             fsyncs = max(row["fsyncs"], 1)
-            rows.append(
-                {
-                    **row,
-                    "writes_per_fsync": device_writes(*stats) / fsyncs,
-                    "flushes_per_fsync": device_flushes(*stats) / fsyncs,
-                }
-            )
+            row |= {
+                "writes_per_fsync": device_writes(*stats) / fsyncs,
+                "flushes_per_fsync": device_flushes(*stats) / fsyncs,
+            }
+            if plan.trace:
+                lost = re.search(r"^overrun: (\d+)", Path(f"{base}.trace-stats").read_text(), re.M)
+                if lost is None or int(lost[1]):
+                    raise InputError(
+                        f"the guest's trace of {t} threads, repetition {rep} lost events "
+                        f"({Path(f'{base}.trace-stats').name}): trace fewer --appends"
+                    )
+                row |= trace_summary(Path(f"{base}.trace").read_text(errors="replace"))
+            rows.append(row)
+    # Under TCG the guest's clock counts its instructions (QOSLAB_VM_ICOUNT, docs/vm.md).
+    icount = qemu.icount() if result.boot.accel == "tcg" else None
     meta = {"kernel": kernel.release, "accel": result.boot.accel, "accel_why": result.accel_why,
-            "wall_seconds": round(result.boot.seconds, 1)}  # fmt: skip
+            "icount": icount, "wall_seconds": round(result.boot.seconds, 1)}  # fmt: skip
     (raw / "guest.json").write_text(json.dumps(meta, indent=1) + "\n")
     return pd.DataFrame(rows)
 

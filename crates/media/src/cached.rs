@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 
 use qoslab_engine::time::ns_from_f64;
 use qoslab_engine::{
-    Command, ConfigError, ControlStatus, IoStatus, LostWrite, Ns, Op, ReqFlags, ReqId, Settings,
-    Stage, StageCtx, Tunable,
+    Command, ConfigError, ControlStatus, IoStatus, LostWrite, Ns, Op, ReqFlags, ReqId, Requests,
+    Settings, Stage, StageCtx, Tunable,
 };
 
 use crate::{BuildCtx, Device, DeviceCaps, DeviceModel};
@@ -193,12 +193,14 @@ impl CachedDrive {
         ctx.complete(id);
     }
 
-    /// The power fails: the cache and every command not completed are lost.
-    fn power_loss(&mut self, ctx: &mut impl StageCtx<CachedEvent>) {
-        self.stats.power_losses += 1;
+    /// What a power loss now would take, as it reports them: the cache (writes completed
+    /// since the last barrier) and every write not yet completed, in queued order. It changes
+    /// nothing, so a test can ask at each instant of one run what a cut there takes;
+    /// [`power_loss`](Self::power_loss) takes exactly this.
+    pub fn writes_at_risk(&self, reqs: &Requests) -> Vec<LostWrite> {
         let mut lost: Vec<LostWrite> = self
             .dirty
-            .drain(..)
+            .iter()
             .map(|d| LostWrite {
                 offset_bytes: d.offset_bytes,
                 len_bytes: d.len_bytes,
@@ -207,14 +209,9 @@ impl CachedDrive {
                 acknowledged: true,
             })
             .collect();
-        let mut cancelled: Vec<ReqId> = Vec::new();
-        for slot in &mut self.busy_with {
-            cancelled.extend(slot.take());
-        }
-        cancelled.extend(self.barrier.take());
-        cancelled.extend(self.queue.drain(..));
-        for &id in &cancelled {
-            let r = &ctx.reqs()[id];
+        let pending = self.busy_with.iter().flatten();
+        for &id in pending.chain(&self.barrier).chain(&self.queue) {
+            let r = &reqs[id];
             if r.op == Op::Write {
                 lost.push(LostWrite {
                     offset_bytes: r.offset_bytes,
@@ -226,7 +223,21 @@ impl CachedDrive {
             }
         }
         lost.sort_by_key(|l| (l.queued_ns, l.job, l.offset_bytes));
+        lost
+    }
+
+    /// The power fails: the cache and every command not completed are lost.
+    fn power_loss(&mut self, ctx: &mut impl StageCtx<CachedEvent>) {
+        self.stats.power_losses += 1;
+        let lost = self.writes_at_risk(ctx.reqs());
         self.lost.extend(lost);
+        self.dirty.clear();
+        let mut cancelled: Vec<ReqId> = Vec::new();
+        for slot in &mut self.busy_with {
+            cancelled.extend(slot.take());
+        }
+        cancelled.extend(self.barrier.take());
+        cancelled.extend(self.queue.drain(..));
         self.idle = (0..self.busy_with.len() as u32).rev().collect();
         self.in_service = 0;
         self.channel_free = ctx.now_ns();

@@ -42,6 +42,28 @@ def test_a_document_not_run_here_has_every_block_run_by_another_test():
     assert test_plm_study.DOC == ROOT / "docs" / "plm.md"
 
 
+def test_a_readme_block_not_run_here_is_run_by_the_documents():
+    readme = ROOT / "README.md"
+    skipped = [b for _, b in docs.command_blocks(readme) if docs.repeated_in_the_docs(readme, b)]
+    # The sweeps, the Rio and the PLM coordinator blocks: docs/sweep.md's worked example,
+    # docs/rio.md and docs/plm.md run them.
+    assert len(skipped) == 3
+    for doc in docs.DOCUMENTS:
+        if doc != readme:
+            # Every block of the documents runs, here or in their test (above).
+            assert docs.blocks_run_here(doc) == docs.command_blocks(doc)
+    shown = {
+        c
+        for d in docs.DOCUMENTS
+        if d.parent == ROOT / "docs"
+        for _, b in docs.command_blocks(d)
+        for c in docs.commands(b)
+    }
+    for block in skipped:
+        assert docs.commands(block) and set(docs.commands(block)) <= shown, block
+    assert docs.commands("a \\\n    --b c\n# note\n\nd") == ["a --b c", "d"]
+
+
 def test_every_unit_started_first_is_one_the_suite_has():
     files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("test_*.py")}
     units = files | set(document_units().values())

@@ -45,9 +45,9 @@ def test_a_document_not_run_here_has_every_block_run_by_another_test():
 def test_a_readme_block_not_run_here_is_run_by_the_documents():
     readme = ROOT / "README.md"
     skipped = [b for _, b in docs.command_blocks(readme) if docs.repeated_in_the_docs(readme, b)]
-    # The sweeps, the Rio and the PLM coordinator blocks: docs/sweep.md's worked example,
-    # docs/rio.md and docs/plm.md run them.
-    assert len(skipped) == 3
+    # The sweeps, the Rio, the PLM coordinator and the scheduler blocks: docs/sweep.md's worked
+    # example, docs/rio.md, docs/plm.md and docs/block.md run them.
+    assert len(skipped) == 4
     for doc in docs.DOCUMENTS:
         if doc != readme:
             # Every block of the documents runs, here or in their test (above).

@@ -40,10 +40,8 @@ const DIR_ENTRIES_PER_BLOCK: u32 = (PAGE / 32) as u32;
 const TAGS_PER_DESCRIPTOR: u64 = (PAGE - 12) / 16;
 /// Pages a flusher writes of one inode before it turns to the next (MIN_WRITEBACK_PAGES, 4 MiB).
 const WRITEBACK_CHUNK: u64 = 1024;
-/// blk-wbt: a read completed within this long makes writeback background (`close_io`,
-/// HZ / 10), and a throttled writer within this long lifts the limit
-/// (`wb_recent_wait`, one second).
-const WBT_CLOSE_IO_NS: Ns = 100_000_000;
+/// blk-wbt: a throttled writer within this long lifts the flusher's limit (`wb_recent_wait`,
+/// one second).
 const WBT_RECENT_WAIT_NS: Ns = 1_000_000_000;
 
 /// A file that exists when the run starts (laid out before it, as fio and Filebench do).
@@ -385,7 +383,6 @@ struct Flusher {
 struct Wbt {
     inflight: u32,
     queue: VecDeque<ReqId>,
-    last_read_ns: Option<Ns>,
     last_throttle_ns: Option<Ns>,
 }
 
@@ -1047,19 +1044,27 @@ impl FsStage {
     }
 
     /// The writeback throttle's limit for a write of the flusher (`background`) or of a
-    /// writer waiting on it (blk-wbt `get_limit`).
+    /// writer waiting on it (blk-wbt `get_limit`). Linux 6.1 gives the whole depth to a write
+    /// with any bit of REQ_HIPRIO, which it defines as REQ_SYNC | REQ_META | REQ_PRIO, so to
+    /// every WB_SYNC_ALL write (ext4_io_submit adds REQ_SYNC): the writeback of an fsync, an
+    /// fdatasync, an O_SYNC write or a commit's ordered data (jbd2 writes it WB_SYNC_ALL), the
+    /// only writeback here not the flusher's. The flusher's
+    /// (REQ_BACKGROUND) gets a quarter, all of it when a writer was throttled in the last
+    /// second. (Half, or a quarter within 100 ms of a read's completion, `close_io`, is for
+    /// writeback that is neither: none here.)
     fn wbt_limit(&self, background: bool, now: Ns) -> u32 {
         let depth = self.cfg.wbt_depth;
         if depth == 0 {
             return u32::MAX;
         }
-        let recent = |t: Option<Ns>, within: Ns| t.is_some_and(|t| now < t + within);
-        if recent(self.wbt.last_throttle_ns, WBT_RECENT_WAIT_NS) {
+        let throttled = self
+            .wbt
+            .last_throttle_ns
+            .is_some_and(|t| now < t + WBT_RECENT_WAIT_NS);
+        if !background || throttled {
             depth
-        } else if background || recent(self.wbt.last_read_ns, WBT_CLOSE_IO_NS) {
-            depth.div_ceil(4)
         } else {
-            depth.div_ceil(2)
+            depth.div_ceil(4)
         }
     }
 
@@ -1259,12 +1264,6 @@ impl FsStage {
             return true;
         }
         self.wbt_send(id, ctx)
-    }
-
-    /// A read completed: blk-wbt's `close_io` (Linux 6.1 `wbt_done` stamps `last_comp` for an
-    /// untracked read only; the journal's writes, FLUSHes and direct writes do not count).
-    fn read_done(&mut self, now: Ns) {
-        self.wbt.last_read_ns = Some(now);
     }
 
     /// Evicts clean pages, oldest first, while the cache holds more than memory.
@@ -3006,11 +3005,6 @@ impl FsStage {
             }
         }
         let mut evict = None;
-        if matches!(st.kind, IoKind::Read)
-            || (st.kind == IoKind::Direct && ctx.reqs()[id].op == Op::Read)
-        {
-            self.read_done(now);
-        }
         match st.kind {
             IoKind::Read => {
                 if let Some(inode) = self.inodes.get_mut(&st.ino) {
@@ -3190,9 +3184,6 @@ impl Stage for FsStage {
         match self.table.entry(id) {
             Slot::Pass => {
                 *self.table.entry(id) = Slot::Free;
-                if ctx.reqs()[id].op == Op::Read {
-                    self.read_done(ctx.now_ns());
-                }
                 ctx.complete(id);
             }
             Slot::Io(_) => self.own_complete(id, ctx),

@@ -539,6 +539,64 @@ def test_a_job_syncs_when_it_fetches_the_next_write_and_once_at_its_end(
     }
 
 
+# libaio's fsync=N (fio 3.33, engines/libaio.c fio_libaio_queue): Linux has no asynchronous
+# fsync, so the engine calls fsync(2) at once, beside every write it has submitted and not
+# reaped; only while it holds writes not yet submitted (iodepth_batch_submit) does it answer
+# busy, and fio then submits them, reaps as when busy (wait_for_completions) and queues the sync
+# again. A sync is due at a fetch where the writes issued are a multiple of N and the job has
+# reaped a read or write since its last sync (io_completed keeps last_was_sync). Measured with
+# strace (io_submit, io_getevents, fsync; 3 runs each, the same calls every time), the writes
+# in flight at each fsync: [3, 3, 3]; [4, 7, 7, 7, 7, 7, 7] (no reap while the queue has room);
+# [3, 7, 7, 7, 7, 7] (`S3 S1 G1 F`: busy, submit, reap, fsync; after it 4 writes go before the
+# next reap, so a multiple of 4 passes with no sync); [1, 3, 3, 3, 3, 3, 3, 3, 3] (fsync=1: the
+# writes after a sync go until one is reaped); [4, 6, 6, 6, 6]. fio counts each sync in
+# iodepth_level at the depth it holds with it, so the shares say where the syncs went: a job
+# that waited for its writes before each sync would count the sync at depth 1.
+# (options, syncs, iodepth_level's non-zero shares)
+LIBAIO_SYNCS = [
+    (["--iodepth=4", "--fsync=4", "--number_ios=16"], 3, {"1": 6.25, "2": 12.5, "4": 100.0}),
+    (
+        ["--iodepth=8", "--fsync=4", "--number_ios=32"],
+        7,
+        {"1": 3.125, "2": 6.25, "4": 15.625, "8": 96.875},
+    ),
+    (
+        ["--iodepth=8", "--iodepth_batch_submit=3", "--fsync=4", "--number_ios=32"],
+        6,
+        {"2": 9.375, "4": 15.625, "8": 90.625},
+    ),
+    (
+        ["--iodepth=4", "--fsync=1", "--number_ios=12"],
+        9,
+        {"1": 100 / 12, "2": 25.0, "4": 1700 / 12},
+    ),
+    (
+        [
+            "--iodepth=8",
+            "--iodepth_batch_submit=4",
+            "--iodepth_batch_complete_min=2",
+            "--fsync=6",
+            "--number_ios=32",
+        ],
+        5,
+        {"4": 34.375, "8": 75.0},
+    ),
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize(("options", "syncs", "shares"), LIBAIO_SYNCS)
+def test_libaio_syncs_beside_the_writes_in_flight(
+    qoslab, tmp_path, producer, options, syncs, shares
+):
+    args = ["--output-format=json", "--name=w", "--ioengine=libaio", "--direct=1", "--bs=4k"]
+    args += ["--rw=write", *options]
+    job = json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+    assert job["sync"]["total_ios"] == job["sync"]["lat_ns"]["N"] == syncs
+    levels = {k: v for k, v in job["iodepth_level"].items() if v}
+    assert levels == pytest.approx(shares, abs=1e-6), producer
+
+
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
 def test_a_read_after_the_last_sync_makes_the_end_sync_due(qoslab, tmp_path, producer):
     """fio's end sync is due when the job writes and the last thing it issued was not a sync

@@ -382,6 +382,13 @@ pub struct HostLoop {
     pub slat: bool,
     /// How the engine's own calls differ from libaio's.
     pub calls: EngineCalls,
+    /// libaio's periodic sync (fio 3.33, engines/libaio.c `fio_libaio_queue`): Linux has no
+    /// asynchronous fsync, so the engine calls fsync(2) at once, beside every write it has
+    /// submitted and not reaped; only while it holds I/Os not yet submitted does it answer
+    /// busy, and fio then submits them, reaps as when busy, and queues the sync again. Measured
+    /// with strace (tests/test_fio_output_consistency.py): iodepth=4 fsync=4, each fsync with 3
+    /// writes in flight. Other engines wait for their I/O first.
+    pub sync_beside_io: bool,
 }
 
 /// How an engine's calls behave where they differ from libaio's (whose commit submits the
@@ -443,6 +450,7 @@ impl HostLoop {
                 EngineClass::Async => true,
             },
             calls,
+            sync_beside_io: job.ioengine == "libaio" && job.submit_mode != SubmitMode::Offload,
         }
     }
 
@@ -460,6 +468,7 @@ impl HostLoop {
             null_costs: None,
             slat: true,
             calls: EngineCalls::Batch,
+            sync_beside_io: false,
         }
     }
 }
@@ -685,8 +694,8 @@ pub struct JobRun {
     staged: Vec<Request>,
     /// Committed in a submission call that slept before handing them all to the path.
     in_call: std::collections::VecDeque<Request>,
-    /// Queued since fio's last `td_io_commit` (its `io_u_queued`), for engines whose I/O does
-    /// not wait in `staged` for it ([`EngineCalls`]).
+    /// Queued since fio's last `td_io_commit` (its `io_u_queued`), whether still in `staged`
+    /// or already submitted by a getevents' commit or by the engine itself ([`EngineCalls`]).
     uncommitted: u32,
     /// A vector engine's I/Os in the call the job waits for ([`EngineCalls::Vector`]).
     in_vector: Vec<Request>,
@@ -773,9 +782,13 @@ pub struct JobRun {
 /// `fsync_on_close`, `write_barrier`, `fua`) and how far its writes are durable.
 ///
 /// A flush is issued as fio's sync engines do it: the job waits for its writes in flight,
-/// issues the FLUSH and waits for it. A write is *acknowledged* to the application when the
-/// job can rely on it: at its completion in a job that never flushes, or when written with FUA;
-/// at the completion of the flush that covers it in a job that flushes.
+/// issues the FLUSH and waits for it; libaio's job issues it beside its writes in flight
+/// ([`HostLoop::sync_beside_io`]) and waits for it alone. A write is *acknowledged* to the
+/// application when the job can rely on it: at its completion in a job that never flushes, or
+/// when written with FUA; at the completion of the flush that covers it in a job that flushes:
+/// a flush covers the writes the job reaped before it was issued (Linux's fsync does not wait
+/// for direct writes in flight), and in an ordered stream every write issued before it (the
+/// stream sends it after them).
 ///
 /// When fio 3.33 syncs (measured with strace on a file, tests/test_fio_output_consistency.py):
 /// - `fsync=N` (`fdatasync=N` the same; where both are due, the fsync): when the job fetches
@@ -798,6 +811,22 @@ pub struct Durability {
     writes_issued: u64,
     /// The last thing the job issued was a sync.
     last_was_sync: bool,
+    /// fio's `last_was_sync` as its `io_completed` keeps it: the job's last sync is done and
+    /// it has reaped no read, write or trim since. A libaio job's fetch asks it (the other
+    /// engines reap everything before their sync, so the last thing issued tells the same).
+    last_done_was_sync: bool,
+    /// The job's sync goes beside its writes in flight ([`HostLoop::sync_beside_io`]).
+    beside: bool,
+    /// Writes issued and not yet reaped: how many, and (an unordered job whose sync goes beside
+    /// its writes) which, as (issue time, offset, length).
+    unreaped_writes: u64,
+    unreaped: Option<Vec<(Ns, u64, u64)>>,
+    /// Of those, the ones not reaped when the flush in flight was issued: it does not cover
+    /// them.
+    inflight_except: Vec<(Ns, u64, u64)>,
+    /// An ordered stream's writes the flush in flight (or an earlier one) counted as covered
+    /// before the job reaped them: their reaps count nothing more.
+    precovered: u64,
     /// The job's file is opened for writing (fio's `td_write`: its `rw` writes).
     for_writing: bool,
     sync_due: bool,
@@ -819,9 +848,28 @@ pub struct Durability {
     covered_by_inflight: u64,
     /// Writes acknowledged to the application so far.
     pub acknowledged: u64,
-    /// The issue time of the last flush that completed: the job's writes queued before it are
-    /// acknowledged.
-    pub synced_before_ns: Option<Ns>,
+    /// What the flushes that completed cover.
+    pub synced: Synced,
+}
+
+/// What the flushes a job saw complete cover: the writes it issued before the last one was
+/// issued, but those it had not reaped then (a libaio sync beside its writes in flight).
+#[derive(Clone, Debug, Default)]
+pub struct Synced {
+    pub before_ns: Option<Ns>,
+    /// (issue time, offset, length) of the writes excepted.
+    except: Vec<(Ns, u64, u64)>,
+}
+
+impl Synced {
+    /// Whether they cover the job's write issued at `queued_ns` that holds `offset_bytes`.
+    pub fn covers(&self, queued_ns: Ns, offset_bytes: u64) -> bool {
+        self.before_ns.is_some_and(|synced| queued_ns < synced)
+            && !self
+                .except
+                .iter()
+                .any(|&(q, off, len)| q == queued_ns && (off..off + len).contains(&offset_bytes))
+    }
 }
 
 impl Durability {
@@ -859,10 +907,19 @@ impl Durability {
         self.for_writing = true;
     }
 
+    /// The job starts: whether its syncs go beside its writes in flight, and whether its
+    /// stream is ordered.
+    fn configure(&mut self, beside: bool, ordered: bool) {
+        self.beside = beside;
+        if beside && !ordered && (self.fsync_every > 0 || self.fdatasync_every > 0) {
+            self.unreaped = Some(Vec::new());
+        }
+    }
+
     /// Whether fio's fetch of the job's next I/O gives a periodic sync first: None, or
     /// whether it is an fdatasync (fio's `get_rw_ddir` asks fsync first).
     fn periodic_due(&self) -> Option<bool> {
-        if self.writes_issued == 0 || self.last_was_sync {
+        if self.writes_issued == 0 || self.synced() {
             return None;
         }
         let every = |n: u64| n > 0 && self.writes_issued.is_multiple_of(n);
@@ -875,9 +932,61 @@ impl Durability {
         }
     }
 
+    /// Whether the job's last sync is what fio's `should_fsync` sees last.
+    fn synced(&self) -> bool {
+        if self.beside {
+            self.last_done_was_sync
+        } else {
+            self.last_was_sync
+        }
+    }
+
     /// The job issues a read or a trim.
     fn other_issued(&mut self) {
         self.last_was_sync = false;
+    }
+
+    /// A write goes: the job holds it until it reaps it.
+    fn write_issued(&mut self, req: &Request) {
+        self.unreaped_writes += 1;
+        if let Some(list) = &mut self.unreaped {
+            list.push((req.t.queued_ns, req.offset_bytes, req.len_bytes));
+        }
+    }
+
+    /// The job reaps a read, write or trim `req`; whether it is a write to count as
+    /// completed (not yet covered by a flush).
+    fn reaped(&mut self, req: &Request) -> bool {
+        self.last_done_was_sync = false;
+        if req.op != Op::Write {
+            return false;
+        }
+        self.unreaped_writes -= 1;
+        if let Some(list) = &mut self.unreaped {
+            let key = (req.t.queued_ns, req.offset_bytes, req.len_bytes);
+            if let Some(i) = list.iter().position(|&w| w == key) {
+                list.swap_remove(i);
+            }
+        }
+        if self.precovered > 0 {
+            self.precovered -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// A flush goes: it covers the writes reaped since the last one, and in an ordered
+    /// stream those issued and not yet reaped too.
+    fn flush_issued(&mut self, ordered: bool) {
+        self.covered_by_inflight = std::mem::take(&mut self.completed_uncovered);
+        if ordered {
+            let held = self.unreaped_writes - self.precovered;
+            self.covered_by_inflight += held;
+            self.precovered += held;
+        }
+        if let Some(list) = &self.unreaped {
+            self.inflight_except.clone_from(list);
+        }
     }
 
     /// The flags of the next write, counting it.
@@ -894,13 +1003,15 @@ impl Durability {
         flags
     }
 
-    /// The job has issued its last: a final sync is due if it asked for one, writes, and the
-    /// last thing it issued was not a sync (fio's `should_fsync`: a read after the last sync
-    /// makes one due, measured: randrw fsync=2 end_fsync ending `W W S R`: an fsync after it).
-    fn at_end(&mut self) {
+    /// The job has issued its last, and still holds I/Os if `held`: a final sync is due if it
+    /// asked for one, writes, and the last thing it issued was not a sync (fio's `should_fsync`:
+    /// a read after the last sync makes one due, measured: randrw fsync=2 end_fsync ending `W W
+    /// S R`: an fsync after it). fio asks once it has reaped everything: a libaio job's I/Os
+    /// held beside its last sync make one due.
+    fn at_end(&mut self, held: bool) {
         if (self.end_fsync || self.fsync_on_close)
             && self.for_writing
-            && !self.last_was_sync
+            && !(self.synced() && !(self.beside && held))
             && !self.end_sync_done
         {
             self.end_sync_done = true;
@@ -1049,6 +1160,8 @@ impl JobRun {
             // fio opens the file of a job that writes for writing.
             self.durability.open_for_writing();
         }
+        self.durability
+            .configure(self.host_loop.sync_beside_io, self.ordered);
         self.bw_sampler.start_ns = now + self.ramp_ns;
         self.iops_sampler.start_ns = now + self.ramp_ns;
         self.last_think_ns = now;
@@ -1193,20 +1306,37 @@ impl JobRun {
                     self.wait = Wait::Nothing;
                 }
             }
-            // 2. A flush: after every I/O of the job is reaped, alone. (vsync's job drains
+            // 2. A flush: after every I/O of the job is reaped, alone; libaio's periodic sync
+            // beside the I/Os in flight once none waits to be submitted. (vsync's job drains
             // first: fio's end_fsync comes after its last call, step 3.)
             let vector_end = self.exhausted && self.host_loop.calls == EngineCalls::Vector;
             if self.durability.busy() && !(vector_end && self.allocated > 0) {
                 if self.durability.sync_due {
-                    if self.allocated > 0 {
+                    let beside = self.host_loop.sync_beside_io && !self.durability.end_sync;
+                    if beside && !self.staged.is_empty() {
+                        // libaio is busy: fio submits what is queued and reaps as it does when
+                        // busy (`do_io`'s `reap:`, wait_for_completions), then queues the sync
+                        // again; the sync's own slot may leave no other free.
+                        self.wait = self.reap_wait(self.allocated + 1 >= self.depth());
+                        if !self.commit(&mut submit, true) {
+                            break Pump::Wait;
+                        }
+                        continue;
+                    }
+                    if self.allocated > 0 && !beside {
                         self.wait = Wait::Quiesce(AfterQuiesce::Continue);
                         continue;
+                    }
+                    if beside {
+                        // fio counts the sync at the depth it holds with it when it goes.
+                        self.stats.iodepth_level[depth_level_bucket(self.allocated + 1)] += 1;
                     }
                     let d = &mut self.durability;
                     d.sync_due = false;
                     d.sync_inflight = true;
                     d.last_was_sync |= !std::mem::take(&mut d.close_sync);
-                    d.covered_by_inflight = std::mem::take(&mut d.completed_uncovered);
+                    d.last_done_was_sync = true;
+                    d.flush_issued(self.ordered);
                     self.inflight += 1;
                     let mut req = Request::new(Op::Flush, 0, 0, 0, now);
                     req.host = self.host;
@@ -1227,7 +1357,7 @@ impl JobRun {
             if !self.exhausted && (self.terminated || self.error != 0) {
                 self.exhausted = true;
                 if self.error == 0 {
-                    self.durability.at_end();
+                    self.durability.at_end(self.allocated > 0);
                 }
                 continue;
             }
@@ -1270,7 +1400,7 @@ impl JobRun {
                 // fio reads the time before each fetch (do_io): a job whose time is up fetches
                 // nothing more, not even the sync its last write made due.
                 self.exhausted = true;
-                self.durability.at_end();
+                self.durability.at_end(self.allocated > 0);
                 continue;
             }
             // 4. The next I/O.
@@ -1278,7 +1408,7 @@ impl JobRun {
                 self.pending = self.source.next()?;
                 if self.pending.is_none() {
                     self.exhausted = true;
-                    self.durability.at_end();
+                    self.durability.at_end(self.allocated > 0);
                     continue;
                 }
             }
@@ -1302,18 +1432,19 @@ impl JobRun {
                 if !std::mem::replace(&mut d.pass_closed, true)
                     && d.fsync_on_close
                     && writes
-                    && !d.last_was_sync
+                    && !d.synced()
                 {
                     d.end_sync_due();
                     d.close_sync = true;
                     continue;
                 }
-                if (d.end_fsync || d.fsync_on_close) && writes && !d.last_was_sync {
+                if (d.end_fsync || d.fsync_on_close) && writes && !d.synced() {
                     d.end_sync_due();
                     continue;
                 }
                 d.pass_closed = false;
                 d.last_was_sync = false;
+                d.last_done_was_sync = false;
                 self.pending.as_mut().expect("fetched").new_pass = false;
                 continue;
             }
@@ -1386,6 +1517,7 @@ impl JobRun {
                 if self.ordered {
                     req.flags |= ReqFlags::ORDERED;
                 }
+                self.durability.write_issued(&req);
             }
             if self.file != 0 {
                 req.file = self.file;
@@ -1403,10 +1535,11 @@ impl JobRun {
             }
             match self.host_loop.calls {
                 EngineCalls::Batch => {
+                    // fio's td_io_queue commits once `iodepth_batch_submit` I/Os are queued
+                    // since its last commit, some of which getevents may have submitted.
                     self.staged.push(req);
-                    if self.staged.len() as u32 >= self.host_loop.batch
-                        && !self.commit(&mut submit, true)
-                    {
+                    self.uncommitted += 1;
+                    if self.uncommitted >= self.host_loop.batch && !self.commit(&mut submit, true) {
                         break Pump::Wait;
                     }
                 }
@@ -1448,15 +1581,17 @@ impl JobRun {
     }
 
     /// fio's fetch gave a periodic sync (an fdatasync if `datasync`): it is issued once the
-    /// job's I/Os are reaped (step 2 of `pump`).
+    /// job's I/Os are reaped, or libaio's beside them (step 2 of `pump`).
     fn periodic_sync(&mut self, datasync: bool) {
         self.durability.sync_due = true;
         self.durability.datasync = datasync;
         // fio 3.33 counts the sync in iodepth_level at the depth the job holds with it (its
-        // `cur_depth` at the sync's queue: the I/Os not yet reaped and the sync; libaio's sync
-        // does not wait for them), though not in the shares' divisor (measured: psync, 400
-        // writes, fsync=4: '1' 124.75 %; libaio at iodepth=4: '4' 124.0 %).
-        self.stats.iodepth_level[depth_level_bucket(self.allocated + 1)] += 1;
+        // `cur_depth` at the sync's queue: the I/Os not yet reaped and the sync), though not
+        // in the shares' divisor (measured: psync, 400 writes, fsync=4: '1' 124.75 %).
+        // libaio's is counted when it goes (step 2), after the reap a busy engine makes.
+        if !self.host_loop.sync_beside_io {
+            self.stats.iodepth_level[depth_level_bucket(self.allocated + 1)] += 1;
+        }
         self.stats.iodepth_syncs += 1;
     }
 
@@ -1466,24 +1601,25 @@ impl JobRun {
     }
 
     /// fio's `td_io_commit` (`counted`) or the engine's own commit that getevents makes
-    /// first: the queued I/Os go down in one submission, counted at the depth the job holds.
-    /// False if the call sleeps (see `continue_call`) or, for a vector engine, while the job
-    /// waits for its call.
+    /// first: the queued I/Os go down in one submission. fio counts depths in `td_io_commit`
+    /// only, every I/O queued since the last one (its `io_u_queued`, whether or not getevents
+    /// submitted it since) at the depth the job holds then: a job's last I/Os, submitted by
+    /// its last getevents, are never counted (measured, libaio iodepth=8
+    /// iodepth_batch_submit=3, 32 writes: fio counts 30). False if the call sleeps (see
+    /// `continue_call`) or, for a vector engine, while the job waits for its call.
     fn commit(&mut self, submit: &mut impl FnMut(Request) -> bool, counted: bool) -> bool {
+        if counted && self.allocated > 0 && self.uncommitted > 0 {
+            let level = depth_level_bucket(self.allocated);
+            self.stats.iodepth_level[level] += u64::from(self.uncommitted);
+            self.uncommitted = 0;
+        }
         if self.host_loop.calls != EngineCalls::Batch {
-            // These engines' I/Os are counted by fio's `io_u_queued`, not by what waits.
-            if counted && self.allocated > 0 && self.uncommitted > 0 {
-                let level = depth_level_bucket(self.allocated);
-                self.stats.iodepth_level[level] += u64::from(self.uncommitted);
-                self.uncommitted = 0;
-            }
             return self.call_vector(submit);
         }
         let n = self.staged.len() as u32;
         if n == 0 {
             return true;
         }
-        self.stats.iodepth_level[depth_level_bucket(self.allocated)] += u64::from(n);
         self.stats.submit_batches[batch_bucket(n)] += 1;
         let last = self.staged.len() - 1;
         for (i, req) in self.staged.iter_mut().enumerate() {
@@ -1607,7 +1743,10 @@ impl JobRun {
             d.sync_inflight = false;
             if req.status == IoStatus::Ok {
                 d.acknowledged += std::mem::take(&mut d.covered_by_inflight);
-                d.synced_before_ns = Some(req.t.queued_ns);
+                d.synced = Synced {
+                    before_ns: Some(req.t.queued_ns),
+                    except: std::mem::take(&mut d.inflight_except),
+                };
             } else {
                 d.completed_uncovered += std::mem::take(&mut d.covered_by_inflight);
             }
@@ -1655,7 +1794,8 @@ impl JobRun {
             self.reaped_bytes += req.len_bytes;
             self.since_think_reaped += 1;
             let d = &mut self.durability;
-            if req.op == Op::Write && req.status == IoStatus::Ok {
+            let count = d.reaped(&req);
+            if count && req.status == IoStatus::Ok {
                 if d.flushes() && !req.flags.contains(ReqFlags::FUA) {
                     d.completed_uncovered += 1;
                 } else {

@@ -245,7 +245,8 @@ impl Outcome {
 /// watermark), and how many lost writes the path had recorded before.
 struct PowerFailMark {
     at_ns: Ns,
-    jobs: Vec<(u64, Option<Ns>)>,
+    /// Each job's acknowledged writes and what its flushes cover.
+    jobs: Vec<(u64, crate::job::Synced)>,
     lost_before: usize,
     /// What the stages said of ordered writes just before the power failed.
     order: Option<qoslab_engine::order::OrderState>,
@@ -608,7 +609,7 @@ impl<P: Stage> Sim<'_, P> {
         let marks = self
             .jobs
             .iter()
-            .map(|j| (j.durability.acknowledged, j.durability.synced_before_ns))
+            .map(|j| (j.durability.acknowledged, j.durability.synced.clone()))
             .collect();
         let mut before = Vec::new();
         self.path.collect_lost_writes(&mut before);
@@ -675,7 +676,7 @@ impl<P: Stage> Sim<'_, P> {
         for l in &lost[mark.lost_before..] {
             let j = l.job as usize;
             let relied_on = if self.jobs[j].durability.flushes() {
-                marks[j].1.is_some_and(|synced| l.queued_ns < synced)
+                marks[j].1.covers(l.queued_ns, l.offset_bytes)
             } else {
                 l.acknowledged
             };

@@ -292,7 +292,10 @@ def run_chain(
     size_kib: int = typer.Option(4, "--size-kib", help="Write size, a multiple of 4 KiB."),
     batch: int = typer.Option(1, "--batch", help="Consecutive writes per batch (1: random)."),
     flush_every: int = typer.Option(
-        0, "--flush-every", help="Every Nth write of a thread asks for a FLUSH (0: none)."
+        0,
+        "--flush-every",
+        help="fio's fsync=N: a FLUSH after every Nth write of a thread, once one was reaped "
+        "since the last (libaio's rule; 0: none).",
     ),
     iodepth: int = typer.Option(32, "--iodepth", help="Ordered writes a thread keeps outstanding."),
     device: str = typer.Option(

@@ -84,14 +84,16 @@ fn with_plp_nothing_acknowledged_is_lost() {
     assert!(f(&d["writes_acknowledged"]) > 0.0);
 }
 
+/// 400 random writes, a sync after every 4 and one at the end.
+const FSYNC_EVERY_4: &str =
+    "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=400\nfsync=4\nend_fsync=1\n";
+
 /// A device without a volatile cache gets no FLUSH: the block layer completes each at once
 /// (as Linux does when the queue has no write cache), so the media serves only the writes.
 #[test]
 fn no_flush_reaches_a_device_without_a_volatile_cache() {
-    let job =
-        "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=400\nfsync=4\nend_fsync=1\n";
     let device = qoslab_sim::device::preset_text("nvme-analytic").unwrap();
-    let r = run_json(&options(job, device, &[], 1));
+    let r = run_json(&options(FSYNC_EVERY_4, device, &[], 1));
     // fio 3.33: a sync after every 4 writes but the last 4 (the job fetches no write after
     // them): 99, which the JSON counts; then end_fsync's, which it does not.
     let syncs = f(&r["jobs"][0]["sync"]["total_ios"]);
@@ -107,10 +109,8 @@ fn no_flush_reaches_a_device_without_a_volatile_cache() {
 /// the target's block layer completes it without the drive.
 #[test]
 fn over_nvme_of_a_flush_goes_to_the_target_whatever_its_drive() {
-    let job =
-        "[w]\nrw=randwrite\nbs=4k\nsize=1g\niodepth=4\nnumber_ios=400\nfsync=4\nend_fsync=1\n";
     let device = qoslab_sim::device::preset_text("rio-optane").unwrap();
-    let r = run_json(&options(job, device, &[], 1));
+    let r = run_json(&options(FSYNC_EVERY_4, device, &[], 1));
     let syncs = f(&r["jobs"][0]["sync"]["total_ios"]);
     assert_eq!(syncs, 400.0 / 4.0 - 1.0);
     assert_eq!(f(&stage(&r, "block")["flushes_not_sent"]), 0.0);

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tomllib
 
@@ -14,7 +15,14 @@ import pytest
 
 from qoslab import guest_devices
 from qoslab.errors import InputError
-from qoslab.vm.run import check_fs, check_job, fio_steps, job_seconds, parse_settings
+from qoslab.vm.run import (
+    check_fs,
+    check_job,
+    fio_steps,
+    job_seconds,
+    parse_settings,
+    parse_trace_events,
+)
 from qoslab.vm.trace import read_events, summary
 
 NULL_BLK = "null_blk:completion_nsec=4000000,hw_queue_depth=2,irqmode=2"
@@ -188,6 +196,19 @@ def test_a_traced_run_records_each_repetition_on_its_own():
     assert not any("tracing" in s for s in fio_steps("mq-deadline", [], 2, "job.fio"))
 
 
+@pytest.mark.parametrize("line", ["ramp_time=0.5s", "runtime=2.5s", "bs=1.5k", "thinktime=5sec"])
+def test_a_job_value_fio_would_misread_is_refused_before_the_guest_runs_it(tmp_path, line):
+    # fio 3.33 truncates ramp_time=0.5s to no ramp at all (measured: at rate_iops=100 and
+    # runtime=1s it issued 101 reads with it, 151 with 500ms); the simulator refuses such a
+    # value, so the guest must not run it either.
+    job = tmp_path / "j.fio"
+    job.write_text(f"[a]\nrw=read\ntime_based=1\nruntime=2s\n{line}\n")
+    with pytest.raises(InputError, match=r"j\.fio:5: option .*fio 3\.33"):
+        check_job(job)
+    job.write_text("[a]\nrw=read\ntime_based=1\nruntime=2500ms\nramp_time=500ms\n")
+    assert check_job(job).startswith("[a]")
+
+
 def test_a_file_system_is_made_anew_before_each_repetition():
     steps = fio_steps("none", [], 3, "job.fio", fs="ext4")
     runs = [i for i, s in enumerate(steps) if s.startswith("fio_rep ")]
@@ -253,6 +274,81 @@ def test_a_trace_gives_the_waits_per_request_size_and_the_gaps_between_bios(tmp_
                                              "max_ms": 4.0})}  # fmt: skip
     # Gaps within a burst only: 22 us and 50 us; the 4.98 ms pause is waiting, not CPU.
     assert s["bio_gap_us"] == {"fio-269": pytest.approx(22.0), "fio-270": pytest.approx(50.0)}
+
+
+SUBMIT_TRACE = """\
+# tracer: nop
+             fio-269     [000] .....   10.000000: sys_io_submit(ctx_id: 7f00, nr: 1, iocbpp: 7ffe)
+             fio-269     [000] .....   10.000004: block_bio_queue: 8,0 R 984 + 8 [fio]
+             fio-269     [000] .....   10.000006: block_getrq: 8,0 R 984 + 8 [fio]
+             fio-269     [000] .....   10.000009: sys_io_submit -> 0x1
+             fio-269     [000] .....   10.000019: sys_io_submit(ctx_id: 7f00, nr: 1, iocbpp: 7ffe)
+             fio-269     [000] .....   10.000023: block_bio_queue: 8,0 R 992 + 8 [fio]
+             fio-269     [000] d..2.   10.000025: {switch 269 D 270}
+             fio-270     [000] .....   10.000030: sys_io_submit(ctx_id: 7f01, nr: 1, iocbpp: 7ffd)
+             fio-270     [000] .....   10.000034: block_bio_queue: 8,0 R 0 + 256 [fio]
+             fio-270     [000] .....   10.000040: block_getrq: 8,0 R 0 + 254 [fio]
+             fio-270     [000] d..2.   10.000042: {switch 270 R+ 37}
+         kworker-37      [000] d..2.   10.000050: {switch 37 I 270}
+             fio-270     [000] .....   10.000060: block_getrq: 8,0 R 254 + 2 [fio]
+             fio-270     [000] .....   10.000080: sys_io_submit -> 0x1
+             fio-270     [000] d..2.   10.000090: {switch 270 S 0}
+          <idle>-0       [000] d.h1.   10.003990: block_rq_complete: 8,0 R () 984 + 8 [0]
+          <idle>-0       [000] d..2.   10.003998: {switch 0 R 269}
+             fio-269     [000] .....   10.004000: block_getrq: 8,0 R 992 + 8 [fio]
+             fio-269     [000] .....   10.004003: sys_io_submit -> 0x1
+"""
+
+
+def switch(prev: int, state: str, nxt: int) -> str:
+    """ftrace's sched_switch line."""
+    name = {0: "swapper/0", 37: "kworker"}
+    return (
+        f"sched_switch: prev_comm={name.get(prev, 'fio')} prev_pid={prev} prev_prio=120 "
+        f"prev_state={state} ==> next_comm={name.get(nxt, 'fio')} next_pid={nxt} next_prio=120"
+    )
+
+
+def test_a_trace_of_io_submit_says_where_in_the_call_the_tag_is_taken(tmp_path):
+    path = tmp_path / "rep-1.trace"
+    lines = re.sub(r"\{switch (\d+) (\S+) (\d+)\}", lambda m: switch(int(m[1]), m[2], int(m[3])),
+                   SUBMIT_TRACE)  # fmt: skip
+    path.write_text(lines)
+    s = summary(read_events(path))["submit"]
+    # Two calls of a 4 KiB read. The first: its tag 6 us after entry, 3 us to its return.
+    # The second sleeps for its tag 6 us after entry (prev_state D) and runs again 2 us
+    # before it takes it: 8 us on the CPU to the tag, 3 after, 11 in all.
+    db = s["fio-269"][4]
+    assert (db["calls"], db["slept"], db["ahead"]) == (2, 1, 0)
+    assert db["to_tag"]["median_us"] == pytest.approx(7.0)
+    assert db["after_tag"]["median_us"] == pytest.approx(3.0)
+    assert db["whole"]["median_us"] == pytest.approx(10.0)
+    # From the first call's return to the second's entry: 10 us of fio's loop.
+    assert db["loop"] == pytest.approx({"n": 1, "median_us": 10.0, "p10_us": 10.0, "p90_us": 10.0})
+    # A 128 KiB read split in two requests, taken while 269 slept for a tag (ahead of it);
+    # preempted while runnable (R+) is not a sleep, and the 8 us off the CPU do not count:
+    # entry to its first tag 10 us, its last tag to the return 20 us, 42 us in all.
+    backup = s["fio-270"][128]
+    assert (backup["calls"], backup["slept"], backup["ahead"]) == (1, 0, 1)
+    assert backup["to_tag"]["median_us"] == pytest.approx(10.0)
+    assert backup["after_tag"]["median_us"] == pytest.approx(20.0)
+    assert backup["whole"]["median_us"] == pytest.approx(42.0)
+    # Without the syscall tracepoints there is nothing to say.
+    no_calls = tmp_path / "rep-2.trace"
+    no_calls.write_text(TRACE)
+    assert summary(read_events(no_calls))["submit"] == {}
+
+
+def test_a_trace_event_is_group_and_name_and_the_guest_must_have_it():
+    assert parse_trace_events(["block/block_getrq", "block/block_getrq"]) == ["block/block_getrq"]
+    with pytest.raises(InputError, match=r"--trace-event: expected GROUP/NAME .*'block_getrq'"):
+        parse_trace_events(["block_getrq"])
+    steps = fio_steps("none", [], 1, "job.fio", trace=True, trace_events=["block/block_getrq"])
+    check = steps.index(
+        "[ -d /sys/kernel/tracing/events/block/block_getrq ] || fail '--trace-event "
+        "block/block_getrq: the guest kernel has no such tracepoint'"
+    )
+    assert check < steps.index("echo 1 > /sys/kernel/tracing/events/block/block_getrq/enable")
 
 
 def test_vm_fio_without_qemu_is_one_line(qoslab, tmp_path):
@@ -375,7 +471,13 @@ def test_the_study_job_is_the_documents_two_jobs_with_the_runs_length():
 
     text = study.study_job(5, 1)
     assert "size=" not in text and "runtime=3s" not in text
-    assert "time_based=1\nruntime=5s\nramp_time=1s\n" in text
+    assert "time_based=1\nruntime=5000ms\nramp_time=1000ms\n" in text
+    # In milliseconds: fio 3.33 reads ramp_time=0.5s as no ramp at all.
+    assert "runtime=2500ms\nramp_time=500ms\n" in study.study_job(2.5, 0.5)
+    with pytest.raises(
+        InputError, match=r"--ramp: expected seconds in whole milliseconds, got 0.0005"
+    ):
+        study.fio_time(0.0005, "--ramp")
     assert "[database_sim]" in text and "[backup_sim]" in text
     assert study.sim_settings("mq-deadline-aging-0") == ["block.mq-deadline.prio_aging_expire=0"]
     assert study.sim_settings("prio") == []

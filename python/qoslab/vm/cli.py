@@ -141,6 +141,14 @@ def fio_cmd(
         help="Record the block layer's tracepoints (bio queued and merged, request inserted, "
         "issued, completed) of each repetition as rep-N.trace (ftrace's text).",
     ),
+    trace_event: list[str] = typer.Option(
+        [],
+        "--trace-event",
+        help="With --trace, also this tracepoint of the guest, GROUP/NAME as in tracefs "
+        "(e.g. syscalls/sys_enter_io_submit, block/block_getrq, sched/sched_switch; "
+        "repeatable; implies --trace).",
+        show_default="none",
+    ),
     fs: str | None = typer.Option(
         None,
         "--fs",
@@ -154,9 +162,10 @@ def fio_cmd(
     from qoslab.guest_devices import parse_spec
     from qoslab.outputs import staged_dir
     from qoslab.vm.packages import fetch
-    from qoslab.vm.run import check_fs, check_scheduler, parse_settings, run_fio
+    from qoslab.vm.run import check_fs, check_scheduler, parse_settings, parse_trace_events, run_fio
 
     spec = parse_spec(device)
+    trace_events = parse_trace_events(trace_event)
     check_scheduler(scheduler)
     check_fs(fs, spec)
     settings = parse_settings(sets)
@@ -172,6 +181,7 @@ def fio_cmd(
             meta = run_fio(
                 kernel, job, spec, scheduler, reps, staged, settings=settings,
                 modules=modules, accel=accel, timeout_s=timeout, say=say, trace=trace, fs=fs,
+                trace_events=trace_events,
             )  # fmt: skip
     say(f"{reps} repetition(s) in {meta['wall_seconds']:.0f} s under {meta['accel']}: {out}")
 
@@ -274,6 +284,8 @@ def study_cmd(
 
     if reps < 3:
         raise InputError("--reps: error bars need at least 3 repetitions (the study uses 5)")
+    study.fio_time(runtime, "--runtime")
+    study.fio_time(ramp, "--ramp")
     specs, scheds = study.check_inputs(
         [d for d in devices.split(";") if d.strip()], [s for s in schedulers.split(",") if s]
     )
@@ -292,8 +304,8 @@ def study_cmd(
         ):
             jobs = {
                 "study.fio": study.study_job(runtime, ramp),
-                "mailing.fio": study.MAILING_LIST_JOB.format(runtime=f"{runtime:g}s",
-                                                             ramp=f"{ramp:g}s"),
+                "mailing.fio": study.MAILING_LIST_JOB.format(runtime=study.fio_time(runtime),
+                                                             ramp=study.fio_time(ramp)),
             }  # fmt: skip
             inputs = {}
             for name, text in jobs.items():
@@ -356,7 +368,8 @@ def trace_cmd(
     ),
 ) -> None:
     """Per repetition of a traced run: scheduler wait and device time per request size, and
-    each fio process's time between one bio and its next in a burst (its CPU time per I/O)."""
+    each fio process's time between one bio and its next in a burst (its CPU time per I/O);
+    with the io_submit and block_getrq tracepoints, where in each submission the tag is taken."""
     from qoslab.vm.trace import read_events, summary
 
     traces = sorted(out.glob("rep-*.trace"), key=lambda p: int(p.stem.split("-")[1]))
@@ -374,3 +387,16 @@ def trace_cmd(
             )
         for proc, gap in s["bio_gap_us"].items():
             typer.echo(f"  {proc}: {gap:.1f} us from one bio to the next (median, in a burst)")
+        for proc, by_kib in s["submit"].items():
+            for kib, r in by_kib.items():
+                cells = ", ".join(
+                    f"{label} {r[k]['median_us']:.1f} ({r[k]['p10_us']:.1f}-{r[k]['p90_us']:.1f})"
+                    for k, label in (("to_tag", "entry to tag"), ("after_tag", "tag to return"),
+                                     ("whole", "whole call"), ("loop", "return to next call"))
+                    if r[k]["n"]
+                )  # fmt: skip
+                typer.echo(
+                    f"  {proc} io_submit of {kib} KiB: {r['calls']} calls, {r['slept']} slept, "
+                    f"{r['ahead']} took a tag ahead of a sleeper; us on the CPU, median (p10-p90): "
+                    + cells
+                )

@@ -75,7 +75,23 @@ def check_job(job: Path) -> str:
                 path=job,
                 line=number,
             )
+    _refuse_misread_values(job)
     return text
+
+
+def _refuse_misread_values(job: Path) -> None:
+    """A value fio 3.33 silently reads as something else (a fractional time or size:
+    `ramp_time=0.5s` is no ramp at all, `runtime=2.5s` is 2 s; `5sec` is 5 us) is refused as
+    the simulator refuses it: the guest's fio would run another job than the one written,
+    and the simulator would not run it at all. Every other check is left to the guest's fio."""
+    from qoslab import _core
+
+    try:
+        _core.fio_parse(jobfile=str(job))
+    except _core.SimInputError as err:
+        message, path, line = err.args
+        if "fio 3.33" in message:
+            raise InputError(message, path=path, line=line) from None
 
 
 _DURATION = re.compile(r"^\s*(runtime|ramp_time)\s*=\s*([0-9.]+)\s*(ms|s|m|h)?\s*$", re.I)
@@ -103,13 +119,34 @@ TRACEFS = "/sys/kernel/tracing"
 TRACE_BUFFER_KB = 131072  # a 5 s run of the study's jobs on scsi_debug writes about 25 MB
 
 
-def trace_steps() -> list[str]:
-    """Mount tracefs and enable the block tracepoints (recording starts per repetition)."""
+_TRACE_EVENT = re.compile(r"^[a-z0-9_]+/[a-z0-9_]+$")
+
+
+def parse_trace_events(names: list[str]) -> list[str]:
+    """`--trace-event GROUP/NAME`: more of the guest's tracepoints, as tracefs names them
+    (`syscalls/sys_enter_io_submit`, `block/block_getrq`, `sched/sched_switch`)."""
+    for name in names:
+        if not _TRACE_EVENT.match(name):
+            raise InputError(
+                f"--trace-event: expected GROUP/NAME as in tracefs's events/, got {name!r}"
+            )
+    return list(dict.fromkeys(names))
+
+
+def trace_steps(extra: list[str] = ()) -> list[str]:
+    """Mount tracefs and enable the block tracepoints and `extra` (recording starts per
+    repetition); an extra event the guest kernel does not have stops the run."""
     return [
         f"mount -t tracefs nodev {TRACEFS} 2>/dev/null; [ -d {TRACEFS}/events/block ] "
         "|| fail 'the guest kernel has no block tracepoints in tracefs'",
+        *[
+            f"[ -d {TRACEFS}/events/{e} ] || fail '--trace-event {e}: the guest kernel has no "
+            "such tracepoint'"
+            for e in extra
+        ],
         f"echo {TRACE_BUFFER_KB} > {TRACEFS}/buffer_size_kb",
         *[f"echo 1 > {TRACEFS}/events/block/{e}/enable" for e in TRACE_EVENTS],
+        *[f"echo 1 > {TRACEFS}/events/{e}/enable" for e in extra],
     ]
 
 
@@ -140,13 +177,14 @@ def fio_steps(
     prefix: str = "",
     trace: bool = False,
     fs: str | None = None,
+    trace_events: list[str] = (),
 ) -> list[str]:
     steps = [f"say 'scheduler {scheduler}'", f"scheduler {scheduler}"]
     for s in settings:
         steps.append(f"setting {s.path} {s.value}")
     steps.append(f"snapshot /sys/block/$DEV/queue $OUT/{prefix}queue.txt")
     if trace:
-        steps += trace_steps()
+        steps += trace_steps(list(trace_events))
     for rep in range(1, reps + 1):
         base = f"$OUT/{prefix}rep-{rep}"
         steps.append(f"say 'fio repetition {rep} of {reps} ({scheduler})'")
@@ -181,6 +219,7 @@ def run_fio(
     say: Callable[[str], None],
     trace: bool = False,
     fs: str | None = None,
+    trace_events: list[str] = (),
 ) -> dict:
     """Runs it and fills `out` (an empty staged directory); returns the meta record."""
     text = check_job(job)
@@ -192,7 +231,15 @@ def run_fio(
     session = guest.Session(
         kernel,
         spec,
-        steps=fio_steps(scheduler, settings, reps, "job.fio", trace=trace, fs=fs),
+        steps=fio_steps(
+            scheduler,
+            settings,
+            reps,
+            "job.fio",
+            trace=trace or bool(trace_events),
+            fs=fs,
+            trace_events=trace_events,
+        ),
         inputs={"job.fio": job},
         modules=modules,
     )
@@ -223,7 +270,8 @@ def run_fio(
         "settings": [f"{s.where}.{s.name}={s.value}" for s in settings],
         "modules": [m.name for m in modules],
         "reps": reps,
-        "trace": trace,
+        "trace": trace or bool(trace_events),
+        "trace_events": list(trace_events),
         "fs": fs,
         "job": job.name,
         "started_unix": round(started, 3),

@@ -69,6 +69,14 @@ prio=4
 """
 
 
+def fio_time(seconds: float, what: str = "time") -> str:
+    """A time as fio 3.33 reads it: whole milliseconds (it truncates `0.5s` to 0)."""
+    ms = round(seconds * 1000)
+    if ms < 0 or abs(ms - seconds * 1000) > 1e-6:
+        raise InputError(f"{what}: expected seconds in whole milliseconds, got {seconds:g}")
+    return f"{ms}ms"
+
+
 def study_job(runtime_s: float, ramp_s: float) -> str:
     """The study's job file with the run's length; `size` left out (the whole device)."""
     lines = []
@@ -78,7 +86,7 @@ def study_job(runtime_s: float, ramp_s: float) -> str:
             continue
         lines.append(line)
         if line.strip() == "time_based=1":
-            lines += [f"runtime={runtime_s:g}s", f"ramp_time={ramp_s:g}s"]
+            lines += [f"runtime={fio_time(runtime_s)}", f"ramp_time={fio_time(ramp_s)}"]
     return "\n".join(lines) + "\n"
 
 

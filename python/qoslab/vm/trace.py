@@ -5,20 +5,34 @@ keeps submitting).
 
 The input is ftrace's text of the block tracepoints (`rep-N.trace`), one event a line:
 `fio-269 [000] ..... 906.253629: block_rq_insert: 8,0 R 4096 () 984 + 8 [fio]`.
+
+With `--trace-event syscalls/sys_enter_io_submit --trace-event syscalls/sys_exit_io_submit
+--trace-event block/block_getrq` (and `sched/sched_switch`), also each `io_submit` call of a
+process: from its entry to the request's tag (`block_getrq` fires once the bio has a request,
+after any sleep for a tag), from the last tag to the call's return, whether the task slept in
+the call (switched out not runnable), and the time from a call's return to the process's next
+call (fio's loop: reaping, preparing the next I/O), per size of the I/O the call submitted.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-EVENT = re.compile(
-    r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<name>block_\w+): "
+HEADER = re.compile(
+    r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<rest>.*)$"
+)
+BLOCK = re.compile(
+    r"^(?P<name>block_\w+): "
     r"\d+,\d+ (?P<rwbs>\S+) (?:\d+ )?(?:\(\S*\) )?(?P<sector>\d+) \+ (?P<sectors>\d+)"
 )
+# ftrace prints a syscall's entry as `sys_io_submit(ctx_id: ..., nr: 1, ...)` and its exit as
+# `sys_io_submit -> 0x1`.
+SYSCALL = re.compile(r"^sys_(?P<call>\w+)(?:\((?P<args>.*)\)| -> (?P<ret>\S+))$")
+SWITCH = re.compile(r"^sched_switch: .*prev_state=(?P<state>\S+) ==> .*next_pid=(?P<next>\d+)")
 # A job's bios closer than this follow each other in one submission burst; a longer gap is
 # the job waiting for completions, not CPU time.
 BURST_GAP_S = 200e-6
@@ -26,23 +40,36 @@ BURST_GAP_S = 200e-6
 
 @dataclass(frozen=True)
 class Event:
+    """One tracepoint: a block event (`rq_issue`, `getrq`, ... with its sectors), a syscall's
+    entry or exit (`enter_io_submit`, `exit_io_submit`), or a sched_switch as two: `switch`
+    (the process leaving the CPU, `state` its prev_state: R still runnable, D or S asleep)
+    and `run` (the process `pid` taking it)."""
+
     ts: float
     comm: str
     pid: int
     name: str
-    sector: int
-    sectors: int
+    sector: int = 0
+    sectors: int = 0
+    state: str = ""
 
 
 def read_events(path: Path) -> list[Event]:
     events = []
     for line in path.read_text(errors="replace").splitlines():
-        m = EVENT.match(line)
-        if m:
-            events.append(
-                Event(float(m["ts"]), m["comm"], int(m["pid"]), m["name"].removeprefix("block_"),
-                      int(m["sector"]), int(m["sectors"]))
-            )  # fmt: skip
+        h = HEADER.match(line)
+        if not h:
+            continue
+        head = (float(h["ts"]), h["comm"], int(h["pid"]))
+        rest = h["rest"]
+        if m := BLOCK.match(rest):
+            events.append(Event(*head, m["name"].removeprefix("block_"), int(m["sector"]),
+                                int(m["sectors"])))  # fmt: skip
+        elif m := SYSCALL.match(rest):
+            events.append(Event(*head, ("enter_" if m["ret"] is None else "exit_") + m["call"]))
+        elif m := SWITCH.match(rest):
+            events.append(Event(*head, "switch", state=m["state"]))
+            events.append(Event(head[0], "", int(m["next"]), "run"))
     return events
 
 
@@ -85,4 +112,106 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
         "wait": {kib: _stats(v) for kib, v in sorted(waits.items())},
         "device": {kib: _stats(v) for kib, v in sorted(device.items())},
         "bio_gap_us": {p: float(np.median(v)) * 1e6 for p, v in sorted(gaps.items())},
+        "submit": submit_calls(events, start),
     }
+
+
+@dataclass
+class _Call:
+    entered: float
+    kib: int | None = None  # the first bio's size: the I/O the call submitted
+    cpu: float = 0.0  # time on the CPU since entry, up to `running_since`
+    running_since: float | None = None
+    cpu_at_tags: list[float] = field(default_factory=list)  # on-CPU time at each block_getrq
+    slept: bool = False
+    ahead: bool = False  # took a tag while another process slept for one
+
+    def cpu_now(self, ts: float) -> float:
+        return self.cpu + (ts - self.running_since if self.running_since is not None else 0.0)
+
+
+def _us(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values) * 1e6
+    if a.size == 0:
+        return {"n": 0}
+    p10, median, p90 = (float(np.percentile(a, q)) for q in (10, 50, 90))
+    return {"n": int(a.size), "median_us": median, "p10_us": p10, "p90_us": p90}
+
+
+SUBMIT_KEYS = ("to_tag", "after_tag", "whole", "loop")
+
+
+def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int, dict]]:
+    """Per process and size of the I/O (KiB) its `io_submit` call submitted (calls entered
+    after `start`): how many calls, how many slept (left the CPU not runnable: for a tag), how
+    many took a tag without sleeping while another process slept in io_submit (`ahead`: a
+    tag freed for a sleeper taken by a running task), and the call's time on the CPU from
+    entry to its first tag (`to_tag`), from its last tag to the return (`after_tag`) and in
+    all (`whole`); and the time from a call's return to the process's next entry when under
+    BURST_GAP_S (`loop`: fio's own work between calls, no wait for completions). Time on the
+    CPU counts from sched_switch (without it, wall time); a completion's interrupt that
+    arrives while the process runs counts in it. Empty when the trace has no io_submit."""
+    open_call: dict[int, _Call] = {}
+    last_exit: dict[int, float] = {}
+    last_kib: dict[int, int] = {}  # the size of the process's last call: its loop's I/O
+    asleep: set[int] = set()  # processes switched out not runnable inside io_submit
+    rows: dict[str, dict[int, dict[str, list]]] = {}
+    for e in events:
+        call = open_call.get(e.pid)
+        if e.name == "run":  # `pid` is the process switched in
+            if call is not None:
+                call.running_since = e.ts
+            asleep.discard(e.pid)
+        elif e.name == "enter_io_submit":
+            open_call[e.pid] = _Call(e.ts, running_since=e.ts)
+            if (before := last_exit.pop(e.pid, None)) is not None and e.ts >= start:
+                gap = e.ts - before
+                if gap < BURST_GAP_S and (kib := last_kib.get(e.pid)) is not None:
+                    _row(rows, e, kib)["loop"].append(gap)
+        elif call is None:
+            continue
+        elif e.name == "bio_queue" and call.kib is None:
+            call.kib = e.sectors // 2
+        elif e.name == "getrq":
+            call.cpu_at_tags.append(call.cpu_now(e.ts))
+            if not call.slept and asleep - {e.pid}:
+                call.ahead = True
+        elif e.name == "switch":
+            call.cpu = call.cpu_now(e.ts)
+            call.running_since = None
+            if not e.state.startswith("R"):
+                call.slept = True
+                asleep.add(e.pid)
+        elif e.name == "exit_io_submit":
+            del open_call[e.pid]
+            last_exit[e.pid] = e.ts
+            if call.kib is None or not call.cpu_at_tags:
+                continue
+            last_kib[e.pid] = call.kib
+            if call.entered < start:
+                continue
+            row = _row(rows, e, call.kib)
+            row["calls"].append(1)
+            row["slept"].append(call.slept)
+            row["ahead"].append(call.ahead)
+            whole = call.cpu_now(e.ts)
+            row["to_tag"].append(call.cpu_at_tags[0])
+            row["after_tag"].append(whole - call.cpu_at_tags[-1])
+            row["whole"].append(whole)
+    return {
+        proc: {
+            kib: {
+                "calls": len(r["calls"]),
+                "slept": sum(r["slept"]),
+                "ahead": sum(r["ahead"]),
+                **{k: _us(r[k]) for k in SUBMIT_KEYS},
+            }
+            for kib, r in sorted(by_kib.items())
+        }
+        for proc, by_kib in sorted(rows.items())
+    }
+
+
+def _row(rows: dict, e: Event, kib: int) -> dict[str, list]:
+    keys = ("calls", "slept", "ahead", *SUBMIT_KEYS)
+    return rows.setdefault(f"{e.comm}-{e.pid}", {}).setdefault(kib, {k: [] for k in keys})

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from qoslab.vm.packages import cache_root
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
@@ -153,15 +154,15 @@ MAKE = (
 
 
 @pytest.fixture(scope="module")
-def guest_cache(tmp_path_factory, worker_id) -> Path:
-    """One download cache of the guest kernel's packages (docs/vm.md, docs/fs.md) for all the
-    documents, as one reader has, apart from the other tests'. The documents run on both test
-    workers (tests/conftest.py): two of them fetching at once share it as two commands of one
-    reader would, the first downloading and the other waiting for it (the cache's lock)."""
-    base = tmp_path_factory.getbasetemp()
-    cache = (base if worker_id == "master" else base.parent) / "guest-cache"
-    cache.mkdir(exist_ok=True)
-    return cache
+def guest_cache() -> Path:
+    """The guest kernel's download cache (docs/vm.md, docs/fs.md): the one the reader has, which
+    `make lint` (the kernel modules' build) and `make test-vm` use too, so that the suite fetches
+    and unpacks the packages once and boots the guest's KVM probe once (a new HOME must not fetch
+    them again for every document). Fetches into it at the same moment (a document on each test
+    worker beside the lint lane's) take turns: the first downloads and unpacks, the others wait
+    on the cache's lock and find it complete (python/qoslab/vm/packages.py; two at once into a
+    half-made cache: tests/test_vm_cache.py)."""
+    return cache_root().parent
 
 
 def reader_env(tmp_path: Path, guest_cache: Path) -> dict:

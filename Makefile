@@ -26,9 +26,12 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 CORE_PROFILE ?= release
 CORE := $(VENV)/.core-$(CORE_PROFILE)
 
-# Each part of the project adds its own targets to these lists in mk/<part>.mk.
+# Each part of the project adds its own targets to these lists in mk/<part>.mk. TEST_TARGETS
+# run after the root tests, alone; LANE_TEST_TARGETS (tests that judge no timing and need
+# neither root nor a guest) run in the lane beside pytest, after the Rust tests.
 LINT_TARGETS  :=
 TEST_TARGETS  :=
+LANE_TEST_TARGETS :=
 BENCH_TARGETS :=
 DEMO_TARGETS  :=
 SETUP_TARGETS :=
@@ -157,8 +160,8 @@ test-python: test-python-workers test-python-root
 # lanes at once on the two cores: pytest's workers, and the rest of lint followed by the Rust
 # tests (their build shares the extension's crates; at nice 5, so pytest's timed tests keep
 # the cores they had when the lanes ran one after the other). A failure in either lane fails
-# `make test` once the other has finished. Then the root tests alone, then each part's tests
-# (C, guest kernel).
+# `make test` once the other has finished (the lane ends with the C tests: LANE_TEST_TARGETS).
+# Then the root tests alone, then the guest kernel's test (TEST_TARGETS).
 TEST_MAKE := $(MAKE) --no-print-directory CORE_PROFILE=nolto
 
 test:
@@ -174,9 +177,9 @@ test:
 LANE_MAKEFLAGS = $(filter-out --jobserver-auth=% -j%,$(MAKEFLAGS))
 
 test-lint-rust: setup
-	@echo "lint and the Rust tests run beside pytest; their output follows when they end"
+	@echo "lint, the Rust and the C tests run beside pytest; their output follows when they end"
 	+@log=$$(mktemp); rc=0; MAKEFLAGS='$(LANE_MAKEFLAGS)' nice -n 5 $(MAKE) --no-print-directory \
-	  -j1 lint-tree test-rust >$$log 2>&1 || rc=$$?; cat $$log; rm -f $$log; exit $$rc
+	  -j1 lint-tree test-rust $(LANE_TEST_TARGETS) >$$log 2>&1 || rc=$$?; cat $$log; rm -f $$log; exit $$rc
 
 bench: setup $(BENCH_TARGETS)
 	$(PY) bench/run.py $(if $(ONLY),--only $(ONLY))

@@ -38,4 +38,6 @@ test-dut-c: $(DUT_BUILD)/asan/nvmelite-c $(DUT_BUILD)/asan/test_nvmelite
 
 SETUP_TARGETS += dut-build
 LINT_TARGETS  += lint-dut
-TEST_TARGETS  += test-dut-c
+# Deterministic, no root: in the lane beside pytest (the Makefile's LANE_TEST_TARGETS), not after
+# the root tests, where the machine runs one thing at a time (measured: 7.4 s wall, 4.8 CPU s).
+LANE_TEST_TARGETS += test-dut-c

@@ -33,6 +33,8 @@ qoslab_engine::settings! {
         service_points_ns: Vec<f64> = reals(&[], "for `empirical`: service times at the percentiles of service_points_pct"),
         service_points_pct: Vec<f64> = reals(&[], "for `empirical`: increasing percentiles (0-100) of service_points_ns; empty = equally spaced from 0 to 100"),
         transfer_rate: f64 = rate(0.0, "media data rate added to each read and write as len / rate; 0 = size-independent"),
+        frontend_ns: u64 = ns(0, "CPU time of one command in a front end that takes the commands one at a time before their service (a driver whose queue_rq copies the data, as scsi_debug's does; guest: 5 us); 0 with frontend_per_kib_ns 0 = no front end"),
+        frontend_per_kib_ns: u64 = ns(0, "that front end's time per KiB of a read or write (guest, scsi_debug: 0.2 us per KiB)"),
         flush_ns: u64 = ns(0, "service time of a flush (occupies a server)"),
         trim_ns: u64 = ns(0, "service time of a deallocate (occupies a server)"),
         capacity_bytes: u64 = bytes(1 << 40, "addressable capacity").range(512.0, 1.8e19),
@@ -53,6 +55,10 @@ pub struct AnalyticDevice {
     read: Service,
     write: Service,
     transfer_rate: f64,
+    /// The front end: a command's time there, and when it is free again.
+    frontend_ns: Ns,
+    frontend_per_kib_ns: Ns,
+    frontend_free_ns: Ns,
     flush_ns: Ns,
     trim_ns: Ns,
     capacity_bytes: u64,
@@ -70,6 +76,9 @@ impl AnalyticDevice {
             read,
             write,
             transfer_rate: 0.0,
+            frontend_ns: 0,
+            frontend_per_kib_ns: 0,
+            frontend_free_ns: 0,
             flush_ns: 0,
             trim_ns: 0,
             capacity_bytes: 1 << 40,
@@ -99,7 +108,27 @@ impl AnalyticDevice {
         let (op, len) = (req.op, req.len_bytes);
         let service = self.service_ns(op, len);
         self.busy_with[server as usize] = Some(id);
-        ctx.schedule(now + service, ServerDone(server));
+        let served_from = self.front_end(op, len, now);
+        ctx.schedule(served_from + service, ServerDone(server));
+    }
+
+    /// When a command that takes a server at `now` leaves the front end: at once without
+    /// one; else after the commands ahead of it there and its own time (a driver's queue_rq
+    /// on one CPU: scsi_debug copies a read's data before its delay starts, so commands
+    /// dispatched together start their delays one after another).
+    fn front_end(&mut self, op: Op, len_bytes: u64, now: Ns) -> Ns {
+        if self.frontend_ns == 0 && self.frontend_per_kib_ns == 0 {
+            return now;
+        }
+        let data = matches!(op, Op::Read | Op::Write);
+        let cost = self.frontend_ns
+            + if data {
+                self.frontend_per_kib_ns * len_bytes / 1024
+            } else {
+                0
+            };
+        self.frontend_free_ns = self.frontend_free_ns.max(now) + cost;
+        self.frontend_free_ns
     }
 
     /// Commands served so far.
@@ -235,6 +264,8 @@ impl DeviceModel for AnalyticDevice {
         };
         let mut dev = AnalyticDevice::new(c.servers, read, write, ctx.seed);
         dev.transfer_rate = c.transfer_rate;
+        dev.frontend_ns = c.frontend_ns;
+        dev.frontend_per_kib_ns = c.frontend_per_kib_ns;
         dev.flush_ns = c.flush_ns;
         dev.trim_ns = c.trim_ns;
         dev.capacity_bytes = c.capacity_bytes;
@@ -301,6 +332,32 @@ mod tests {
         assert_eq!(h.reqs[b].status, IoStatus::Aborted);
         h.run_all();
         assert_eq!(h.completed, vec![(b, 10), (a, 100)]);
+    }
+
+    #[test]
+    fn commands_pass_the_front_end_one_at_a_time_before_their_service() {
+        // 4 servers, 1 us + 1 us per KiB in the front end: four 4 KiB reads dispatched at
+        // once start their service 5, 10, 15 and 20 us later; a 128 KiB read arriving at 30
+        // us, with the front end free, 129 us later; without a front end all start at once.
+        let mut dev = AnalyticDevice::new(4, Service::Fixed(100), Service::Fixed(100), 1);
+        (dev.frontend_ns, dev.frontend_per_kib_ns) = (1_000, 1_000);
+        let mut h = Harness::new(dev);
+        for _ in 0..4 {
+            h.submit_at(0, read(0));
+        }
+        h.run_until(30_000);
+        let big = h.submit_at(30_000, Request::new(Op::Read, 0, 128 << 10, 0, 30_000));
+        h.run_all();
+        let times: Vec<Ns> = h.completed.iter().map(|&(_, t)| t).collect();
+        assert_eq!(times, vec![5_100, 10_100, 15_100, 20_100, 159_100]);
+        assert_eq!(h.completed[4].0, big);
+        let plain = AnalyticDevice::new(4, Service::Fixed(100), Service::Fixed(100), 1);
+        let mut h = Harness::new(plain);
+        for _ in 0..4 {
+            h.submit_at(0, read(0));
+        }
+        h.run_all();
+        assert!(h.completed.iter().all(|&(_, t)| t == 100));
     }
 
     #[test]

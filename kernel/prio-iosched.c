@@ -23,6 +23,7 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <trace/events/block.h>
 
 #include "elevator.h"
 #include "blk.h"
@@ -65,6 +66,8 @@ static void prio_insert_requests(struct blk_mq_hw_ctx *hctx,
 	while (!list_empty(list)) {
 		rq = list_first_entry(list, struct request, queuelist);
 		list_del_init(&rq->queuelist);
+		/* As the kernel's own schedulers do: blktrace's "I". */
+		trace_block_rq_insert(rq);
 		rq->fifo_time = jiffies;
 		if (at_head)
 			list_add(&rq->queuelist, &d->dispatch);

@@ -209,6 +209,9 @@ def study(
     ),
     keep_target: bool = typer.Option(False, "--keep-target", help="Keep a file target made here."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    report: bool = typer.Option(
+        True, "--report/--no-report", help="Figures and report.html, or the tables alone."
+    ),
 ) -> None:
     """Run a characterisation study: one fio run per data point, tables, figures, report."""
     from qoslab.lab.analysis import KneeRule
@@ -247,8 +250,9 @@ def study(
             precondition=precondition,
             keep_target=keep_target,
             quiet=quiet,
+            report=report,
         )
-    typer.echo(f"wrote {path}/report.html")
+    typer.echo(f"wrote {path}/report.html" if report else f"wrote {path}/results.csv")
 
 
 # ---- kernel schedulers -----------------------------------------------------------------------

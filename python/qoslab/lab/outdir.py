@@ -1,7 +1,8 @@
 """A lab study's output directory appears whole or not at all (`qoslab.outputs.staged_dir`).
 
 An existing directory is replaced only if it is empty or an earlier qoslab lab output (it has
-the `meta.json` and `report.html` qoslab writes).
+the `meta.json`, `summary.json` and `results.parquet` every study writes, with or without its
+report).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from qoslab.outputs import staged_dir
 
-_OUR_FILES = ("meta.json", "report.html")
+_OUR_FILES = ("meta.json", "summary.json", "results.parquet")
 
 
 def _is_earlier_output(out: Path) -> bool:

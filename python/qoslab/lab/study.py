@@ -72,6 +72,7 @@ def run_study(
     precondition: bool = True,
     keep_target: bool = False,
     quiet: bool = False,
+    report: bool = True,
 ) -> Path:
     studies = list(STUDIES) if name == "all" else [name]
     planned = [s for s in studies if s != "tails"]
@@ -126,8 +127,9 @@ def run_study(
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
-            shown = planned + (["tails"] if "tails" in studies else [])
-            _report(tmp, name, table, bins, knee, summary, meta, shown)
+            if report:  # the figures are most of a short study's CPU (matplotlib's layout)
+                shown = planned + (["tails"] if "tails" in studies else [])
+                _report(tmp, name, table, bins, knee, summary, meta, shown)
         finally:
             release_target(target, registry, keep_target)
     return Path(out)

@@ -157,11 +157,11 @@ MAKE = (
 def guest_cache() -> Path:
     """The guest kernel's download cache (docs/vm.md, docs/fs.md): the one the reader has, which
     `make lint` (the kernel modules' build) and `make test-vm` use too, so that the suite fetches
-    and unpacks the packages once and boots the guest's KVM probe once (a new HOME must not fetch
-    them again for every document). Fetches into it at the same moment (a document on each test
-    worker beside the lint lane's) take turns: the first downloads and unpacks, the others wait
-    on the cache's lock and find it complete (python/qoslab/vm/packages.py; two at once into a
-    half-made cache: tests/test_vm_cache.py)."""
+    and unpacks the packages once and later boots reuse the KVM probe's verdict kept there (a new
+    HOME must not fetch them again for every document). Fetches into it at the same moment (a
+    document on each test worker beside the lint lane's) take turns: the first downloads and
+    unpacks, the others wait on the cache's lock and find it complete (python/qoslab/vm/
+    packages.py; two at once into a half-made cache: tests/test_vm_cache.py)."""
     return cache_root().parent
 
 

@@ -5,12 +5,23 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/devices");
+    // The crate's directory as cargo gives it to this run, not as it was when this script was
+    // compiled (`env!`): a build tree copied from another checkout re-runs the script without
+    // compiling it again, and would read that checkout's presets, or none once it is gone.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest).join("../../configs/devices");
     println!("cargo:rerun-if-changed={}", dir.display());
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).collect(),
+        Err(err) => panic!("{}: cannot read the device presets: {err}", dir.display()),
+    };
     files.retain(|p| p.extension().is_some_and(|e| e == "toml"));
+    // Without a preset every `--device NAME` fails at run time; fail the build instead.
+    assert!(
+        !files.is_empty(),
+        "{}: no device preset (*.toml)",
+        dir.display()
+    );
     files.sort();
     let mut out = String::from(
         "/// (preset name, TOML text) of every file in configs/devices.\npub static PRESETS: &[(&str, &str)] = &[\n",

@@ -359,6 +359,18 @@ impl<P: Stage> Sim<'_, P> {
         }
     }
 
+    /// A call of an application's thread `j` returned: its threads that wait for another
+    /// (RocksDB's writers for their group's leader) look again.
+    fn wake_app_threads(&mut self, j: usize, now: Ns) {
+        for k in 0..self.jobs.len() {
+            let other = &mut self.jobs[k];
+            if k != j && other.waits_for_app() && other.wake_at.is_none() {
+                other.wake_at = Some(now);
+                self.queue.schedule_urgent(Ev::Loop(LoopEv::Job(k as u32)));
+            }
+        }
+    }
+
     /// Whether job `j` may start at `now`: the jobs it waits for have finished and its start
     /// delay has passed; otherwise when (None: once a job it waits for finishes).
     fn start_time(&self, j: usize, now: Ns) -> Option<Ns> {
@@ -569,6 +581,9 @@ impl<P: Stage> Sim<'_, P> {
                     self.write_series(j)?;
                 }
                 self.pump(j, now)?;
+                if self.jobs[j].is_app() {
+                    self.wake_app_threads(j, now);
+                }
             }
             Ev::Loop(LoopEv::PowerFail) => self.power_fail(now, self.crash_target),
             Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,

@@ -117,6 +117,7 @@ def run_point(
         / max(n, 1)
         / 1000.0,
         "fsync_lat_p99_us": (p99[0] if len(p99) == 1 else float("nan")) / 1000.0,
+        "fsyncs": counters["fsyncs"],
         "commits": counters["commits"],
         "file_commits": counters["file_commits"],
         "flushes": counters["flushes"],

@@ -77,6 +77,7 @@ impl AppShared {
             thread,
             call: None,
             ops_left: ops,
+            blocked: false,
         }))
     }
 }
@@ -89,6 +90,8 @@ pub struct AppSource {
     call: Option<AppCall>,
     /// Operations still allowed (`number_ios`), if bounded.
     ops_left: Option<u64>,
+    /// The thread waits for another thread of the application (`Next::Wait`).
+    blocked: bool,
 }
 
 /// An application job's operations, for the report.
@@ -117,6 +120,17 @@ impl AppOps {
 }
 
 impl JobRun {
+    /// Whether the job is a thread of an application.
+    pub fn is_app(&self) -> bool {
+        matches!(self.source, Source::App(_))
+    }
+
+    /// Whether the job is an application's thread waiting for another of its threads: the
+    /// run asks it again when another thread's call returns.
+    pub fn waits_for_app(&self) -> bool {
+        matches!(&self.source, Source::App(a) if a.blocked) && !self.finished
+    }
+
     /// An operation of the application is done at `now`.
     fn count_app_op(&mut self, op: u8, now: Ns) {
         let ramp_end = self.ramp_end();
@@ -154,12 +168,20 @@ impl JobRun {
             let Source::App(a) = &mut self.source else {
                 unreachable!("an application job")
             };
-            let next = if self.terminated || self.error != 0 || timed_out || a.ops_left == Some(0) {
+            a.blocked = false;
+            let stop = self.terminated || self.error != 0 || timed_out || a.ops_left == Some(0);
+            // A thread others wait on (RocksDB's writer, maybe the next leader) ends its
+            // operation first.
+            let next = if stop && !a.thread.busy() {
                 Next::Done
             } else {
                 a.thread.next()
             };
             match next {
+                Next::Wait => {
+                    a.blocked = true;
+                    return (Pump::Wait, notes);
+                }
                 Next::Done => {
                     self.exhausted = true;
                     self.finished = true;

@@ -4,8 +4,9 @@
 //! job layer of `crates/sim`.
 //!
 //! - [`varmail`]: Filebench's Varmail personality (its fileset, flowops and defaults).
-//! - [`dbbench`]: RocksDB's `db_bench` `fillsync`: a put is a write-ahead-log append and an
-//!   `fdatasync`; memtable flushes and compactions write sorted tables.
+//! - [`dbbench`]: RocksDB's `db_bench` `fillsync`: the threads' puts go to one write-ahead log
+//!   through RocksDB's group commit (a leader appends and `fdatasync`s the puts queued behind
+//!   it while they wait); memtable flushes and compactions write sorted tables.
 
 pub mod dbbench;
 pub mod varmail;
@@ -51,6 +52,9 @@ pub enum Next {
     /// An operation done without a system call (Filebench counts an append of 0 bytes, or a
     /// delete of a file another thread has open, as an operation).
     Counted(u8),
+    /// The thread waits for another thread of the application (a RocksDB writer for the
+    /// leader of its group): it is asked again whenever another thread's call returns.
+    Wait,
     /// Nothing more to do.
     Done,
 }
@@ -63,6 +67,12 @@ pub trait App {
     fn next(&mut self) -> Next;
     /// The call last given returned (`ok`: without an error).
     fn done(&mut self, ok: bool);
+    /// Whether the thread is inside an operation other threads depend on (a RocksDB writer
+    /// in the write queue, which may be made the next leader): a job that stops (its runtime,
+    /// its bound) lets it finish that operation first.
+    fn busy(&self) -> bool {
+        false
+    }
 }
 
 /// A file that exists before the run, as the application's setup left it.

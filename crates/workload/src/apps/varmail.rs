@@ -323,7 +323,7 @@ mod tests {
                     t.done(true);
                 }
                 Next::Counted(op) => ops.push(op),
-                Next::Done => unreachable!(),
+                Next::Wait | Next::Done => unreachable!(),
             }
         }
         let expected: Vec<u8> = (0..FLOWOPS.len() as u8)

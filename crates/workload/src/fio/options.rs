@@ -1309,7 +1309,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Choice(APPS, |j, i| j.app = Some(APPS[i])),
         "",
         "",
-        "qoslab only (fio has no such option): each clone of the job is a thread of an application on the mounted file system ([fs] mount = true) instead of fio's I/O loop: varmail (Filebench's Varmail personality: 1,000 files of 16 KiB in one directory, its thirteen flowops) or fillsync (RocksDB's db_bench fillsync: 16-byte keys, 1 KiB values, a write-ahead-log append and an fdatasync per put). The clones of the job share one fileset or database; number_ios bounds each thread's operations (flowops or puts), runtime its time. The report's `qoslab_app` gives the operations per second."
+        "qoslab only (fio has no such option): each clone of the job is a thread of an application on the mounted file system ([fs] mount = true) instead of fio's I/O loop: varmail (Filebench's Varmail personality: 1,000 files of 16 KiB in one directory, its thirteen flowops) or fillsync (RocksDB's db_bench fillsync: 16-byte keys, 1 KiB values, each put appended to the write-ahead log and fdatasynced, the puts of threads that queue behind a writer in one group commit, one append and one fdatasync for the group, as RocksDB's write thread does). The clones of the job share one fileset or database; number_ios bounds each thread's operations (flowops or puts), runtime its time. The report's `qoslab_app` gives the operations per second."
     ),
     opt!(
         "cmdprio_percentage",

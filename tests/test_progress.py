@@ -88,8 +88,8 @@ def test_the_rio_study_counts_every_simulator_run_it_makes():
     plan = study.Plan.quick()
     ticks = []
     results = study.run_all(plan, [], lambda: ticks.append("run"), jobs=1)
-    # one tick per simulator run: every point at every seed, every cut and the uncut run that
-    # times each recovery point
+    # one tick per simulator run: every point at every seed, and for each recovery point the
+    # run that times it and the run its cuts are taken in
     assert len(ticks) == study.runs(plan) == results.runs
     assert len(results.points) == 42 * plan.seeds
 

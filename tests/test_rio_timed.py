@@ -156,12 +156,17 @@ def test_the_quick_study_writes_its_report_and_has_the_documents_shape(quick_stu
     assert len(rebuild) == 1 and rebuild[0]["seeds"] == 3
     lift = table["throughput Linux, flash, two targets / one target, mean over threads"]
     assert lift["qoslab"] > 0 and (lift["verdict"] == "inside" or "dm-stripe" in lift["why"])
-    # The study counts every simulator run and its events: the points at each seed, the
-    # recovery runs and each cut.
-    # (Each recovery point's run to the end, then one run per cut.)
-    assert data["runs"] == len(data["points"]) + 2 * len(cuts) + 2 * len(setup)
-    counted = sum(p["events"] for p in data["points"]) + sum(c["events"] for c in cuts + setup)
+    # The study counts every simulator run and its events: the points at each seed, and each
+    # recovery point's run to the end, then one run to its last cut taking every cut on the way
+    # (here one cut per run).
+    taken_in = data["cut_runs"]
+    assert len(taken_in) == len(cuts) + len(setup)
+    assert all(r["cuts"] == 1 for r in taken_in)
+    assert data["runs"] == len(data["points"]) + 2 * len(taken_in)
+    counted = sum(p["events"] for p in data["points"]) + sum(r["events"] for r in taken_in)
     assert data["events"] > counted > sum(p["events"] for p in data["points"])
+    # A cut's events are the run's before it: its run stops there.
+    assert sorted(c["events"] for c in cuts + setup) == sorted(r["events"] for r in taken_in)
 
 
 def test_every_verdict_of_the_study_comes_from_an_interval_over_3_seeds(quick_study):

@@ -376,6 +376,12 @@ impl<U: Stage, L: Stage> Stage for Chain<U, L> {
         self.lower.collect_lost_writes(out);
     }
 
+    fn collect_writes_at_risk(&self, reqs: &Requests, out: &mut Vec<LostWrite>) -> bool {
+        // Both halves, even when the first cannot say: the answer is all of them or a refusal.
+        let upper = self.upper.collect_writes_at_risk(reqs, out);
+        self.lower.collect_writes_at_risk(reqs, out) && upper
+    }
+
     fn collect_order_state(&self, reqs: &Requests, out: &mut crate::order::OrderState) {
         self.upper.collect_order_state(reqs, out);
         self.lower.collect_order_state(reqs, out);

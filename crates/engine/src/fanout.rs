@@ -339,6 +339,14 @@ impl<L: Stage> Stage for Fanout<L> {
         }
     }
 
+    fn collect_writes_at_risk(&self, reqs: &Requests, out: &mut Vec<LostWrite>) -> bool {
+        let mut known = true;
+        for c in &self.children {
+            known &= c.collect_writes_at_risk(reqs, out);
+        }
+        known
+    }
+
     fn collect_order_state(&self, reqs: &Requests, out: &mut crate::order::OrderState) {
         for c in &self.children {
             c.collect_order_state(reqs, out);

@@ -211,6 +211,15 @@ pub trait Stage {
     /// order. Stages that lose nothing keep the default.
     fn collect_lost_writes(&self, _out: &mut Vec<LostWrite>) {}
 
+    /// Appends the writes a power failure now would take from this stage, changing nothing: a
+    /// crash image read in the middle of a run that goes on (`qoslab sim`'s crash views). A
+    /// stage whose `PowerLoss` records lost writes must report here exactly what that would
+    /// record, or return false: it cannot say without the cut, and a view is refused. Stages
+    /// that lose nothing keep the default (nothing at risk).
+    fn collect_writes_at_risk(&self, _reqs: &Requests, _out: &mut Vec<LostWrite>) -> bool {
+        true
+    }
+
     /// Appends what this stage knows of ordered writes at a power cut (the block layer's
     /// ordered streams, a target server's PMR). Stages without ordering state keep the default.
     fn collect_order_state(&self, _reqs: &Requests, _out: &mut crate::order::OrderState) {}

@@ -306,6 +306,12 @@ impl Stage for CachedDrive {
         out.extend_from_slice(&self.lost);
     }
 
+    /// What `power_loss` would take now: it takes exactly [`writes_at_risk`](Self::writes_at_risk).
+    fn collect_writes_at_risk(&self, reqs: &Requests, out: &mut Vec<LostWrite>) -> bool {
+        out.extend(self.writes_at_risk(reqs));
+        true
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         vec![

@@ -254,6 +254,7 @@ fn fio_options() -> Vec<(String, Vec<String>, bool, bool, String)> {
     series_path=None, series_interval_ms=100.0, progress=None,
     jobtext=None, jobname=None, sections=Vec::new(), device_text=None, power_fail_at=None,
     crash_target=None,
+    crash_views_at=None,
     status_interval=None,
     env=None,
     terse_version=3
@@ -280,6 +281,7 @@ fn sim_run<'py>(
     device_text: Option<String>,
     power_fail_at: Option<&str>,
     crash_target: Option<u16>,
+    crash_views_at: Option<Vec<u64>>,
     status_interval: Option<&str>,
     env: Option<HashMap<String, String>>,
     terse_version: u8,
@@ -404,6 +406,21 @@ fn sim_run<'py>(
         crash_target,
         status_interval_ns,
     };
+    if let Some(at) = crash_views_at {
+        // Power cuts read during one run (`qoslab_sim::crash_views`): no report, the run
+        // stops at its last view; each view as `qoslab.recovery` with the events before it.
+        let (views, events) = py
+            .detach(|| qoslab_sim::crash_views(&opts, &at))
+            .map_err(to_py)?;
+        let views: Vec<serde_json::Value> = views
+            .iter()
+            .map(|v| serde_json::json!({"events": v.events, "recovery": v.recovery}))
+            .collect();
+        let d = PyDict::new(py);
+        d.set_item("crash_views", serde_json::Value::Array(views).to_string())?;
+        d.set_item("events", events)?;
+        return Ok(d);
+    }
     let out = py.detach(|| qoslab_sim::run(&opts)).map_err(to_py)?;
     let d = PyDict::new(py);
     if let WorkloadSpec::Jobs(file) = &opts.workload {

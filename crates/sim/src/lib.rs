@@ -561,7 +561,9 @@ fn run_with_media<D: qoslab_media::Device>(
     loop_opts: LoopOptions,
     series: Option<&mut SeriesWriter>,
 ) -> Result<Outcome, SimError> {
-    let (jobs, plan) = build_jobs(opts, seed, devs[0].capacity_bytes())?;
+    let (jobs, mut plan) = build_jobs(opts, seed, devs[0].capacity_bytes())?;
+    // A crash view reads the ordered streams' records as a cut does.
+    plan.record |= !loop_opts.crash_views_at_ns.is_empty();
     path::build(
         &opts.device,
         devs,
@@ -616,6 +618,8 @@ struct RunOnce<'a, 'w> {
     run: usize,
     seed: u64,
     series: Option<&'w mut SeriesWriter>,
+    /// Crash views to take ([`crash_views`]).
+    views: &'a [Ns],
 }
 
 impl ModelVisitor for RunOnce<'_, '_> {
@@ -641,6 +645,7 @@ impl ModelVisitor for RunOnce<'_, '_> {
             power_fail_at_ns: self.opts.power_fail_at_ns,
             crash_target: self.opts.crash_target,
             recovery: recovery_of(&self.opts.device, &devs[0]),
+            crash_views_at_ns: self.views.to_vec(),
         };
         run_with_media(self.opts, self.seed, devs, loop_opts, self.series)
     }
@@ -660,6 +665,7 @@ fn run_seed(
             run,
             seed,
             series,
+            views: &[],
         },
     )
     .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))?
@@ -678,6 +684,7 @@ pub fn run_on_device<D: qoslab_media::Device>(
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
         recovery: recovery_of(&opts.device, &dev),
+        crash_views_at_ns: Vec::new(),
     };
     let outcome = run_with_media(opts, opts.seed, vec![dev], loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
@@ -712,6 +719,7 @@ where
         power_fail_at_ns: opts.power_fail_at_ns,
         crash_target: opts.crash_target,
         recovery: None,
+        crash_views_at_ns: Vec::new(),
     };
     let outcome = run::simulate(assemble(parts), jobs, loop_opts, None)?;
     let text = report::render(opts, &[opts.seed], std::slice::from_ref(&outcome))?;
@@ -723,6 +731,51 @@ where
         max_outstanding: outcome.max_outstanding,
         logs: outcome.logs,
     })
+}
+
+/// The recoveries of power cuts at each of `at_ns` (simulated times, in order) of one run of
+/// `opts`'s first seed, all taken during that one run ([`run::LoopOptions::crash_views_at_ns`]):
+/// each is what `--power-fail-at` at that time reports as `qoslab.recovery` (a test holds the
+/// two equal), at the cost of one run to the last of them. Also the events the run handled.
+pub fn crash_views(
+    opts: &SimOptions,
+    at_ns: &[Ns],
+) -> Result<(Vec<run::CrashView>, u64), SimError> {
+    if opts.power_fail_at_ns.is_some() || opts.crash_target.is_some() {
+        return Err(SimError::new(
+            "crash views: a run with crash views is not cut (leave out --power-fail-at and --crash-target)",
+        ));
+    }
+    if opts.device.targets_config().targets == 0 {
+        return Err(SimError::new(
+            "crash views: the device has no target servers to recover ([fabric] targets = 0)",
+        ));
+    }
+    if at_ns.is_empty() || at_ns.windows(2).any(|w| w[0] > w[1]) {
+        return Err(SimError::new(
+            "crash views: expected one or more simulated times in increasing order",
+        ));
+    }
+    let model = opts.device.model.clone();
+    let outcome = visit_model(
+        &model,
+        RunOnce {
+            opts,
+            run: 0,
+            seed: opts.seed,
+            series: None,
+            views: at_ns,
+        },
+    )
+    .ok_or_else(|| SimError::new(format!("unknown device model '{model}'")))??;
+    if outcome.crash_views.len() < at_ns.len() {
+        return Err(SimError::new(format!(
+            "crash views: the run ended at {} ns, before the crash view at {} ns",
+            outcome.end_ns,
+            at_ns[outcome.crash_views.len()]
+        )));
+    }
+    Ok((outcome.crash_views, outcome.events))
 }
 
 /// Runs the simulation as `opts` says, writes the time series if asked, and renders the

@@ -38,6 +38,8 @@ enum LoopEv {
     Resume(u32),
     /// The power fails (`--power-fail-at`).
     PowerFail,
+    /// A crash view: the crash image read and recovered, the run going on.
+    CrashView,
     /// fio's helper thread, once a second: the steady-state checks.
     Tick,
     /// `--status-interval`: the report so far.
@@ -185,6 +187,19 @@ pub struct LoopOptions {
     /// At the cut, recover the ordered streams (the path has target servers): what recovery
     /// costs, and whether the drives have power-loss protection.
     pub recovery: Option<(qoslab_fabric::cut::RecoveryCosts, bool)>,
+    /// Crash views, in time order: at each of these simulated times the run reads the crash
+    /// image a power cut there would leave, without disturbing itself, recovers it as after
+    /// `power_fail_at_ns` (it needs `recovery`) and goes on; it ends at the last one. Many
+    /// cuts of one run then cost one run, not one run each.
+    pub crash_views_at_ns: Vec<Ns>,
+}
+
+/// What a crash view found: the recovery a cut at its moment would give, and the events the
+/// run had handled before it (what a run to that cut costs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrashView {
+    pub events: u64,
+    pub recovery: qoslab_fabric::cut::Recovery,
 }
 
 /// What a power failure did to one job's writes.
@@ -224,6 +239,8 @@ pub struct Outcome {
     pub durability: Option<DurabilityReport>,
     /// What recovery of the ordered streams found after the cut.
     pub recovery: Option<qoslab_fabric::cut::Recovery>,
+    /// The crash views taken (`LoopOptions::crash_views_at_ns`), in time order.
+    pub crash_views: Vec<CrashView>,
     /// After the cut, the run stopped with nothing scheduled: (when, I/Os outstanding). What
     /// the cut lost may never complete; the run ends there and the cut is still reported.
     pub stalled_after_cut: Option<(Ns, u32)>,
@@ -272,6 +289,9 @@ struct Sim<'w, P: Stage> {
     crash_target: Option<u16>,
     /// The run stopped after the cut with nothing scheduled: (when, I/Os outstanding).
     stalled_after_cut: Option<(Ns, u32)>,
+    /// Crash views still to take, and those taken.
+    views_left: usize,
+    crash_views: Vec<CrashView>,
     /// Some job set `exitall` (fio makes it global): every job's end ends others.
     exitall: bool,
     /// `group_reporting` per job definition (steady state counts a group together).
@@ -586,6 +606,8 @@ impl<P: Stage> Sim<'_, P> {
                 }
             }
             Ev::Loop(LoopEv::PowerFail) => self.power_fail(now, self.crash_target),
+            // Taken by the loop itself (`crash_view`).
+            Ev::Loop(LoopEv::CrashView) => {}
             Ev::Loop(LoopEv::Resume(j)) => self.resume(j as usize, now)?,
             Ev::Loop(LoopEv::Tick) => self.tick(now),
             // Taken by the loop itself, which counts the events (`status_dump`).
@@ -671,6 +693,32 @@ impl<P: Stage> Sim<'_, P> {
         })
     }
 
+    /// A crash view at `now`: what `power_fail` notes and what its `PowerLoss` takes, read
+    /// from the stages without changing them, recovered as `recovered` does after a cut.
+    #[cold]
+    fn crash_view(&mut self, now: Ns, events: u64) -> Result<(), SimError> {
+        let Some((costs, plp)) = self.recovery.as_ref() else {
+            return Err(SimError::new(
+                "crash views: the path has no target servers to recover ([fabric] targets = 0)",
+            ));
+        };
+        let mut state = qoslab_engine::order::OrderState {
+            at_ns: now,
+            ..Default::default()
+        };
+        self.path.collect_order_state(&self.reqs, &mut state);
+        let mut lost = Vec::new();
+        if !self.path.collect_writes_at_risk(&self.reqs, &mut lost) {
+            return Err(SimError::new(
+                "crash views: a stage of the path cannot say what a power cut would take without cutting (only the cached media model can); use --power-fail-at",
+            ));
+        }
+        let recovery = qoslab_fabric::cut::recover(&state, &lost, *plp, costs);
+        self.crash_views.push(CrashView { events, recovery });
+        self.views_left -= 1;
+        Ok(())
+    }
+
     /// Each job's acknowledged writes at the power failure, against what it took.
     fn durability(&self) -> Option<DurabilityReport> {
         let mark = self.at_power_fail.as_ref()?;
@@ -744,6 +792,15 @@ impl<P: Stage> Sim<'_, P> {
                 self.status_dump(at, events);
                 continue;
             }
+            if let Ev::Loop(LoopEv::CrashView) = ev {
+                // Not an event of the run either: the run is the same with or without it.
+                now = at;
+                self.crash_view(at, events)?;
+                if self.views_left == 0 {
+                    break;
+                }
+                continue;
+            }
             now = at;
             events += 1;
             self.handle(ev, now)?;
@@ -770,6 +827,7 @@ impl<P: Stage> Sim<'_, P> {
             max_outstanding: self.reqs.high_water(),
             durability: None,
             recovery: None,
+            crash_views: Vec::new(),
             stalled_after_cut: None,
             logs: Vec::new(),
         });
@@ -847,11 +905,18 @@ pub fn simulate<P: Stage>(
         recovery: opts.recovery.clone(),
         crash_target: opts.crash_target,
         stalled_after_cut: None,
+        views_left: opts.crash_views_at_ns.len(),
+        crash_views: Vec::new(),
         status_every: opts.status_interval_ns.filter(|&t| t > 0),
         status: Vec::new(),
     };
     if let Some(t) = opts.power_fail_at_ns {
         sim.queue.schedule(t, Ev::Loop(LoopEv::PowerFail));
+    }
+    // Where a cut's PowerFail would be, before anything else is scheduled: a view at T sees
+    // the path as a cut at T does, before any other event at T.
+    for &t in &opts.crash_views_at_ns {
+        sim.queue.schedule(t, Ev::Loop(LoopEv::CrashView));
     }
     if steady {
         sim.queue.schedule(TICK_NS, Ev::Loop(LoopEv::Tick));
@@ -897,6 +962,7 @@ pub fn simulate<P: Stage>(
         status: std::mem::take(&mut sim.status),
         durability,
         recovery,
+        crash_views: std::mem::take(&mut sim.crash_views),
         stalled_after_cut: sim.stalled_after_cut,
         stages,
         max_outstanding: sim.reqs.high_water(),

@@ -124,7 +124,11 @@ def measured(
 def cut(stack: str, report: dict[str, Any]) -> dict[str, Any]:
     """What `rio run --power-fail-at` prints: the cut, each stream's outcome summed, and what
     recovery read and erased and how long it took (`qoslab.recovery`)."""
-    rec = report["qoslab"]["recovery"]
+    return _cut(stack, report["qoslab"]["recovery"], report["qoslab"]["events"])
+
+
+def _cut(stack: str, rec: dict[str, Any], events: int) -> dict[str, Any]:
+    """A cut's row from its recovery (`qoslab.recovery`) and the events the run cost."""
     streams = rec["streams"]
     violations = [v for s in streams for v in s["violations"]]
     out = {
@@ -138,8 +142,8 @@ def cut(stack: str, report: dict[str, Any]) -> dict[str, Any]:
         "acknowledged_flushes": sum(s["acknowledged_flushes"] for s in streams),
         "survived": sum(s["survived"] for s in streams),
         "violations": violations,
-        # The simulator's events up to the cut (what the run cost).
-        "events": report["qoslab"]["events"],
+        # The simulator's events of the run (a cut run's, or the events before a view).
+        "events": events,
     }
     crash = rec.get("target_crash")
     if crash is not None:
@@ -165,6 +169,26 @@ def cut(stack: str, report: dict[str, Any]) -> dict[str, Any]:
             "recovery_ns": rebuild + data,
         },
     }
+
+
+def cuts(
+    stack: str,
+    job: str,
+    at_ns: list[int],
+    *,
+    device: str,
+    sets: list[tuple[str, str]],
+    seed: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """`cut`'s rows of power cuts at each of `at_ns` (in order) of one run of `job`, all taken
+    during that one run (`qoslab.sim.api.crash_views`: the run reads each crash image without
+    disturbing itself), each with the events before it; and the events of that run."""
+    from qoslab.sim import api
+
+    views, events = api.crash_views(
+        job, at_ns, jobname="rio run", device=device, sets=sim_sets(sets), seed=seed
+    )
+    return [_cut(stack, v["recovery"], v["events"]) for v in views], events
 
 
 def run(

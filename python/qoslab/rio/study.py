@@ -87,16 +87,12 @@ def _run(
     size_kib: int,
     batch: int,
     seed: int,
-    power_fail_at_ns: int | None = None,
     iodepth: int = WINDOW,
     background_cycles_per_s: float = 0.0,
 ) -> dict:
-    """One point: `rio run`'s measures, or with `power_fail_at_ns` what a cut left."""
+    """One point: `rio run`'s measures."""
     job = chain.job_text(stack, threads, writes, size_kib, batch, 0, iodepth)
-    at = None if power_fail_at_ns is None else f"{power_fail_at_ns}ns"
-    report = chain.run(job, device=SSDS[ssd], sets=sets, seed=seed, power_fail_at=at)
-    if at is not None:
-        return chain.cut(stack, report)
+    report = chain.run(job, device=SSDS[ssd], sets=sets, seed=seed)
     return chain.measured(stack, report, background_cycles_per_s)
 
 
@@ -175,6 +171,15 @@ class _CutRun:
         rng = random.Random(f"rio-study/{self.key}/{self.seed}/{self.stack}/{self.threads}")
         return sorted(int(end_ns * rng.uniform(0.2, 0.8)) for _ in range(n))
 
+    def cuts(self, sets: list[tuple[str, str]], at_ns: list[int]) -> tuple[list[dict], int]:
+        """The rows of power cuts at `at_ns`, all read during one run (what a destructive cut
+        at each moment would leave, a test holds them equal), and that run's events."""
+        job = chain.job_text(self.stack, self.threads, self.writes, 4, 1, 0, self.iodepth)
+        cuts, events = chain.cuts(
+            self.stack, job, at_ns, device=SSDS[self.ssd], sets=sets, seed=self.seed
+        )
+        return [self.row(c) for c in cuts], events
+
     def row(self, cut: dict) -> dict:
         return {
             "stack": self.stack,
@@ -214,16 +219,17 @@ def _cut_runs(plan: Plan) -> tuple[list[_CutRun], list[_CutRun]]:
 
 
 def runs(plan: Plan) -> int:
-    """How many simulator runs `run_all` makes, for the progress bar."""
+    """How many simulator runs `run_all` makes, for the progress bar: each recovery run goes
+    once to its end, then once to its last cut, taking every cut on the way."""
     over_threads, setup = _cut_runs(plan)
-    cut_runs = (len(over_threads) + len(setup)) * (1 + plan.cuts_per_seed)
-    return len(_points(plan)) * plan.seeds + cut_runs
+    return len(_points(plan)) * plan.seeds + (len(over_threads) + len(setup)) * 2
 
 
 @dataclass(frozen=True)
 class Results:
     """What `run_all` measured: the points of Figures 10-12 (one row per point and seed), the
-    recovery cuts over the thread counts and on the document's setup (one row per cut), and
+    recovery cuts over the thread counts and on the document's setup (one row per cut), the
+    runs the cuts were taken in (`cut_runs`: kind, stack, threads, seed, cuts, events), and
     how many simulator runs it made with how many events in all (the runs to the end that
     the cuts are placed in included)."""
 
@@ -232,6 +238,7 @@ class Results:
     setup: list[dict]
     runs: int
     events: int
+    cut_runs: list[dict]
 
 
 def run_all(
@@ -261,6 +268,7 @@ def run_all(
         # The long runs (the document's setup) first, so that no worker waits alone at the end.
         ends = [pool.submit(_run, *r.args(cut_sets), iodepth=r.iodepth) for r in setup]
         ends += [pool.submit(_run, *r.args(cut_sets), iodepth=r.iodepth) for r in over_threads]
+        cut_runs = [*setup, *over_threads]
         measured = [
             pool.submit(
                 _run,
@@ -279,18 +287,15 @@ def run_all(
         ]
         try:
             ends = each(ends)
-            cut_futures = [
+            # Every cut of a run in one more run to its last cut (the moments are drawn over
+            # the run's length, known once it has ended).
+            cuts = each(
                 [
-                    pool.submit(_run, *r.args(cut_sets), power_fail_at_ns=t, iodepth=r.iodepth)
-                    for t in r.moments(end["elapsed_ns"], plan.cuts_per_seed)
+                    pool.submit(r.cuts, cut_sets, r.moments(end["elapsed_ns"], plan.cuts_per_seed))
+                    for r, end in zip(cut_runs, ends, strict=True)
                 ]
-                for r, end in zip([*setup, *over_threads], ends, strict=True)
-            ]
+            )
             results = each(measured)
-            cut_rows = [
-                [r.row(c) for c in each(fs)]
-                for r, fs in zip([*setup, *over_threads], cut_futures, strict=True)
-            ]
         except BaseException:
             # A bad tunable fails every run, and an interrupt should not wait for them all.
             pool.shutdown(wait=False, cancel_futures=True)
@@ -300,10 +305,28 @@ def run_all(
         for (seed, point), m in zip(itertools.product(plan.seed_list, points), results, strict=True)
     ]
     _normalise(rows)
-    setup_rows = [row for rs in cut_rows[: len(setup)] for row in rs]
-    thread_rows = [row for rs in cut_rows[len(setup) :] for row in rs]
-    every = [*rows, *ends, *setup_rows, *thread_rows]
-    return Results(rows, thread_rows, setup_rows, len(every), sum(r["events"] for r in every))
+    setup_rows = [row for rs, _ in cuts[: len(setup)] for row in rs]
+    thread_rows = [row for rs, _ in cuts[len(setup) :] for row in rs]
+    taken_in = [
+        {
+            "kind": r.key,
+            "stack": r.stack,
+            "threads": r.threads,
+            "seed": r.seed,
+            "cuts": len(rs),
+            "events": events,
+        }
+        for r, (rs, events) in zip(cut_runs, cuts, strict=True)
+    ]
+    every = [*rows, *ends, *taken_in]
+    return Results(
+        rows,
+        thread_rows,
+        setup_rows,
+        len(every),
+        sum(r["events"] for r in every),
+        taken_in,
+    )
 
 
 def _normalise(rows: list[dict]) -> None:
@@ -1024,6 +1047,7 @@ def write_report(results: Results, table: list[dict], out: Path, plan: Plan) -> 
                 "points": results.points,
                 "recovery": results.cuts,
                 "recovery_on_the_documents_setup": results.setup,
+                "cut_runs": results.cut_runs,
                 "document_vs_qoslab": table,
             },
             indent=2,

@@ -207,6 +207,36 @@ def run(
     return result
 
 
+def crash_views(
+    jobtext: str,
+    at_ns: list[int],
+    *,
+    jobname: str = "jobs",
+    device: str = DEFAULT_DEVICE,
+    sets: list[str] | None = None,
+    seed: int = 1,
+) -> tuple[list[dict[str, Any]], int]:
+    """Power cuts at each of `at_ns` (simulated ns, in order) of one run of the job text
+    `jobtext` on a device with target servers, all read during that one run: each is
+    {"events": events handled before it, "recovery": what `power_fail_at` at that time reports
+    as `qoslab.recovery`}, without the destructive cut (the simulator's crash views; a test
+    holds them equal). Also the events of the run, which stops at its last view."""
+    limits.number(seed, "--seed", hi=limits.MAX_SEED, integer=True)
+    try:
+        result = _core.sim_run(
+            device,
+            list(sets or []),
+            seed,
+            1,
+            "json",
+            **_job_source(None, jobtext, jobname, None),
+            crash_views_at=[int(t) for t in at_ns],
+        )
+    except _core.SimInputError as err:
+        raise _input_error(err) from None
+    return json.loads(result["crash_views"]), result["events"]
+
+
 # A bar appears once a run has taken this long (under fio's --eta=auto), so that a short run
 # does not flash one.
 SHOW_AFTER_S = 1.0

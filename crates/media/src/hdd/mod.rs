@@ -780,6 +780,16 @@ impl Stage for Hdd {
         out.extend_from_slice(&self.lost);
     }
 
+    /// Not built: `power_fail` works out its loss while it empties the cache, so a crash view
+    /// of this drive is refused rather than guessed.
+    fn collect_writes_at_risk(
+        &self,
+        _reqs: &qoslab_engine::Requests,
+        _out: &mut Vec<crate::LostWrite>,
+    ) -> bool {
+        false
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let n = self.stats.media_ops.max(1) as f64;
         vec![

@@ -1,6 +1,7 @@
 //! Integration tests of the simulated path, built as one binary.
 
 mod common;
+mod crash_views;
 mod durability;
 mod files;
 mod fio_loop;

@@ -466,10 +466,13 @@ def test_sync_latency_has_percentiles_and_bins_like_the_directions(qoslab, tmp_p
 STRACE = shutil.which("strace")
 
 
-def syncs_issued(producer: str, qoslab, tmp_path, args: list[str]) -> tuple[dict, int]:
-    """One psync job of 4 KiB writes: its JSON and the syncs it really issued: the fsync and
-    fdatasync calls strace counts in real fio, the FLUSHes qoslab's block layer saw."""
-    args = ["--output-format=json", "--ioengine=psync", "--bs=4k", "--name=w", *args]
+def syncs_issued(
+    producer: str, qoslab, tmp_path, args: list[str], engine: str = "psync"
+) -> tuple[dict, int]:
+    """One job of 4 KiB writes (psync unless said): its JSON and the syncs it really issued:
+    the fsync and fdatasync calls strace counts in real fio, the FLUSHes qoslab's block layer
+    saw."""
+    args = ["--output-format=json", f"--ioengine={engine}", "--bs=4k", "--name=w", *args]
     if producer == "qoslab":
         report = json.loads(produce(producer, qoslab, tmp_path, ["--direct=1", *args]))
         (block,) = (s["counters"] for s in report["qoslab"]["stages"] if s["stage"] == "block")
@@ -595,6 +598,96 @@ def test_libaio_syncs_beside_the_writes_in_flight(
     assert job["sync"]["total_ios"] == job["sync"]["lat_ns"]["N"] == syncs
     levels = {k: v for k, v in job["iodepth_level"].items() if v}
     assert levels == pytest.approx(shares, abs=1e-6), producer
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_libaio_ends_with_a_sync_after_reaping_the_writes_beside_its_last(
+    qoslab, tmp_path, producer
+):
+    """A libaio job's periodic syncs leave writes in flight; fio asks should_fsync for
+    end_fsync once it has reaped them, so it syncs again (measured, strace, 3 runs, the same
+    calls: `... S1 G1 G3 F`: 3 periodic fsyncs and the end's)."""
+    args = ["--direct=1", "--rw=write", "--iodepth=4", "--fsync=4", "--end_fsync=1"]
+    job, calls = syncs_issued(producer, qoslab, tmp_path, [*args, "--number_ios=16"], "libaio")
+    assert job["sync"]["total_ios"] == 3
+    assert calls == 4
+
+
+# io_uring's and posixaio's fsync=N (fio 3.33, engines/io_uring.c: an IORING_OP_FSYNC in the
+# ring; engines/posixaio.c: aio_fsync): the sync is an I/O of the queue, beside the writes in
+# flight, counted in iodepth_level by the commit at the depth the job then holds. fio's fetch
+# gives a sync while the writes issued are a multiple of N and the last I/O it reaped was not a
+# sync (io_completed keeps last_was_sync), so while one is in flight the next fetch gives
+# another, until the queue is full and a reap ends with a sync: at most iodepth per multiple.
+# Measured on an ext4 file, 3 runs each (posixaio: the same numbers every time; io_uring's
+# fsync is quicker and its count varies with timing: 7, 8, 12, 8, 10, 12, 9 syncs). qoslab
+# runs on consumer-tlc, whose FLUSH takes longer than a write, as the file's fsync does here.
+# (options, multiples of N passed, syncs at most)
+QUEUED_SYNC_JOBS = [
+    (["--iodepth=4", "--fsync=4", "--number_ios=16"], 3, 12),
+    (["--iodepth=4", "--fdatasync=4", "--number_ios=16"], 3, 12),
+    (["--iodepth=2", "--fsync=4", "--number_ios=16"], 3, 6),
+]
+
+
+def queued_sync_job(producer, qoslab, tmp_path, engine: str, options: list[str]) -> dict:
+    args = ["--output-format=json", "--name=w", f"--ioengine={engine}", "--direct=1", "--bs=4k"]
+    args += ["--rw=write", *options]
+    if producer == "qoslab":
+        args.append("--device=consumer-tlc")
+    return json.loads(produce(producer, qoslab, tmp_path, args))["jobs"][0]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize("engine", ["io_uring", "posixaio"])
+@pytest.mark.parametrize(("options", "multiples", "most"), QUEUED_SYNC_JOBS)
+def test_a_queued_sync_goes_beside_the_writes_and_again_until_one_is_reaped(
+    qoslab, tmp_path, producer, engine, options, multiples, most
+):
+    job = queued_sync_job(producer, qoslab, tmp_path, engine, options)
+    writes = job["write"]["total_ios"]
+    assert writes == 16
+    syncs = job["sync"]["lat_ns"]["N"]
+    fsyncs = 0 if "fdatasync" in options[1] else syncs
+    assert job["sync"]["total_ios"] == fsyncs
+    # More than one sync at a multiple (one was in flight at the next fetch), at most iodepth.
+    assert multiples < syncs <= most, producer
+    levels = {k: v for k, v in job["iodepth_level"].items() if v}
+    # Every sync counted once, at a depth, beside the writes: not in the divisor.
+    assert sum(levels.values()) == pytest.approx(100 * (writes + syncs) / writes, abs=1e-6)
+    # After the first fill the queue stays full, syncs included: a job that waited for its
+    # writes before each sync would count it at depth 1 (fio: 112.5-156.25 %).
+    depth = options[0].split("=")[1]
+    assert levels[depth] >= 100.0, levels
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_number_ios_counts_the_syncs_in_flight(qoslab, tmp_path, producer):
+    """fio's exceeds_number_ios counts the I/Os completed, queued and in flight, syncs among
+    them: a posixaio job holding 4 syncs when it reaches 28 writes stops there (measured, 3
+    runs: 28 writes, 32 syncs; qoslab on consumer-tlc: 28 and 28). (io_uring's quicker fsync
+    had none in flight then in the 3 runs measured: 32 writes.)"""
+    options = ["--iodepth=8", "--fsync=4", "--number_ios=32"]
+    job = queued_sync_job(producer, qoslab, tmp_path, "posixaio", options)
+    assert job["write"]["total_ios"] == 28
+    assert 7 < job["sync"]["total_ios"] <= 7 * 8
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize("engine", ["io_uring", "posixaio"])
+def test_a_queued_end_sync_is_counted_at_depth_one(qoslab, tmp_path, producer, engine):
+    """end_fsync goes through the engine's queue and commit once the job has reaped
+    everything: counted in iodepth_level at depth 1 (not in the JSON's sync), where libaio's
+    and psync's, completed in the call, are not (measured: '1' 12.5 % with end_fsync=1, 6.25 %
+    without, 3 runs each engine)."""
+    options = ["--iodepth=4", "--fsync=4", "--number_ios=16", "--end_fsync=1"]
+    job = queued_sync_job(producer, qoslab, tmp_path, engine, options)
+    syncs = job["sync"]["lat_ns"]["N"]
+    assert job["sync"]["total_ios"] == syncs
+    levels = job["iodepth_level"]
+    assert sum(levels.values()) == pytest.approx(100 * (16 + syncs + 1) / 16, abs=1e-6)
+    # The first write and the end sync, at least.
+    assert levels["1"] >= 12.5
 
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])

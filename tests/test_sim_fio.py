@@ -367,6 +367,29 @@ def test_vsync_runs_as_fios_vector_engine_or_is_refused_where_fio_never_ends(qos
     assert done.returncode == 2 and "issues a trim as a write" in done.stderr
 
 
+def test_io_uring_with_offloaded_submission_is_refused_as_fio_refuses_it(qoslab, tmp_path):
+    job = ["--name=u", "--ioengine=io_uring", "--io_submit_mode=offload", "--direct=1"]
+    job += ["--rw=write", "--number_ios=16"]
+    done = qoslab("sim", *job)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "qoslab: error: --ioengine=io_uring: job 'u': ioengine=io_uring with "
+        "io_submit_mode=offload: fio 3.33 refuses it (\"io_uring: can't be used with "
+        'offloaded submit"); use io_submit_mode=inline or another engine\n'
+    )
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.skip("fio is installed by make tools")
+    real = subprocess.run(
+        [fio, f"--filename={tmp_path / 'data'}", "--size=1m", *job],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert real.returncode != 0
+    assert "io_uring: can't be used with offloaded submit" in real.stderr
+
+
 def test_buffered_io_and_non_block_engines_are_refused_in_one_line(qoslab):
     done = qoslab("sim", "--name=b", "--rw=randread", "--number_ios=10")
     assert done.returncode == 2

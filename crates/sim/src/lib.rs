@@ -181,6 +181,15 @@ fn check_runnable(job: &qoslab_workload::fio::Job, device: &DeviceConfig) -> Res
     if job.ioengine == "vsync" {
         vsync_runnable(job).map_err(|m| at(job.ioengine_location.as_ref(), m))?;
     }
+    if job.ioengine == "io_uring" && job.submit_mode == qoslab_workload::fio::SubmitMode::Offload {
+        // fio 3.33 marks io_uring FIO_NO_OFFLOAD and will not load it so (measured: exit 1).
+        return Err(at(
+            job.ioengine_location.as_ref(),
+            "ioengine=io_uring with io_submit_mode=offload: fio 3.33 refuses it (\"io_uring: \
+             can't be used with offloaded submit\"); use io_submit_mode=inline or another engine"
+                .into(),
+        ));
+    }
     let host = device.host_config();
     if null && job.time_based && host.submit_ns + host.complete_ns == 0 {
         return Err(at(

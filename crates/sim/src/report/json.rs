@@ -421,6 +421,20 @@ fn disk_util_json(o: &Outcome, device: &str) -> Option<Value> {
     }]))
 }
 
+/// A figure the runs may each give (one per seed): left out when none gave it, the one object
+/// for a single run, an array in seed order for several.
+fn insert_per_seed(q: &mut Map<String, Value>, key: &str, mut values: Vec<Value>) {
+    match values.len() {
+        0 => {}
+        1 => {
+            q.insert(key.into(), values.remove(0));
+        }
+        _ => {
+            q.insert(key.into(), Value::Array(values));
+        }
+    }
+}
+
 pub(super) fn json_report(
     opts: &SimOptions,
     seeds: &[u64],
@@ -476,15 +490,7 @@ pub(super) fn json_report(
         .zip(outcomes)
         .filter_map(|(seed, o)| durability_json(*seed, o.durability.as_ref()?).into())
         .collect();
-    match durability.len() {
-        0 => {}
-        1 => {
-            q.insert("durability".into(), durability[0].clone());
-        }
-        _ => {
-            q.insert("durability".into(), Value::Array(durability));
-        }
-    }
+    insert_per_seed(&mut q, "durability", durability);
     let recovery: Vec<Value> = seeds
         .iter()
         .zip(outcomes)
@@ -494,15 +500,7 @@ pub(super) fn json_report(
             Some(v)
         })
         .collect();
-    match recovery.len() {
-        0 => {}
-        1 => {
-            q.insert("recovery".into(), recovery[0].clone());
-        }
-        _ => {
-            q.insert("recovery".into(), Value::Array(recovery));
-        }
-    }
+    insert_per_seed(&mut q, "recovery", recovery);
     if let Some((at, outstanding)) = outcomes.iter().find_map(|o| o.stalled_after_cut) {
         q.insert(
             "stalled_after_cut".into(),

@@ -710,6 +710,46 @@ def test_size_above_the_files_filesize_holds_is_cut_to_them(qoslab, tmp_path, pr
     assert {k: v for k, v in job["iodepth_level"].items() if v} == {"1": 12.5, "2": 87.5}
 
 
+# fio 3.33 runs a job in passes (backend.c: one do_io call each): a pass ends when every file
+# is done (a sequential file when its next I/O would cross its end, a random one when its map is
+# full) or it has issued `size` bytes; fio reaps everything in between, so each pass starts at
+# depth 1. Another pass while `loops` lasts, then while io_size is short by a whole block
+# (keep_running). Measured with fio 3.33, libaio iodepth=2 bs=4k size=64k, 3 runs each: the same
+# writes, bytes and depth shares every time.
+PASS_JOBS = [
+    (["--nrfiles=4", "--rw=write", "--loops=2"], 32, 131072, {"1": 6.25, "2": 93.75}),
+    (["--nrfiles=4", "--rw=randwrite", "--io_size=96k"], 24, 98304, {"1": 8.333, "2": 91.667}),
+    (["--nrfiles=4", "--rw=write", "--bs=12k", "--loops=2"], 8, 98304, {"1": 25.0, "2": 75.0}),
+    (["--nrfiles=4", "--rw=write", "--number_ios=10", "--loops=2"], 20, 81920, {"1": 10, "2": 90}),
+    (["--rw=write", "--bs=12k"], 5, 61440, {"1": 20.0, "2": 80.0}),
+    (["--rw=write", "--io_size=96k", "--loops=2"], 32, 131072, {"1": 6.25, "2": 93.75}),
+    (["--rw=write:4k", "--loops=2"], 32, 131072, {"1": 6.25, "2": 93.75}),
+]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize(("options", "writes", "written", "shares"), PASS_JOBS)
+def test_each_pass_over_the_files_starts_after_the_last_one_is_reaped(
+    qoslab, tmp_path, producer, options, writes, written, shares
+):
+    args = ["--output-format=json", "--name=j", "--size=64k", "--bs=4k", "--direct=1"]
+    args += ["--ioengine=libaio", "--iodepth=2", *options]
+    if producer == "qoslab":
+        done = qoslab("sim", *args, cwd=tmp_path)
+    else:
+        if FIO is None:
+            pytest.skip("fio is installed by make tools")
+        done = subprocess.run(
+            [FIO, f"--directory={tmp_path}", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+    assert done.returncode == 0, done.stderr
+    job = json.loads(done.stdout)["jobs"][0]
+    assert (job["write"]["total_ios"], job["write"]["io_bytes"]) == (writes, written)
+    levels = {k: v for k, v in job["iodepth_level"].items() if v}
+    assert levels.keys() == shares.keys()
+    assert all(levels[k] == pytest.approx(v, abs=1e-3) for k, v in shares.items())
+
+
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])
 def test_a_read_after_the_last_sync_makes_the_end_sync_due(qoslab, tmp_path, producer):
     """fio's end sync is due when the job writes and the last thing it issued was not a sync

@@ -375,3 +375,35 @@ fn batch_submit_follows_fio_rules() {
     assert_eq!(g("size=1m\niodepth_batch_submit=0\niodepth=16\n"), 16);
     assert_eq!(g("size=1m\niodepth=4\niodepth_batch=8\n"), 4);
 }
+
+#[test]
+fn a_pass_is_done_with_a_file_at_its_end_and_ends_when_every_file_is_done() {
+    // fio 3.33, nrfiles=4 size=64k bs=12k loops=2 (libaio, 3 runs): 8 writes, one per file and
+    // pass: a second 12 KiB write would cross the 16 KiB file's end, so the pass is done with
+    // that file, and the next pass starts at every file's start. (blockalign=4k keeps qoslab's
+    // files at fio's 16 KiB: they are whole blocks.)
+    let ios = all_ios(
+        "rw=write\nbs=12k\nblockalign=4k\nsize=64k\nnrfiles=4\nloops=2\n",
+        1,
+    );
+    let offs: Vec<u64> = ios.iter().map(|io| io.offset_bytes / 1024).collect();
+    assert_eq!(offs, vec![0, 16, 32, 48, 0, 16, 32, 48]);
+    let firsts: Vec<usize> = (0..ios.len()).filter(|&i| ios[i].new_pass).collect();
+    assert_eq!(firsts, vec![4]);
+}
+
+#[test]
+fn io_size_above_size_adds_passes_only_while_it_is_short_by_a_whole_block() {
+    // fio 3.33 (3 runs each): size=64k io_size=96k: 24 writes of 4 KiB, a second pass after
+    // the 16th; bs=12k without io_size: 5 writes (the 4 KiB left are no whole block);
+    // io_size=96k loops=2: two passes of 64 KiB, 32 writes (loops first, then io_size).
+    let ios = all_ios("rw=randwrite\nbs=4k\nsize=64k\nio_size=96k\n", 1);
+    assert_eq!(ios.len(), 24);
+    let firsts: Vec<usize> = (0..ios.len()).filter(|&i| ios[i].new_pass).collect();
+    assert_eq!(firsts, vec![16]);
+    assert_eq!(all_ios("rw=write\nbs=12k\nsize=64k\n", 1).len(), 5);
+    assert_eq!(
+        all_ios("rw=write\nbs=4k\nsize=64k\nio_size=96k\nloops=2\n", 1).len(),
+        32
+    );
+}

@@ -772,7 +772,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Size(|j, v| j.io_size = Some(v)),
         "bytes",
         "size",
-        "Amount of I/O to do; may exceed `size`, the region is then covered again."
+        "Amount of I/O to do (x `loops` at the most); above `size`, passes over the files follow until it is short by less than a block, as in fio."
     ),
     opt!(
         "number_ios",
@@ -796,7 +796,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         },
         "",
         "1",
-        "Run the job this many times over the region."
+        "Run the job this many passes over its files, each starting with an empty queue (with `io_size`, more follow while it is short by a whole block)."
     ),
     opt!(
         "runtime",

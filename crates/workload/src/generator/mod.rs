@@ -36,10 +36,17 @@
 //!   each keeps its own sequential positions and its own pass over its blocks, and
 //!   `file_service_type` chooses the file of each I/O (in turn `n` I/Os each, at random, or
 //!   each file's share of the I/O before the next).
-//! - End: [`JobGen::next_io`] returns `None` once `io_size` (default `size` x `loops`)
-//!   bytes or `number_ios` x `loops` I/Os have been generated; `time_based` jobs never run
-//!   out (fio ignores their `number_ios`) and stop at [`JobGen::end_ns`] (`ramp_time +
-//!   runtime`), which also bounds other jobs.
+//! - Passes, as fio 3.33's `do_io` calls (`backend.c`): a pass ends when every file is done
+//!   (a sequential file when its next I/O would cross its end, a permuted one when its last
+//!   block was drawn; `file_service_type` skips the files done, as fio's does) or when it has
+//!   issued `size` bytes (fio's `total_bytes`). Another pass starts while `loops` lasts, then
+//!   while `io_size` is short by at least the largest block (`keep_running`); its first I/O
+//!   says so ([`GenIo::new_pass`]: fio reaps everything and closes the files in between).
+//!   `time_based` jobs have one pass: their files wrap in place (fio's do too).
+//! - End: [`JobGen::next_io`] returns `None` once no pass is left, or `io_size` (default
+//!   `size`) x `loops` bytes or `number_ios` x `loops` I/Os have been generated;
+//!   `time_based` jobs never run out (fio ignores their `number_ios`) and stop at
+//!   [`JobGen::end_ns`] (`ramp_time + runtime`), which also bounds other jobs.
 
 mod dist;
 
@@ -64,10 +71,9 @@ pub struct GenIo {
     /// Earliest submission time from `rate`/`rate_iops`, in ns since the job started
     /// (0 without a cap). Non-decreasing from one I/O to the next.
     pub not_before_ns: Ns,
-    /// The I/O starts a new pass over the job's file: the last pass reached the file's end
-    /// (fio ends a pass there, `loops` or `io_size` above `size`, and closes and reopens the
-    /// file before the next). Never in a `time_based` job (fio wraps in place) nor over
-    /// several files (not modelled).
+    /// The I/O starts a new pass over the job's files (see the module's "Passes": fio reaps
+    /// everything, closes the files and opens them again before it). Never in a `time_based`
+    /// job (fio wraps in place).
     pub new_pass: bool,
 }
 
@@ -79,6 +85,10 @@ pub struct Extent {
     /// `None` for time-based jobs.
     pub io_limit_bytes: Option<u64>,
     pub io_limit_ios: Option<u64>,
+    /// The bytes a pass issues at the most (fio's `total_bytes`: `size`; `io_size` if more
+    /// for a random writer without a random map; twice `size` for a trim-then-write
+    /// pattern); `None` for time-based jobs.
+    pub pass_limit_bytes: Option<u64>,
 }
 
 /// Per-direction pacing state.
@@ -162,11 +172,21 @@ pub struct JobGen {
     /// For `rand*:<nr>`: I/Os left before the next random offset, per direction.
     run_left: [u64; 3],
     pending_write: Option<(u64, u64)>,
-    /// Whether passes are told apart ([`GenIo::new_pass`]); the current one reached its end
-    /// (a random pass: its last block drawn; a sequential one: the offset wrapped).
+    /// Whether the job has passes (not `time_based`); the current one is over; passes begun
+    /// (the first at the start); bytes issued in this one; which files it is done with.
     passes: bool,
-    pass_done: bool,
-    wrapped: bool,
+    pass_over: bool,
+    passes_started: u64,
+    pass_bytes: u64,
+    file_done: Vec<bool>,
+    files_left: usize,
+    /// No pass is left: the job has ended.
+    ended: bool,
+    /// What `keep_running` weighs at the end of a pass: `loops`, `io_size` (no further pass
+    /// without it) and the largest I/O.
+    loops: u64,
+    io_size: Option<u64>,
+    max_len: u64,
     rng_offset: RngStream,
     rng_bs: RngStream,
     rng_mix: RngStream,
@@ -329,9 +349,16 @@ impl JobGen {
             create_only: job.create_only,
             run_left: [0; 3],
             pending_write: None,
-            passes: !job.time_based && files == 1,
-            pass_done: false,
-            wrapped: false,
+            passes: !job.time_based,
+            pass_over: false,
+            passes_started: 1,
+            pass_bytes: 0,
+            file_done: vec![false; files as usize],
+            files_left: files as usize,
+            ended: false,
+            loops: job.loops.max(1),
+            io_size: job.io_size,
+            max_len,
             rng_offset,
             rng_bs: stream("bs"),
             rng_mix: stream("mix"),
@@ -359,6 +386,7 @@ impl JobGen {
     /// The next I/O, or `None` once the job's amount of I/O is done. Allocates nothing.
     pub fn next_io(&mut self) -> Option<GenIo> {
         if self.create_only
+            || self.ended
             || self
                 .extent
                 .io_limit_bytes
@@ -367,16 +395,32 @@ impl JobGen {
         {
             return None;
         }
-        // A random pass's last block was drawn last time; a sequential pass ends in
-        // `next_offset`, at the wrap.
-        let mut new_pass = std::mem::take(&mut self.pass_done);
+        let mut new_pass = false;
         let (op, offset_bytes, len_bytes) = if let Some((off, len)) = self.pending_write.take() {
             (Op::Write, off, len)
         } else {
+            if self.pass_over {
+                // The last I/O ended the pass (its files' last block, its bytes).
+                if !self.another_pass() {
+                    return None;
+                }
+                new_pass = true;
+            }
             let op = self.next_op();
             let len = self.len[op.index()].draw(&mut self.rng_bs);
-            let off = self.next_offset(op, len);
-            new_pass |= std::mem::take(&mut self.wrapped);
+            let off = match self.next_offset(op, len) {
+                Some(off) => off,
+                // Every file of the pass was done before this I/O: fio's `get_io_u` finds
+                // no file, so `do_io` returns; the I/O drawn opens the next pass, if any.
+                None => {
+                    if !self.another_pass() {
+                        return None;
+                    }
+                    new_pass = true;
+                    self.next_offset(op, len)
+                        .expect("a fresh pass holds the largest I/O")
+                }
+            };
             if matches!(
                 self.pattern,
                 RwPattern::TrimWrite | RwPattern::RandTrimWrite
@@ -398,6 +442,16 @@ impl JobGen {
         }
         self.bytes_done += len_bytes;
         self.ios_done += 1;
+        self.pass_bytes += len_bytes;
+        if self.passes
+            && (self.files_left == 0
+                || self
+                    .extent
+                    .pass_limit_bytes
+                    .is_some_and(|l| self.pass_bytes >= l))
+        {
+            self.pass_over = true;
+        }
         Some(GenIo {
             op,
             offset_bytes,
@@ -408,25 +462,67 @@ impl JobGen {
         })
     }
 
+    /// fio's `keep_running` at the end of a pass: another while `loops` lasts, then while
+    /// `io_size` is short by at least the largest block (without `io_size`, the files are
+    /// done: no more). A new pass starts every file again from its start.
+    fn another_pass(&mut self) -> bool {
+        let more = self.passes_started < self.loops
+            || self
+                .io_size
+                .is_some_and(|s| self.bytes_done < s && s - self.bytes_done >= self.max_len);
+        if !more {
+            self.ended = true;
+            return false;
+        }
+        self.passes_started += 1;
+        self.pass_over = false;
+        self.pass_bytes = 0;
+        self.file_done.fill(false);
+        self.files_left = self.file_done.len();
+        let start = self.extent.region_start_bytes;
+        for (f, pos) in self.seq_pos.iter_mut().enumerate() {
+            *pos = [start + f as u64 * self.file_len; 3];
+        }
+        self.perm_pos.fill(0);
+        self.run_left = [0; 3];
+        true
+    }
+
+    /// Marks file `f` done for this pass; whether any is left.
+    fn file_ended(&mut self, f: usize) -> bool {
+        if !std::mem::replace(&mut self.file_done[f], true) {
+            self.files_left -= 1;
+        }
+        self.files_left > 0
+    }
+
     /// The file of the next I/O (always 0 with one file, without a draw).
     fn next_file(&mut self, len: u64) -> usize {
         let files = self.seq_pos.len();
         if files == 1 {
             return 0;
         }
+        // A file this pass is done with is passed over (fio's get_next_file_rr and
+        // get_next_file_rand skip it; the caller leaves at least one).
+        let cur_done = self.file_done[self.file_cur];
         match self.file_service {
             FileService::RoundRobin => {
-                if self.file_left == 0 {
-                    if self.ios_done > 0 {
-                        self.file_cur = (self.file_cur + 1) % files;
+                if self.file_left == 0 || cur_done {
+                    if self.ios_done > 0 || cur_done {
+                        self.file_cur = self.next_file_left(self.file_cur);
                     }
                     self.file_left = self.file_n;
                 }
                 self.file_left -= 1;
             }
             FileService::Random => {
-                if self.file_left == 0 {
-                    self.file_cur = (self.rng_file.uniform() * files as f64) as usize % files;
+                if self.file_left == 0 || cur_done {
+                    loop {
+                        self.file_cur = (self.rng_file.uniform() * files as f64) as usize % files;
+                        if !self.file_done[self.file_cur] {
+                            break;
+                        }
+                    }
                     self.file_left = self.file_n;
                 }
                 self.file_left -= 1;
@@ -437,9 +533,9 @@ impl JobGen {
                     .extent
                     .io_limit_bytes
                     .map_or(self.file_len, |l| (l / files as u64).max(1));
-                if self.file_left < len {
-                    if self.ios_done > 0 {
-                        self.file_cur = (self.file_cur + 1) % files;
+                if self.file_left < len || cur_done {
+                    if self.ios_done > 0 || cur_done {
+                        self.file_cur = self.next_file_left(self.file_cur);
                     }
                     self.file_left = share;
                 }
@@ -447,6 +543,15 @@ impl JobGen {
             }
         }
         self.file_cur
+    }
+
+    /// The first file after `f`, in turn, that this pass is not done with.
+    fn next_file_left(&self, f: usize) -> usize {
+        let files = self.file_done.len();
+        (1..=files)
+            .map(|i| (f + i) % files)
+            .find(|&g| !self.file_done[g])
+            .expect("a pass with a file left")
     }
 
     fn next_op(&mut self) -> Op {
@@ -465,15 +570,35 @@ impl JobGen {
         }
     }
 
-    fn next_offset(&mut self, op: Op, len: u64) -> u64 {
+    /// The offset of the next I/O, in a file this pass is not done with; `None` when the
+    /// pass is done with every file before it.
+    fn next_offset(&mut self, op: Op, len: u64) -> Option<u64> {
+        loop {
+            let f = self.next_file(len);
+            if let Some(off) = self.offset_in(f, op, len) {
+                return Some(off);
+            }
+            if !self.file_ended(f) {
+                return None;
+            }
+        }
+    }
+
+    /// The offset of the next I/O in file `f`; `None` when it does not fit before the
+    /// file's end (fio: the file is done for this pass).
+    fn offset_in(&mut self, f: usize, op: Op, len: u64) -> Option<u64> {
         let d = op.index();
-        let f = self.next_file(len);
         let start = self.extent.region_start_bytes + f as u64 * self.file_len;
         let end = start + self.file_len;
         if !self.pattern.is_random() {
             let mut off = self.seq_pos[f][d];
             if off < start || off + len > end {
-                self.wrapped = self.ios_done > 0;
+                // The pass is done with the file at its end (fio's get_next_seq_offset has
+                // no offset left), unless the job is time-based or writes with holes
+                // (`rw=write:4k`, backwards too): that file wraps in place.
+                if self.passes && self.rw_modifier.is_none() {
+                    return None;
+                }
                 // Forwards the file starts again at its start, backwards at its last block.
                 off = if self.rw_backward {
                     start + (self.file_len - len) / self.align_bytes * self.align_bytes
@@ -487,7 +612,7 @@ impl JobGen {
             } else {
                 off + len + skip
             };
-            return off;
+            return Some(off);
         }
         if self.rw_modifier.is_some() && self.run_left[d] > 0 {
             // Inside a run of `rw=rand*:<nr>`: continue from the last offset.
@@ -497,26 +622,31 @@ impl JobGen {
                 off = start;
             }
             self.seq_pos[f][d] = if self.rw_identical { off } else { off + len };
-            return off;
+            return Some(off);
         }
         let perm = &self.permutation;
         let pos = &mut self.perm_pos[f];
         let nblocks = self.nblocks;
-        let pass_done = &mut self.pass_done;
+        let mut last_block = false;
         let block = self.blocks[d].draw(&mut self.rng_offset, || {
             let p = perm.as_ref().expect("permuted sampling has a permutation");
             let b = p.at(*pos);
             // pos < nblocks: a wrap, not a division, as this runs for every I/O.
             *pos = if *pos + 1 == nblocks { 0 } else { *pos + 1 };
-            *pass_done = *pos == 0;
+            last_block = *pos == 0;
             b
         });
+        // The file's last block was drawn: the pass is done with it after this I/O (fio's
+        // random map is full); a time-based job's starts over.
+        if last_block && self.passes {
+            self.file_ended(f);
+        }
         let off = start + block * self.align_bytes;
         if let Some(nr) = self.rw_modifier {
             self.run_left[d] = nr - 1;
             self.seq_pos[f][d] = if self.rw_identical { off } else { off + len };
         }
-        off
+        Some(off)
     }
 
     /// Where the job's I/O goes and how much of it there is.
@@ -621,14 +751,22 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
     // `size` with `filesize` only sets the amount of I/O (fio's HOWTO, filesize), and no more
     // than the files hold: fio 3.33 cuts a `size` above their total to it (filesetup.c,
     // setup_files; measured: nrfiles=4 filesize=8k size=64k rw=write, 8 writes of 4 KiB).
-    let per_loop = job
-        .io_size
-        .or(if job.filesize.is_some() {
-            size.map(|s| s.min(region_len))
-        } else {
-            None
-        })
-        .unwrap_or(region_len);
+    let size = if job.filesize.is_some() {
+        size.map_or(region_len, |s| s.min(region_len))
+    } else {
+        region_len
+    };
+    let per_loop = job.io_size.unwrap_or(size);
+    // A pass issues `size` bytes at the most (do_io's `total_bytes`): up to `io_size` for a
+    // random writer without a random map, twice `size` when each block is trimmed, then
+    // written.
+    let mut pass_limit = size;
+    if job.rw.is_random() && job.norandommap && job.rw.issues(Op::Write) {
+        pass_limit = pass_limit.max(job.io_size.unwrap_or(0));
+    }
+    if matches!(job.rw, RwPattern::TrimWrite | RwPattern::RandTrimWrite) {
+        pass_limit = pass_limit.saturating_mul(2);
+    }
     let io_limit_bytes = (!job.time_based).then(|| per_loop.saturating_mul(job.loops));
     // fio counts `number_ios` per loop and a time-based job goes on to its runtime whatever
     // it says (backend.c: `exceeds_number_ios` compares with number_ios x loops, and
@@ -644,5 +782,6 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
         region_len_bytes: region_len,
         io_limit_bytes,
         io_limit_ios,
+        pass_limit_bytes: (!job.time_based).then_some(pass_limit),
     })
 }

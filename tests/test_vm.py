@@ -339,6 +339,49 @@ def test_a_trace_of_io_submit_says_where_in_the_call_the_tag_is_taken(tmp_path):
     assert summary(read_events(no_calls))["submit"] == {}
 
 
+WORKER_TRACE = """\
+# tracer: nop
+             fio-269     [000] ...1.   10.000002: block_rq_insert: 8,0 R 4096 () 984 + 8 [fio]
+             fio-269     [000] d..2.   10.000003: {switch 269 S 37}
+    kworker/0:1H-37      [000] .....   10.000007: block_rq_issue: 8,0 R 4096 () 984 + 8 [kw]
+    kworker/0:1H-37      [000] d..2.   10.000013: {switch 37 I 0}
+          <idle>-0       [000] d.h1.   10.004000: block_rq_complete: 8,0 R () 500 + 8 [0]
+          <idle>-0       [000] d..2.   10.004001: {switch 0 R 37}
+    kworker/0:1H-37      [000] d..2.   10.004006: {switch 37 I 270}
+             fio-270     [000] ...1.   10.004010: block_rq_insert: 8,0 R 131072 () 0 + 256 [fio]
+             fio-270     [000] d..2.   10.004012: {switch 270 S 37}
+    kworker/0:1H-37      [000] .....   10.004018: block_rq_issue: 8,0 R 131072 () 0 + 256 [kw]
+    kworker/0:1H-37      [000] .....   10.004022: block_rq_issue: 8,0 R 4096 () 992 + 8 [kw]
+          <idle>-0       [000] d.h1.   10.004030: block_rq_complete: 8,0 R () 984 + 8 [0]
+    kworker/0:1H-37      [000] d..2.   10.004050: {switch 37 I 0}
+          <idle>-0       [000] d..2.   10.005000: {switch 0 R 37}
+    kworker/0:1H-37      [000] d..2.   10.005004: {switch 37 I 0}
+"""
+
+
+def test_a_trace_gives_kblockd_workers_turns_on_the_cpu_by_what_they_issued(tmp_path):
+    path = tmp_path / "rep-1.trace"
+    lines = re.sub(r"\{switch (\d+) (\S+) (\d+)\}", lambda m: switch(int(m[1]), m[2], int(m[3])),
+                   WORKER_TRACE)  # fmt: skip
+    path.write_text(lines)
+    w = summary(read_events(path))["worker"]["kworker/0:1H"]
+    # Turns that issued nothing: 5 and 4 us on the CPU.
+    assert w["-"]["turns"] == 2
+    assert w["-"]["whole"]["median_us"] == pytest.approx(4.5)
+    # One 4 KiB request: 10 us on the CPU, its issue 4 us after the switch-in.
+    assert w["4"]["turns"] == 1
+    assert w["4"]["whole"]["median_us"] == pytest.approx(10.0)
+    assert w["4"]["to_issue"]["median_us"] == pytest.approx(4.0)
+    # A turn with a completion inside is counted, but its time is not the worker's alone.
+    assert w["128+4"]["turns"] == 1
+    assert w["128+4"]["whole"] == {"n": 0}
+    # Before `start`, nothing.
+    assert summary(read_events(path), skip_s=0.0045)["worker"]["kworker/0:1H"] == {
+        "-": {"turns": 1, "whole": pytest.approx({"n": 1, "median_us": 4.0, "p10_us": 4.0,
+                                                   "p90_us": 4.0}), "to_issue": {"n": 0}}
+    }  # fmt: skip
+
+
 def test_a_trace_event_is_group_and_name_and_the_guest_must_have_it():
     assert parse_trace_events(["block/block_getrq", "block/block_getrq"]) == ["block/block_getrq"]
     with pytest.raises(InputError, match=r"--trace-event: expected GROUP/NAME .*'block_getrq'"):

@@ -88,6 +88,26 @@ pub trait CpuModel {
     fn fair_wakeup_granularity_ns(&self) -> Option<Ns> {
         None
     }
+    /// Whether the queue runs the block layer leaves to kblockd's worker (after a
+    /// completion; under a scheduler after an insert or a scheduler's timer) are that
+    /// worker's work on the CPU: process context of a task of its own at nice -20, queued by
+    /// the model's rules with the jobs' work, the queues running when its turn ends; false:
+    /// they run at once, costing nothing.
+    fn queue_runs_on_cpu(&self) -> bool {
+        false
+    }
+    /// With `queue_runs_on_cpu`: the worker's time on the CPU for a turn that issued `issued`
+    /// requests of `kib` KiB in all to the driver (`(0, 0)`: the part before the queues run).
+    fn queue_run_ns(&self, _issued: u32, _kib: u64) -> Ns {
+        0
+    }
+    /// With `queue_runs_on_cpu` and `fair_credit_ns`: the wake-up granularity by which
+    /// kblockd's worker, waking, preempts the process-context work on the CPU (CFS's
+    /// check_preempt_wakeup, which the worker's nice -20 makes 88761/1024 times finer in its
+    /// vruntime), whether or not the jobs preempt (`fair_wakeup_granularity_ns`).
+    fn worker_wakeup_granularity_ns(&self) -> Option<Ns> {
+        None
+    }
 }
 
 /// Builds a CPU model from its `[cpu.NAME]` table.
@@ -129,7 +149,11 @@ qoslab_engine::settings! {
         retry_after_completion: bool = flag(false, "with woken_retry: a task woken by a completion's freed tag joins the CPU's work only when that completion's work there ends (Linux frees the tag and wakes the sleeper inside the completion's interrupt, after waking the completion's own job), and a piece of a split bio completes with an interrupt of complete_ns too (each request of the split has its own); false: a piece's completion costs no CPU and the sleeper its tag wakes retries at once"),
         fair: bool = flag(false, "process-context work (submissions, woken tag retries) runs in order of its job's CPU time used, least first, as Linux's CFS runs the task of least vruntime (every fio job has the same nice); completions keep their place; false: first come first served among it"),
         fair_wakeup_preempts: bool = flag(false, "with fair: a job that wakes (its submission after a completion, or its retry after a tag wake, arrives while it has no work on the CPU) preempts another job's process-context work when that job's CPU time, counting what it has run so far, exceeds its own by more than wakeup_granularity_ns (Linux's check_preempt_wakeup); false: it waits for the work on the CPU to end"),
-        wakeup_granularity_ns: Ns = ns(1_000_000, "with fair_wakeup_preempts: how far ahead in CPU time the running job must be for a waking job to preempt it (Linux 6.1's sysctl_sched_wakeup_granularity: 1 ms x (1 + ilog2(CPUs)), 1 ms on one CPU)"),
+        wakeup_granularity_ns: Ns = ns(1_000_000, "with fair_wakeup_preempts (and for kblockd's worker with queue_runs_on_cpu, scaled by its weight): how far ahead in CPU time the running job must be for a waking job to preempt it (Linux 6.1's sysctl_sched_wakeup_granularity: 1 ms x (1 + ilog2(CPUs)), 1 ms on one CPU)"),
+        queue_runs_on_cpu: bool = flag(false, "the queue runs the block layer leaves to kblockd's worker (after a completion; under a scheduler after an insert or a scheduler's timer: Linux 6.1 runs them async) are that worker's work on this CPU, a task of its own at nice -20 (CFS weight 88761 against fio's 1024: its CPU time counts 1024/88761 as much), queued with the jobs' work by the model's rules (with fair: in CFS's order, and waking it preempts as CFS's wake-up rule lets a task of its weight, whatever fair_wakeup_preempts says); the block layer dispatches when the turn's first queue_run_ns ends, and the worker stays on the CPU queue_run_per_rq_ns and queue_run_per_kib_ns for what it issued; false: the queues run at once, costing no CPU"),
+        queue_run_ns: Ns = ns(5_000, "with queue_runs_on_cpu: the worker's time on the CPU before the queues run, all of it when it issues nothing (guest, prio, kworker/0:1H's turns that issued nothing: median 5.0 us on scsi_debug, 4 to 5 on null_blk, 3 repetitions each; its first issue 2 to 4 us after its switch-in)"),
+        queue_run_per_rq_ns: Ns = ns(2_000, "with queue_runs_on_cpu: the worker's time on the CPU per request it issued (guest, null_blk: turns that issued one request 7 us, two 8 us, whatever their size; scsi_debug, whose queue_rq copies the data: one 4 KiB request 10 us, one 128 KiB 33: 4,260 ns with queue_run_per_kib_ns 185)"),
+        queue_run_per_kib_ns: Ns = ns(0, "with queue_runs_on_cpu: the worker's time on the CPU per KiB it issued (a driver whose queue_rq copies the data: scsi_debug 185 ns, the line through its one-request turns; null_blk copies nothing)"),
         sleeper_credit_ns: Ns = ns(3_000_000, "with fair: a job that had no work on the CPU (it slept) joins at no less than the least CPU time of the jobs with work there minus this (CFS's place_entity in Linux 6.1: sysctl_sched_latency, 6 ms on one CPU, halved by GENTLE_FAIR_SLEEPERS)"),
     }
 }
@@ -179,6 +203,19 @@ impl CpuModel for OneCpu {
     fn fair_wakeup_granularity_ns(&self) -> Option<Ns> {
         (self.cfg.fair && self.cfg.fair_wakeup_preempts).then_some(self.cfg.wakeup_granularity_ns)
     }
+
+    fn queue_runs_on_cpu(&self) -> bool {
+        self.cfg.queue_runs_on_cpu
+    }
+
+    fn worker_wakeup_granularity_ns(&self) -> Option<Ns> {
+        (self.cfg.fair && self.cfg.queue_runs_on_cpu).then_some(self.cfg.wakeup_granularity_ns)
+    }
+
+    fn queue_run_ns(&self, issued: u32, kib: u64) -> Ns {
+        let c = &self.cfg;
+        c.queue_run_ns + c.queue_run_per_rq_ns * Ns::from(issued) + c.queue_run_per_kib_ns * kib
+    }
 }
 
 pub static ONE: CpuOps = CpuOps {
@@ -193,11 +230,15 @@ pub static ONE: CpuOps = CpuOps {
     }),
 };
 
-/// The CPU stage's event: the work on the CPU since `epoch` began is done (a work item that
-/// was preempted started a new epoch, so its old end is ignored).
+/// The CPU stage's events.
 #[derive(Clone, Copy, Debug)]
-pub struct CpuEvent {
-    epoch: u64,
+pub enum CpuEvent {
+    /// The work on the CPU since `epoch` began is done (a work item that was preempted
+    /// started a new epoch, so its old end is ignored).
+    Done { epoch: u64 },
+    /// kblockd's workers woken by a completion join the CPU's work, after the completion's
+    /// job has seen it and submitted again (its wake-up came first).
+    WorkersWake,
 }
 
 /// What a piece of work on the CPU is.
@@ -211,6 +252,28 @@ enum Kind {
     Piece,
     /// A job's task woken from its sleep for a tag, retrying (process context).
     Retry { host: u16 },
+    /// kblockd's worker runs host `host`'s queues when this ends (process context, its own).
+    QueueRun { host: u16 },
+    /// The worker's time for the requests its run issued (the driver's queue_rq).
+    QueueRunTail,
+}
+
+/// The `job` of kblockd's worker's work (no fio job's number).
+const WORKER: u32 = u32::MAX - 1;
+
+/// CFS's weights (Linux's sched_prio_to_weight) of nice 0, every fio job's, and of nice -20,
+/// kblockd's workers' (its workqueue is WQ_HIGHPRI): a task's vruntime grows by the time it
+/// ran times NICE_0_WEIGHT / its weight.
+const NICE_0_WEIGHT: Ns = 1024;
+const WORKER_WEIGHT: Ns = 88_761;
+
+/// `ns` of CPU time (or of CFS's wake-up granularity) in `job`'s vruntime.
+fn weighted(job: u32, ns: Ns) -> Ns {
+    if job == WORKER {
+        ns * NICE_0_WEIGHT / WORKER_WEIGHT
+    } else {
+        ns
+    }
 }
 
 /// One piece of work on the CPU.
@@ -256,6 +319,12 @@ pub struct CpuStage {
     ready: VecDeque<Work>,
     /// Counts the starts of work on the CPU; a [`CpuEvent`] of an older epoch is stale.
     epoch: u64,
+    /// kblockd's worker's vruntime (see `vruntime`).
+    worker_vruntime: Ns,
+    /// Queue runs woken by a completion whose work ended now, joining at
+    /// [`CpuEvent::WorkersWake`].
+    waking_workers: Vec<Work>,
+    queue_runs: u64,
     /// When each job last saw a completion (it was woken then).
     woke_at: Vec<Ns>,
     /// Each job's submissions held while its submission call sleeps (the model's
@@ -297,6 +366,9 @@ impl CpuStage {
             running: None,
             ready: VecDeque::new(),
             epoch: 0,
+            worker_vruntime: 0,
+            waking_workers: Vec::new(),
+            queue_runs: 0,
             woke_at: Vec::new(),
             asleep: Vec::new(),
             busy_ns: 0,
@@ -313,7 +385,24 @@ impl CpuStage {
         }
     }
 
+    /// Whether the block layer below must leave the queue runs kblockd makes to this stage
+    /// (`BlockLayer::with_queue_runs_on_cpu`).
+    pub fn queue_runs_on_cpu(&self) -> bool {
+        self.model.queue_runs_on_cpu()
+    }
+
+    fn vr(&self, job: u32) -> Ns {
+        if job == WORKER {
+            self.worker_vruntime
+        } else {
+            self.vruntime.get(job as usize).copied().unwrap_or(0)
+        }
+    }
+
     fn vruntime_mut(&mut self, job: u32) -> &mut Ns {
+        if job == WORKER {
+            return &mut self.worker_vruntime;
+        }
         let j = job as usize;
         if self.vruntime.len() <= j {
             self.vruntime.resize(j + 1, 0);
@@ -327,7 +416,7 @@ impl CpuStage {
         if self.model.fair_credit_ns().is_none() || run.completion {
             return;
         }
-        *self.vruntime_mut(run.job) += now - started;
+        *self.vruntime_mut(run.job) += weighted(run.job, now - started);
         self.update_min_vruntime(Some(run.job));
     }
 
@@ -340,7 +429,7 @@ impl CpuStage {
             .filter(|w| !w.completion)
             .map(|w| w.job)
             .chain(also)
-            .map(|j| self.vruntime.get(j as usize).copied().unwrap_or(0))
+            .map(|j| self.vr(j))
             .min();
         if let Some(least) = least {
             self.min_vruntime = self.min_vruntime.max(least);
@@ -349,13 +438,19 @@ impl CpuStage {
 
     /// Whether job `job`, waking, preempts `run` (started at `started`) under the model's
     /// `fair_wakeup_granularity_ns`: `run` is another job's and that job's CPU time, with
-    /// what `run` has run so far, exceeds `job`'s by more than the granularity.
+    /// what `run` has run so far, exceeds `job`'s by more than the granularity (both in
+    /// vruntime: the granularity in the waking task's, as Linux's wakeup_gran scales it).
     fn fair_preempts(&self, run: &Work, started: Ns, job: u32, now: Ns) -> bool {
-        let Some(granularity) = self.model.fair_wakeup_granularity_ns() else {
+        let granularity = if job == WORKER {
+            self.model.worker_wakeup_granularity_ns()
+        } else {
+            self.model.fair_wakeup_granularity_ns()
+        };
+        let Some(granularity) = granularity else {
             return false;
         };
-        let vr = |j: u32| self.vruntime.get(j as usize).copied().unwrap_or(0);
-        run.job != job && vr(run.job) + (now - started) > vr(job) + granularity
+        let ran = weighted(run.job, now - started);
+        run.job != job && self.vr(run.job) + ran > self.vr(job) + weighted(job, granularity)
     }
 
     /// The next work to run, taken from `ready`: its first one, except that under the
@@ -366,13 +461,12 @@ impl CpuStage {
         if self.model.fair_credit_ns().is_none() || front.completion {
             return self.ready.pop_front();
         }
-        let vr = |j: u32| self.vruntime.get(j as usize).copied().unwrap_or(0);
         let pick = self
             .ready
             .iter()
             .take_while(|w| !w.completion)
             .enumerate()
-            .min_by_key(|&(i, w)| (vr(w.job), i))
+            .min_by_key(|&(i, w)| (self.vr(w.job), i))
             .map(|(i, _)| i)
             .unwrap_or(0);
         self.ready.remove(pick)
@@ -382,7 +476,7 @@ impl CpuStage {
         let now = ctx.now_ns();
         self.epoch += 1;
         self.running = Some((work, now));
-        ctx.schedule(now + work.left_ns, CpuEvent { epoch: self.epoch });
+        ctx.schedule(now + work.left_ns, CpuEvent::Done { epoch: self.epoch });
     }
 
     /// Whether `job` has a submission on the CPU or waiting for it (then it is running its
@@ -511,6 +605,11 @@ impl CpuStage {
         if !self.model.retry_after_completion() {
             return None;
         }
+        self.completion_now(now)
+    }
+
+    /// The completion that arrived at this instant, if its work has not ended.
+    fn completion_now(&self, now: Ns) -> Option<u64> {
         let (at, irq) = self.last_irq?;
         let pending = |w: &Work| w.irq == irq;
         let pending = self.running.as_ref().is_some_and(|(w, _)| pending(w))
@@ -541,7 +640,18 @@ impl Stage for CpuStage {
     }
 
     fn on_event(&mut self, ev: CpuEvent, ctx: &mut impl StageCtx<CpuEvent>) {
-        if ev.epoch != self.epoch {
+        let epoch = match ev {
+            CpuEvent::Done { epoch } => epoch,
+            CpuEvent::WorkersWake => {
+                let now = ctx.now_ns();
+                for mut run in std::mem::take(&mut self.waking_workers) {
+                    run.arrived_ns = now;
+                    self.arrive(run, ctx);
+                }
+                return;
+            }
+        };
+        if epoch != self.epoch {
             return;
         }
         let (done, started) = self.running.take().expect("an epoch's work is on the CPU");
@@ -549,6 +659,28 @@ impl Stage for CpuStage {
         self.busy_ns += done.cost_ns;
         self.waited_ns += now - done.arrived_ns - done.cost_ns;
         self.charge(&done, started, now);
+        if let Kind::QueueRun { host } = done.kind {
+            self.queue_runs += 1;
+            let run = Command::RunQueue {
+                host,
+                issued: 0,
+                issued_kib: 0,
+            };
+            let mut msg = Control::new(now, host, run);
+            ctx.control_below(&mut msg);
+            if let Command::RunQueue {
+                issued, issued_kib, ..
+            } = msg.command
+            {
+                let first = self.model.queue_run_ns(0, 0);
+                let more = self.model.queue_run_ns(issued, issued_kib) - first;
+                if more > 0 {
+                    // The worker stays on the CPU for what it issued (the driver's queue_rq).
+                    self.start(Work::new(Kind::QueueRunTail, WORKER, more, now), ctx);
+                    return;
+                }
+            }
+        }
         // The next work takes the CPU before this one's effects (a woken job's submission)
         // arrive, so they queue behind it as they would on the CPU.
         if let Some(next) = self.pop_next() {
@@ -573,17 +705,27 @@ impl Stage for CpuStage {
                 self.woke_at[job] = now;
                 ctx.complete(id);
             }
-            Kind::Piece => {}
+            Kind::Piece | Kind::QueueRun { .. } | Kind::QueueRunTail => {}
             Kind::Submit(id) => self.offer(id, ctx),
             Kind::Retry { host } => {
                 let job = done.job;
                 ctx.control_below(&mut Control::new(now, host, Command::SubmitterRuns { job }));
             }
         }
-        // The completion wakes its own job first, then the tag's sleeper.
-        for (_, mut retry) in woken {
-            retry.arrived_ns = now;
-            self.arrive(retry, ctx);
+        // The completion wakes its own job first, then the tag's sleeper; kblockd's worker
+        // joins after all that the completion's hand-up set off at this instant, the job's
+        // next submission among it (Linux wakes the job first, and CFS runs the first woken
+        // of equals first).
+        for (_, mut woken) in woken {
+            if let Kind::QueueRun { .. } = woken.kind {
+                if self.waking_workers.is_empty() {
+                    ctx.schedule(now, CpuEvent::WorkersWake);
+                }
+                self.waking_workers.push(woken);
+                continue;
+            }
+            woken.arrived_ns = now;
+            self.arrive(woken, ctx);
         }
     }
 
@@ -617,6 +759,19 @@ impl Stage for CpuStage {
                 }
                 return;
             }
+            // The block layer left a queue run to kblockd's worker (sent only with
+            // `queue_runs_on_cpu`). After a completion the worker is woken inside its
+            // interrupt (scsi_end_request, blk_mq_free_request), after the completion's job:
+            // it joins the CPU's work when that completion's work ends.
+            Notice::QueueRunPending { host } => {
+                let cost = self.model.queue_run_ns(0, 0);
+                let run = Work::new(Kind::QueueRun { host }, WORKER, cost, ctx.now_ns());
+                match self.completion_now(ctx.now_ns()) {
+                    Some(by) => self.after_completion.push((by, run)),
+                    None => self.arrive(run, ctx),
+                }
+                return;
+            }
             Notice::SubmitterBlocked { job } if self.model.sleep_stops_loop() => {
                 self.stop_job(job, ctx);
             }
@@ -638,14 +793,18 @@ impl Stage for CpuStage {
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
-        vec![
+        let mut out = vec![
             ("busy_ns".into(), self.busy_ns as f64),
             ("waited_ns".into(), self.waited_ns as f64),
             ("submissions".into(), self.submits as f64),
             ("completions".into(), self.completes as f64),
             ("preemptions".into(), self.preemptions as f64),
             ("tag_retries".into(), self.retries as f64),
-        ]
+        ];
+        if self.model.queue_runs_on_cpu() {
+            out.push(("queue_runs".into(), self.queue_runs as f64));
+        }
+        out
     }
 }
 
@@ -950,6 +1109,100 @@ mod tests {
         // Without `fair` the flag does nothing.
         let fcfs = "fair_wakeup_preempts = true\nwakeup_granularity_ns = 5000\n";
         assert_eq!(job1_seen(fcfs), vec![60 * US, 70 * US, 80 * US]);
+    }
+
+    /// fio's loop above the CPU: job 0's next read `next` is submitted the moment its
+    /// first read is seen (the run loop hands a completion to its job, which submits again,
+    /// before anything else the completion woke joins the CPU).
+    struct Resubmit {
+        next: Option<Request>,
+    }
+
+    impl Stage for Resubmit {
+        type Event = ();
+        fn name(&self) -> &'static str {
+            "fio"
+        }
+        fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+            assert_eq!(ctx.dispatch(id), Admission::Accepted);
+        }
+        fn on_event(&mut self, _ev: (), _ctx: &mut impl StageCtx<()>) {}
+        fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<()>) {
+            if ctx.reqs()[id].job == 0
+                && let Some(mut next) = self.next.take()
+            {
+                next.t.queued_ns = ctx.now_ns();
+                let next = ctx.reqs_mut().alloc(next);
+                assert_eq!(ctx.dispatch(next), Admission::Accepted);
+            }
+            ctx.complete(id);
+        }
+    }
+
+    /// Under `prio`, over one command of a 1 ms disk and one CPU (10 us per submission, 5 us
+    /// per completion, `fair`) with `rules`: job 0 (best effort 1: HIGH) reads H1 at 0 and,
+    /// when it sees H1, H2; job 1 (best effort 7: LOW) reads L1 and L2 at 1 us. When the disk
+    /// started H1, L1, L2 and H2, and how many queue runs the CPU ran.
+    fn woken_read_against_kblockd(rules: &str) -> (Vec<Ns>, f64) {
+        use crate::testbed::{Disk, MIB, be, io, layer};
+        let read = |job: u32, k: u64, level: u8| {
+            let mut r = io(Op::Read, k * MIB, 4096, be(level));
+            r.job = job;
+            r
+        };
+        let cpu = one_with(10 * US, 0, 5 * US, &format!("fair = true\n{rules}"));
+        let mut block = layer("prio", &["block.nr_requests=8"], 1);
+        if cpu.queue_runs_on_cpu() {
+            block = block.with_queue_runs_on_cpu();
+        }
+        let fio = Resubmit {
+            next: Some(read(0, 3, 1)),
+        };
+        let below = Chain::new(cpu, Chain::new(block, Disk::new(1_000 * US)));
+        let mut h = Harness::new(Chain::new(fio, below));
+        h.submit_at(0, read(0, 0, 1));
+        h.submit_at(US, read(1, 1, 7));
+        h.submit_at(US, read(1, 2, 7));
+        h.run_all();
+        let log = &h.stage.lower.lower.lower.log;
+        let at = |k: u64| {
+            log.iter()
+                .find(|s| s.offset_bytes == k * MIB)
+                .expect("served")
+                .at_ns
+        };
+        let runs = h.stage.lower.upper.counters();
+        let runs = runs
+            .iter()
+            .find(|(k, _)| k == "queue_runs")
+            .map_or(0.0, |c| c.1);
+        ((0..4).map(at).collect(), runs)
+    }
+
+    #[test]
+    fn after_a_completion_the_woken_task_inserts_its_read_before_kblockd_runs_the_queue() {
+        // The block layer dispatching at the completion's instant: H1 is served 10 to
+        // 1010 us and its freed command goes to L1, the only request waiting then; H2
+        // (submitted 1015 to 1025 us) gets the command L1 frees, ahead of L2.
+        let (at, runs) = woken_read_against_kblockd("");
+        assert_eq!(at, vec![10 * US, 1_010 * US, 3_010 * US, 2_010 * US]);
+        assert_eq!(runs, 0.0);
+        // Linux: with a scheduler the queues run in kblockd's worker (nice -20; 3 us here).
+        // H1's insert (its submission ends at 10 us) wakes it while L1's submission (10 to
+        // 20 us) has the CPU; CFS then runs it ahead of L2 (it slept: placed at the least
+        // CPU time): H1 reaches the disk at 23 us. H1's completion (1023 to 1028 us) wakes
+        // H1's task, then the worker; both slept, CFS places them alike and runs the first
+        // woken first: H2's submission (1028 to 1038 us) inserts H2 before the worker runs
+        // the queue (1038 to 1041 us), and prio's HIGH-first dispatch gives H2 the freed
+        // command ahead of L1. Each later completion's command waits for the completion's
+        // work and then the worker's (8 us): L1 at 2049 us, L2 at 3057 us.
+        let on_cpu = "queue_runs_on_cpu = true\nqueue_run_ns = 3000\nqueue_run_per_rq_ns = 0\n";
+        let (at, runs) = woken_read_against_kblockd(on_cpu);
+        assert_eq!(at, vec![23 * US, 2_049 * US, 3_057 * US, 1_041 * US]);
+        // The worker ran after the inserts of H1 and L2 and after each completion that left
+        // a request waiting (H1's, H2's, L1's); L1's and H2's inserts found a run already
+        // queued, and L2's completion nothing to run.
+        assert_eq!(runs, 5.0);
     }
 
     #[test]

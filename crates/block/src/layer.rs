@@ -330,6 +330,14 @@ pub struct BlockLayer {
     retry_on_cpu: bool,
     /// Tag sleepers woken and waiting for their task to run (hardware queue, sleeper).
     woken: Vec<(usize, TagWaiter)>,
+    /// Whether a queue run the kernel leaves to kblockd's worker waits for a CPU stage above
+    /// to run that worker ([`Self::with_queue_runs_on_cpu`]); false: it runs at once.
+    runs_on_cpu: bool,
+    /// Per host: a run is asked for and not yet done (kblockd's work is pending: asking
+    /// again queues nothing more).
+    run_pending: Vec<bool>,
+    /// Requests, and their KiB, issued to the driver so far (what a worker's run issued).
+    issued: (u32, u64),
     pub stats: BlockStats,
 }
 
@@ -384,6 +392,9 @@ impl BlockLayer {
             ordered: None,
             retry_on_cpu: false,
             woken: Vec::new(),
+            runs_on_cpu: false,
+            run_pending: Vec::new(),
+            issued: (0, 0),
             stats: BlockStats::default(),
         }
     }
@@ -409,6 +420,48 @@ impl BlockLayer {
     pub fn with_retry_on_cpu(mut self) -> Self {
         self.retry_on_cpu = true;
         self
+    }
+
+    /// The queue runs that Linux leaves to kblockd's worker (`blk_mq_run_hw_queues(q, true)`
+    /// after a completion, `blk_mq_sched_insert_request(.., async = true)` after a
+    /// submission's insert under a scheduler, a scheduler's timer) wait for that worker: the
+    /// block layer asks the CPU stage above ([`Notice::QueueRunPending`], once until the run is
+    /// done, as queue_work does nothing for pending work), which answers with
+    /// [`Command::RunQueue`] when the worker's turn on the CPU ends. A submission without a
+    /// scheduler still goes to the driver in its own call (`blk_mq_try_issue_directly`).
+    pub fn with_queue_runs_on_cpu(mut self) -> Self {
+        self.runs_on_cpu = true;
+        self
+    }
+
+    /// Host `host`'s queues run now, or, with [`Self::with_queue_runs_on_cpu`], when kblockd's
+    /// worker has its turn on the CPU (if anything waits for it then).
+    fn run_async(&mut self, host: u16, ctx: &mut impl StageCtx<BlockEvent>) {
+        if !self.runs_on_cpu {
+            self.run_host(host, ctx);
+            return;
+        }
+        // blk_mq_run_hw_queue queues the work only when the queue has something pending
+        // (blk_mq_hctx_has_pending: its dispatch list or the scheduler has work).
+        let pending = self
+            .hctxs
+            .iter()
+            .any(|hc| hc.host == host && !hc.dispatch.is_empty())
+            || self.hosts[usize::from(host)]
+                .elevator
+                .as_deref()
+                .is_some_and(|e| e.has_work());
+        if !pending {
+            return;
+        }
+        let h = usize::from(host);
+        if self.run_pending.len() <= h {
+            self.run_pending.resize(h + 1, false);
+        }
+        if !self.run_pending[h] {
+            self.run_pending[h] = true;
+            ctx.notify_above(Notice::QueueRunPending { host });
+        }
     }
 
     /// The same block layer sending every request the general way, `submit_direct` off: for
@@ -813,7 +866,7 @@ impl BlockLayer {
         }
         let hosts: BTreeSet<u16> = plug.iter().map(|&id| ctx.reqs()[id].host).collect();
         for host in hosts {
-            self.run_host(host, ctx);
+            self.run_async(host, ctx);
         }
         self.plugs[job].plug = plug;
         self.plugs[job].plug.clear();
@@ -825,7 +878,7 @@ impl BlockLayer {
     fn queue(&mut self, id: ReqId, ctx: &mut impl StageCtx<BlockEvent>) {
         let host = ctx.reqs()[id].host;
         if self.queue_quietly(id, ctx) {
-            self.run_host(host, ctx);
+            self.run_async(host, ctx);
         }
     }
 
@@ -1012,7 +1065,7 @@ impl BlockLayer {
         self.flush_actions = out;
         let host = self.hctxs[h].host;
         if self.hosts[host as usize].elevator.is_some() {
-            self.run_host(host, ctx);
+            self.run_async(host, ctx);
         }
     }
 
@@ -1080,6 +1133,8 @@ impl BlockLayer {
         }
         s.in_flight += 1;
         s.in_flight_max = s.in_flight_max.max(s.in_flight);
+        self.issued.0 = self.issued.0.wrapping_add(1);
+        self.issued.1 = self.issued.1.wrapping_add(r.len_bytes / 1024);
         true
     }
 
@@ -1471,7 +1526,7 @@ impl Stage for BlockLayer {
                 let now = ctx.now_ns();
                 self.hosts[host as usize].wakes.remove(&now);
                 self.with_sched(host, now, ctx.reqs(), |e, cx| e.timer(cx));
-                self.run_host(host, ctx);
+                self.run_async(host, ctx);
             }
         }
     }
@@ -1531,21 +1586,41 @@ impl Stage for BlockLayer {
             self.release_tag(h, ctx);
         }
         if self.hosts[host as usize].elevator.is_some() {
-            self.run_host(host, ctx);
+            self.run_async(host, ctx);
         } else if self.setup.queue_depth.is_some() {
-            self.run_hctx_list(h, ctx);
+            if self.runs_on_cpu {
+                self.run_async(host, ctx);
+            } else {
+                self.run_hctx_list(h, ctx);
+            }
         }
     }
 
     /// A CPU stage above runs a woken task ([`Command::SubmitterRuns`]); every other command
     /// goes down.
     fn control(&mut self, msg: &mut Control, ctx: &mut impl StageCtx<BlockEvent>) {
-        if let Command::SubmitterRuns { job } = msg.command {
-            self.run_woken(job, ctx);
-            msg.status = ControlStatus::Success;
-        } else {
-            ctx.control_below(msg);
+        match &mut msg.command {
+            Command::SubmitterRuns { job } => self.run_woken(*job, ctx),
+            Command::RunQueue {
+                host,
+                issued,
+                issued_kib,
+            } => {
+                let host = *host;
+                if let Some(p) = self.run_pending.get_mut(usize::from(host)) {
+                    *p = false;
+                }
+                let before = self.issued;
+                self.run_host(host, ctx);
+                *issued = self.issued.0.wrapping_sub(before.0);
+                *issued_kib = self.issued.1.wrapping_sub(before.1);
+            }
+            _ => {
+                ctx.control_below(msg);
+                return;
+            }
         }
+        msg.status = ControlStatus::Success;
     }
 
     fn pull(&mut self, ctx: &mut impl StageCtx<BlockEvent>) {

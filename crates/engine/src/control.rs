@@ -64,6 +64,11 @@ pub enum Notice {
     /// runs the jobs' tasks and asked for it; that stage answers with
     /// [`Command::SubmitterRuns`] when the task has its turn.
     SubmitterWoken { host: u16, job: u32 },
+    /// The block layer left a run of host `host`'s queues to a worker (Linux: kblockd's
+    /// work, after a completion or an insert under a scheduler). Sent only to a CPU stage
+    /// above that runs that worker and asked for it; that stage answers with
+    /// [`Command::RunQueue`] when the worker's turn on the CPU ends.
+    QueueRunPending { host: u16 },
 }
 
 impl Notice {
@@ -122,6 +127,14 @@ pub enum Command {
     /// The task of job `job`, woken by [`Notice::SubmitterWoken`], runs now (not an NVMe
     /// command: a CPU stage's answer to the block layer, which retries the task's tag).
     SubmitterRuns { job: u32 },
+    /// The worker asked for by [`Notice::QueueRunPending`] runs host `host`'s queues now (not
+    /// an NVMe command: a CPU stage's answer to the block layer); the block layer counts
+    /// what that run issued into `issued` (requests) and `issued_kib`.
+    RunQueue {
+        host: u16,
+        issued: u32,
+        issued_kib: u64,
+    },
 }
 
 /// How an admin command ended.

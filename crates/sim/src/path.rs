@@ -241,6 +241,9 @@ pub fn build<D: Device, V: PathVisitor>(
         if cpu.as_ref().is_some_and(CpuStage::woken_retry) {
             block = block.with_retry_on_cpu();
         }
+        if cpu.as_ref().is_some_and(CpuStage::queue_runs_on_cpu) {
+            block = block.with_queue_runs_on_cpu();
+        }
         if let Some(o) = ordered_streams(device, plan, dev.caps(), 0)? {
             block = block.with_ordered(o);
         }

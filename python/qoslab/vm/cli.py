@@ -400,3 +400,14 @@ def trace_cmd(
                     f"{r['ahead']} took a tag ahead of a sleeper; us on the CPU, median (p10-p90): "
                     + cells
                 )
+        for proc, by_key in s["worker"].items():
+            for key, r in by_key.items():
+                cells = ", ".join(
+                    f"{label} {r[k]['median_us']:.1f} ({r[k]['p10_us']:.1f}-{r[k]['p90_us']:.1f})"
+                    for k, label in (("whole", "on the CPU"), ("to_issue", "to its first issue"))
+                    if r[k]["n"]
+                )  # fmt: skip
+                typer.echo(
+                    f"  {proc} turns issuing {key} KiB: {r['turns']}; us, median (p10-p90) of "
+                    f"those without a completion inside: {cells or 'none'}"
+                )

@@ -113,6 +113,63 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
         "device": {kib: _stats(v) for kib, v in sorted(device.items())},
         "bio_gap_us": {p: float(np.median(v)) * 1e6 for p, v in sorted(gaps.items())},
         "submit": submit_calls(events, start),
+        "worker": worker_runs(events, start),
+    }
+
+
+# kblockd's workers (WQ_HIGHPRI: nice -20, `H` in the name), which run the hardware queues
+# when the block layer asks for it to be done asynchronously: after a completion, and with a
+# scheduler after every insert.
+KBLOCKD = re.compile(r"^kworker/\d+:\d+H")
+
+
+def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
+    """Each time one of kblockd's workers has the CPU (from sched_switch: the dispatch work
+    queued after a completion or an insert), started after `start`: per list of the requests
+    it issued in that turn (their sizes in KiB, in order: "4+128"; "-" for none), how many
+    turns and their time on the CPU (from being switched in to being switched out); and the
+    time from the turn's start to its first issue (the queue run's own cost before the
+    driver). A turn in which a request completed (an interrupt inside it) is left out of the
+    times, not of the count. Empty without sched_switch."""
+    names: dict[int, str] = {}
+    for e in events:
+        if e.name != "run" and KBLOCKD.match(e.comm):
+            names[e.pid] = e.comm
+    turn: dict | None = None  # the worker's turn now on the CPU
+    rows: dict[str, dict[int, dict[str, list]]] = {}
+    for e in events:
+        if e.name == "run":
+            turn = None
+            if e.pid in names and e.ts >= start:
+                turn = {"pid": e.pid, "at": e.ts, "issues": [], "irq": False}
+        elif turn is None:
+            continue
+        elif e.name == "rq_issue":
+            turn["issues"].append((e.ts, e.sectors // 2))
+        elif e.name == "rq_complete":
+            turn["irq"] = True
+        elif e.name == "switch" and e.pid == turn["pid"]:
+            issues = turn["issues"]
+            key = "+".join(str(kib) for _, kib in issues) or "-"
+            row = rows.setdefault(names[e.pid], {}).setdefault(
+                key, {"turns": [], "whole": [], "to_issue": []}
+            )
+            row["turns"].append(1)
+            if not turn["irq"]:
+                row["whole"].append(e.ts - turn["at"])
+                if issues:
+                    row["to_issue"].append(issues[0][0] - turn["at"])
+            turn = None
+    return {
+        proc: {
+            key: {
+                "turns": len(r["turns"]),
+                "whole": _us(r["whole"]),
+                "to_issue": _us(r["to_issue"]),
+            }
+            for key, r in sorted(by_key.items(), key=lambda kv: -len(kv[1]["turns"]))
+        }
+        for proc, by_key in sorted(rows.items())
     }
 
 

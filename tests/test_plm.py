@@ -323,6 +323,71 @@ def test_with_drain_every_read_sent_to_a_copy_in_dtwin_ends_there(tmp_path):
     assert 0 < host["plm_drain_max_ms"] < 1
 
 
+def test_a_window_whose_counts_are_all_used_ends_early_and_serves_its_reads_in_dtwin(tmp_path):
+    """The PLMC paper (section III-C): "if all of the available DCs are exhausted early, i.e.
+    W_d(n) <= T_DW, the window also ends prematurely. The premature end of the window would
+    include the service of all the requests arriving during the window." One host (class high)
+    reads 4 KiB at depth 8 for 100 ms, about 1,460 reads a millisecond (the drive is empty); a
+    window's C is 10,000 counts (DTWIN Reads Typical) and its T 50 ms, so the counts run out
+    after about 7 ms of each."""
+    import json
+
+    from qoslab.sim import api
+    from qoslab.sim.api import stage_counters
+
+    jobs = tmp_path / "reader.fio"
+    jobs.write_text(PLM_JOBS.replace("runtime=400ms", "runtime=100ms"))
+    # The coordinator on, every read traced (the diagnostic keeps the N slowest, N above the
+    # run's reads).
+    sets = [
+        *PLM_DEVICE,
+        "host.plm.coordinate=true",
+        "media.gc.plm.dtwin_reads_typical=10000",
+        "media.diag.slow_reads=400000",
+    ]
+    runs = {}
+    for rule in ("ndwin_copy", "end_window"):
+        text = api.run(
+            jobs,
+            sections=["reader"],
+            device="enterprise-tlc-plp",
+            sets=[*sets, f"host.plm.counts_run_out={rule}"],
+            output_format="json",
+        )["text"]
+        report = json.loads(text)
+        reads = report["jobs"][0]["read"]["total_ios"]
+        runs[rule] = (reads, stage_counters(report, "nvme-host"), stage_counters(report, "ssd"))
+
+    def exits(ssd: dict, why: str) -> float:
+        return ssd[f"set1_dtwin_exits_{why}"] + ssd[f"set2_dtwin_exits_{why}"]
+
+    # Today's rule: each window runs its 50 ms (the third begins as the run ends); once its
+    # 10,000 counts are used the host's reads go, not covered, to a copy the host does not
+    # know to be in DTWin (about 63,000 a window).
+    reads, host, ssd = runs["ndwin_copy"]
+    assert host["plm_windows"] == 2 and "plm_windows_ended_early" not in host
+    assert host["host0_covered_reads"] == 2 * 10000 < reads
+    assert host["plm_reads_to_ndwin"] == reads - 2 * 10000
+
+    # The document's: the window whose counts are all used ends there and the next begins, on
+    # the other copy with new counts, so every window serves exactly its C reads and no read
+    # goes to a copy in NDWin; the last window is the only one that did not end early.
+    reads, host, ssd = runs["end_window"]
+    early = host["plm_windows_ended_early"]
+    assert early == host["plm_windows"] == (reads - 1) // 10000 > 2
+    assert host["host0_covered_reads"] == reads == host["plm_reads_to_dtwin"]
+    assert host["plm_reads_to_ndwin"] == 0
+    # The host, not the drive, ended each window: no DTWin ran past its reads budget or time;
+    # each window's copy entered DTWin once.
+    assert exits(ssd, "reads") == exits(ssd, "time") == exits(ssd, "excursion") == 0
+    assert ssd["set1_dtwin_entries"] + ssd["set2_dtwin_entries"] == early + 1
+    # Every read arrived at, was served by and ended at a copy in DTWin, the reads of an
+    # ended window's copy included (the drain keeps it in DTWin until they are done).
+    assert ssd["slowest_reads"] == reads
+    assert ssd["slowest_arrival_own_dtwin"] == ssd["slowest_done_own_dtwin"] == reads
+    assert host["plm_drains"] == early
+
+
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
     from qoslab.sim.api import stage_counters
 

@@ -5,22 +5,24 @@
 //!
 //! At time 0 the library enables the mode on every copy (Set Features 13h) and reads the
 //! Predictable Latency Per NVM Set log page (0Ah) of the first: DTWIN Reads Typical is the
-//! capacity C of a window, DTWIN Time Maximum its length T. Window n is `[n T, (n + 1) T)`; at
-//! its start the library asks copy `n mod copies` into DTWin (Set Features 14h) and reads the
-//! log page until the device says the copy is in DTWin (every `poll_ns`: the device enters
-//! DTWin once its deferred work is done); only then does it ask the previous copy out, so
-//! that a deterministic copy is there throughout. With `drain` it asks the previous copy out
-//! only once the reads it sent there have completed (none goes there after the turn), so that
-//! no read already queued at that copy waits behind the background work NDWin resumes. An
-//! asynchronous event
-//! (a copy left DTWin on its own) makes it read the aggregate log page (0Bh) and the log page of
-//! each set listed.
+//! capacity C of a window, DTWIN Time Maximum its length T. Window n is `[n T, (n + 1) T)`
+//! (with `counts_run_out = end_window`, a window lasts T from its start or until its counts
+//! are all used, whichever is first); at its start the library asks copy `n mod copies` into
+//! DTWin (Set Features 14h) and reads the log page until the device says the copy is in DTWin
+//! (every `poll_ns`: the device enters DTWin once its deferred work is done); only then does it
+//! ask the previous copy out, so that a deterministic copy is there throughout. With `drain` it
+//! asks the previous copy out only once the reads it sent there have completed (none goes
+//! there after the turn), so that no read already queued at that copy waits behind the
+//! background work NDWin resumes. An asynchronous event (a copy left DTWin on its own) makes
+//! it read the aggregate log page (0Bh) and the log page of each set listed.
 //!
 //! A read takes one count per 4 KiB it reads (the unit of DTWIN Reads Typical). It is
 //! *covered* when its host holds its counts (its allocation, or extra counts the coordinator
 //! grants when it runs out; without `coordinate` every read is covered). A covered read goes
 //! to a copy in DTWin, an uncovered one to a copy that is not; with no copy of the kind
-//! wanted, to the other kind. Writes go to every copy.
+//! wanted, to the other kind. With `end_window`, a read that finds every count of the window
+//! used (all the hosts hold spent, the pool empty) ends the window instead, as the PLMC paper's
+//! "premature end" does, and is covered by the next one's counts. Writes go to every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
@@ -40,6 +42,11 @@ qoslab_engine::choice! {
     pub enum PredictorKind { Exact = "exact", Ewma = "ewma" }
 }
 
+qoslab_engine::choice! {
+    /// What a read does when its host's counts are spent and the coordinator grants it none.
+    pub enum CountsRunOut { NdwinCopy = "ndwin_copy", EndWindow = "end_window" }
+}
+
 qoslab_engine::settings! {
     /// `[host.plm]`.
     pub struct PlmLibraryConfig in PLM_LIBRARY_TUNABLES {
@@ -57,6 +64,7 @@ qoslab_engine::settings! {
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
         drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
+        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain)"),
     }
 }
 
@@ -176,9 +184,13 @@ pub struct PlmLibrary {
     coordinator: Option<Coordinator>,
     capacity: u64,
     window_ns: Ns,
-    /// The current window and when the next begins.
+    /// The current window, the row of `demands` it reads (the one of the window of T it
+    /// began in: the same as `window` unless windows ended early) and when the next begins.
     window: u64,
+    slot: u64,
     next_boundary_ns: Ns,
+    /// Windows that ended before their time because a read's counts ran out (`end_window`).
+    early_ends: u64,
     /// What the host knows of each copy: in DTWin or not.
     dtwin: Vec<bool>,
     polling: bool,
@@ -214,7 +226,9 @@ impl PlmLibrary {
             capacity: 0,
             window_ns: 0,
             window: 0,
+            slot: 0,
             next_boundary_ns: Ns::MAX,
+            early_ends: 0,
             polling: false,
             demand: vec![0; k],
             counts_left: vec![0; k],
@@ -283,9 +297,10 @@ impl PlmLibrary {
             .unwrap_or_else(|| vec![0; self.classes.len()])
     }
 
-    /// Starts window `self.window`: its copy asked into DTWin, the previous one out, counts
-    /// allocated.
-    fn begin_window(&mut self, io: &mut ReplicaIo<'_>) {
+    /// Starts window `self.window` at `start_ns`: its copy asked into DTWin, the previous one
+    /// out, counts allocated; it lasts until `start_ns` + T (unless its counts run out first,
+    /// with `end_window`).
+    fn begin_window(&mut self, start_ns: Ns, io: &mut ReplicaIo<'_>) {
         let active = self.active();
         // Asked in again before its drain ended (more copies than windows it took): it stays.
         self.draining[active as usize] = None;
@@ -302,14 +317,15 @@ impl PlmLibrary {
                 io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
             }
         }
-        let exact = self.oracle_of(self.window);
+        self.slot = start_ns / self.window_ns;
+        let exact = self.oracle_of(self.slot);
         if let Some(c) = &mut self.coordinator {
             c.begin_window(Some(&exact));
             for h in 0..self.classes.len() {
                 self.counts_left[h] = c.host(h).allocated;
             }
         }
-        self.next_boundary_ns = (self.window + 1) * self.window_ns;
+        self.next_boundary_ns = start_ns + self.window_ns;
         io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
     }
 
@@ -354,8 +370,8 @@ impl PlmLibrary {
         }
     }
 
-    /// Ends the current window and starts the next.
-    fn boundary(&mut self, io: &mut ReplicaIo<'_>) {
+    /// Ends the current window and starts the next at `start_ns`.
+    fn boundary(&mut self, start_ns: Ns, io: &mut ReplicaIo<'_>) {
         if let Some(c) = &mut self.coordinator {
             for (h, w) in c.end_window(&self.demand).iter().enumerate() {
                 let s = &mut self.stats[h];
@@ -366,7 +382,40 @@ impl PlmLibrary {
         }
         self.demand.iter_mut().for_each(|d| *d = 0);
         self.window += 1;
-        self.begin_window(io);
+        self.begin_window(start_ns, io);
+    }
+
+    /// The window's counts not used yet: what the hosts hold and the coordinator's pool.
+    fn counts_left_in_window(&self) -> u64 {
+        let pool = self.coordinator.as_ref().map_or(0, Coordinator::pool_left);
+        self.counts_left.iter().sum::<u64>() + pool
+    }
+
+    /// Whether `host` holds `units` counts for a read now (asking the coordinator for the
+    /// shortfall if it is short), taking them if so; without the coordinator every read is.
+    fn cover(&mut self, h: usize, units: u64) -> bool {
+        let Some(c) = &mut self.coordinator else {
+            return true;
+        };
+        if self.counts_left[h] < units {
+            let have = c.host(h).allocated + c.host(h).extra;
+            let shortfall = match self.cfg.predictor {
+                PredictorKind::Exact => self
+                    .oracle
+                    .get(self.slot as usize)
+                    .map_or(0, |d| d[h])
+                    .saturating_sub(have),
+                PredictorKind::Ewma => 0,
+            }
+            .max(units - self.counts_left[h]);
+            self.counts_left[h] += c.ask_extra(h, shortfall);
+        }
+        if self.counts_left[h] >= units {
+            self.counts_left[h] -= units;
+            true
+        } else {
+            false
+        }
     }
 
     /// A copy of the kind wanted (in DTWin or not), the active copy first, else any.
@@ -434,7 +483,7 @@ impl ReplicaPolicy for PlmLibrary {
                 }),
             ));
         }
-        self.begin_window(io);
+        self.begin_window(0, io);
     }
 
     fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32 {
@@ -442,36 +491,27 @@ impl ReplicaPolicy for PlmLibrary {
             return 1;
         }
         while io.now_ns >= self.next_boundary_ns {
-            self.boundary(io);
+            self.boundary(self.next_boundary_ns, io);
         }
         let h = host as usize;
         let units = len_bytes.div_ceil(4096).max(1);
-        self.demand[h] += units;
         self.stats[h].reads += 1;
-        let covered = match &mut self.coordinator {
-            None => true,
-            Some(c) => {
-                if self.counts_left[h] < units {
-                    let have = c.host(h).allocated + c.host(h).extra;
-                    let shortfall = match self.cfg.predictor {
-                        PredictorKind::Exact => self
-                            .oracle
-                            .get(self.window as usize)
-                            .map_or(0, |d| d[h])
-                            .saturating_sub(have),
-                        PredictorKind::Ewma => 0,
-                    }
-                    .max(units - self.counts_left[h]);
-                    self.counts_left[h] += c.ask_extra(h, shortfall);
-                }
-                if self.counts_left[h] >= units {
-                    self.counts_left[h] -= units;
-                    true
-                } else {
-                    false
-                }
-            }
-        };
+        let mut covered = self.cover(h, units);
+        if !covered
+            && self.cfg.counts_run_out == CountsRunOut::EndWindow
+            && self.counts_left_in_window() < units
+        {
+            // The PLMC paper (section III-C): "if all of the available DCs are exhausted early
+            // ... the window also ends prematurely", the reads that arrived in it being served
+            // in it. So when no host holds a count and the pool is empty, the window ends
+            // here and the read is the next one's first; the ended window's copy keeps the
+            // reads sent to it to their end (the drain). Once a read: one its host's new
+            // counts do not cover either goes where `ndwin_copy` sends it.
+            self.early_ends += 1;
+            self.boundary(io.now_ns, io);
+            covered = self.cover(h, units);
+        }
+        self.demand[h] += units;
         if covered {
             self.stats[h].covered += 1;
         }
@@ -519,7 +559,7 @@ impl ReplicaPolicy for PlmLibrary {
         match token {
             WAKE_BOUNDARY => {
                 while io.now_ns >= self.next_boundary_ns {
-                    self.boundary(io);
+                    self.boundary(self.next_boundary_ns, io);
                 }
             }
             WAKE_POLL => {
@@ -560,6 +600,9 @@ impl ReplicaPolicy for PlmLibrary {
                 f64::from(u8::from(self.unavailable)),
             ),
         ];
+        if self.cfg.counts_run_out == CountsRunOut::EndWindow {
+            out.push(("plm_windows_ended_early".into(), self.early_ends as f64));
+        }
         if self.cfg.drain {
             // How long a copy stayed in DTWin after the turn, for its reads to complete.
             out.push(("plm_drains".into(), self.drains as f64));
@@ -650,6 +693,89 @@ mod tests {
         assert_eq!(lib.stats[0].deficiency.quantile(0.5), 0.375);
         assert_eq!(lib.stats[1].utilization.quantile(0.5), 0.2);
         assert_eq!(lib.stats[0].covered, 50);
+    }
+
+    /// The PLMC paper, section III-C: "if all of the available DCs are exhausted early, i.e.
+    /// W_d(n) <= T_DW, the window also ends prematurely. The premature end of the window would
+    /// include the service of all the requests arriving during the window." High and low
+    /// share C = 100 counts a window of T = 10 ms; with P(0) = 50 each, 50 + 50 fit and the
+    /// pool is empty. High reads 60 by 0.6 ms, low its 50 by 1.5 ms, then high once more at
+    /// 3 ms, when every count of window 0 is used. Returns the NSID of each read, in order.
+    fn reads_until_the_counts_run_out(rule: &str) -> (Vec<u32>, PlmLibrary) {
+        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        s.set(
+            "counts_run_out",
+            &qoslab_engine::RawValue::Text(rule.into()),
+        )
+        .unwrap();
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High, QosClass::Low], Vec::new());
+        let mut wakes = Vec::new();
+        let mut control = device;
+        let mut nsids = Vec::new();
+        macro_rules! io {
+            ($now:expr) => {
+                &mut ReplicaIo {
+                    now_ns: $now,
+                    control: &mut control,
+                    wakes: &mut wakes,
+                }
+            };
+        }
+        lib.start(io!(0));
+        for i in 0..60 {
+            nsids.push(lib.route_read(0, 4096, io!(i * 10_000)));
+        }
+        for i in 0..50 {
+            nsids.push(lib.route_read(1, 4096, io!(1_000_000 + i * 10_000)));
+        }
+        nsids.push(lib.route_read(0, 4096, io!(3_000_000)));
+        (nsids, lib)
+    }
+
+    #[test]
+    fn with_end_window_a_window_ends_when_its_counts_are_all_used_and_the_next_begins() {
+        // Copy 0 (NSID 1) is in DTWin; copy 1 (NSID 2) is not.
+        let dtwin_copy = |n: usize| vec![1; n];
+        for rule in ["ndwin_copy", "end_window"] {
+            let (nsids, lib) = reads_until_the_counts_run_out(rule);
+            // High's 50 covered reads go to the copy in DTWin, its 10 more (not covered, while
+            // low still holds 50 counts: the window's counts are not all used) to the copy
+            // that is not, under either rule; low's 50 to the copy in DTWin.
+            assert_eq!(nsids[..50], dtwin_copy(50));
+            assert_eq!(nsids[50..60], vec![2; 10]);
+            assert_eq!(nsids[60..110], dtwin_copy(50));
+            assert_eq!(lib.stats[1].covered, 50);
+        }
+        // Today's rule: high's read at 3 ms, not covered, goes to the copy not in DTWin and
+        // window 0 runs its 10 ms.
+        let (nsids, lib) = reads_until_the_counts_run_out("ndwin_copy");
+        assert_eq!(
+            (nsids[110], lib.window, lib.next_boundary_ns),
+            (2, 0, 10_000_000)
+        );
+        assert_eq!((lib.reads_to_ndwin, lib.early_ends), (11, 0));
+        // The document's: window 0 ends at 3 ms; window 1 begins then on copy 1, asked into
+        // DTWin (which this device enters at once), with new counts, and lasts T, to 13 ms.
+        // The read is its first, covered and sent to its copy in DTWin; the reads sent to
+        // copy 0 (100 in flight) finish there: it is draining, not asked out yet.
+        let (nsids, lib) = reads_until_the_counts_run_out("end_window");
+        assert_eq!(
+            (nsids[110], lib.window, lib.next_boundary_ns),
+            (2, 1, 13_000_000)
+        );
+        assert_eq!((lib.reads_to_ndwin, lib.early_ends), (10, 1));
+        assert!(lib.dtwin[1] && lib.draining[0].is_some());
+        // Window 0 as the coordinator recorded it: high 50 of 60 covered, low all of its 50.
+        // (10 / 60, in the histogram's steps of 1e-4.)
+        assert_eq!(lib.stats[0].deficiency.quantile(0.5), 0.1667);
+        assert_eq!(lib.stats[1].deficiency.quantile(0.5), 0.0);
+        // Window 1: P(1) = 0.5 x 60 + 0.5 x 50 = 55 and 50; 105 > 100, so minimums of 25 and
+        // the residual 50 by strict priority: high 30 more (55), low 20 (45); the read took one.
+        let c = lib.coordinator.as_ref().unwrap();
+        assert_eq!((c.host(0).allocated, c.host(1).allocated), (55, 45));
+        assert_eq!(lib.counts_left, vec![54, 45]);
+        assert_eq!(lib.stats[0].covered, 51);
     }
 
     #[test]

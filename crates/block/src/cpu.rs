@@ -1206,6 +1206,39 @@ mod tests {
     }
 
     #[test]
+    fn kblockd_woken_by_an_insert_preempts_a_long_submission_as_a_nice_minus_20_task() {
+        // Job 0 reads A (4 KiB: 14 us of CPU) and B (128 KiB: 138 us) at 0, over one command of
+        // a 1 ms disk under prio; the worker's turn is 5 us. When the disk started A and B.
+        let started = |rules: &str| {
+            use crate::testbed::{BE4, Disk, MIB, io, layer};
+            let sets = format!(
+                "queue_runs_on_cpu = true\nqueue_run_ns = 5000\nqueue_run_per_rq_ns = 0\n{rules}"
+            );
+            let cpu = one_with(10 * US, US, 5 * US, &sets);
+            let block = layer("prio", &["block.nr_requests=8"], 1).with_queue_runs_on_cpu();
+            let mut h = Harness::new(Chain::new(cpu, Chain::new(block, Disk::new(1_000 * US))));
+            h.submit_at(0, io(Op::Read, 0, 4096, BE4));
+            h.submit_at(0, io(Op::Read, MIB, 128 * 1024, BE4));
+            h.run_all();
+            let log = &h.stage.lower.lower.log;
+            [0, MIB].map(|k| {
+                log.iter()
+                    .find(|s| s.offset_bytes == k)
+                    .expect("served")
+                    .at_ns
+            })
+        };
+        // First come first served, A's insert (at 14 us) wakes the worker behind B's
+        // submission (14 to 152 us): A reaches the disk at 157 us, B after A's 1 ms.
+        assert_eq!(started(""), [157 * US, 1_167 * US]);
+        // CFS: the worker wakes 14 us of job 0's CPU time behind it, more than the 1 ms wake-up
+        // granularity at nice -20's weight (11.5 us), and preempts B's submission: A at 19 us;
+        // B's insert at 157 us finds the command busy, and B goes when A's completion (1019 to
+        // 1024 us) wakes the worker (1024 to 1029 us).
+        assert_eq!(started("fair = true\n"), [19 * US, 1_029 * US]);
+    }
+
+    #[test]
     fn the_registry_names_none_and_its_models() {
         assert_eq!(names(), vec!["none", "one"]);
         assert!(lookup("none").expect("known").is_none());

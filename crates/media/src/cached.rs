@@ -5,12 +5,19 @@
 //! rate, not by the number of units.
 //!
 //! A completed write sits in a volatile cache until a FLUSH (unless the drive has PLP, `plp`).
-//! A FLUSH, and a write with FUA or PREFLUSH, is a barrier, device-wide as on a drive that
-//! drains its cache: it starts once every command taken before it has completed, later
-//! commands wait behind it, and it holds the whole drive for `flush_ns` after its own write;
-//! when it completes, every write completed before it (and a barrier write itself) is durable.
-//! A power loss takes the cache (writes completed since the last barrier) and every command not
-//! yet completed, which completes with `IoStatus::PowerLoss`; the drive is back at once.
+//! A FLUSH, and a write with PREFLUSH, is a barrier, device-wide as on a drive that drains its
+//! cache: it starts once every command taken before it has completed, later commands wait
+//! behind it, and it holds the whole drive for `flush_ns` after its own write; when it
+//! completes, every write completed before it (and a barrier write itself) is durable. NVMe
+//! allows that much: a Flush "applies to all commands completed prior to the submission of
+//! the Flush command" and the controller may flush more. A write with FUA alone is not a
+//! barrier: NVMe's FUA puts only that command's blocks on the media before it completes, in no
+//! order against other commands, so it takes one unit like any write, for its write and then
+//! its own program (`flush_ns`, the preset's page program), is durable when it completes and
+//! leaves the cache and the other commands alone.
+//! A power loss takes the cache (writes completed since the last barrier, but FUA writes) and
+//! every command not yet completed, which completes with `IoStatus::PowerLoss`; the drive is
+//! back at once.
 
 use std::collections::VecDeque;
 
@@ -29,7 +36,7 @@ qoslab_engine::settings! {
         write_ns: Ns = ns(20_000, "time a unit takes for one write into the cache"),
         read_ns: Ns = ns(80_000, "time a unit takes for one read"),
         bandwidth: f64 = rate(2.4, "device-wide data rate, GB/s: every command's bytes cross one channel at this rate (0 = no limit)"),
-        flush_ns: Ns = ns(1_000_000, "a FLUSH (or the flush part of a FUA or PREFLUSH write) holding the whole drive, after every earlier command completed"),
+        flush_ns: Ns = ns(1_000_000, "a FLUSH (or the flush part of a PREFLUSH write) holding the whole drive, after every earlier command completed; also a FUA write's program of its own blocks, on its unit"),
         trim_ns: Ns = ns(0, "time a unit takes for one deallocate"),
         plp: bool = flag(false, "power-loss protection: a completed write is durable, a power loss takes only what is not completed"),
         capacity_bytes: u64 = bytes(1 << 40, "addressable capacity").range(512.0, 1.8e19),
@@ -79,6 +86,7 @@ struct Stats {
     reads: u64,
     flushes: u64,
     barrier_writes: u64,
+    fua_writes: u64,
     bytes: u64,
     channel_busy_ns: Ns,
     power_losses: u64,
@@ -103,9 +111,15 @@ impl CachedDrive {
         }
     }
 
+    /// A FLUSH or a write that asks for one first (PREFLUSH, with or without FUA): the
+    /// device-wide drain. A FUA write alone is not one.
     fn is_barrier(req: &qoslab_engine::Request) -> bool {
-        req.op == Op::Flush
-            || (req.op == Op::Write && req.flags.intersects(ReqFlags::FUA | ReqFlags::PREFLUSH))
+        req.op == Op::Flush || (req.op == Op::Write && req.flags.contains(ReqFlags::PREFLUSH))
+    }
+
+    /// A write that must be on the media when it completes, its own blocks only.
+    fn is_fua_only(req: &qoslab_engine::Request) -> bool {
+        req.op == Op::Write && req.flags.contains(ReqFlags::FUA) && !Self::is_barrier(req)
     }
 
     /// When `bytes` starting no earlier than `at` have crossed the channel.
@@ -166,6 +180,11 @@ impl CachedDrive {
                 self.stats.bytes += req.len_bytes;
                 end = end.max(self.channel(now, req.len_bytes));
             }
+            if Self::is_fua_only(&req) && !self.cfg.plp {
+                // Its blocks are programmed once they are in, still on its unit (with PLP the
+                // cache is durable: nothing to program first).
+                end += self.cfg.flush_ns;
+            }
             self.busy_with[u as usize] = Some(id);
             self.unit_generation[u as usize] = self.generation;
             self.in_service += 1;
@@ -177,7 +196,11 @@ impl CachedDrive {
         let now = ctx.now_ns();
         let req = &mut ctx.reqs_mut()[id];
         req.t.media_done_ns = now;
-        if req.op == Op::Write && !self.cfg.plp {
+        let fua = Self::is_fua_only(req);
+        if fua {
+            self.stats.fua_writes += 1;
+        }
+        if req.op == Op::Write && !self.cfg.plp && !fua {
             self.dirty.push(Dirty {
                 offset_bytes: req.offset_bytes,
                 len_bytes: req.len_bytes,
@@ -194,7 +217,7 @@ impl CachedDrive {
     }
 
     /// What a power loss now would take, as it reports them: the cache (writes completed
-    /// since the last barrier) and every write not yet completed, in queued order. It changes
+    /// since the last barrier, but FUA writes) and every write not yet completed, in queued order. It changes
     /// nothing, so a test can ask at each instant of one run what a cut there takes;
     /// [`power_loss`](Self::power_loss) takes exactly this.
     pub fn writes_at_risk(&self, reqs: &Requests) -> Vec<LostWrite> {
@@ -319,6 +342,7 @@ impl Stage for CachedDrive {
             ("reads".into(), s.reads as f64),
             ("flushes".into(), s.flushes as f64),
             ("barrier_writes".into(), s.barrier_writes as f64),
+            ("fua_writes".into(), s.fua_writes as f64),
             ("bytes".into(), s.bytes as f64),
             ("channel_busy_ns".into(), s.channel_busy_ns as f64),
             ("cached_writes".into(), self.dirty.len() as f64),
@@ -347,7 +371,7 @@ impl Device for CachedDrive {
 
 impl DeviceModel for CachedDrive {
     const NAME: &'static str = "cached";
-    const HELP: &'static str = "parallel units behind a device-wide channel and a volatile write cache (or PLP); FLUSH and FUA writes drain it, device-wide";
+    const HELP: &'static str = "parallel units behind a device-wide channel and a volatile write cache (or PLP); FLUSH and PREFLUSH writes drain it, device-wide; a FUA write programs its own blocks";
     const TUNABLES: &'static [Tunable] = CACHED_TUNABLES;
     const API_VERSION: u32 = qoslab_engine::STAGE_API_VERSION;
 
@@ -422,6 +446,73 @@ mod tests {
         let lost = h.stage.lost_writes();
         assert_eq!(lost.len(), 1);
         assert_eq!((lost[0].offset_bytes, lost[0].acknowledged), (8192, true));
+    }
+
+    fn fua(offset: u64, len: u64, at: Ns) -> Request {
+        let mut r = Request::new(Op::Write, offset, len, 0, at);
+        r.flags |= ReqFlags::FUA;
+        r
+    }
+
+    /// NVMe's FUA bit: the controller writes that command's blocks to non-volatile media
+    /// before it completes the command, and orders it against no other command. So a FUA
+    /// write runs beside the writes in flight, a write queued behind it does not wait for
+    /// it, and a power cut after it completed keeps it but takes the plain writes it found
+    /// in the cache.
+    #[test]
+    fn a_fua_write_runs_beside_other_writes_and_only_its_own_blocks_are_durable() {
+        let sets = [
+            ("units", "2"),
+            ("write_ns", "100"),
+            ("bandwidth", "0"),
+            ("flush_ns", "1000"),
+        ];
+        let mut h = Harness::new(drive(&sets));
+        let a = h.submit_at(0, write(0, 4096));
+        let b = h.submit_at(150, write(4096, 4096));
+        let c = h.submit_at(160, fua(8192, 4096, 160));
+        let d = h.submit_at(170, write(12288, 4096));
+        h.run_all();
+        // `a` completes alone (100). `c` starts on the second unit while `b` is in flight
+        // and takes its write and its own program (100 + 1000); `d` takes the unit `b`
+        // leaves at 250 and completes before `c`.
+        assert_eq!(h.completed, vec![(a, 100), (b, 250), (d, 350), (c, 1260)]);
+        h.control(Control::new(1300, 0, Command::PowerLoss));
+        let mut lost: Vec<(u64, bool)> = h
+            .stage
+            .lost_writes()
+            .iter()
+            .map(|l| (l.offset_bytes, l.acknowledged))
+            .collect();
+        lost.sort_unstable();
+        // The FUA write survives; the three plain ones in the cache, acknowledged, do not.
+        assert_eq!(lost, [(0, true), (4096, true), (12288, true)]);
+    }
+
+    /// A FLUSH still drains the whole cache: after a FUA write, a plain write and a FLUSH,
+    /// nothing completed before the FLUSH is lost.
+    #[test]
+    fn a_flush_after_a_fua_write_still_makes_every_earlier_write_durable() {
+        let sets = [
+            ("units", "2"),
+            ("write_ns", "100"),
+            ("bandwidth", "0"),
+            ("flush_ns", "1000"),
+        ];
+        let mut h = Harness::new(drive(&sets));
+        let a = h.submit_at(0, write(0, 4096));
+        let c = h.submit_at(0, fua(4096, 4096, 0));
+        let b = h.submit_at(200, write(8192, 4096));
+        let f = h.submit_at(300, Request::new(Op::Flush, 0, 0, 0, 300));
+        h.run_all();
+        // The FLUSH waits for every command taken before it (`c`, at 1100), then drains.
+        assert_eq!(h.completed, vec![(a, 100), (b, 300), (c, 1100), (f, 2100)]);
+        h.control(Control::new(2200, 0, Command::PowerLoss));
+        assert!(
+            h.stage.lost_writes().is_empty(),
+            "{:?}",
+            h.stage.lost_writes()
+        );
     }
 
     #[test]

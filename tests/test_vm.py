@@ -375,6 +375,9 @@ def test_a_trace_gives_kblockd_workers_turns_on_the_cpu_by_what_they_issued(tmp_
     # A turn with a completion inside is counted, but its time is not the worker's alone.
     assert w["128+4"]["turns"] == 1
     assert w["128+4"]["whole"] == {"n": 0}
+    # After each completion, the task switched to next: the worker after the one at 10.004 s;
+    # the one at 10.004030 s completed inside the worker's turn, and the CPU then went idle.
+    assert summary(read_events(path))["first"] == {4: {"kworker/0:1H": 1, "<idle>-0": 1}}
     # Before `start`, nothing.
     assert summary(read_events(path), skip_s=0.0045)["worker"]["kworker/0:1H"] == {
         "-": {"turns": 1, "whole": pytest.approx({"n": 1, "median_us": 4.0, "p10_us": 4.0,

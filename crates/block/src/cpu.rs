@@ -325,6 +325,11 @@ pub struct CpuStage {
     /// [`CpuEvent::WorkersWake`].
     waking_workers: Vec<Work>,
     queue_runs: u64,
+    /// With `queue_runs_on_cpu`: after a completion's work ended, whether the next
+    /// process-context work to start was the worker's or a job's (counted then), as
+    /// `qoslab vm trace`'s guest counts which task runs first after a completion.
+    after_completion_first: (u64, u64),
+    completion_ended: bool,
     /// When each job last saw a completion (it was woken then).
     woke_at: Vec<Ns>,
     /// Each job's submissions held while its submission call sleeps (the model's
@@ -369,6 +374,8 @@ impl CpuStage {
             worker_vruntime: 0,
             waking_workers: Vec::new(),
             queue_runs: 0,
+            after_completion_first: (0, 0),
+            completion_ended: false,
             woke_at: Vec::new(),
             asleep: Vec::new(),
             busy_ns: 0,
@@ -473,6 +480,15 @@ impl CpuStage {
     }
 
     fn start(&mut self, work: Work, ctx: &mut impl StageCtx<CpuEvent>) {
+        if self.completion_ended && !work.completion {
+            self.completion_ended = false;
+            let first = &mut self.after_completion_first;
+            if work.job == WORKER {
+                first.0 += 1;
+            } else {
+                first.1 += 1;
+            }
+        }
         let now = ctx.now_ns();
         self.epoch += 1;
         self.running = Some((work, now));
@@ -655,6 +671,9 @@ impl Stage for CpuStage {
             return;
         }
         let (done, started) = self.running.take().expect("an epoch's work is on the CPU");
+        if let Kind::Complete(_) = done.kind {
+            self.completion_ended = true;
+        }
         let now = ctx.now_ns();
         self.busy_ns += done.cost_ns;
         self.waited_ns += now - done.arrived_ns - done.cost_ns;
@@ -803,6 +822,9 @@ impl Stage for CpuStage {
         ];
         if self.model.queue_runs_on_cpu() {
             out.push(("queue_runs".into(), self.queue_runs as f64));
+            let (worker, job) = self.after_completion_first;
+            out.push(("worker_first_after_completion".into(), worker as f64));
+            out.push(("job_first_after_completion".into(), job as f64));
         }
         out
     }

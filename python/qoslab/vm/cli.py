@@ -400,6 +400,9 @@ def trace_cmd(
                     f"{r['ahead']} took a tag ahead of a sleeper; us on the CPU, median (p10-p90): "
                     + cells
                 )
+        for kib, row in s["first"].items():
+            firsts = ", ".join(f"{name} {n}" for name, n in row.items())
+            typer.echo(f"  after a {kib} KiB request completed, the task run next: {firsts}")
         for proc, by_key in s["worker"].items():
             for key, r in by_key.items():
                 cells = ", ".join(

@@ -114,6 +114,7 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
         "bio_gap_us": {p: float(np.median(v)) * 1e6 for p, v in sorted(gaps.items())},
         "submit": submit_calls(events, start),
         "worker": worker_runs(events, start),
+        "first": first_after_completion(events, start),
     }
 
 
@@ -170,6 +171,33 @@ def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
             for key, r in sorted(by_key.items(), key=lambda kv: -len(kv[1]["turns"]))
         }
         for proc, by_key in sorted(rows.items())
+    }
+
+
+def first_after_completion(events: list[Event], start: float = 0.0) -> dict[int, dict[str, int]]:
+    """Per size (KiB) of a request that completed after `start`: which task the CPU switched
+    to next (sched_switch), counted by name (a fio process as `fio-PID`, kblockd's worker by
+    its name): whether the task the completion woke or the worker that runs the queue went
+    first. Empty without sched_switch."""
+    names: dict[int, str] = {}
+    for e in events:
+        if e.name != "run" and e.pid not in names:
+            names[e.pid] = e.comm if KBLOCKD.match(e.comm) else f"{e.comm}-{e.pid}"
+    issued: dict[int, int] = {}
+    counts: dict[int, dict[str, int]] = {}
+    pending: int | None = None
+    for e in events:
+        if e.name == "rq_issue":
+            issued[e.sector] = e.sectors
+        elif e.name == "rq_complete" and e.ts >= start:
+            pending = issued.get(e.sector, e.sectors) // 2
+        elif e.name == "run" and pending is not None:
+            name = names.get(e.pid, str(e.pid))
+            row = counts.setdefault(pending, {})
+            row[name] = row.get(name, 0) + 1
+            pending = None
+    return {
+        kib: dict(sorted(row.items(), key=lambda kv: -kv[1])) for kib, row in sorted(counts.items())
     }
 
 

@@ -282,7 +282,10 @@ def test_a_set_leaves_dtwin_when_its_read_budget_is_spent_and_the_host_hears_of_
     assert 8 * 1001 <= host["plm_reads_to_dtwin"] <= 8 * (1001 + 7)
 
 
-def test_with_drain_every_read_sent_to_a_copy_in_dtwin_ends_there(tmp_path):
+def traced_reader_runs(tmp_path: Path, sets: list[str], key: str, values: tuple[str, ...]):
+    """The reader alone for 100 ms with `sets`, once with each of `key`'s `values`, every read
+    traced (the diagnostic keeps the N slowest, N above the run's reads): (reads, the host's
+    counters, the SSD's) by value."""
     import json
 
     from qoslab.sim import api
@@ -290,26 +293,28 @@ def test_with_drain_every_read_sent_to_a_copy_in_dtwin_ends_there(tmp_path):
 
     jobs = tmp_path / "reader.fio"
     jobs.write_text(PLM_JOBS.replace("runtime=400ms", "runtime=100ms"))
-    # Windows of 8 ms, 2 ms before DTWIN Time Maximum (10 ms), so that no DTWin runs out on
-    # its own; every read traced (the diagnostic keeps the N slowest, N above the run's reads).
-    sets = [
-        *PLM_DEVICE,
-        "media.gc.plm.dtwin_time_max_ns=10ms",
-        "host.plm.handover_ns=2ms",
-        "media.diag.slow_reads=400000",
-    ]
-    ended = {}
-    for drain in ("false", "true"):
-        run = api.run(
+    runs = {}
+    for value in values:
+        text = api.run(
             jobs,
             sections=["reader"],
             device="enterprise-tlc-plp",
-            sets=[*sets, f"host.plm.drain={drain}"],
+            sets=[*PLM_DEVICE, *sets, "media.diag.slow_reads=400000", f"{key}={value}"],
             output_format="json",
-        )
-        report = json.loads(run["text"])
-        host, ssd = stage_counters(report, "nvme-host"), stage_counters(report, "ssd")
+        )["text"]
+        report = json.loads(text)
         reads = report["jobs"][0]["read"]["total_ios"]
+        runs[value] = (reads, stage_counters(report, "nvme-host"), stage_counters(report, "ssd"))
+    return runs
+
+
+def test_with_drain_every_read_sent_to_a_copy_in_dtwin_ends_there(tmp_path):
+    # Windows of 8 ms, 2 ms before DTWIN Time Maximum (10 ms), so that no DTWin runs out on
+    # its own.
+    sets = ["media.gc.plm.dtwin_time_max_ns=10ms", "host.plm.handover_ns=2ms"]
+    runs = traced_reader_runs(tmp_path, sets, "host.plm.drain", ("false", "true"))
+    ended = {}
+    for drain, (reads, host, ssd) in runs.items():
         assert ssd["slowest_reads"] == reads == host["plm_reads_to_dtwin"] < 400000
         ended[drain] = (ssd["slowest_done_own_dtwin"], ssd["slowest_done_own_ndwin"])
     # Asked into NDWin at the turn, a copy ends there the reads on their way to it or at it
@@ -330,33 +335,9 @@ def test_a_window_whose_counts_are_all_used_ends_early_and_serves_its_reads_in_d
     reads 4 KiB at depth 8 for 100 ms, about 1,460 reads a millisecond (the drive is empty); a
     window's C is 10,000 counts (DTWIN Reads Typical) and its T 50 ms, so the counts run out
     after about 7 ms of each."""
-    import json
-
-    from qoslab.sim import api
-    from qoslab.sim.api import stage_counters
-
-    jobs = tmp_path / "reader.fio"
-    jobs.write_text(PLM_JOBS.replace("runtime=400ms", "runtime=100ms"))
-    # The coordinator on, every read traced (the diagnostic keeps the N slowest, N above the
-    # run's reads).
-    sets = [
-        *PLM_DEVICE,
-        "host.plm.coordinate=true",
-        "media.gc.plm.dtwin_reads_typical=10000",
-        "media.diag.slow_reads=400000",
-    ]
-    runs = {}
-    for rule in ("ndwin_copy", "end_window"):
-        text = api.run(
-            jobs,
-            sections=["reader"],
-            device="enterprise-tlc-plp",
-            sets=[*sets, f"host.plm.counts_run_out={rule}"],
-            output_format="json",
-        )["text"]
-        report = json.loads(text)
-        reads = report["jobs"][0]["read"]["total_ios"]
-        runs[rule] = (reads, stage_counters(report, "nvme-host"), stage_counters(report, "ssd"))
+    sets = ["host.plm.coordinate=true", "media.gc.plm.dtwin_reads_typical=10000"]
+    rules = ("ndwin_copy", "end_window")
+    runs = traced_reader_runs(tmp_path, sets, "host.plm.counts_run_out", rules)
 
     def exits(ssd: dict, why: str) -> float:
         return ssd[f"set1_dtwin_exits_{why}"] + ssd[f"set2_dtwin_exits_{why}"]

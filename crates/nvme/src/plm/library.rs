@@ -658,33 +658,59 @@ mod tests {
         }
     }
 
+    /// A library with `settings` in `[host.plm]` for hosts of `classes`, started at time 0 on
+    /// `device`.
+    struct Started {
+        lib: PlmLibrary,
+        wakes: Vec<(Ns, u32)>,
+    }
+
+    impl Started {
+        fn new(settings: &[(&str, qoslab_engine::RawValue)], classes: Vec<QosClass>) -> Self {
+            let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+            for (key, value) in settings {
+                s.set(key, value).unwrap();
+            }
+            let cfg = PlmLibraryConfig::from_settings(&s);
+            let mut started = Started {
+                lib: PlmLibrary::new(cfg, classes, Vec::new()),
+                wakes: Vec::new(),
+            };
+            let mut control = device;
+            started.lib.start(&mut ReplicaIo {
+                now_ns: 0,
+                control: &mut control,
+                wakes: &mut started.wakes,
+            });
+            started
+        }
+
+        /// Host `host` reads 4 KiB at `now_ns`: the NSID the library sends it to.
+        fn read(&mut self, host: u16, now_ns: Ns) -> u32 {
+            let mut control = device;
+            let io = &mut ReplicaIo {
+                now_ns,
+                control: &mut control,
+                wakes: &mut self.wakes,
+            };
+            self.lib.route_read(host, 4096, io)
+        }
+    }
+
     #[test]
     fn the_timed_coordinator_records_each_window_as_the_window_level_rules_do() {
-        let s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
-        let cfg = PlmLibraryConfig::from_settings(&s);
-        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High, QosClass::Low], Vec::new());
-        let mut wakes = Vec::new();
-        let mut control = device;
-        macro_rules! io {
-            ($now:expr) => {
-                &mut ReplicaIo {
-                    now_ns: $now,
-                    control: &mut control,
-                    wakes: &mut wakes,
-                }
-            };
-        }
-        lib.start(io!(0));
+        let mut started = Started::new(&[], vec![QosClass::High, QosClass::Low]);
         // Window 0: P(0) = C / k = 50 each, 100 fit. High reads 80: 50 allocated + 30 extra
         // (the pool is 0: nothing). Low reads 10.
         for i in 0..80 {
-            lib.route_read(0, 4096, io!(i));
+            started.read(0, i);
         }
         for i in 0..10 {
-            lib.route_read(1, 4096, io!(100 + i));
+            started.read(1, 100 + i);
         }
         // Window 1 begins at 10 ms.
-        lib.route_read(1, 4096, io!(10_000_000));
+        started.read(1, 10_000_000);
+        let lib = started.lib;
         let c = lib.coordinator.as_ref().unwrap();
         // P(1) = 0.5 x 80 + 0.5 x 50 = 65 and 0.5 x 10 + 0.5 x 50 = 30.
         assert_eq!(c.host(0).requested, 65);
@@ -702,35 +728,15 @@ mod tests {
     /// pool is empty. High reads 60 by 0.6 ms, low its 50 by 1.5 ms, then high once more at
     /// 3 ms, when every count of window 0 is used. Returns the NSID of each read, in order.
     fn reads_until_the_counts_run_out(rule: &str) -> (Vec<u32>, PlmLibrary) {
-        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
-        s.set(
-            "counts_run_out",
-            &qoslab_engine::RawValue::Text(rule.into()),
-        )
-        .unwrap();
-        let cfg = PlmLibraryConfig::from_settings(&s);
-        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High, QosClass::Low], Vec::new());
-        let mut wakes = Vec::new();
-        let mut control = device;
-        let mut nsids = Vec::new();
-        macro_rules! io {
-            ($now:expr) => {
-                &mut ReplicaIo {
-                    now_ns: $now,
-                    control: &mut control,
-                    wakes: &mut wakes,
-                }
-            };
-        }
-        lib.start(io!(0));
-        for i in 0..60 {
-            nsids.push(lib.route_read(0, 4096, io!(i * 10_000)));
-        }
-        for i in 0..50 {
-            nsids.push(lib.route_read(1, 4096, io!(1_000_000 + i * 10_000)));
-        }
-        nsids.push(lib.route_read(0, 4096, io!(3_000_000)));
-        (nsids, lib)
+        let rule = qoslab_engine::RawValue::Text(rule.into());
+        let mut started = Started::new(
+            &[("counts_run_out", rule)],
+            vec![QosClass::High, QosClass::Low],
+        );
+        let mut nsids: Vec<u32> = (0..60).map(|i| started.read(0, i * 10_000)).collect();
+        nsids.extend((0..50).map(|i| started.read(1, 1_000_000 + i * 10_000)));
+        nsids.push(started.read(0, 3_000_000));
+        (nsids, started.lib)
     }
 
     #[test]
@@ -780,29 +786,14 @@ mod tests {
 
     #[test]
     fn with_a_handover_the_copies_take_turns_before_dtwin_time_maximum() {
-        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
-        s.set("handover_ns", &qoslab_engine::RawValue::Text("2ms".into()))
-            .unwrap();
-        let cfg = PlmLibraryConfig::from_settings(&s);
-        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
-        let mut wakes = Vec::new();
-        let mut control = device;
-        macro_rules! io {
-            ($now:expr) => {
-                &mut ReplicaIo {
-                    now_ns: $now,
-                    control: &mut control,
-                    wakes: &mut wakes,
-                }
-            };
-        }
-        lib.start(io!(0));
+        let handover = qoslab_engine::RawValue::Text("2ms".into());
+        let mut started = Started::new(&[("handover_ns", handover)], vec![QosClass::High]);
         // DTWIN Time Maximum 10 ms less the 2 ms handover: window 1 begins at 8 ms, on copy 1.
-        assert_eq!(lib.window_ns, 8_000_000);
-        lib.route_read(0, 4096, io!(7_999_999));
-        assert_eq!(lib.window, 0);
-        lib.route_read(0, 4096, io!(8_000_000));
-        assert_eq!((lib.window, lib.active()), (1, 1));
+        assert_eq!(started.lib.window_ns, 8_000_000);
+        started.read(0, 7_999_999);
+        assert_eq!(started.lib.window, 0);
+        started.read(0, 8_000_000);
+        assert_eq!((started.lib.window, started.lib.active()), (1, 1));
     }
 
     #[test]

@@ -742,15 +742,14 @@ mod tests {
     #[test]
     fn with_end_window_a_window_ends_when_its_counts_are_all_used_and_the_next_begins() {
         // Copy 0 (NSID 1) is in DTWin; copy 1 (NSID 2) is not.
-        let dtwin_copy = |n: usize| vec![1; n];
         for rule in ["ndwin_copy", "end_window"] {
             let (nsids, lib) = reads_until_the_counts_run_out(rule);
             // High's 50 covered reads go to the copy in DTWin, its 10 more (not covered, while
             // low still holds 50 counts: the window's counts are not all used) to the copy
             // that is not, under either rule; low's 50 to the copy in DTWin.
-            assert_eq!(nsids[..50], dtwin_copy(50));
-            assert_eq!(nsids[50..60], vec![2; 10]);
-            assert_eq!(nsids[60..110], dtwin_copy(50));
+            assert_eq!(nsids[..50], [1; 50]);
+            assert_eq!(nsids[50..60], [2; 10]);
+            assert_eq!(nsids[60..110], [1; 50]);
             assert_eq!(lib.stats[1].covered, 50);
         }
         // Today's rule: high's read at 3 ms, not covered, goes to the copy not in DTWin and

@@ -393,6 +393,15 @@ mod tests {
         CachedDrive::new(CachedConfig::from_settings(&s))
     }
 
+    /// Two units, 100 ns writes, no channel limit, a 1 us flush (and FUA program): times a
+    /// test can add up by hand.
+    const TWO_UNITS: [(&str, &str); 4] = [
+        ("units", "2"),
+        ("write_ns", "100"),
+        ("bandwidth", "0"),
+        ("flush_ns", "1000"),
+    ];
+
     fn write(offset: u64, len: u64) -> Request {
         Request::new(Op::Write, offset, len, 0, 0)
     }
@@ -414,13 +423,7 @@ mod tests {
 
     #[test]
     fn a_flush_waits_for_earlier_writes_holds_the_drive_and_makes_them_durable() {
-        let sets = [
-            ("units", "2"),
-            ("write_ns", "100"),
-            ("bandwidth", "0"),
-            ("flush_ns", "1000"),
-        ];
-        let mut h = Harness::new(drive(&sets));
+        let mut h = Harness::new(drive(&TWO_UNITS));
         let a = h.submit_at(0, write(0, 4096));
         let f = h.submit_at(10, Request::new(Op::Flush, 0, 0, 0, 10));
         let b = h.submit_at(20, write(8192, 4096));
@@ -434,7 +437,7 @@ mod tests {
         // The write and the flush and the write behind it all ended with the power loss.
         let ids: Vec<ReqId> = h.completed.iter().map(|&(id, _)| id).collect();
         assert_eq!(ids, [a, f, b]);
-        let mut h = Harness::new(drive(&sets));
+        let mut h = Harness::new(drive(&TWO_UNITS));
         let a = h.submit_at(0, write(0, 4096));
         let f = h.submit_at(10, Request::new(Op::Flush, 0, 0, 0, 10));
         let b = h.submit_at(20, write(8192, 4096));
@@ -461,13 +464,7 @@ mod tests {
     /// in the cache.
     #[test]
     fn a_fua_write_runs_beside_other_writes_and_only_its_own_blocks_are_durable() {
-        let sets = [
-            ("units", "2"),
-            ("write_ns", "100"),
-            ("bandwidth", "0"),
-            ("flush_ns", "1000"),
-        ];
-        let mut h = Harness::new(drive(&sets));
+        let mut h = Harness::new(drive(&TWO_UNITS));
         let a = h.submit_at(0, write(0, 4096));
         let b = h.submit_at(150, write(4096, 4096));
         let c = h.submit_at(160, fua(8192, 4096, 160));
@@ -493,13 +490,7 @@ mod tests {
     /// nothing completed before the FLUSH is lost.
     #[test]
     fn a_flush_after_a_fua_write_still_makes_every_earlier_write_durable() {
-        let sets = [
-            ("units", "2"),
-            ("write_ns", "100"),
-            ("bandwidth", "0"),
-            ("flush_ns", "1000"),
-        ];
-        let mut h = Harness::new(drive(&sets));
+        let mut h = Harness::new(drive(&TWO_UNITS));
         let a = h.submit_at(0, write(0, 4096));
         let c = h.submit_at(0, fua(4096, 4096, 0));
         let b = h.submit_at(200, write(8192, 4096));

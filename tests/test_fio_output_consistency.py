@@ -690,12 +690,10 @@ def test_a_queued_end_sync_is_counted_at_depth_one(qoslab, tmp_path, producer, e
     assert levels["1"] >= 12.5
 
 
-@pytest.mark.parametrize("producer", ["qoslab", "fio"])
-def test_size_above_the_files_filesize_holds_is_cut_to_them(qoslab, tmp_path, producer):
-    """With filesize, size is the amount of I/O, but fio 3.33 cuts a size above the files'
-    total to it (filesetup.c; measured, 3 runs: 8 writes of 4 KiB over 4 files of 8 KiB)."""
-    args = ["--output-format=json", "--name=j", "--nrfiles=4", "--filesize=8k", "--size=64k"]
-    args += ["--bs=4k", "--direct=1", "--ioengine=libaio", "--iodepth=2", "--rw=write"]
+def files_job(producer: str, qoslab, tmp_path, options: list[str]) -> dict:
+    """The JSON of a libaio iodepth=2 writer of 4 KiB blocks, on files fio makes in tmp_path."""
+    args = ["--output-format=json", "--name=j", "--bs=4k", "--direct=1", "--ioengine=libaio"]
+    args += ["--iodepth=2", "--rw=write", *options]
     if producer == "qoslab":
         done = qoslab("sim", *args, cwd=tmp_path)
     else:
@@ -705,7 +703,14 @@ def test_size_above_the_files_filesize_holds_is_cut_to_them(qoslab, tmp_path, pr
             [FIO, f"--directory={tmp_path}", *args], capture_output=True, text=True, cwd=tmp_path
         )
     assert done.returncode == 0, done.stderr
-    job = json.loads(done.stdout)["jobs"][0]
+    return json.loads(done.stdout)["jobs"][0]
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_size_above_the_files_filesize_holds_is_cut_to_them(qoslab, tmp_path, producer):
+    """With filesize, size is the amount of I/O, but fio 3.33 cuts a size above the files'
+    total to it (filesetup.c; measured, 3 runs: 8 writes of 4 KiB over 4 files of 8 KiB)."""
+    job = files_job(producer, qoslab, tmp_path, ["--nrfiles=4", "--filesize=8k", "--size=64k"])
     assert (job["write"]["total_ios"], job["write"]["io_bytes"]) == (8, 32768)
     assert {k: v for k, v in job["iodepth_level"].items() if v} == {"1": 12.5, "2": 87.5}
 
@@ -715,7 +720,7 @@ def test_size_above_the_files_filesize_holds_is_cut_to_them(qoslab, tmp_path, pr
 # full) or it has issued `size` bytes; fio reaps everything in between, so each pass starts at
 # depth 1. Another pass while `loops` lasts, then while io_size is short by a whole block
 # (keep_running). Measured with fio 3.33, libaio iodepth=2 bs=4k size=64k, 3 runs each: the same
-# writes, bytes and depth shares every time.
+# writes, bytes and depth shares every time (the rw given replaces rw=write).
 PASS_JOBS = [
     (["--nrfiles=4", "--rw=write", "--loops=2"], 32, 131072, {"1": 6.25, "2": 93.75}),
     (["--nrfiles=4", "--rw=randwrite", "--io_size=96k"], 24, 98304, {"1": 8.333, "2": 91.667}),
@@ -732,22 +737,47 @@ PASS_JOBS = [
 def test_each_pass_over_the_files_starts_after_the_last_one_is_reaped(
     qoslab, tmp_path, producer, options, writes, written, shares
 ):
-    args = ["--output-format=json", "--name=j", "--size=64k", "--bs=4k", "--direct=1"]
-    args += ["--ioengine=libaio", "--iodepth=2", *options]
-    if producer == "qoslab":
-        done = qoslab("sim", *args, cwd=tmp_path)
-    else:
-        if FIO is None:
-            pytest.skip("fio is installed by make tools")
-        done = subprocess.run(
-            [FIO, f"--directory={tmp_path}", *args], capture_output=True, text=True, cwd=tmp_path
-        )
-    assert done.returncode == 0, done.stderr
-    job = json.loads(done.stdout)["jobs"][0]
+    job = files_job(producer, qoslab, tmp_path, ["--size=64k", *options])
     assert (job["write"]["total_ios"], job["write"]["io_bytes"]) == (writes, written)
     levels = {k: v for k, v in job["iodepth_level"].items() if v}
     assert levels.keys() == shares.keys()
     assert all(levels[k] == pytest.approx(v, abs=1e-3) for k, v in shares.items())
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+@pytest.mark.parametrize(
+    ("options", "passes"), [(["--rw=write"], True), (["--rw=randwrite"], False)]
+)
+def test_a_time_based_job_passes_over_several_sequential_files_and_wraps_random_ones(
+    qoslab, tmp_path, producer, options, passes
+):
+    """fio 3.33 wraps a time-based sequential file in place only when it is the job's only
+    one: over 4 files of 16 KiB a pass ends every 16 writes and the next starts at depth 1
+    (3 runs of 300 ms: 180, 87 and 190 such starts in 2,880, 1,378 and 3,036 writes);
+    random files start over in place (at most one write at depth 1)."""
+    options = ["--size=64k", "--nrfiles=4", "--time_based", "--runtime=300ms", *options]
+    job = files_job(producer, qoslab, tmp_path, options)
+    writes = job["write"]["total_ios"]
+    at_depth_one = round(job["iodepth_level"]["1"] * writes / 100)
+    if passes:
+        assert at_depth_one == -(-writes // 16)
+    else:
+        assert job["iodepth_level"]["1"] <= 0.1
+
+
+@pytest.mark.parametrize("producer", ["qoslab", "fio"])
+def test_a_sequential_length_that_would_cross_the_files_end_is_drawn_again(
+    qoslab, tmp_path, producer
+):
+    """fio takes the offset first, then draws block sizes until one fits before the file's
+    end (get_next_buflen), so bssplit=4k/50:12k/50 covers the 64 KiB file exactly on each of
+    its 2 passes (fio 3.33, 3 runs: 20 writes, 128 KiB, 2 of them at depth 1). The number of
+    writes depends on the draws: only the bytes and the two passes are fio's rule."""
+    options = ["--size=64k", "--bssplit=4k/50:12k/50", "--loops=2"]
+    job = files_job(producer, qoslab, tmp_path, options)
+    assert job["write"]["io_bytes"] == 131072
+    at_depth_one = job["iodepth_level"]["1"] * job["write"]["total_ios"] / 100
+    assert at_depth_one == pytest.approx(2)
 
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])

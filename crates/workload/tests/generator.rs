@@ -407,3 +407,21 @@ fn io_size_above_size_adds_passes_only_while_it_is_short_by_a_whole_block() {
         32
     );
 }
+
+#[test]
+fn a_time_based_job_passes_over_several_sequential_files_but_wraps_one_in_place() {
+    // fio 3.33, time_based size=64k bs=4k: over nrfiles=4 a sequential pass ends when every
+    // file is done (every 16 writes, a new pass: 180 depth-1 submissions in 2,880 writes);
+    // one file, or random offsets, start over in place (no second pass).
+    let firsts = |text: &str| -> Vec<usize> {
+        let ios = take(text, 1, 64);
+        (0..ios.len()).filter(|&i| ios[i].new_pass).collect()
+    };
+    let base = "bs=4k\nsize=64k\ntime_based=1\nruntime=1s\n";
+    assert_eq!(
+        firsts(&format!("{base}rw=write\nnrfiles=4\n")),
+        vec![16, 32, 48]
+    );
+    assert!(firsts(&format!("{base}rw=write\n")).is_empty());
+    assert!(firsts(&format!("{base}rw=randwrite\nnrfiles=4\n")).is_empty());
+}

@@ -356,6 +356,15 @@ impl LenSampler {
         }
     }
 
+    /// The shortest length it draws.
+    pub fn min(&self) -> u64 {
+        match self {
+            LenSampler::Fixed(l) => *l,
+            LenSampler::Range { min, .. } => *min,
+            LenSampler::Split { lens, .. } => lens.iter().copied().min().unwrap_or(0),
+        }
+    }
+
     #[inline]
     pub fn draw(&self, rng: &mut RngStream) -> u64 {
         match self {

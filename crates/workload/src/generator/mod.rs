@@ -21,8 +21,10 @@
 //!   largest I/O fits are drawn, so every I/O lies inside the region.
 //! - Mixed workloads draw each I/O's direction independently with probability
 //!   `rwmixread`% (fio draws runs of one direction, with the same long-run shares).
-//! - Sequential patterns keep one position per direction (as fio's `rw=rw` does) and wrap to
-//!   the region start when the next I/O would cross its end.
+//! - Sequential patterns keep one position per direction (as fio's `rw=rw` does). Where the
+//!   length drawn would cross the file's end, lengths are drawn again until one fits, as
+//!   fio's get_next_buflen does after taking the offset; where not even the shortest fits,
+//!   the pass is done with the file (time-based jobs and holes wrap in place instead).
 //! - Zipf ranks are exact (rejection-inversion); fio 3.33 uses Gray et al.'s approximation,
 //!   exact for the two hottest ranks only. Pareto and normal follow fio's own laws (see
 //!   `dist.rs`). Ranks are scattered over the region by a bijection, or laid out from
@@ -42,7 +44,9 @@
 //!   issued `size` bytes (fio's `total_bytes`). Another pass starts while `loops` lasts, then
 //!   while `io_size` is short by at least the largest block (`keep_running`); its first I/O
 //!   says so ([`GenIo::new_pass`]: fio reaps everything and closes the files in between).
-//!   `time_based` jobs have one pass: their files wrap in place (fio's do too).
+//!   A `time_based` job's passes go on until its time is up and end only when every file
+//!   is done; its random files, and a sequential file that is its only one, start over in
+//!   place instead (fio 3.33's get_next_rand_block, get_next_seq_offset).
 //! - End: [`JobGen::next_io`] returns `None` once no pass is left, or `io_size` (default
 //!   `size`) x `loops` bytes or `number_ios` x `loops` I/Os have been generated;
 //!   `time_based` jobs never run out (fio ignores their `number_ios`) and stop at
@@ -73,7 +77,7 @@ pub struct GenIo {
     pub not_before_ns: Ns,
     /// The I/O starts a new pass over the job's files (see the module's "Passes": fio reaps
     /// everything, closes the files and opens them again before it). Never in a `time_based`
-    /// job (fio wraps in place).
+    /// job over one file, nor in a random time-based one (fio wraps those in place).
     pub new_pass: bool,
 }
 
@@ -172,9 +176,12 @@ pub struct JobGen {
     /// For `rand*:<nr>`: I/Os left before the next random offset, per direction.
     run_left: [u64; 3],
     pending_write: Option<(u64, u64)>,
-    /// Whether the job has passes (not `time_based`); the current one is over; passes begun
-    /// (the first at the start); bytes issued in this one; which files it is done with.
+    /// Whether the job has passes (not `time_based`, or over several files: fio 3.33 wraps a
+    /// time-based sequential file in place only when it is the only one); whether it runs
+    /// them until its time is up; the current one is over; passes begun (the first at the
+    /// start); bytes issued in this one; which files it is done with.
     passes: bool,
+    time_based: bool,
     pass_over: bool,
     passes_started: u64,
     pass_bytes: u64,
@@ -349,7 +356,8 @@ impl JobGen {
             create_only: job.create_only,
             run_left: [0; 3],
             pending_write: None,
-            passes: !job.time_based,
+            passes: !job.time_based || files > 1,
+            time_based: job.time_based,
             pass_over: false,
             passes_started: 1,
             pass_bytes: 0,
@@ -407,8 +415,8 @@ impl JobGen {
                 new_pass = true;
             }
             let op = self.next_op();
-            let len = self.len[op.index()].draw(&mut self.rng_bs);
-            let off = match self.next_offset(op, len) {
+            let mut len = self.len[op.index()].draw(&mut self.rng_bs);
+            let off = match self.next_offset(op, &mut len) {
                 Some(off) => off,
                 // Every file of the pass was done before this I/O: fio's `get_io_u` finds
                 // no file, so `do_io` returns; the I/O drawn opens the next pass, if any.
@@ -417,7 +425,7 @@ impl JobGen {
                         return None;
                     }
                     new_pass = true;
-                    self.next_offset(op, len)
+                    self.next_offset(op, &mut len)
                         .expect("a fresh pass holds the largest I/O")
                 }
             };
@@ -462,11 +470,13 @@ impl JobGen {
         })
     }
 
-    /// fio's `keep_running` at the end of a pass: another while `loops` lasts, then while
-    /// `io_size` is short by at least the largest block (without `io_size`, the files are
-    /// done: no more). A new pass starts every file again from its start.
+    /// fio's `keep_running` at the end of a pass: another until a time-based job's time is up,
+    /// else while `loops` lasts, then while `io_size` is short by at least the largest block
+    /// (without `io_size`, the files are done: no more). A new pass starts every file again
+    /// from its start.
     fn another_pass(&mut self) -> bool {
-        let more = self.passes_started < self.loops
+        let more = self.time_based
+            || self.passes_started < self.loops
             || self
                 .io_size
                 .is_some_and(|s| self.bytes_done < s && s - self.bytes_done >= self.max_len);
@@ -570,11 +580,12 @@ impl JobGen {
         }
     }
 
-    /// The offset of the next I/O, in a file this pass is not done with; `None` when the
-    /// pass is done with every file before it.
-    fn next_offset(&mut self, op: Op, len: u64) -> Option<u64> {
+    /// The offset of the next I/O, in a file this pass is not done with (and its length,
+    /// drawn again if it does not fit there); `None` when the pass is done with every file
+    /// before it.
+    fn next_offset(&mut self, op: Op, len: &mut u64) -> Option<u64> {
         loop {
-            let f = self.next_file(len);
+            let f = self.next_file(*len);
             if let Some(off) = self.offset_in(f, op, len) {
                 return Some(off);
             }
@@ -584,21 +595,30 @@ impl JobGen {
         }
     }
 
-    /// The offset of the next I/O in file `f`; `None` when it does not fit before the
-    /// file's end (fio: the file is done for this pass).
-    fn offset_in(&mut self, f: usize, op: Op, len: u64) -> Option<u64> {
+    /// The offset of the next I/O in file `f`; `None` when not even the shortest length
+    /// fits before the file's end (fio: the file is done for this pass).
+    fn offset_in(&mut self, f: usize, op: Op, len: &mut u64) -> Option<u64> {
         let d = op.index();
         let start = self.extent.region_start_bytes + f as u64 * self.file_len;
         let end = start + self.file_len;
         if !self.pattern.is_random() {
             let mut off = self.seq_pos[f][d];
-            if off < start || off + len > end {
-                // The pass is done with the file at its end (fio's get_next_seq_offset has
-                // no offset left), unless the job is time-based or writes with holes
-                // (`rw=write:4k`, backwards too): that file wraps in place.
-                if self.passes && self.rw_modifier.is_none() {
+            if self.passes && self.rw_modifier.is_none() && off + *len > end {
+                // fio takes the offset first, then draws lengths until one fits there
+                // (get_next_buflen); the pass is done with the file when not even the
+                // shortest does (get_next_seq_offset or get_next_buflen has none).
+                let lens = &self.len[d];
+                if off + lens.min() > end {
                     return None;
                 }
+                while off + *len > end {
+                    *len = lens.draw(&mut self.rng_bs);
+                }
+            }
+            let len = *len;
+            if off < start || off + len > end {
+                // A time-based job's only file, or one written with holes (`rw=write:4k`,
+                // backwards too), wraps in place inside its pass, as fio's does.
                 // Forwards the file starts again at its start, backwards at its last block.
                 off = if self.rw_backward {
                     start + (self.file_len - len) / self.align_bytes * self.align_bytes
@@ -614,6 +634,7 @@ impl JobGen {
             };
             return Some(off);
         }
+        let len = *len;
         if self.rw_modifier.is_some() && self.run_left[d] > 0 {
             // Inside a run of `rw=rand*:<nr>`: continue from the last offset.
             self.run_left[d] -= 1;
@@ -637,8 +658,8 @@ impl JobGen {
             b
         });
         // The file's last block was drawn: the pass is done with it after this I/O (fio's
-        // random map is full); a time-based job's starts over.
-        if last_block && self.passes {
+        // random map is full); a time-based job's starts over in place (get_next_rand_block).
+        if last_block && !self.time_based {
             self.file_ended(f);
         }
         let off = start + block * self.align_bytes;

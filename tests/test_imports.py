@@ -96,7 +96,10 @@ LAYERS = (
     ("options", "report", "sim"),
     ("nvmelite", "rio", "fs"),
     ("dut", "lab"),
-    ("sched", "plm", "sweep", "vm"),
+    # A study command runs its points through the sweep engine (qoslab.sweep.planned); the
+    # sweep's adapter of a study holds what runs one of its points.
+    ("sweep",),
+    ("sched", "plm", "vm"),
     ("fs",),  # `qoslab fs kernel` runs its jobs in the guest kernel too (qoslab.vm)
     ("cli",),
     ("__main__",),

@@ -5,6 +5,7 @@ Each check runs real simulations of the hdd-7200 preset behind libata (a few sec
 
 from __future__ import annotations
 
+import json
 import re
 
 import duckdb
@@ -114,12 +115,37 @@ def test_a_longer_aging_limit_starves_backup_longer():
 def study_out(tmp_path_factory):
     from conftest import run_qoslab as qoslab
 
-    out = tmp_path_factory.mktemp("sched") / "study"
-    done = qoslab("sched", "study", "--devices", HDD, "--hdd-queue-depths", "2",
-                  "--schedulers", "none,prio-advanced", "--seeds", "2", "--runtime", "1s",
-                  "--no-constants", "--out", out, "--quiet")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    tmp = tmp_path_factory.mktemp("sched")
+    out, store = tmp / "study", tmp / "store"
+    # An earlier run, with one of the schedulers, kept its runs in the store: the study runs
+    # only the other's.
+    for schedulers in ("prio-advanced", "none,prio-advanced"):
+        done = qoslab("sched", "study", "--devices", HDD, "--hdd-queue-depths", "2",
+                      "--schedulers", schedulers, "--seeds", "2", "--runtime", "1s",
+                      "--no-constants", "--store", store, "--out", out, "--quiet")  # fmt: skip
+        assert done.returncode == 0, done.stderr
     return out
+
+
+def test_a_run_keeps_its_points_in_the_store_and_a_rerun_runs_only_the_rest(study_out):
+    meta = json.loads((study_out / "meta.json").read_text())
+    assert meta["points"] == {"total": 4, "run": 2, "already_stored": 2}
+    # The tables made from the store's rows are the runs of each point alone (one from this
+    # run, one from the earlier one).
+    runs = pd.read_parquet(study_out / "runs.parquet")
+    opts = StudyOptions(devices=(hdd(2),), schedulers=("none", "prio-advanced"), runtime_s=1.0)
+    for sched, seed in (("none", 1), ("prio-advanced", 2)):
+        alone, _ = run_point(Point(hdd(2), sched, seed), opts)
+        stored = runs[(runs.scheduler == sched) & (runs.seed == seed)].reset_index(drop=True)
+        pd.testing.assert_frame_equal(stored, alone)
+
+
+def test_the_sweep_study_takes_the_labs_jobs_as_the_lab_runs_them():
+    from qoslab.sweep.studies.sched import LAB, STUDY
+
+    lab = SchedOptions()
+    assert {k: getattr(lab, k) for k in LAB} == LAB
+    assert {p.name: p.default for p in STUDY.params if p.name in LAB} == LAB
 
 
 def test_the_cli_writes_parquet_duckdb_reads_and_a_report(study_out):
@@ -190,6 +216,8 @@ def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path):
         (["--schedulers", "elevator"], "no scheduler 'elevator'"),
         (["--real", tmp_path / "nothing"], "no results.parquet"),
         (["--hdd-queue-depths", "64"], "expected depths 1 to 32"),
+        (["--set", "block.no_such_key=1"], "--set: no tunable 'block.no_such_key'"),
+        (["--set", "block.queue_depth"], "--set: expected SECTION.KEY=VALUE"),
     ):
         done = qoslab("sched", "study", "--devices", HDD, *args, "--out", out, "--quiet")
         assert done.returncode == 2, done.stderr

@@ -95,7 +95,7 @@ def test_nvmelite_matrix_points_total_the_matrix_commands_own_files(tmp_path):
             runs["completion_rate"].mean(), abs=2e-6
         )
         cell = ["seed_id", "policy", "bound_k", "fault_mode"]
-        stored = cells[cells["key"] == point["key"]].drop(columns="key")
+        stored = cells[cells["key"] == point["key"]].drop(columns=["key", "row"])
         want = pd.read_csv(out / "cells.csv")
         pd.testing.assert_frame_equal(
             stored.sort_values(cell).reset_index(drop=True),
@@ -199,6 +199,59 @@ def test_selftest_rows_hold_the_closed_forms_of_their_points(tmp_path):
     steps = rows(tmp_path / "store", "selftest__steps")
     assert len(steps) == 10 * 3  # n = 3 rows for each of the 10 points with n = 3
     assert (np.sort(steps["i_times_x"].unique()) == [0.0, 0.5, 1.0, 2.0, 4.0]).all()
+
+
+def test_a_planned_spec_is_the_spec_file_of_the_same_points(tmp_path):
+    # A study command's points, as `planned_spec` makes them: a null is a parameter not given.
+    from qoslab.sweep.runner import _Points
+    from qoslab.sweep.spec import load_spec, planned_spec
+
+    job = tmp_path / "j.fio"
+    job.write_text("[j]\nrw=randread\nsize=1m\n")
+    configs = [{"job": "j.fio", "set.block.queue_depth": "2"}, {"job": "j.fio"}]
+    spec = planned_spec("sim", "planned", configs, [3, 1], ["timeseries"], folder=tmp_path)
+    assert [c["set.block.queue_depth"] for c in spec.configs()] == ["2", None]
+    assert [c["device"] for c in spec.configs()] == [spec.study.param("device").default] * 2
+    assert spec.seeds == [3, 1] and spec.details == {"timeseries"}
+    (tmp_path / "planned.yaml").write_text(spec.text)
+    again = load_spec(tmp_path / "planned.yaml")
+    assert _Points(again).keys.to_pylist() == _Points(spec).keys.to_pylist()
+    assert len(set(_Points(spec).keys.to_pylist())) == 4
+
+
+def test_planned_rows_come_back_in_plan_order_whatever_the_store_held(tmp_path):
+    from qoslab.sweep.planned import run_planned
+    from qoslab.sweep.spec import planned_spec
+
+    configs = [{"x": 0.5, "n": 3}, {"x": 2.0, "n": 0, "label": "ab"}, {"x": -1.0, "n": 2}]
+    store = tmp_path / "store"
+    # An earlier (or interrupted) run stored the last two configurations' points.
+    run_planned(planned_spec("selftest", "part", configs[1:], [9, 4], ["steps"]), store, quiet=True)
+    rows = run_planned(
+        planned_spec("selftest", "all", configs, [9, 4], ["steps"]), store, quiet=True
+    )
+    assert (rows.outcome.total, rows.outcome.stored, rows.outcome.done) == (6, 4, 2)
+    got = rows.points
+    assert got.point.tolist() == list(range(6))
+    assert got.seed.tolist() == [9, 4] * 3
+    assert got.x.tolist() == [0.5, 0.5, 2.0, 2.0, -1.0, -1.0]
+    assert got.x_times_n.tolist() == [1.5, 1.5, 0.0, 0.0, -2.0, -2.0]
+    assert got.label_length.tolist() == [0, 0, 2, 2, 0, 0]
+    steps = rows.details["steps"]
+    assert steps.point.tolist() == [0, 0, 0, 1, 1, 1, 4, 4, 5, 5]
+    assert steps.i.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 0, 1]
+    assert steps.i_times_x.tolist() == [0.0, 0.5, 1.0, 0.0, 0.5, 1.0, 0.0, -1.0, 0.0, -1.0]
+
+
+def test_a_planned_point_that_fails_stops_the_command_with_its_error(tmp_path):
+    from qoslab.errors import InputError
+    from qoslab.sweep.planned import run_planned
+    from qoslab.sweep.spec import planned_spec
+
+    spec = planned_spec("selftest", "failing", [{"x": 1.0}, {"fail": True}], [1, 2])
+    error = r"^selftest: point 3 of 4: RuntimeError: failed on purpose$"
+    with pytest.raises(InputError, match=error):
+        run_planned(spec, tmp_path / "store", quiet=True)
 
 
 def test_the_registry_refuses_an_adapter_the_sweep_could_not_drive():

@@ -57,6 +57,12 @@ def study(
         [], "--set", help="Device tunable for every run (k=v).", show_default="the presets' values"
     ),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Simulations run at once."),
+    store: Path | None = typer.Option(
+        None,
+        "--store",
+        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
+        show_default="<out>.store",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:
     """database_sim against backup_sim on each device and scheduler: throughput, tails, CPU."""
@@ -101,5 +107,5 @@ def study(
         constants=constants,
         sets=tuple(sets),
     )
-    path = run_study(opts, out, real=real, quiet=quiet)
+    path = run_study(opts, out, real=real, quiet=quiet, store=store)
     typer.echo(f"wrote {path}")

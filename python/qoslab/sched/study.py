@@ -8,6 +8,12 @@ the scheduler, time at the device, merges, the scheduler's CPU cost per request 
 model of docs/block.md) and a time series. The constants section runs `prio` and
 `prio-advanced` on the HDD with each of their tunables changed alone.
 
+The study states its points (`plan`: configurations of the `sched` sweep study, each with every
+seed) and runs them through the sweep engine (`qoslab.sweep.planned`): its store, beside the
+output (`<out>.store` unless `--store`), keeps every run, so a rerun, or the run after an
+interrupted one, runs only the points it lacks; the tables below are made from the store's
+rows in plan order, so they do not depend on the workers or on what the store held.
+
 Outputs (Parquet, one row per run and job; DuckDB reads them as they are): `runs.parquet`,
 `series.parquet`, `constants.parquet`, `summary.csv` (mean, standard deviation and count over
 seeds), `meta.json`, `report.html` with its figures. The directory is written whole or not at
@@ -17,22 +23,23 @@ all (`qoslab.outputs.staged_dir`).
 from __future__ import annotations
 
 import json
-import re
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from qoslab._core import __version__
 from qoslab.errors import InputError
-from qoslab.fio import jobs_table, parse_fio_json
-from qoslab.lab.sched import SchedOptions, prio_options
+from qoslab.lab.sched import SchedOptions
 from qoslab.outputs import staged_dir
-from qoslab.progress import Count, progress_bar
 from qoslab.sim import api
+from qoslab.sweep.planned import Rows, run_planned
+from qoslab.sweep.spec import planned_spec
+from qoslab.sweep.studies import sched as adapter
+from qoslab.sweep.studies.sched import job_text, measure, registered_schedulers
 
 HDD = "hdd-7200"
 SSD = "enterprise-tlc-plp"
@@ -45,18 +52,7 @@ CONSTANTS_DEPTH = 2
 EMPIRICAL = "loop (empirical)"
 
 # Block-layer counters kept per run (docs/block.md, "The counters").
-BLOCK_COUNTERS = (
-    "read_sched_wait_mean_ns",
-    "read_sched_wait_p99_ns",
-    "read_sched_wait_max_ns",
-    "read_device_mean_ns",
-    "read_device_p99_ns",
-    "read_merges",
-    "read_ios",
-    "queued_max",
-    "in_flight_max",
-    "sched_cpu_ns_per_request",
-)
+BLOCK_COUNTERS = tuple(name for name, _unit, _help in adapter.BLOCK_COUNTERS)
 
 # The tunables of the study's own schedulers that the document leaves open, each tried alone
 # at a lower and a higher value than the default (docs/block.md gives the defaults' reasons).
@@ -97,22 +93,6 @@ class StudyOptions:
     lab: SchedOptions = field(default_factory=SchedOptions)
 
 
-def registered_schedulers() -> list[str]:
-    """The block layer's schedulers, from its registry as the tunables table shows it: the
-    default of `block.scheduler`, then each scheduler's `[block.NAME]` section, in registry
-    order. (A scheduler without tunables other than the default has no section.)"""
-    from qoslab import _core
-
-    names: list[str] = []
-    for section, key, _unit, default, _help in _core.sim_tunables():
-        if section == "block" and key == "scheduler":
-            names.insert(0, default)
-        m = re.fullmatch(r'block\.[^ ]+ \(scheduler = "([^"]+)"\)', section)
-        if m and m.group(1) not in names:
-            names.append(m.group(1))
-    return names
-
-
 def hdd(queue_depth: int) -> Device:
     """hdd-7200 behind libata with `queue_depth` commands at the disk (device/queue_depth)."""
     return Device(
@@ -144,38 +124,6 @@ def devices_named(name: str, empirical: Path | None, hdd_depths: tuple[int, ...]
     return [Device(name, name, (), f"device {name}")]
 
 
-def job_text(runtime_s: float, lab: SchedOptions, size: str = "10g") -> str:
-    """The lab's two jobs (`qoslab.lab.sched`) as a job file for the simulator."""
-    jobs = {
-        "database_sim": {
-            "rw": "randread",
-            "bs": "4k",
-            "iodepth": lab.db_iodepth,
-            **prio_options(lab.db_prio, "--db-prio"),
-        },
-        "backup_sim": {
-            "rw": "read",
-            "bs": "128k",
-            "iodepth": lab.backup_iodepth,
-            **prio_options(lab.backup_prio, "--backup-prio"),
-        },
-    }
-    lines = [
-        "[global]",
-        f"ioengine={lab.ioengine}",
-        "direct=1",
-        # As the lab's runs: percentiles of the total latency, which includes the time a
-        # request waits in the scheduler (the simulator's clat starts when the driver has it).
-        "lat_percentiles=1",
-        f"size={size}",
-        "time_based=1",
-        f"runtime={round(runtime_s * 1000)}ms",
-    ]
-    for name, opts in jobs.items():
-        lines += ["", f"[{name}]", *(f"{k}={v}" for k, v in opts.items())]
-    return "\n".join(lines) + "\n"
-
-
 @dataclass(frozen=True)
 class Point:
     device: Device
@@ -186,82 +134,90 @@ class Point:
     value: float = float("nan")
 
 
-def run_point(p: Point, opts: StudyOptions) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One simulation: a row per job (fio's statistics, block counters) and its series."""
-    text = job_text(opts.runtime_s, opts.lab, p.device.size)
-    device_text, _ = api.device_file(p.device.device)
-    sets = [f"block.scheduler={p.scheduler}", *p.device.sets, *p.sets]
-    with tempfile.TemporaryDirectory(prefix="qoslab-sched-") as tmp:
-        series_path = Path(tmp) / "series.csv"
-        result = api.run(
-            jobtext=text,
-            jobname="sched-study.fio",
-            device=p.device.device,
-            device_text=device_text,
-            sets=sets,
-            seed=p.seed,
-            timeseries=series_path,
-            log_avg_msec=opts.log_msec,
-        )
-        series = api.read_series(series_path)
-    report = json.loads(result["text"])
-    table = jobs_table([parse_fio_json(result["text"], path="sched-study.json")])
-    table = table[table.op == "read"]
-    block = api.stage_counters(report, "block")
-    rows = pd.DataFrame(
-        {
-            "device": p.device.label,
-            "scheduler": p.scheduler,
-            "seed": p.seed,
-            "job": table.job.to_numpy(),
-            "iops": table.iops.to_numpy(),
-            "mb_s": table.mb_s.to_numpy(),
-            "lat_mean_us": table.lat_mean_us.to_numpy(),
-            "p50_us": table.p50_us.to_numpy(),
-            "p99_us": table.p99_us.to_numpy(),
-            "p99_9_us": table.p99_9_us.to_numpy(),
-        }
-    )
-    for name in BLOCK_COUNTERS:
-        rows[name] = float(block[name])
-    if p.tunable:
-        rows["tunable"] = p.tunable
-        rows["value"] = p.value
-    s = series[series.op == "read"]
-    ts = pd.DataFrame(
-        {
-            "device": p.device.label,
-            "scheduler": p.scheduler,
-            "seed": p.seed,
-            "job": s.job.to_numpy(),
-            "time_ms": s.time_ms.to_numpy(),
-            "iops": s.iops.to_numpy(),
-            "lat_mean_us": s.lat_mean_ns.to_numpy() / 1000.0,
-            "lat_p99_us": s.lat_p99_ns.to_numpy() / 1000.0,
-        }
-    )
-    return rows, ts
+def set_pair(text: str, option: str = "--set") -> tuple[str, str]:
+    """`SECTION.KEY=VALUE` as the `sched` sweep study's parameter `set.SECTION.KEY` and its
+    value; an InputError for anything else, or for a key no tunable has."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise InputError(f"{option}: expected SECTION.KEY=VALUE, got {text!r}")
+    name = f"set.{key.strip()}"
+    if adapter.param_for(name) is None:
+        raise InputError(f"{option}: no tunable {key.strip()!r} (qoslab sim --list-tunables)")
+    return name, value
 
 
-def _run_all(points: list[Point], opts: StudyOptions, progress) -> list:
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        futures = [pool.submit(run_point, p, opts) for p in points]
-        out = []
-        for f in futures:  # in point order: the tables do not depend on the worker count
-            out.append(f.result())
-            progress()
+def config(device: Device, scheduler: str, opts: StudyOptions, sets=(), tunable="", value=None):
+    """A configuration of the `sched` sweep study: one device and scheduler under `opts`, its
+    device's and the point's `--set`s (a later one of a key wins, as on the command line)."""
+    lab = opts.lab
+    out: dict[str, Any] = {
+        "device": device.device,
+        "scheduler": scheduler,
+        "size": device.size,
+        "runtime_s": opts.runtime_s,
+        "log_msec": opts.log_msec,
+        "ioengine": lab.ioengine,
+        "db_prio": lab.db_prio,
+        "backup_prio": lab.backup_prio,
+        "db_iodepth": lab.db_iodepth,
+        "backup_iodepth": lab.backup_iodepth,
+        "label": device.label,
+    }
+    if tunable:
+        out |= {"tunable": tunable, "value": float(value)}
+    for text in (*device.sets, *sets):
+        name, v = set_pair(text)
+        out.pop(name, None)
+        out[name] = v
     return out
 
 
-def plan(opts: StudyOptions) -> tuple[list[Point], list[Point]]:
-    """The study's runs, and the constants section's (on the HDD, if it is studied)."""
-    seeds = range(1, opts.seeds + 1)
-    main = [
-        Point(d, s, seed, opts.sets)
-        for d in opts.devices
-        for s in opts.schedulers
-        for seed in seeds
-    ]
+def tables(rows: Rows, first: int = 0, stop: int | None = None, constants: bool = False):
+    """The study's tables of the points `first` to `stop` of `rows`: a row per run and job
+    (the device's label, scheduler, seed, fio's statistics, the block counters, and for the
+    constants section the tunable and its value) and the series."""
+    points = rows.points.set_index("point")
+    label = points["label"].where(points["label"].notna(), points["device"])
+
+    def rows_of(table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        mine = table[(table.point >= first) & (stop is None or table.point < stop)]
+        at = mine.point.to_numpy()
+        head = pd.DataFrame(
+            {
+                "device": label.loc[at].to_numpy(),
+                "scheduler": points.scheduler.loc[at].to_numpy(),
+                "seed": points.seed.loc[at].to_numpy().astype(np.int64),
+            }
+        )
+        return pd.concat([head, mine.drop(columns="point").reset_index(drop=True)], axis=1), at
+
+    runs, at = rows_of(rows.details["jobs"])
+    for name in BLOCK_COUNTERS:
+        runs[name] = points[name].loc[at].to_numpy()
+    if constants:
+        runs["tunable"] = points.tunable.loc[at].to_numpy()
+        runs["value"] = points.value.loc[at].to_numpy()
+    series, _ = rows_of(rows.details["series"])
+    return runs, series
+
+
+def run_point(p: Point, opts: StudyOptions) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One simulation, outside any store: a row per job (fio's statistics, block counters)
+    and its series, as the study's tables have them."""
+    params = config(p.device, p.scheduler, opts, p.sets, p.tunable, p.value)
+    counters, jobs, series = measure(params, p.seed)
+    point = {"point": 0, "seed": p.seed, **params, **counters}
+    rows = Rows(
+        pd.DataFrame([point]),
+        {"jobs": jobs.assign(point=0), "series": series.assign(point=0)},
+    )
+    return tables(rows, constants=bool(p.tunable))
+
+
+def plan(opts: StudyOptions) -> tuple[list[dict], list[dict]]:
+    """The study's configurations, and the constants section's (on the HDD, if it is
+    studied); each runs with every seed."""
+    main = [config(d, s, opts, opts.sets) for d in opts.devices for s in opts.schedulers]
     constants = []
     hdds = [d for d in opts.devices if d.device == HDD]
     at = [d for d in hdds if d.label == hdd(CONSTANTS_DEPTH).label] or hdds
@@ -272,9 +228,7 @@ def plan(opts: StudyOptions) -> tuple[list[Point], list[Point]]:
             for tunable, values in table.items():
                 for v in values:
                     sets = (*opts.sets, f"block.{sched}.{tunable}={v}")
-                    constants += [
-                        Point(at[0], sched, seed, sets, tunable, float(v)) for seed in seeds
-                    ]
+                    constants.append(config(at[0], sched, opts, sets, tunable, v))
     return main, constants
 
 
@@ -298,8 +252,20 @@ def _is_earlier_output(out: Path) -> bool:
     return (out / "runs.parquet").is_file() and (out / "meta.json").is_file()
 
 
-def run_study(opts: StudyOptions, out: Path, real: Path | None = None, quiet: bool = False):
-    """Runs the study into `out`; returns the path of the report."""
+def default_store(out: Path) -> Path:
+    """The study's store when `--store` is not given: beside the output, `<out>.store`."""
+    out = Path(out)
+    return out.with_name(out.name + ".store")
+
+
+def run_study(
+    opts: StudyOptions,
+    out: Path,
+    real: Path | None = None,
+    quiet: bool = False,
+    store: Path | None = None,
+):
+    """Runs the study into `out` (its runs into `store`); returns the path of the report."""
     from qoslab.sched.report import read_real, write_study_report
 
     for s in opts.schedulers:
@@ -313,25 +279,24 @@ def run_study(opts: StudyOptions, out: Path, real: Path | None = None, quiet: bo
             raise InputError("no such device file or preset", path=d.device)
     real_runs = read_real(real) if real is not None else None
     main, constants = plan(opts)
-    with (
-        progress_bar(quiet) as bar,
-        staged_dir(
-            out,
-            is_earlier_output=_is_earlier_output,
-            refusal="exists, is not empty and is not an earlier study output",
-        ) as tmp,
-    ):
-        done = Count(bar, "sched study", total=len(main) + len(constants))
-        results = _run_all(main + constants, opts, done.advance)
-        runs = pd.concat([r for r, _ in results[: len(main)]], ignore_index=True)
-        series = pd.concat([s for _, s in results[: len(main)]], ignore_index=True)
+    seeds = list(range(1, opts.seeds + 1))
+    store = default_store(out) if store is None else Path(store)
+    with staged_dir(
+        out,
+        is_earlier_output=_is_earlier_output,
+        refusal="exists, is not empty and is not an earlier study output",
+    ) as tmp:
+        spec = planned_spec("sched", "sched-study", main + constants, seeds, ["jobs", "series"])
+        rows = run_planned(spec, store, jobs=opts.jobs, quiet=quiet)
+        n_main = len(main) * len(seeds)
+        runs, series = tables(rows, 0, n_main)
         summary = summarise(runs, ["device", "scheduler"])
         runs.to_parquet(tmp / "runs.parquet", index=False)
         series.to_parquet(tmp / "series.parquet", index=False)
         summary.to_csv(tmp / "summary.csv", index=False, float_format="%.6g")
         const = None
         if constants:
-            const = pd.concat([r for r, _ in results[len(main) :]], ignore_index=True)
+            const, _ = tables(rows, n_main, constants=True)
             const.to_parquet(tmp / "constants.parquet", index=False)
         (tmp / "jobs.fio").write_text(job_text(opts.runtime_s, opts.lab))
         meta = {
@@ -342,6 +307,14 @@ def run_study(opts: StudyOptions, out: Path, real: Path | None = None, quiet: bo
                 "devices": [asdict(d) for d in opts.devices],
             },
             "real": None if real is None else str(real),
+            # Where the runs are, and the sweep that ran them (the store's sweeps/ has its spec).
+            "store": str(store),
+            "sweep": spec.name,
+            "points": {
+                "total": len(spec),
+                "run": rows.outcome.done,
+                "already_stored": rows.outcome.stored,
+            },
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         write_study_report(tmp, opts, runs, summary, series, const, real_runs)

@@ -388,10 +388,25 @@ class _Points:
             # A failed point has no details (run_points keeps none; a batch hook may).
             table = table.filter(pc.invert(failed.take(table.column("point"))))
             point = table.column("point")
-            files[f"{layout.DETAIL_PREFIX}{name}.parquet"] = table.drop_columns(
-                ["point"]
-            ).add_column(0, "key", keys.take(point))
+            files[f"{layout.DETAIL_PREFIX}{name}.parquet"] = (
+                table.drop_columns(["point"])
+                .add_column(0, "key", keys.take(point))
+                .add_column(1, "row", pa.array(_row_within(point.to_numpy())))
+            )
         return keys, files, n_failed
+
+
+def _row_within(point: np.ndarray) -> np.ndarray:
+    """Each detail row's place among its point's rows (0, 1, ...), in the order the study gave
+    them: the store keeps rows in key order (a merge sorts them), so `row` is what keeps a
+    point's own order (a job's rows, a series' intervals)."""
+    order = np.argsort(point, kind="stable")
+    ranked = point[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    lengths = np.diff(np.r_[starts, len(ranked)])
+    row = np.empty(len(point), dtype=np.int64)
+    row[order] = np.arange(len(ranked)) - np.repeat(starts, lengths)
+    return row
 
 
 def _constant(value: str, n: int):

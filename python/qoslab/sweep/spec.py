@@ -59,11 +59,12 @@ class Node:
     keys: dict[str, int] = field(default_factory=dict)  # a mapping's key -> its line
 
 
-def _read_yaml(path: Path) -> Node:
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read the spec: {err.strerror}", path=path) from None
+def _read_yaml(path: Path, data: bytes | None = None) -> Node:
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise InputError(f"cannot read the spec: {err.strerror}", path=path) from None
     root = compose_yaml(data, path)
     if root is None:
         raise InputError("empty spec: expected a mapping with 'study' and 'parameters'", path=path)
@@ -154,6 +155,8 @@ class _Reader:
     # -- values ----------------------------------------------------------------------------------
 
     def check(self, param: Param, value: Any, line: int, key: str) -> Any:
+        if value is None and param.default is None:
+            return None  # null: the parameter is not given (its default), e.g. no set.KEY
         try:
             value = param.kind(value)
         except KindError as err:
@@ -258,8 +261,8 @@ class _Reader:
             raise self.fail(line, key, f"unknown parameter of '{study.name}' (known: {known})")
         return p
 
-    def read(self) -> Spec:
-        root = _read_yaml(self.path)
+    def read(self, data: bytes | None = None) -> Spec:
+        root = _read_yaml(self.path, data)
         if not isinstance(root.value, dict):
             raise self.fail(root.line, "", "expected a mapping with 'study' and 'parameters'")
         top = root.value
@@ -483,6 +486,52 @@ def load_spec(path: str | Path, registry: dict[str, Study] | None = None) -> Spe
     path = Path(path)
     spec = _Reader(path, registry).read()
     spec.text = path.read_text(encoding="utf-8")
+    return spec
+
+
+def planned_spec(
+    study: str,
+    name: str,
+    configs: list[dict[str, Any]],
+    seeds: list[int] | None,
+    details: list[str] | None = None,
+    folder: Path | str = ".",
+) -> Spec:
+    """The spec of the points a study command planned: each of `configs` (some of the study's
+    parameters; the others take their defaults) with each of `seeds` (innermost), in that
+    order. It is written as a spec file would be (the parameters every configuration shares,
+    then one zip group of the others) and read back by the same reader, so the values are
+    checked as a spec's are, relative file names are taken from `folder`, and its text, kept in
+    the store, is a spec `qoslab sweep` runs to the same points (the same keys)."""
+    import yaml
+
+    from qoslab.sweep.studies import STUDIES
+
+    def default(name: str) -> Any:
+        p = STUDIES[study].param(name)
+        return None if p is None or p.required else p.default
+
+    names = list(dict.fromkeys(n for c in configs for n in c))
+    columns = {n: [c.get(n, default(n)) for c in configs] for n in names}
+    shared = {n: v[0] for n, v in columns.items() if all(x == v[0] for x in v)}
+    document: dict[str, Any] = {"study": study, "name": name}
+    given = {n: v for n, v in shared.items() if v is not None}
+    if given:
+        document["parameters"] = given
+    varying = {n: v for n, v in columns.items() if n not in shared}
+    if len(configs) > 1 and not varying and given:  # one configuration planned several times
+        first = next(iter(given))
+        varying[first] = columns[first]
+        del given[first]
+    if varying:
+        document["zip"] = [varying]
+    if seeds is not None:
+        document["seeds"] = list(seeds)
+    if details is not None:
+        document["details"] = list(details)
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    spec = _Reader(Path(folder) / f"{name}.yaml", STUDIES).read(text.encode())
+    spec.text = text
     return spec
 
 

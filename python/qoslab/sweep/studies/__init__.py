@@ -16,6 +16,7 @@ ADAPTERS = (
     "nvmelite_run",
     "nvmelite_matrix",
     "sim",
+    "sched",
     "selftest",
 )
 

@@ -217,7 +217,7 @@ def test_bad_input_is_one_line_and_exit_2(qoslab, tmp_path):
         (["--real", tmp_path / "nothing"], "no results.parquet"),
         (["--hdd-queue-depths", "64"], "expected depths 1 to 32"),
         (["--set", "block.no_such_key=1"], "--set: no tunable 'block.no_such_key'"),
-        (["--set", "block.queue_depth"], "--set: expected SECTION.KEY=VALUE"),
+        (["--set", "block.queue_depth"], "--set: expected KEY=VALUE"),
     ):
         done = qoslab("sched", "study", "--devices", HDD, *args, "--out", out, "--quiet")
         assert done.returncode == 2, done.stderr

@@ -11,6 +11,7 @@ import typer
 
 from qoslab._core import rio as _core
 from qoslab.errors import InputError, did_you_mean
+from qoslab.options import set_options
 from qoslab.outputs import staged_dir, write_files
 
 STACK_NAMES = [name for name, _ in _core.STACKS]
@@ -32,16 +33,6 @@ app = typer.Typer(
     "a crash checker.",
     no_args_is_help=True,
 )
-
-
-def _sets(values: list[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--set: expected KEY=VALUE, got '{item}'")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
 
 
 def _positive(name: str, value: int) -> None:
@@ -128,7 +119,7 @@ def crash_check(
     try:
         text = _core.crash_check(
             stack,
-            _sets(sets),
+            set_options(sets),
             workloads,
             seed,
             streams,
@@ -262,7 +253,7 @@ def study(
     )
     with progress_bar(quiet) as bar:
         done = Count(bar, "rio study", total=st.runs(plan))
-        results = st.run_all(plan, _sets(sets), done.advance, jobs=jobs)
+        results = st.run_all(plan, set_options(sets), done.advance, jobs=jobs)
     table = st.compare(results.points, results.cuts, results.setup)
     with staged_dir(
         out,
@@ -364,7 +355,7 @@ def run_chain(
     report = chain.run(
         job,
         device=device,
-        sets=_sets(sets),
+        sets=set_options(sets),
         seed=seed,
         power_fail_at=power_fail_at,
         crash_target=crash_target,

@@ -34,6 +34,7 @@ import pandas as pd
 from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.lab.sched import SchedOptions
+from qoslab.options import set_options
 from qoslab.outputs import staged_dir
 from qoslab.sim import api
 from qoslab.sweep.planned import Rows, run_planned
@@ -134,16 +135,13 @@ class Point:
     value: float = float("nan")
 
 
-def set_pair(text: str, option: str = "--set") -> tuple[str, str]:
-    """`SECTION.KEY=VALUE` as the `sched` sweep study's parameter `set.SECTION.KEY` and its
-    value; an InputError for anything else, or for a key no tunable has."""
-    key, eq, value = text.partition("=")
-    if not eq or not key.strip():
-        raise InputError(f"{option}: expected SECTION.KEY=VALUE, got {text!r}")
-    name = f"set.{key.strip()}"
-    if adapter.param_for(name) is None:
-        raise InputError(f"{option}: no tunable {key.strip()!r} (qoslab sim --list-tunables)")
-    return name, value
+def set_pair(text: str) -> tuple[str, str]:
+    """`--set SECTION.KEY=VALUE` as the `sched` sweep study's parameter `set.SECTION.KEY` and
+    its value; an InputError for anything else, or for a key no tunable has."""
+    [(key, value)] = set_options([text])
+    if adapter.param_for(f"set.{key}") is None:
+        raise InputError(f"--set: no tunable {key!r} (qoslab sim --list-tunables)")
+    return f"set.{key}", value
 
 
 def config(device: Device, scheduler: str, opts: StudyOptions, sets=(), tunable="", value=None):

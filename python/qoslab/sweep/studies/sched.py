@@ -28,7 +28,6 @@ from qoslab.sweep.study import (
     file,
     integer,
     real,
-    scalar,
     text,
 )
 
@@ -210,11 +209,7 @@ STUDY = Study(
     seed_help="the run seed (every random stream of the run derives from it)",
     run_point=run_point,
     param_for=param_for,
-    param_patterns=(
-        Param(
-            "set.SECTION.KEY", scalar(), "", None, "a device tunable (qoslab sim --list-tunables)"
-        ),
-    ),
+    param_patterns=tuple(p for p in sim.STUDY.param_patterns if p.name.startswith("set.")),
     details=(
         Detail("jobs", "a row per job: IOPS, MB/s, mean, p50, p99 and p99.9 latency", True),
         Detail("series", "a row per job and interval: IOPS, mean and p99 latency"),

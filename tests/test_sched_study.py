@@ -140,14 +140,6 @@ def test_a_run_keeps_its_points_in_the_store_and_a_rerun_runs_only_the_rest(stud
         pd.testing.assert_frame_equal(stored, alone)
 
 
-def test_the_sweep_study_takes_the_labs_jobs_as_the_lab_runs_them():
-    from qoslab.sweep.studies.sched import LAB, STUDY
-
-    lab = SchedOptions()
-    assert {k: getattr(lab, k) for k in LAB} == LAB
-    assert {p.name: p.default for p in STUDY.params if p.name in LAB} == LAB
-
-
 def test_the_cli_writes_parquet_duckdb_reads_and_a_report(study_out):
     out = study_out
     n = duckdb.sql(f"select count(*) from '{out / 'runs.parquet'}'").fetchall()[0][0]

@@ -12,10 +12,9 @@ and its tunables, are restored afterwards, also after an error or Ctrl-C.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -31,37 +30,11 @@ from qoslab.lab.queue import device_metadata, schedulers, select_scheduler
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
 from qoslab.lab.runner import FioJob, Runner, find_fio
+from qoslab.lab.sched_jobs import JOBS, SchedOptions, prio_options
 from qoslab.lab.target import prepare_target
 from qoslab.progress import progress_bar
 from qoslab.report import Section, Text, write_report
 from qoslab.report.stats import MIN_REPS
-
-JOBS = ("database_sim", "backup_sim")
-_PRIO = re.compile(r"^(rt|be)([0-7])$|^idle$")
-
-
-@dataclass(frozen=True)
-class SchedOptions:
-    schedulers: tuple[str, ...] = ("none", "mq-deadline", "kyber", "bfq")
-    reps: int = 5
-    runtime_s: float = 10.0
-    ramp_s: float = 1.0
-    ioengine: str = "libaio"
-    db_prio: str = "be1"
-    backup_prio: str = "be7"
-    db_iodepth: int = 4
-    backup_iodepth: int = 16
-    log_msec: int = 100
-
-
-def prio_options(text: str, option: str) -> dict[str, int]:
-    """fio's prioclass/prio from `rt0`..`rt7`, `be0`..`be7` or `idle` (ioprio_set classes)."""
-    m = _PRIO.match(text)
-    if not m:
-        raise InputError(f"{option}: expected rt0..rt7, be0..be7 or idle, got {text!r}")
-    if text == "idle":
-        return {"prioclass": 3}
-    return {"prioclass": 1 if m.group(1) == "rt" else 2, "prio": int(m.group(2))}
 
 
 def _jobs(opts: SchedOptions) -> list[FioJob]:

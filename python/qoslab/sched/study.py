@@ -33,7 +33,7 @@ import pandas as pd
 
 from qoslab._core import __version__
 from qoslab.errors import InputError
-from qoslab.lab.sched import SchedOptions
+from qoslab.lab.sched_jobs import SchedOptions
 from qoslab.options import set_options
 from qoslab.outputs import staged_dir
 from qoslab.sim import api

@@ -264,6 +264,9 @@ class Study:
     # Points sent to a worker at once: many for a study whose point costs microseconds, one
     # for a study whose point costs seconds (so the points in flight stay few).
     batch_points: int = 1
+    # Its points run in the Rust core with Python's lock released: local workers are threads
+    # of the sweep's process (a Dask cluster still brings its own).
+    threads: bool = False
 
     @property
     def table(self) -> str:

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qoslab.lab.sched_jobs import SchedOptions, prio_options
 from qoslab.sweep.studies import sim
 from qoslab.sweep.study import (
     CONTRACT_VERSION,
@@ -34,12 +35,8 @@ from qoslab.sweep.study import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from qoslab.lab.sched import SchedOptions
-
-# The lab's jobs as `qoslab lab sched` runs them by default (`qoslab.lab.sched.SchedOptions`,
-# which takes seconds to import: the registry loads every adapter for every sweep).
-LAB = {"ioengine": "libaio", "db_prio": "be1", "backup_prio": "be7", "db_iodepth": 4,
-       "backup_iodepth": 16}  # fmt: skip
+# The lab's jobs as `qoslab lab sched` runs them by default.
+LAB = SchedOptions()
 
 # Block-layer counters kept per run (docs/block.md, "The counters").
 BLOCK_COUNTERS = (
@@ -79,8 +76,6 @@ def param_for(name: str) -> Param | None:
 
 def job_text(runtime_s: float, lab: SchedOptions, size: str = "10g") -> str:
     """The lab's two jobs (`qoslab.lab.sched`) as a job file for the simulator."""
-    from qoslab.lab.sched import prio_options
-
     jobs = {
         "database_sim": {
             "rw": "randread",
@@ -119,7 +114,6 @@ def measure(
     import pandas as pd
 
     from qoslab.fio import jobs_table, parse_fio_json
-    from qoslab.lab.sched import SchedOptions
     from qoslab.sim import api
 
     lab = SchedOptions(
@@ -192,13 +186,11 @@ STUDY = Study(
         Param("size", text(), "", "10g", "the region both jobs address (fio's size)"),
         Param("runtime_s", real(positive=True), "s", 3.0, "simulated time of the run"),
         Param("log_msec", integer(1), "ms", 100, "interval of the series"),
-        Param("ioengine", text(), "", LAB["ioengine"], "the jobs' ioengine"),
-        Param(
-            "db_prio", text(), "", LAB["db_prio"], "database_sim's priority (rt0..7, be0..7, idle)"
-        ),
-        Param("backup_prio", text(), "", LAB["backup_prio"], "backup_sim's priority"),
-        Param("db_iodepth", integer(1), "I/Os", LAB["db_iodepth"], "database_sim's iodepth"),
-        Param("backup_iodepth", integer(1), "I/Os", LAB["backup_iodepth"], "backup_sim's iodepth"),
+        Param("ioengine", text(), "", LAB.ioengine, "the jobs' ioengine"),
+        Param("db_prio", text(), "", LAB.db_prio, "database_sim's priority (rt0..7, be0..7, idle)"),
+        Param("backup_prio", text(), "", LAB.backup_prio, "backup_sim's priority"),
+        Param("db_iodepth", integer(1), "I/Os", LAB.db_iodepth, "database_sim's iodepth"),
+        Param("backup_iodepth", integer(1), "I/Os", LAB.backup_iodepth, "backup_sim's iodepth"),
         Param("label", text(), "", None, "the device's name in the study's tables"),
         Param("tunable", text(), "", None, "the scheduler tunable this point varies"),
         Param("value", real(), "", None, "its value"),
@@ -208,6 +200,8 @@ STUDY = Study(
     version=CONTRACT_VERSION,
     seed_help="the run seed (every random stream of the run derives from it)",
     run_point=run_point,
+    # A point is one simulation in the Rust core, which releases Python's lock.
+    threads=True,
     param_for=param_for,
     param_patterns=tuple(p for p in sim.STUDY.param_patterns if p.name.startswith("set.")),
     details=(

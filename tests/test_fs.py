@@ -88,6 +88,18 @@ def test_fs_study_runs_every_point_with_three_seeds_and_writes_csv_and_plot(qosl
         column = "kops_mean" if r["figure"] == "throughput" else r["figure"]
         ratio = float(by["riofs"][column]) / float(by[r["vs"]][column])
         assert float(r["qoslab"]) == pytest.approx(ratio, rel=1e-3)
+    # Figure 14's latency breakdown, per point: each kind of block (D, JM, JC) leaves the file
+    # system, then the host, then completes, all before the fsync returns, whose mean is fio's.
+    breakdown = list(csv.DictReader((out / "breakdown.csv").open()))
+    assert {(r["device"], r["fs"], r["threads"]) for r in breakdown} == points
+    lat = {(s["device"], s["fs"], s["threads"]): float(s["fsync_lat_mean_us"]) for s in summary}
+    for r in breakdown:
+        point = (r["device"], r["fs"], r["threads"])
+        assert float(r["breakdown_fsyncs"]) >= 19 * int(r["threads"]) * 0.5, r
+        for part in ("d", "jm", "jc"):
+            sent, out_, done = (float(r[f"{part}_{m}_us"]) for m in ("sent", "dispatched", "done"))
+            assert sent <= out_ < done <= float(r["end_us"]), (part, r)
+        assert float(r["end_us"]) == pytest.approx(lat[point], rel=0.05), r
 
 
 @pytest.mark.parametrize(

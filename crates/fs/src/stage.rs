@@ -300,6 +300,8 @@ struct CommitRun {
     /// The copies of its metadata blocks as they were when it was taken (crash checker
     /// only: JBD2 freezes them then).
     images: BTreeMap<u64, MetaImage>,
+    /// Its blocks' spans by kind (D, JM, JC), passed to the fsyncs it makes durable.
+    parts: [Span; 3],
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -315,9 +317,52 @@ enum IoKind {
     Home,
 }
 
+/// The three kinds of block an fsync makes durable, as Rio's Figure 14 splits an append's
+/// latency: the file's data (D), the journal's descriptor and metadata copies (JM), the commit
+/// record with the FLUSH that makes it durable, or an fsync's own FLUSH (JC).
+const PARTS: [&str; 3] = ["d", "jm", "jc"];
+
+/// When the blocks of one kind an fsync waited for left the file system (`sent`, the first),
+/// left the host driver for the device (`dispatched`, the last: HORAE's control path and a
+/// queue's wait fall before it) and completed (`done`, the last, a conversion included).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    sent: Ns,
+    dispatched: Ns,
+    done: Ns,
+}
+
+impl Default for Span {
+    fn default() -> Self {
+        Span {
+            sent: Ns::MAX,
+            dispatched: 0,
+            done: 0,
+        }
+    }
+}
+
+impl Span {
+    fn seen(&self) -> bool {
+        self.sent != Ns::MAX
+    }
+
+    fn merge(&mut self, o: &Span) {
+        if o.seen() {
+            self.sent = self.sent.min(o.sent);
+            self.dispatched = self.dispatched.max(o.dispatched);
+            self.done = self.done.max(o.done);
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct IoSt {
     kind: IoKind,
+    /// A journal's commit block (JC of the breakdown), not a descriptor or copy (JM).
+    commit_record: bool,
+    /// When it left the file system for the block layer.
+    sent_at: Ns,
     ino: u32,
     first: u64,
     pages: u64,
@@ -354,6 +399,8 @@ struct CallSt {
     /// What an fsync covers, as the file was when it was called (crash checker only): its
     /// size and the version of each page below it.
     covers: Option<(u64, Vec<(u64, u64)>)>,
+    /// The spans of the blocks it waited for, by kind (D, JM, JC): the latency breakdown.
+    parts: [Span; 3],
 }
 
 #[derive(Clone, Debug, Default)]
@@ -406,6 +453,12 @@ struct Stats {
     reuse_flushes: u64,
     evicted: u64,
     conversions: u64,
+    /// The latency breakdown (Rio's Figure 14) of the fsyncs and fdatasyncs that waited for
+    /// blocks of all three kinds: how many, and the sums over them of each kind's times
+    /// `[sent, dispatched, done]` after the call started, and of the call's own latency.
+    breakdown_calls: u64,
+    breakdown_ns: [[u64; 3]; 3],
+    breakdown_end_ns: u64,
 }
 
 /// The page cache and the file system, as one stage.
@@ -1006,12 +1059,13 @@ impl FsStage {
     /// Own request `id` reached the stage below (the crash checker's time it may be durable
     /// from).
     fn sent(&mut self, id: ReqId, ctx: &impl StageCtx<FsEvent>) {
-        if self.rec.is_none() {
-            return;
-        }
         let Slot::Io(st) = self.table.entry(id) else {
             return;
         };
+        st.sent_at = ctx.now_ns();
+        if self.rec.is_none() {
+            return;
+        }
         let (Some(k), flush) = (st.rec, st.kind == IoKind::Flush) else {
             return;
         };
@@ -1369,6 +1423,18 @@ impl FsStage {
             let synced = r.call == Call::Io
                 && (r.op == Op::Flush || st.sync.is_some())
                 && status == IoStatus::Ok;
+            if synced && st.parts.iter().all(Span::seen) {
+                let start = r.t.queued_ns;
+                self.stats.breakdown_calls += 1;
+                self.stats.breakdown_end_ns += now - start;
+                // A block already on its way when the call started (a commit it joined, the
+                // flusher's writeback) counts from the call's start.
+                for (sum, p) in self.stats.breakdown_ns.iter_mut().zip(&st.parts) {
+                    sum[0] += p.sent.saturating_sub(start);
+                    sum[1] += p.dispatched.saturating_sub(start);
+                    sum[2] += p.done.saturating_sub(start);
+                }
+            }
             let keeps_name = st.resolved && self.ino_of(r.file) == Some(st.ino);
             if synced
                 && let Some(rec) = self.rec.as_mut()
@@ -2286,6 +2352,7 @@ impl FsStage {
             waiters: Vec::new(),
             blocks: 0,
             group: Vec::new(),
+            parts: [Span::default(); 3],
         };
         match self.commits.iter().position(Option::is_none) {
             Some(s) => {
@@ -2388,6 +2455,7 @@ impl FsStage {
                         }]
                     });
                     self.note_write(id, ctx, contents);
+                    self.io(id).commit_record = true;
                     self.stats.journal_blocks += 1;
                     self.issue_for_commit(s, id, true, ctx);
                 }
@@ -2668,6 +2736,14 @@ impl FsStage {
         block
     }
 
+    /// Call `c` waited for a commit whose blocks had these spans.
+    fn merge_parts(&mut self, c: ReqId, parts: &[Span; 3]) {
+        let st = self.call(c);
+        for (mine, theirs) in st.parts.iter_mut().zip(parts) {
+            mine.merge(theirs);
+        }
+    }
+
     /// Commit `s` is durable: its waiters go, its freed blocks return to the allocator, its
     /// log space waits for a checkpoint.
     fn end_commit(&mut self, s: u32, ctx: &mut impl StageCtx<FsEvent>) {
@@ -2699,6 +2775,17 @@ impl FsStage {
         {
             i.committing = None;
         }
+        // Every call it makes durable waited for its D, JM and JC.
+        for w in run
+            .waiters
+            .iter()
+            .copied()
+            .chain(run.caller.map(Waiter::Call))
+        {
+            if let Waiter::Call(c) = w {
+                self.merge_parts(c, &run.parts);
+            }
+        }
         for w in run.waiters {
             self.wake(w, ctx);
         }
@@ -2728,6 +2815,9 @@ impl FsStage {
             }
         });
         for w in woken {
+            if let Waiter::Call(c) = w {
+                self.merge_parts(c, &run.parts);
+            }
             self.wake(w, ctx);
         }
         let js = &self.journals[j];
@@ -2997,6 +3087,29 @@ impl FsStage {
         if st.wbt {
             self.wbt.inflight -= 1;
         }
+        let part = match st.kind {
+            IoKind::Writeback => Some(0),
+            IoKind::Journal if st.commit_record => Some(2),
+            IoKind::Journal => Some(1),
+            IoKind::Flush => Some(2),
+            _ => None,
+        };
+        if let Some(k) = part {
+            // A request that never reached the host driver (a FLUSH the block layer
+            // completed itself) counts as dispatched when it was sent.
+            let span = Span {
+                sent: st.sent_at,
+                dispatched: ctx.reqs()[id].t.dispatched_ns.max(st.sent_at),
+                done: now,
+            };
+            for &w in &st.waiters {
+                match w {
+                    Waiter::Call(c) => self.call(c).parts[k].merge(&span),
+                    Waiter::Commit(c) => self.commit_mut(c).parts[k].merge(&span),
+                    Waiter::Checkpoint(_) => {}
+                }
+            }
+        }
         if let (Some(k), Some(rec)) = (st.rec, self.rec.as_mut()) {
             if st.kind == IoKind::Flush {
                 rec.flushes[k as usize].done = Some(now);
@@ -3232,6 +3345,14 @@ impl Stage for FsStage {
         .map(|(k, v)| (k.to_string(), v as f64))
         .collect();
         out.push(("dirty_pages_at_end".into(), self.dirty as f64));
+        // The latency breakdown: sums over `breakdown_fsyncs` (divide for the means).
+        out.push(("breakdown_fsyncs".into(), s.breakdown_calls as f64));
+        for (part, sums) in PARTS.iter().zip(&s.breakdown_ns) {
+            for (what, v) in ["sent", "dispatched", "done"].iter().zip(sums) {
+                out.push((format!("breakdown_{part}_{what}_ns"), *v as f64));
+            }
+        }
+        out.push(("breakdown_end_ns".into(), s.breakdown_end_ns as f64));
         out
     }
 }

@@ -98,7 +98,10 @@ def crash_check(
 @app.command("study")
 def study(
     out: Path = typer.Option(
-        ..., "--out", help="Directory for runs.csv, summary.csv, ratios.csv, throughput.png."
+        ...,
+        "--out",
+        help="Directory for runs.csv, summary.csv, ratios.csv, breakdown.csv (fsync-append), "
+        "throughput.png.",
     ),
     workload: str = typer.Option(
         "fsync-append",
@@ -127,6 +130,13 @@ def study(
     ),
     seeds: int = typer.Option(3, "--seeds", min=3, max=100, help="Seeds per point."),
     jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
+    sets: list[str] = typer.Option(
+        [],
+        "--set",
+        help="KEY=VALUE of qoslab sim added to every run (repeatable; e.g. fs.syscall_ns=5us; "
+        "`qoslab sim --list-tunables` lists them): one cause changed alone.",
+        show_default="none",
+    ),
 ) -> None:
     """The Rio document's fsync-append (Figure 13), Varmail and fillsync (Figure 15) in the
     simulator, on ext4, HORAEFS and RioFS over Rio's flash and Optane targets (rio-flash,
@@ -147,7 +157,7 @@ def study(
         plan = st.Plan(
             threads=int_list_option(threads, "--threads"), writes=writes, workload=workload
         )
-    plan = dataclasses.replace(plan, seeds=seeds)
+    plan = dataclasses.replace(plan, seeds=seeds, sets=tuple(sets))
     if devices:
         plan = dataclasses.replace(plan, devices=tuple(d.strip() for d in devices.split(",")))
     runs = st.run_study(plan, jobs=jobs)
@@ -157,6 +167,8 @@ def study(
             f"{r.device} {r.threads:>2} threads: {r.figure} riofs/{r.vs} {r.qoslab:.2f}x "
             f"(document, {r.document_at}: {r.document}x)"
         )
+    if workload == "fsync-append":
+        print(f"latency breakdown (Figure 14): {out / 'breakdown.csv'}")
     print(f"study: {out / 'summary.csv'}, {out / 'throughput.png'}")
 
 

@@ -13,6 +13,7 @@ seeds and the summary gives their mean and spread."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -44,6 +45,14 @@ DOCUMENT_LATENCY_RATIOS = {
     "fsync_lat_mean_us": {"ext4": 0.33, "horaefs": 0.82},
     "fsync_lat_p99_us": {"ext4": 0.50, "horaefs": 0.80},
 }
+# Figure 14's latency breakdown of an append's fsync: the blocks of each kind, the file's data
+# (D), the journal's descriptor and metadata (JM), the commit record and its FLUSH (JC), and
+# when they left the file system (sent), the host driver (dispatched) and completed (done),
+# each in microseconds after the fsync started (the fs stage's `breakdown_*` counters, means
+# over the fsyncs that waited for all three).
+PARTS = ("d", "jm", "jc")
+MOMENTS = ("sent", "dispatched", "done")
+BREAKDOWN = (*(f"{p}_{m}_us" for p in PARTS for m in MOMENTS), "end_us")
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,8 @@ class Plan:
     file_systems: tuple[str, ...] = FILE_SYSTEMS
     devices: tuple[str, ...] = DEVICES
     workload: str = "fsync-append"
+    # KEY=VALUE settings of qoslab sim added to every run (the why table's experiments).
+    sets: tuple[str, ...] = ()
 
     @classmethod
     def quick(cls, workload: str = "fsync-append") -> Plan:
@@ -83,14 +94,20 @@ def job_text(threads: int, writes: int, workload: str = "fsync-append") -> str:
 
 
 def run_point(
-    device: str, fs: str, threads: int, writes: int, seed: int, workload: str = "fsync-append"
+    device: str,
+    fs: str,
+    threads: int,
+    writes: int,
+    seed: int,
+    workload: str = "fsync-append",
+    sets: tuple[str, ...] = (),
 ) -> dict:
     """One simulation: the threads' total throughput and their fsync latency."""
     result = api.run(
         jobtext=job_text(threads, writes, workload),
         jobname="fs-study.fio",
         device=device,
-        sets=["fs.mount=true", f"fs.type={fs}"],
+        sets=["fs.mount=true", f"fs.type={fs}", *sets],
         seed=seed,
     )
     report = json.loads(result["text"])
@@ -107,6 +124,13 @@ def run_point(
     # fio's 99th percentile of the fsync latency (fsync-append reports its threads as one job;
     # an application's threads are one job already).
     p99 = [float(s["lat_ns"].get("percentile", {}).get("99.000000", "nan")) for s in syncs]
+    counted = counters["breakdown_fsyncs"]
+    breakdown = {
+        f"{p}_{m}_us": counters[f"breakdown_{p}_{m}_ns"] / counted / 1000.0 if counted else math.nan
+        for p in PARTS
+        for m in MOMENTS
+    }
+    breakdown["end_us"] = counters["breakdown_end_ns"] / counted / 1000.0 if counted else math.nan
     return {
         "device": device,
         "fs": fs,
@@ -121,6 +145,8 @@ def run_point(
         "commits": counters["commits"],
         "file_commits": counters["file_commits"],
         "flushes": counters["flushes"],
+        "breakdown_fsyncs": counted,
+        **breakdown,
     }
 
 
@@ -136,7 +162,7 @@ def run_study(plan: Plan, jobs: int = 2, quiet: bool = False) -> pd.DataFrame:
         if fs not in FILE_SYSTEMS:
             raise InputError(f"--fs: expected some of {', '.join(FILE_SYSTEMS)}, got '{fs}'")
     points = [
-        (d, fs, t, plan.writes, seed, plan.workload)
+        (d, fs, t, plan.writes, seed, plan.workload, plan.sets)
         for d in plan.devices
         for fs in plan.file_systems
         for t in plan.threads
@@ -164,6 +190,14 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         fsync_lat_p99_us=("fsync_lat_p99_us", "mean"),
     ).reset_index()
     return out
+
+
+def breakdown(runs: pd.DataFrame) -> pd.DataFrame:
+    """Figure 14: per (device, fs, threads), the seeds' mean of each kind of block's moments
+    after the fsync started (sent by the file system, dispatched by the host driver, done),
+    and the fsync's end."""
+    g = runs.groupby(["device", "fs", "threads"], sort=False)
+    return g[["breakdown_fsyncs", *BREAKDOWN]].mean().reset_index()
 
 
 def ratios(summary: pd.DataFrame, workload: str = "fsync-append") -> pd.DataFrame:
@@ -226,7 +260,8 @@ def plot(summary: pd.DataFrame, path: Path, workload: str = "fsync-append") -> N
 
 
 def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
-    """runs.csv, summary.csv, ratios.csv, throughput.png and meta.json into `out`."""
+    """runs.csv, summary.csv, ratios.csv, breakdown.csv (fsync-append), throughput.png and
+    meta.json into `out`."""
     summary = summarise(runs)
     table = ratios(summary, plan.workload)
     with staged_dir(
@@ -237,6 +272,8 @@ def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
         runs.to_csv(tmp / "runs.csv", index=False, float_format="%.6g")
         summary.to_csv(tmp / "summary.csv", index=False, float_format="%.6g")
         table.to_csv(tmp / "ratios.csv", index=False, float_format="%.4g")
+        if plan.workload == "fsync-append":
+            breakdown(runs).to_csv(tmp / "breakdown.csv", index=False, float_format="%.6g")
         (tmp / f"{plan.workload}.fio").write_text(
             job_text(max(plan.threads), plan.writes, plan.workload)
         )

@@ -260,3 +260,68 @@ fn an_application_needs_a_mount_and_varmail_a_bound() {
     let e = qoslab_sim::run(&opts).err().expect("an error").to_string();
     assert!(e.contains("number_ios=") && e.contains("runtime="), "{e}");
 }
+
+/// The latency breakdown of an append's fsync (Rio, Figure 14), one thread on Rio's Optane
+/// target: when the blocks of each kind, the file's data (D), the journal's descriptor and
+/// metadata (JM) and the commit record with its FLUSH (JC), left the file system, left the host
+/// driver and completed, in the order each file system's commit allows. ext4 (JBD2,
+/// data=ordered) writes and waits for D before the commit thread logs JM, and waits for JM
+/// before it sends JC. RioFS sends the file-level transaction's D, JM and JC in one
+/// submission, and Rio's ordering lets them all leave the host at once. HORAEFS sends them the
+/// same way, but HORAE dispatches an ordered group's data only after its control path has
+/// persisted the group's ordering metadata at the target: JM and JC leave the host later.
+#[test]
+fn an_fsyncs_latency_breakdown_follows_each_file_systems_commit() {
+    let n = 20;
+    let mut at = std::collections::BTreeMap::new();
+    for fs_type in ["ext4", "horaefs", "riofs"] {
+        let r = run(
+            &fsync_append(n, ""),
+            "rio-optane",
+            &[&format!("fs.type={fs_type}")],
+        );
+        let fs = stage(&r, "fs");
+        let calls = f(&fs["breakdown_fsyncs"]);
+        // Every fsync of an append waited for blocks of all three kinds.
+        assert_eq!(calls, f64::from(n - 1), "{fs_type}: {fs}");
+        let mean = |key: &str| f(&fs[format!("breakdown_{key}_ns").as_str()]) / calls;
+        let end = mean("end");
+        for part in ["d", "jm", "jc"] {
+            let (sent, out, done) = (
+                mean(&format!("{part}_sent")),
+                mean(&format!("{part}_dispatched")),
+                mean(&format!("{part}_done")),
+            );
+            assert!(
+                sent <= out && out < done && done < end,
+                "{fs_type} {part}: {fs}"
+            );
+            at.insert((fs_type, part), (sent, out, done));
+        }
+        // fio's fsync latency is the call's.
+        let lat = f(&r["jobs"][0]["sync"]["lat_ns"]["mean"]);
+        assert!((lat - end).abs() < 1.0, "{fs_type}: {lat} against {end}");
+    }
+    let ext4 = |p| at[&("ext4", p)];
+    assert!(ext4("jm").0 >= ext4("d").2, "ext4: JM after D is durable");
+    assert!(ext4("jc").0 >= ext4("jm").2, "ext4: JC after JM is durable");
+    let rio = |p| at[&("riofs", p)];
+    assert_eq!(rio("d").0, rio("jm").0, "RioFS: one submission");
+    assert_eq!(rio("d").0, rio("jc").0, "RioFS: one submission");
+    assert!(
+        rio("jc").1 < rio("d").2,
+        "RioFS: JC leaves the host before D is done"
+    );
+    let horae = |p| at[&("horaefs", p)];
+    assert_eq!(horae("d").0, horae("jc").0, "HORAEFS: one submission");
+    for p in ["jm", "jc"] {
+        assert!(
+            horae(p).1 > horae("d").1,
+            "HORAEFS: {p} waits for the control path"
+        );
+        assert!(
+            horae(p).1 > rio(p).1,
+            "HORAEFS's {p} leaves the host later than RioFS's"
+        );
+    }
+}

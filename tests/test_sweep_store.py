@@ -15,6 +15,7 @@ from qoslab import __version__
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import project_commit
 from qoslab.sweep.keys import keys_for, point_key
+from qoslab.sweep.runner import qoslab_build
 from sweep_helpers import WORKLOAD, part_files, rows, sweep, write_spec
 
 SELFTEST = """
@@ -60,9 +61,41 @@ def test_stored_keys_name_the_study_parameters_seed_version_and_commit(tmp_path)
     for _, r in got.iterrows():
         params = json.loads(r["params"])
         assert r["key"] == point_key("selftest", params, int(r["seed"]), __version__,
-                                     project_commit())  # fmt: skip
+                                     qoslab_build()[1])  # fmt: skip
     assert set(got["qoslab_version"]) == {__version__}
-    assert set(got["qoslab_commit"]) == {project_commit()}
+    assert set(got["qoslab_commit"]) == {qoslab_build()[1]}
+    # In a clean checkout that is the commit; an edited one adds its changes' digest.
+    assert qoslab_build()[1].split("+")[0] == project_commit()
+
+
+def test_an_uncommitted_edit_of_the_source_is_a_build_of_its_own(tmp_path):
+    import subprocess
+
+    from qoslab.sweep.runner import uncommitted
+
+    def git(*args):
+        subprocess.run(["git", "-C", tmp_path, *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "m.py").write_text("A = 1\n")
+    (tmp_path / "notes.txt").write_text("not source\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    assert uncommitted(tmp_path) == ""
+    (tmp_path / "notes.txt").write_text("edited, but not source\n")
+    assert uncommitted(tmp_path) == ""
+    (tmp_path / "python" / "m.py").write_text("A = 2\n")
+    one = uncommitted(tmp_path)
+    (tmp_path / "python" / "m.py").write_text("A = 3\n")
+    two = uncommitted(tmp_path)
+    (tmp_path / "python" / "new.py").write_text("B = 1\n")  # untracked source counts too
+    three = uncommitted(tmp_path)
+    assert len({one, two, three}) == 3 and all(
+        d.startswith("+") and len(d) == 13 for d in (one, two, three)
+    )
+    (tmp_path / "python" / "new.py").unlink()
+    assert uncommitted(tmp_path) == two
 
 
 def test_a_rerun_skips_every_stored_point_and_runs_only_the_new_ones(tmp_path):

@@ -11,6 +11,7 @@ part is named by its points' keys.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -42,13 +43,49 @@ INFLIGHT_PER_WORKER = 2
 COMMIT_THREADS = 2
 
 
+# What decides a point's result in a checkout: the Python package and the Rust core's source.
+SOURCE_PATHS = ("python", "crates", "Cargo.toml", "Cargo.lock")
+
+
 @lru_cache(maxsize=1)
 def qoslab_build() -> tuple[str, str]:
-    """(version, commit) of the qoslab running here; both enter every point's key."""
+    """(version, commit) of the qoslab running here; both enter every point's key. The commit
+    of a checkout with uncommitted changes to its source carries `+` and a digest of them
+    (`uncommitted`), so a study rerun after an edit is not served the points its store holds
+    from before the edit."""
     from qoslab._core import __version__
     from qoslab.nvmelite.config import project_commit
 
-    return __version__, project_commit()
+    commit = project_commit()
+    if commit:
+        commit += uncommitted(Path(__file__).resolve().parents[3])
+    return __version__, commit
+
+
+def uncommitted(top: Path) -> str:
+    """ "" for a checkout whose source (SOURCE_PATHS) is as committed; otherwise `+` and the
+    first 12 hex digits of the SHA-256 of its changes against HEAD and of its untracked,
+    not ignored source files (names and contents)."""
+    import hashlib
+    import subprocess
+
+    def git(*args: str) -> bytes:
+        done = subprocess.run(
+            ["git", "-C", str(top), *args, "--", *SOURCE_PATHS], capture_output=True, timeout=60
+        )
+        return done.stdout if done.returncode == 0 else b""
+
+    h = hashlib.sha256(git("diff", "HEAD", "--binary"))
+    untracked = [
+        n for n in git("ls-files", "-z", "--others", "--exclude-standard").split(b"\0") if n
+    ]
+    for name in untracked:
+        h.update(b"\0" + name + b"\0")
+        with contextlib.suppress(OSError):  # removed meanwhile: its name alone counts
+            h.update((top / os.fsdecode(name)).read_bytes())
+    if h.digest() == hashlib.sha256(b"").digest():
+        return ""
+    return "+" + h.hexdigest()[:12]
 
 
 # ---- the worker's side ------------------------------------------------------------------------

@@ -452,6 +452,8 @@ fn build_jobs(
                         (job.end_fsync, job.fsync_on_close),
                         job.write_barrier_every,
                         job.fua,
+                        // One file per clone on a mounted file system (below).
+                        on_files.map_or(u64::from(job.nrfiles), |_| 1),
                     );
                     if let Some(fs_ordering) = on_files {
                         // One file per clone, named from 1; the file system orders its own

@@ -425,3 +425,35 @@ fn a_time_based_job_passes_over_several_sequential_files_but_wraps_one_in_place(
     assert!(firsts(&format!("{base}rw=write\n")).is_empty());
     assert!(firsts(&format!("{base}rw=randwrite\nnrfiles=4\n")).is_empty());
 }
+
+#[test]
+fn a_pass_ends_at_its_size_only_when_the_engine_queues_its_io() {
+    // fio 3.33's write_iolog (3 runs each), rw=write bs=4k nrfiles=2 filesize=32k size=32k
+    // loops=2: libaio and vsync run two passes of 32 KiB, each from the files' starts (file 0
+    // at 0, 4, 8, 12 KiB, twice); psync counts no pass bytes, so its one pass runs to the
+    // files' ends (0 to 28 KiB) and the job's 64 KiB are done with it.
+    let base = "rw=write\nbs=4k\nnrfiles=2\nfilesize=32k\nsize=32k\nloops=2\n";
+    let file0 = |ios: &[GenIo]| -> Vec<u64> {
+        ios.iter()
+            .filter(|io| io.offset_bytes < 32 << 10)
+            .map(|io| io.offset_bytes >> 10)
+            .collect()
+    };
+    for engine in ["libaio\niodepth=2", "vsync"] {
+        let ios = all_ios(&format!("{base}ioengine={engine}\n"), 1);
+        assert_eq!(file0(&ios), vec![0, 4, 8, 12, 0, 4, 8, 12], "{engine}");
+        let firsts: Vec<usize> = (0..ios.len()).filter(|&i| ios[i].new_pass).collect();
+        assert_eq!(firsts, vec![8], "{engine}");
+        // The pass ended at its bytes: fio fetched nothing more in it.
+        assert!(ios[8].limit_ended_pass, "{engine}");
+    }
+    let ios = all_ios(&format!("{base}ioengine=psync\n"), 1);
+    assert_eq!(file0(&ios), vec![0, 4, 8, 12, 16, 20, 24, 28]);
+    assert!(ios.iter().all(|io| !io.new_pass));
+    // A pass that ends when a fetch finds every file done is not one that ended at its bytes.
+    let ios = all_ios(
+        "rw=write\nbs=12k\nblockalign=4k\nsize=64k\nnrfiles=4\nloops=2\nioengine=libaio\n",
+        1,
+    );
+    assert!(ios[4].new_pass && !ios[4].limit_ended_pass);
+}

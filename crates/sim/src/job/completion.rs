@@ -30,6 +30,8 @@ impl JobRun {
             if std::mem::take(&mut d.end_sync) {
                 // fio does not count the job's end sync in its JSON; its run time holds it.
                 self.last_complete_ns = self.last_complete_ns.max(req.t.completed_ns);
+                let close = d.files_close;
+                d.next_file_sync(close);
             } else {
                 if d.datasync && req.t.completed_ns >= self.start_ns + self.ramp_ns {
                     self.stats.fdatasyncs += 1;

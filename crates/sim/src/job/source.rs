@@ -48,6 +48,7 @@ impl Source {
                     prio: Default::default(),
                     not_before_ns,
                     new_pass: false,
+                    limit_ended_pass: false,
                 }))
             }
         }

@@ -1376,7 +1376,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.end_fsync = v),
         "",
         "0",
-        "Flush the device's write cache once a job that writes has issued its last I/O, if the last thing it issued was not a sync (a read after the last sync is enough; as fio 3.33; not counted in the JSON's `sync`)."
+        "Flush the device's write cache once a job that writes has issued its last I/O, if the last thing it issued was not a sync (a read after the last sync is enough; as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 also at the end of each pass; over several files, one fsync per file (fio's `for_each_file`)."
     ),
     opt!(
         "fsync_on_close",
@@ -1384,7 +1384,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Bool(|j, v| j.fsync_on_close = v),
         "",
         "0",
-        "Flush the device's write cache when a job that writes closes its file (at its end), if the last thing it issued was not a sync: after `end_fsync` it was (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the file is also closed (and synced, if unsynced) between passes, as fio does."
+        "Flush the device's write cache when a job that writes closes its file (at its end), if the last thing it issued was not a sync: after `end_fsync` it was (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the files are also closed between passes, as fio does: a pass that ends at its `size` bytes (an engine that queues its I/O) syncs at its end as `end_fsync` does, then closes its files with an fsync(2) each; a pass that ends when a fetch finds its files done closes them first (synced if the last thing was not a sync), then syncs as `end_fsync`. Over several files, one fsync per file."
     ),
     opt!(
         "write_barrier",

@@ -40,8 +40,10 @@
 //!   each file's share of the I/O before the next).
 //! - Passes, as fio 3.33's `do_io` calls (`backend.c`): a pass ends when every file is done
 //!   (a sequential file when its next I/O would cross its end, a permuted one when its last
-//!   block was drawn; `file_service_type` skips the files done, as fio's does) or when it has
-//!   issued `size` bytes (fio's `total_bytes`). Another pass starts while `loops` lasts, then
+//!   block was drawn; `file_service_type` skips the files done, as fio's does) or, with an
+//!   engine that queues its I/O, when it has issued `size` bytes (fio's `total_bytes`;
+//!   fio counts no pass bytes for an engine whose I/O completes in the call, so a psync
+//!   pass runs on to its files' ends: [`Job::counts_pass_bytes`]). Another pass starts while `loops` lasts, then
 //!   while `io_size` is short by at least the largest block (`keep_running`); its first I/O
 //!   says so ([`GenIo::new_pass`]: fio reaps everything and closes the files in between).
 //!   A `time_based` job's passes go on until its time is up and end only when every file
@@ -79,6 +81,11 @@ pub struct GenIo {
     /// everything, closes the files and opens them again before it). Never in a `time_based`
     /// job over one file, nor in a random time-based one (fio wraps those in place).
     pub new_pass: bool,
+    /// With `new_pass`: the pass before it ended at its byte limit, which fio's `do_io` checks
+    /// before it fetches again, so nothing more was fetched in it (no periodic sync falls
+    /// due at its end); otherwise it ended at a fetch that found every file done, and that
+    /// fetch gives a sync first if one is due.
+    pub limit_ended_pass: bool,
 }
 
 /// The region and amount of I/O of one job clone, resolved against the device.
@@ -91,7 +98,8 @@ pub struct Extent {
     pub io_limit_ios: Option<u64>,
     /// The bytes a pass issues at the most (fio's `total_bytes`: `size`; `io_size` if more
     /// for a random writer without a random map; twice `size` for a trim-then-write
-    /// pattern); `None` for time-based jobs.
+    /// pattern); `None` for time-based jobs and for engines whose I/O completes in the call
+    /// (fio counts no pass bytes for them: [`Job::counts_pass_bytes`]).
     pub pass_limit_bytes: Option<u64>,
 }
 
@@ -183,6 +191,8 @@ pub struct JobGen {
     passes: bool,
     time_based: bool,
     pass_over: bool,
+    /// The pass ended at its byte limit ([`GenIo::limit_ended_pass`]).
+    pass_at_limit: bool,
     passes_started: u64,
     pass_bytes: u64,
     file_done: Vec<bool>,
@@ -359,6 +369,7 @@ impl JobGen {
             passes: !job.time_based || files > 1,
             time_based: job.time_based,
             pass_over: false,
+            pass_at_limit: false,
             passes_started: 1,
             pass_bytes: 0,
             file_done: vec![false; files as usize],
@@ -404,11 +415,13 @@ impl JobGen {
             return None;
         }
         let mut new_pass = false;
+        let mut limit_ended_pass = false;
         let (op, offset_bytes, len_bytes) = if let Some((off, len)) = self.pending_write.take() {
             (Op::Write, off, len)
         } else {
             if self.pass_over {
                 // The last I/O ended the pass (its files' last block, its bytes).
+                limit_ended_pass = self.pass_at_limit;
                 if !self.another_pass() {
                     return None;
                 }
@@ -451,14 +464,13 @@ impl JobGen {
         self.bytes_done += len_bytes;
         self.ios_done += 1;
         self.pass_bytes += len_bytes;
-        if self.passes
-            && (self.files_left == 0
-                || self
-                    .extent
-                    .pass_limit_bytes
-                    .is_some_and(|l| self.pass_bytes >= l))
-        {
-            self.pass_over = true;
+        if self.passes {
+            // fio checks the pass's bytes before the fetch that would find the files done.
+            self.pass_at_limit = self
+                .extent
+                .pass_limit_bytes
+                .is_some_and(|l| self.pass_bytes >= l);
+            self.pass_over = self.pass_at_limit || self.files_left == 0;
         }
         Some(GenIo {
             op,
@@ -467,6 +479,7 @@ impl JobGen {
             prio,
             not_before_ns: self.last_not_before_ns,
             new_pass: new_pass && self.passes,
+            limit_ended_pass: limit_ended_pass && new_pass && self.passes,
         })
     }
 
@@ -803,6 +816,6 @@ fn resolve_extent(job: &Job, clone: u32, device_bytes: Option<u64>) -> Result<Ex
         region_len_bytes: region_len,
         io_limit_bytes,
         io_limit_ios,
-        pass_limit_bytes: (!job.time_based).then_some(pass_limit),
+        pass_limit_bytes: (!job.time_based && job.counts_pass_bytes()).then_some(pass_limit),
     })
 }

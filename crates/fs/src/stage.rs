@@ -323,7 +323,8 @@ enum IoKind {
 const PARTS: [&str; 3] = ["d", "jm", "jc"];
 
 /// When the blocks of one kind an fsync waited for left the file system (`sent`, the first),
-/// left the host driver for the device (`dispatched`, the last: HORAE's control path and a
+/// left the host (`dispatched`, the last: the host driver's stamp, or for an ordered request
+/// the ordering layer's sending of the command carrying it; HORAE's control path and a
 /// queue's wait fall before it) and completed (`done`, the last, a conversion included).
 #[derive(Clone, Copy, Debug)]
 struct Span {

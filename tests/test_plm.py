@@ -282,10 +282,16 @@ def test_a_set_leaves_dtwin_when_its_read_budget_is_spent_and_the_host_hears_of_
     assert 8 * 1001 <= host["plm_reads_to_dtwin"] <= 8 * (1001 + 7)
 
 
-def traced_reader_runs(tmp_path: Path, sets: list[str], key: str, values: tuple[str, ...]):
-    """The reader alone for 100 ms with `sets`, once with each of `key`'s `values`, every read
-    traced (the diagnostic keeps the N slowest, N above the run's reads): (reads, the host's
-    counters, the SSD's) by value."""
+def traced_reader_runs(
+    tmp_path: Path,
+    sets: list[str],
+    key: str,
+    values: tuple[str, ...],
+    sections: tuple[str, ...] = ("reader",),
+):
+    """The reader (alone, or with the other `sections`) for 100 ms with `sets`, once with each
+    of `key`'s `values`, every read traced (the diagnostic keeps the N slowest, N above the
+    run's reads): (reads, the host's counters, the SSD's) by value."""
     import json
 
     from qoslab.sim import api
@@ -297,7 +303,7 @@ def traced_reader_runs(tmp_path: Path, sets: list[str], key: str, values: tuple[
     for value in values:
         text = api.run(
             jobs,
-            sections=["reader"],
+            sections=list(sections),
             device="enterprise-tlc-plp",
             sets=[*PLM_DEVICE, *sets, "media.diag.slow_reads=400000", f"{key}={value}"],
             output_format="json",
@@ -367,6 +373,49 @@ def test_a_window_whose_counts_are_all_used_ends_early_and_serves_its_reads_in_d
     assert ssd["slowest_reads"] == reads
     assert ssd["slowest_arrival_own_dtwin"] == ssd["slowest_done_own_dtwin"] == reads
     assert host["plm_drains"] == early
+
+
+def test_within_budget_no_dtwin_gets_more_reads_than_its_budget_at_a_handover(tmp_path):
+    """NVMe: a set leaves DTWin on its own once its reads pass DTWIN Reads Typical; the PLMC
+    paper: "a host needs to access the device during DTWin while respecting DTWin attribute
+    values". One host (class high) reads 4 KiB at depth 8 for 100 ms, about 1,460 reads a
+    millisecond, beside a writer whose destages keep each copy asked into DTWin waiting about
+    1.4 ms; a window's C is 10,000 counts, so they are all used in about 7 ms, and the copies
+    take turns every 15 ms (DTWIN Time Maximum 20 ms, handed over 5 ms before). While the next
+    copy is entering, the window's covered reads go to the previous copy, still in DTWin."""
+    sets = [
+        "host.plm.coordinate=true",
+        "media.gc.plm.dtwin_reads_typical=10000",
+        "media.gc.plm.dtwin_time_max_ns=20ms",
+        "host.plm.handover_ns=5ms",
+    ]
+    rules = ("previous_copy", "within_budget")
+    runs = traced_reader_runs(
+        tmp_path, sets, "host.plm.handover_reads", rules, ("reader", "writer")
+    )
+
+    def exits(ssd: dict, why: str) -> float:
+        return ssd[f"set1_dtwin_exits_{why}"] + ssd[f"set2_dtwin_exits_{why}"]
+
+    # The rule moves only where those reads go: the same reads, windows and counts either way.
+    same = {r: (n, h["plm_windows"], h["host0_covered_reads"]) for r, (n, h, _) in runs.items()}
+    assert same["previous_copy"] == same["within_budget"]
+    _, host, ssd = runs["previous_copy"]
+    assert host["plm_late_windows"] == host["plm_windows"] > 2
+    # Today's rule: the previous copy, whose DTWin has had its window's 10,000 reads, gets more;
+    # the drive ends that DTWin on its reads and no copy is deterministic until the next enters.
+    assert exits(ssd, "reads") > 0 and ssd["no_dtwin_ms"] > 0
+    assert host["plm_async_events"] == exits(ssd, "reads")
+    # Within the budget: the reads past it go to the entering copy (not in DTWin); no DTWin
+    # passes its budget, the host asks every copy out itself, and a copy is deterministic
+    # throughout.
+    _, host, ssd = runs["within_budget"]
+    past = host["plm_handover_reads_past_budget"]
+    assert past > 0
+    assert host["plm_reads_to_dtwin"] == host["host0_covered_reads"] - past
+    assert exits(ssd, "reads") == exits(ssd, "time") == exits(ssd, "excursion") == 0
+    assert exits(ssd, "host") == host["plm_drains"] == host["plm_windows"]
+    assert ssd["no_dtwin_ms"] == 0 and host["plm_async_events"] == 0
 
 
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):

@@ -202,7 +202,8 @@ def test_window_diagnostics_are_there_for_plm_runs_only(reduced):
     results = pd.read_parquet(reduced / "results.parquet")
     plm = results["variant"].isin(["HoD", "CoD", "uncoordinated"])
     windowed = ["reads_outside_dtwin", "no_dtwin_time_frac", "entry_wait_p50_ms",
-                "entry_wait_max_ms", "ndwin_min_advertised_ms"]  # fmt: skip
+                "entry_wait_max_ms", "ndwin_min_advertised_ms", "dtwin_exits_reads",
+                "dtwin_exits_time"]  # fmt: skip
     assert results.loc[~plm, windowed].isna().all().all()
     got = results.loc[plm]
     assert got[windowed].notna().all().all()

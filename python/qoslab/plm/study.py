@@ -670,6 +670,11 @@ def _per_window_p9999(p9999_ns: np.ndarray) -> float:
     return float(np.quantile(p9999_ns, 0.9999, method="inverted_cdf")) / 1e3
 
 
+def _sets_sum(ssd: dict, counter: str) -> float:
+    """The SSD's per-set counter `set<N>_<counter>` summed over its NVM sets."""
+    return float(sum(v for k, v in ssd.items() if k.startswith("set") and k.endswith(counter)))
+
+
 def summarise(job: Job, report: dict, frame) -> dict:
     from qoslab.sim.api import stage_counters
 
@@ -729,6 +734,10 @@ def summarise(job: Job, report: dict, frame) -> dict:
             ndwin_min_advertised_ms=(
                 ssd.get("ndwin_time_min_low_advertised_ms", nan) if plm else nan
             ),
+            # DTWins the drive ended on its own, over both sets: on their reads (DTWIN Reads
+            # Typical passed) and at DTWIN Time Maximum.
+            dtwin_exits_reads=_sets_sum(ssd, "dtwin_exits_reads") if plm else nan,
+            dtwin_exits_time=_sets_sum(ssd, "dtwin_exits_time") if plm else nan,
         )
         for key in ("utilization_p10", "utilization_min", "deficiency_p50", "deficiency_p90"):
             row[key] = float(host.get(f"host{h}_{key}", nan))

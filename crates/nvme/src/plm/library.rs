@@ -20,7 +20,9 @@
 //! *covered* when its host holds its counts (its allocation, or extra counts the coordinator
 //! grants when it runs out; without `coordinate` every read is covered). A covered read goes
 //! to a copy in DTWin, an uncovered one to a copy that is not; with no copy of the kind
-//! wanted, to the other kind. With `end_window`, a read that finds every count of the window
+//! wanted, to the other kind. While the window's copy is still entering DTWin, a covered read
+//! goes to the previous copy, still in DTWin; with `handover_reads = within_budget` only while
+//! that DTWin's reads stay within DTWIN Reads Typical, else to the entering copy. With `end_window`, a read that finds every count of the window
 //! used (all the hosts hold spent, the pool empty) ends the window instead, as the PLMC paper's
 //! "premature end" does, and is covered by the next one's counts. Writes go to every copy.
 //!
@@ -47,6 +49,11 @@ qoslab_engine::choice! {
     pub enum CountsRunOut { NdwinCopy = "ndwin_copy", EndWindow = "end_window" }
 }
 
+qoslab_engine::choice! {
+    /// Where a covered read goes while its window's copy is still entering DTWin.
+    pub enum HandoverReads { PreviousCopy = "previous_copy", WithinBudget = "within_budget" }
+}
+
 qoslab_engine::settings! {
     /// `[host.plm]`.
     pub struct PlmLibraryConfig in PLM_LIBRARY_TUNABLES {
@@ -65,6 +72,7 @@ qoslab_engine::settings! {
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
         drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
         counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain)"),
+        handover_reads: HandoverReads = choice(HandoverReads::PreviousCopy, "where a covered read goes while its window's copy is still entering DTWin (the previous copy still in it): previous_copy, to the previous copy, however many reads its DTWin has had; within_budget, there only while the 4 KiB reads the host has sent that copy since it asked it into DTWin (those then in flight included) stay within DTWIN Reads Typical, as a host keeping the DTWin's reads budget does, and otherwise to the copy being asked in"),
     }
 }
 
@@ -208,6 +216,11 @@ pub struct PlmLibrary {
     in_flight: Vec<u64>,
     /// Per copy being drained: the turn, and the earliest time it may be asked out.
     draining: Vec<Option<(Ns, Ns)>>,
+    /// 4 KiB units sent to each copy since it was last asked into DTWin (with the reads then
+    /// in flight, at least a unit each), and the covered reads of an entry wait sent to the
+    /// entering copy because the previous one's reads budget had no room (`within_budget`).
+    dtwin_units: Vec<u64>,
+    past_budget: u64,
     /// How long each drained copy stayed in DTWin after the turn: count, sum and maximum.
     drains: u64,
     drain_sum_ns: Ns,
@@ -241,6 +254,8 @@ impl PlmLibrary {
             unavailable: false,
             in_flight: vec![0; copies],
             draining: vec![None; copies],
+            dtwin_units: vec![0; copies],
+            past_budget: 0,
             drains: 0,
             drain_sum_ns: 0,
             drain_max_ns: 0,
@@ -302,8 +317,12 @@ impl PlmLibrary {
     /// with `end_window`).
     fn begin_window(&mut self, start_ns: Ns, io: &mut ReplicaIo<'_>) {
         let active = self.active();
-        // Asked in again before its drain ended (more copies than windows it took): it stays.
-        self.draining[active as usize] = None;
+        // Asked in again before its drain ended (more copies than windows it took): it stays,
+        // its DTWin and that DTWin's reads going on; otherwise a new DTWin counts from here
+        // (the drive counts the reads that arrive once it is in: this is at least that).
+        if self.draining[active as usize].take().is_none() {
+            self.dtwin_units[active as usize] = self.in_flight[active as usize];
+        }
         Self::set_feature(io, FID_PLM_WINDOW, active, 0b001);
         self.refresh(active, io);
         if self.dtwin[active as usize] {
@@ -515,7 +534,21 @@ impl ReplicaPolicy for PlmLibrary {
         if covered {
             self.stats[h].covered += 1;
         }
-        let copy = self.pick(covered);
+        let mut copy = self.pick(covered);
+        if covered
+            && self.cfg.handover_reads == HandoverReads::WithinBudget
+            && copy != self.active()
+            && self.dtwin[copy as usize]
+            && self.dtwin_units[copy as usize] + units > self.capacity
+        {
+            // The PLMC paper's host accesses a set "during DTWin while respecting DTWin
+            // attribute values": the previous copy's DTWin has had its DTWIN Reads Typical,
+            // so the read goes to the copy being asked in (held: it starts no background work)
+            // rather than end that DTWin on its reads.
+            self.past_budget += 1;
+            copy = self.pick(false);
+        }
+        self.dtwin_units[copy as usize] += units;
         self.in_flight[copy as usize] += 1;
         if self.dtwin[copy as usize] {
             self.reads_to_dtwin += 1;
@@ -602,6 +635,12 @@ impl ReplicaPolicy for PlmLibrary {
         ];
         if self.cfg.counts_run_out == CountsRunOut::EndWindow {
             out.push(("plm_windows_ended_early".into(), self.early_ends as f64));
+        }
+        if self.cfg.handover_reads == HandoverReads::WithinBudget {
+            out.push((
+                "plm_handover_reads_past_budget".into(),
+                self.past_budget as f64,
+            ));
         }
         if self.cfg.drain {
             // How long a copy stayed in DTWin after the turn, for its reads to complete.
@@ -781,6 +820,56 @@ mod tests {
         assert_eq!((c.host(0).allocated, c.host(1).allocated), (55, 45));
         assert_eq!(lib.counts_left, vec![54, 45]);
         assert_eq!(lib.stats[0].covered, 51);
+    }
+
+    /// NVMe: a set whose reads since it entered DTWin pass DTWIN Reads Typical leaves DTWin.
+    /// Copy 0 (NSID 1) gets 99 covered reads in window 0 (C = 100, one high host); at 10 ms
+    /// window 1 begins on copy 1 (NSID 2), which this device puts in DTWin only at 10.5 ms,
+    /// and the host reads at 10.1, 10.2 and 10.3 ms, covered by window 1's counts.
+    #[test]
+    fn within_budget_a_dtwin_gets_no_more_reads_than_dtwin_reads_typical_at_a_handover() {
+        fn late_device(msg: &mut Control) {
+            device(msg);
+            if let Command::GetLogPage { lid, set, data } = &mut msg.command
+                && *lid == LID_PER_SET
+                && *set == 2
+                && msg.at_ns < 10_500_000
+            {
+                data[0] = 2;
+            }
+        }
+        let route = |rule: &str| {
+            let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+            let rule = qoslab_engine::RawValue::Text(rule.into());
+            s.set("handover_reads", &rule).unwrap();
+            let cfg = PlmLibraryConfig::from_settings(&s);
+            let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
+            let mut wakes = Vec::new();
+            let mut read = |lib: &mut PlmLibrary, now_ns: Ns| {
+                let mut control = late_device;
+                let io = &mut ReplicaIo {
+                    now_ns,
+                    control: &mut control,
+                    wakes: &mut wakes,
+                };
+                if now_ns == 0 {
+                    lib.start(io);
+                }
+                lib.route_read(0, 4096, io)
+            };
+            let mut nsids: Vec<u32> = (0..99).map(|i| read(&mut lib, i * 10_000)).collect();
+            for t in [10_100_000, 10_200_000, 10_300_000] {
+                nsids.push(read(&mut lib, t));
+            }
+            assert_eq!(nsids[..99], [1; 99]);
+            assert_eq!((lib.window, lib.stats[0].covered), (1, 102));
+            (nsids[99..].to_vec(), lib.past_budget)
+        };
+        // Today's rule: the three go to copy 0, still in DTWin, whose DTWin then has 102 reads.
+        assert_eq!(route("previous_copy"), (vec![1, 1, 1], 0));
+        // Within the budget: copy 0 has room for one more (100); the other two go to copy 1,
+        // which is being asked in.
+        assert_eq!(route("within_budget"), (vec![1, 2, 2], 2));
     }
 
     #[test]

@@ -22,9 +22,10 @@
 //! to a copy in DTWin, an uncovered one to a copy that is not; with no copy of the kind
 //! wanted, to the other kind. While the window's copy is still entering DTWin, a covered read
 //! goes to the previous copy, still in DTWin; with `handover_reads = within_budget` only while
-//! that DTWin's reads stay within DTWIN Reads Typical, else to the entering copy. With `end_window`, a read that finds every count of the window
-//! used (all the hosts hold spent, the pool empty) ends the window instead, as the PLMC paper's
-//! "premature end" does, and is covered by the next one's counts. Writes go to every copy.
+//! that DTWin's reads stay within DTWIN Reads Typical, else to the entering copy. With
+//! `end_window`, a read that finds every count of the window used (all the hosts hold spent,
+//! the pool empty) ends the window instead, as the PLMC paper's "premature end" does, and is
+//! covered by the next one's counts. Writes go to every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows

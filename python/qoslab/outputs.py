@@ -217,13 +217,27 @@ def _remove_dirs(created: list[Path]) -> None:
             p.rmdir()
 
 
+def earlier_output(*names: str) -> Callable[[Path], bool]:
+    """The one "earlier output" rule, for `staged_dir`: a directory is an earlier output of a
+    command when it holds, as plain files, every one of `names` (files the command always
+    writes). A user's folder that happens to hold one of them is still refused."""
+    if not names:
+        raise ValueError("earlier_output: name at least one file the command always writes")
+
+    def holds(out: Path) -> bool:
+        return all((out / name).is_file() for name in names)
+
+    return holds
+
+
 @contextlib.contextmanager
 def staged_dir(
     out: Path | str, *, is_earlier_output: Callable[[Path], bool], refusal: str
 ) -> Iterator[Path]:
     """Yields an empty hidden directory beside `out`; when the block ends without an error it
     becomes `out`, replacing an earlier output. `out` is replaced only if it is empty or
-    `is_earlier_output(out)` holds: `--out ~` must never delete a home directory. Otherwise
+    `is_earlier_output(out)` holds (`earlier_output(...)`, the rule every command uses):
+    `--out ~` must never delete a home directory. Otherwise
     the command stops before any work with `refusal` as the error."""
     out = Path(os.path.abspath(out))
     if out.exists() and not out.is_dir():

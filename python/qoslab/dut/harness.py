@@ -27,7 +27,7 @@ from qoslab.dut.results import RunReport, csv_text
 from qoslab.dut.runner import BatchRunner, DutStartError, SingleRunner, make_task
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import read_input, workload_paths
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.progress import Count, progress_bar
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -205,10 +205,6 @@ def run_plan(plan: Plan, argv: list[str], opts: DiffOptions, workdir: Path) -> l
 # ---- output -------------------------------------------------------------------------------------
 
 
-def _is_earlier_output(out: Path) -> bool:
-    return (out / "summary.json").exists()
-
-
 def _divergence_rows(report: RunReport) -> list[list[str]]:
     o = report.outcome
     rows = [[report.run_id, d.line, d.expected, d.got] for d in o.rows]
@@ -235,7 +231,7 @@ def diff(target: Path, opts: DiffOptions) -> int:
         plan = plan_matrix(target, opts)
     with staged_dir(
         opts.out,
-        is_earlier_output=_is_earlier_output,
+        is_earlier_output=earlier_output("summary.json"),
         refusal="exists and is not the output of an earlier diff; choose another --out",
     ) as tmp:
         workdir = tmp / ".work"

@@ -11,13 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from qoslab.outputs import staged_dir
-
-_OUR_FILES = ("meta.json", "summary.json", "results.parquet")
-
-
-def _is_earlier_output(out: Path) -> bool:
-    return all((out / name).is_file() for name in _OUR_FILES)
+from qoslab.outputs import earlier_output, staged_dir
 
 
 @contextlib.contextmanager
@@ -29,7 +23,7 @@ def staged(out: Path) -> Iterator[Path]:
     with (
         staged_dir(
             out,
-            is_earlier_output=_is_earlier_output,
+            is_earlier_output=earlier_output("meta.json", "summary.json", "results.parquet"),
             refusal="exists and is not an earlier qoslab lab output; choose another --out",
         ) as tmp,
         Journal().change("partial", path=str(tmp)),

@@ -14,7 +14,7 @@ from qoslab.errors import InputError
 from qoslab.nvmelite import search
 from qoslab.nvmelite.config import read_input
 from qoslab.nvmelite.study import run_study
-from qoslab.outputs import staged_dir, write_files
+from qoslab.outputs import earlier_output, staged_dir, write_files
 
 # The policy registry of the Rust core is the one list of policies.
 POLICY_HELP = "Completion policy: " + "; ".join(f"{n} ({h})" for n, h in _core.POLICIES) + "."
@@ -311,7 +311,7 @@ def cliffs(
     if out is not None:
         with staged_dir(
             out,
-            is_earlier_output=lambda d: (d / "cliffs.csv").is_file(),
+            is_earlier_output=earlier_output("cliffs.csv"),
             refusal="exists, is not empty and holds no cliffs.csv; choose another directory",
         ) as tmp:
             write_files({tmp / name: data for name, data in files.items()})

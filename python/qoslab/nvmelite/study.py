@@ -13,7 +13,7 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.nvmelite.config import load_matrix
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.progress import Count, progress_bar
 from qoslab.report import Figure, Link, Section, Table, Text, write_report
 from qoslab.report.stats import MIN_REPS
@@ -24,10 +24,6 @@ _REFUSAL = (
     "exists, is not empty and holds no runs.csv (not an earlier output); "
     "remove it or choose another directory"
 )
-
-
-def _is_earlier_output(out: Path) -> bool:
-    return (out / "runs.csv").is_file()
 
 
 def run_study(
@@ -46,7 +42,7 @@ def run_study(
     `command` (what ran it) goes into the report's footer."""
     matrix = load_matrix(config, submit_window)
     out = Path(out)
-    with staged_dir(out, is_earlier_output=_is_earlier_output, refusal=_REFUSAL) as tmp:
+    with staged_dir(out, is_earlier_output=earlier_output("runs.csv"), refusal=_REFUSAL) as tmp:
         if report:
             # The Rust core releases the GIL while it runs the matrix: load the chart code
             # meanwhile, off the command's critical path.

@@ -12,7 +12,7 @@ import typer
 from qoslab._core import rio as _core
 from qoslab.errors import InputError, did_you_mean
 from qoslab.options import set_options
-from qoslab.outputs import staged_dir, write_files
+from qoslab.outputs import earlier_output, staged_dir, write_files
 
 STACK_NAMES = [name for name, _ in _core.STACKS]
 DEFAULTS = _core.CHECK_DEFAULTS
@@ -141,7 +141,7 @@ def crash_check(
             files[Path(f"reproducer-{i}.json")] = json.dumps(r, indent=2) + "\n"
         with staged_dir(
             out,
-            is_earlier_output=lambda d: (d / "summary.json").is_file(),
+            is_earlier_output=earlier_output("summary.json"),
             refusal="exists, is not empty and holds no summary.json; choose another directory",
         ) as tmp:
             write_files({tmp / name: data for name, data in files.items()})
@@ -257,7 +257,7 @@ def study(
     table = st.compare(results.points, results.cuts, results.setup)
     with staged_dir(
         out,
-        is_earlier_output=lambda d: (d / "study.json").is_file(),
+        is_earlier_output=earlier_output("study.json"),
         refusal="exists, is not empty and holds no study.json; choose another directory",
     ) as tmp:
         st.write_report(results, table, tmp, plan)

@@ -35,7 +35,7 @@ from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.lab.sched_jobs import SchedOptions
 from qoslab.options import set_options
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.sim import api
 from qoslab.sweep.planned import Rows, run_planned
 from qoslab.sweep.spec import planned_spec
@@ -246,10 +246,6 @@ def summarise(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.concat([n, mean, sd], axis=1).reset_index()
 
 
-def _is_earlier_output(out: Path) -> bool:
-    return (out / "runs.parquet").is_file() and (out / "meta.json").is_file()
-
-
 def default_store(out: Path) -> Path:
     """The study's store when `--store` is not given: beside the output, `<out>.store`."""
     out = Path(out)
@@ -281,7 +277,7 @@ def run_study(
     store = default_store(out) if store is None else Path(store)
     with staged_dir(
         out,
-        is_earlier_output=_is_earlier_output,
+        is_earlier_output=earlier_output("runs.parquet", "meta.json"),
         refusal="exists, is not empty and is not an earlier study output",
     ) as tmp:
         spec = planned_spec("sched", "sched-study", main + constants, seeds, ["jobs", "series"])

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.report.html import Figure, Section, Table, Text, write_report
 from qoslab.report.stats import MIN_REPS
 from qoslab.store import Store
@@ -451,7 +451,7 @@ def build_report(store_path: str | Path, out: str | Path) -> Path:
     with Store(store_path) as store:
         out = Path(out)
         with staged_dir(
-            out, is_earlier_output=lambda p: (p / "report.html").is_file(), refusal=_REFUSAL
+            out, is_earlier_output=earlier_output("report.html"), refusal=_REFUSAL
         ) as tmp:
             figdir = tmp / "figures"
             figdir.mkdir()

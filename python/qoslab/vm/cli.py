@@ -160,7 +160,7 @@ def fio_cmd(
 ) -> None:
     """Run a fio job file in the guest on a SPEC device under a scheduler, N times."""
     from qoslab.guest_devices import parse_spec
-    from qoslab.outputs import staged_dir
+    from qoslab.outputs import earlier_output, staged_dir
     from qoslab.vm.packages import fetch
     from qoslab.vm.run import check_fs, check_scheduler, parse_settings, parse_trace_events, run_fio
 
@@ -175,7 +175,7 @@ def fio_cmd(
         modules = _modules_for(kernel, scheduler, module, say)
         with staged_dir(
             out,
-            is_earlier_output=lambda p: (p / "meta.json").exists(),
+            is_earlier_output=earlier_output("meta.json"),
             refusal="not empty and not an earlier qoslab vm output; choose another --out",
         ) as staged:
             meta = run_fio(
@@ -278,7 +278,7 @@ def study_cmd(
 
     import pandas as pd
 
-    from qoslab.outputs import staged_dir
+    from qoslab.outputs import earlier_output, staged_dir
     from qoslab.vm import study
     from qoslab.vm.packages import fetch
 
@@ -297,7 +297,7 @@ def study_cmd(
         with (
             staged_dir(
                 out,
-                is_earlier_output=lambda p: (p / "study.json").exists(),
+                is_earlier_output=earlier_output("study.json"),
                 refusal="not empty and not an earlier qoslab vm study; choose another --out",
             ) as staged,
             tempfile.TemporaryDirectory(prefix="qoslab-vm-study-") as scratch,

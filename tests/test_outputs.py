@@ -88,10 +88,6 @@ def test_an_earlier_output_holds_every_file_its_command_always_writes(tmp_path):
         earlier_output()
 
 
-# Issue 34: plm and fs still pass rules of their own; they move onto `earlier_output` next.
-NOT_MOVED_YET = ("plm/", "fs/")
-
-
 def test_every_command_uses_the_one_earlier_output_rule():
     """Each `staged_dir(...)` in the package names its command's files through
     `earlier_output(...)`: no command decides by a rule of its own what it may replace."""
@@ -105,7 +101,7 @@ def test_every_command_uses_the_one_earlier_output_rule():
             calls += 1
             rule = next(k.value for k in node.keywords if k.arg == "is_earlier_output")
             uses = isinstance(rule, ast.Call) and getattr(rule.func, "id", "") == "earlier_output"
-            if not uses and not rel.startswith(NOT_MOVED_YET):
+            if not uses:
                 own.append(f"{rel}:{node.lineno}")
     assert calls >= 10 and own == []
 

@@ -12,7 +12,7 @@ import typer
 from qoslab._core import fs as _core
 from qoslab.errors import InputError, did_you_mean
 from qoslab.options import set_options
-from qoslab.outputs import staged_dir, write_files
+from qoslab.outputs import earlier_output, staged_dir, write_files
 
 FS_NAMES = [name for name, _, _ in _core.FILE_SYSTEMS]
 FS_HELP = "File system: " + "; ".join(f"{n} ({h})" for n, h, _ in _core.FILE_SYSTEMS) + "."
@@ -78,7 +78,7 @@ def crash_check(
             files[Path(f"reproducer-{i}.json")] = json.dumps(r, indent=1) + "\n"
         with staged_dir(
             out,
-            is_earlier_output=lambda d: (d / "summary.json").is_file(),
+            is_earlier_output=earlier_output("summary.json"),
             refusal="exists, is not empty and holds no summary.json; choose another directory",
         ) as tmp:
             write_files({tmp / name: data for name, data in files.items()})
@@ -235,9 +235,7 @@ def kernel(
         terminable(),
         staged_dir(
             out,
-            is_earlier_output=lambda d: (
-                (d / "compare.csv").is_file() and (d / "meta.json").is_file()
-            ),
+            is_earlier_output=earlier_output("compare.csv", "meta.json"),
             refusal="exists, is not empty and is not an earlier qoslab fs kernel; choose another",
         ) as tmp,
     ):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from qoslab.errors import InputError
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.progress import Count, progress_bar
 from qoslab.sim import api
 
@@ -266,7 +266,7 @@ def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
     table = ratios(summary, plan.workload)
     with staged_dir(
         out,
-        is_earlier_output=lambda d: (d / "summary.csv").is_file() and (d / "meta.json").is_file(),
+        is_earlier_output=earlier_output("summary.csv", "meta.json"),
         refusal="exists, is not empty and is not an earlier fs study; choose another directory",
     ) as tmp:
         runs.to_csv(tmp / "runs.csv", index=False, float_format="%.6g")

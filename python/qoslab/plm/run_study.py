@@ -9,7 +9,7 @@ from pathlib import Path
 
 from qoslab.errors import InputError
 from qoslab.limits import MAX_SEED
-from qoslab.outputs import staged_dir
+from qoslab.outputs import earlier_output, staged_dir
 from qoslab.plm import report, study
 from qoslab.progress import Count, progress_bar
 from qoslab.units import parse_duration
@@ -41,8 +41,8 @@ def _fraction(text: str, option: str) -> float:
     return value
 
 
-def _is_study_output(path: Path) -> bool:
-    return (path / "meta.json").is_file() and (path / "results.parquet").is_file()
+# Files every study writes: a folder holding them is an earlier study's output.
+STUDY_FILES = ("meta.json", "results.parquet")
 
 
 def main(
@@ -124,7 +124,7 @@ def main(
     with (
         staged_dir(
             out,
-            is_earlier_output=_is_study_output,
+            is_earlier_output=earlier_output(*STUDY_FILES),
             refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
@@ -203,7 +203,7 @@ def rewrite(folder: Path) -> None:
     (after a change to the report; nothing is simulated)."""
     import pandas as pd
 
-    if not _is_study_output(folder):
+    if not earlier_output(*STUDY_FILES)(folder):
         raise InputError("not a `qoslab plm study` output (no meta.json or results.parquet)",
                          path=folder)  # fmt: skip
     meta = json.loads((folder / "meta.json").read_text())

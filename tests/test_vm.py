@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -264,13 +265,14 @@ def test_a_trace_gives_the_waits_per_request_size_and_the_gaps_between_bios(tmp_
     path = tmp_path / "rep-1.trace"
     path.write_text(TRACE)
     s = summary(read_events(path))
-    # 4 KiB: one waited 8 us (insert to issue), one 4 ms (until the first completion).
-    assert s["wait"][4]["n"] == 2
-    assert s["wait"][4]["mean_ms"] == pytest.approx((0.008 + 4.000) / 2)
-    assert s["wait"][4]["max_ms"] == pytest.approx(4.000)
-    # The 128 KiB request took a second bio (512 sectors when issued), counted at insertion.
-    assert s["wait"][128]["mean_ms"] == pytest.approx(3.928)
-    assert s["device"] == {4: pytest.approx({"n": 1, "mean_ms": 4.0, "p99_ms": 4.0,
+    # 8 sectors (4 KiB): one waited 8 us (insert to issue), one 4 ms (until the first
+    # completion).
+    assert s["wait"][8]["n"] == 2
+    assert s["wait"][8]["mean_ms"] == pytest.approx((0.008 + 4.000) / 2)
+    assert s["wait"][8]["max_ms"] == pytest.approx(4.000)
+    # The 256-sector request took a second bio (512 sectors when issued), counted at insertion.
+    assert s["wait"][256]["mean_ms"] == pytest.approx(3.928)
+    assert s["device"] == {8: pytest.approx({"n": 1, "mean_ms": 4.0, "p99_ms": 4.0,
                                              "max_ms": 4.0})}  # fmt: skip
     # Gaps within a burst only: 22 us and 50 us; the 4.98 ms pause is waiting, not CPU.
     assert s["bio_gap_us"] == {"fio-269": pytest.approx(22.0), "fio-270": pytest.approx(50.0)}
@@ -318,7 +320,7 @@ def test_a_trace_of_io_submit_says_where_in_the_call_the_tag_is_taken(tmp_path):
     # Two calls of a 4 KiB read. The first: its tag 6 us after entry, 3 us to its return.
     # The second sleeps for its tag 6 us after entry (prev_state D) and runs again 2 us
     # before it takes it: 8 us on the CPU to the tag, 3 after, 11 in all.
-    db = s["fio-269"][4]
+    db = s["fio-269"][8]
     assert (db["calls"], db["slept"], db["ahead"]) == (2, 1, 0)
     assert db["to_tag"]["median_us"] == pytest.approx(7.0)
     assert db["after_tag"]["median_us"] == pytest.approx(3.0)
@@ -328,7 +330,7 @@ def test_a_trace_of_io_submit_says_where_in_the_call_the_tag_is_taken(tmp_path):
     # A 128 KiB read split in two requests, taken while 269 slept for a tag (ahead of it);
     # preempted while runnable (R+) is not a sleep, and the 8 us off the CPU do not count:
     # entry to its first tag 10 us, its last tag to the return 20 us, 42 us in all.
-    backup = s["fio-270"][128]
+    backup = s["fio-270"][256]
     assert (backup["calls"], backup["slept"], backup["ahead"]) == (1, 0, 1)
     assert backup["to_tag"]["median_us"] == pytest.approx(10.0)
     assert backup["after_tag"]["median_us"] == pytest.approx(20.0)
@@ -368,21 +370,57 @@ def test_a_trace_gives_kblockd_workers_turns_on_the_cpu_by_what_they_issued(tmp_
     # Turns that issued nothing: 5 and 4 us on the CPU.
     assert w["-"]["turns"] == 2
     assert w["-"]["whole"]["median_us"] == pytest.approx(4.5)
-    # One 4 KiB request: 10 us on the CPU, its issue 4 us after the switch-in.
-    assert w["4"]["turns"] == 1
-    assert w["4"]["whole"]["median_us"] == pytest.approx(10.0)
-    assert w["4"]["to_issue"]["median_us"] == pytest.approx(4.0)
+    # One 8-sector request: 10 us on the CPU, its issue 4 us after the switch-in.
+    assert w["8"]["turns"] == 1
+    assert w["8"]["whole"]["median_us"] == pytest.approx(10.0)
+    assert w["8"]["to_issue"]["median_us"] == pytest.approx(4.0)
     # A turn with a completion inside is counted, but its time is not the worker's alone.
-    assert w["128+4"]["turns"] == 1
-    assert w["128+4"]["whole"] == {"n": 0}
+    assert w["256+8"]["turns"] == 1
+    assert w["256+8"]["whole"] == {"n": 0}
     # After each completion, the task switched to next: the worker after the one at 10.004 s;
     # the one at 10.004030 s completed inside the worker's turn, and the CPU then went idle.
-    assert summary(read_events(path))["first"] == {4: {"kworker/0:1H": 1, "<idle>-0": 1}}
+    assert summary(read_events(path))["first"] == {8: {"kworker/0:1H": 1, "<idle>-0": 1}}
     # Before `start`, nothing.
     assert summary(read_events(path), skip_s=0.0045)["worker"]["kworker/0:1H"] == {
         "-": {"turns": 1, "whole": pytest.approx({"n": 1, "median_us": 4.0, "p10_us": 4.0,
                                                    "p90_us": 4.0}), "to_issue": {"n": 0}}
     }  # fmt: skip
+
+
+# A recorded trace's excerpt written by hand (README.md beside it: from Linux 6.1's tracepoint
+# formats, not by qoslab): null_blk splits the backup's 256-sector read (128 KiB) into requests
+# of 255 sectors (130,560 bytes) and 1 sector (512 bytes).
+NULL_BLK_SPLIT_TRACE = Path(__file__).parent / "data" / "vm" / "null_blk-split.trace"
+
+
+def test_a_trace_reports_request_sizes_in_sectors_as_the_tracepoints_give_them(qoslab, tmp_path):
+    (tmp_path / "rep-1.trace").write_text(NULL_BLK_SPLIT_TRACE.read_text())
+    s = summary(read_events(tmp_path / "rep-1.trace"))
+    # Each request by its own size: the 1-sector piece is not a "0 KiB" request, nor the
+    # 255-sector one a 127 KiB one. Waits: 8 sectors 63 and 6 us, 255 sectors 11 us, 1
+    # sector 6 us; device times 4.000, 4.024 and 4.000 ms (the second 8-sector read is still
+    # at the device when the excerpt ends).
+    assert {n: w["n"] for n, w in s["wait"].items()} == {1: 1, 8: 2, 255: 1}
+    assert s["wait"][8]["mean_ms"] == pytest.approx(0.0345)
+    assert s["wait"][255]["mean_ms"] == pytest.approx(0.011)
+    assert s["wait"][1]["mean_ms"] == pytest.approx(0.006)
+    assert {n: d["mean_ms"] for n, d in s["device"].items()} == pytest.approx(
+        {1: 4.000, 8: 4.000, 255: 4.024}
+    )
+    # Who ran after each completion: the database's task after its read, kblockd's worker
+    # after the 255-sector piece, the backup's task after the 1-sector piece.
+    assert s["first"] == {1: {"fio-421": 1}, 8: {"fio-420": 1}, 255: {"kworker/0:1H": 1}}
+    assert set(s["worker"]["kworker/0:1H"]) == {"8+255", "8", "-", "1"}
+    assert s["bio_gap_us"] == {}  # no two bios of a job within 200 us
+    out = qoslab("vm", "trace", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "  255 sectors (127.5 KiB) requests      1: scheduler wait mean 0.011 ms" in out.stdout
+    assert "  1 sector (0.5 KiB) requests      1: scheduler wait mean 0.006 ms" in out.stdout
+    assert (
+        "  after a request of 1 sector (0.5 KiB) completed, the task run next: fio-421 1"
+        in out.stdout
+    )
+    assert "  kworker/0:1H turns issuing 8+255 sectors: 1;" in out.stdout
 
 
 def test_a_trace_event_is_group_and_name_and_the_guest_must_have_it():

@@ -360,6 +360,11 @@ def study_cmd(
     say(f"report: {out / 'report.html'}")
 
 
+def _sectors_list(key: str) -> str:
+    """A worker's turn's list of request sizes ("8+255", "1", "-") with its unit."""
+    return key if key == "-" else f"{key} sector{'' if key == '1' else 's'}"
+
+
 @app.command("trace")
 def trace_cmd(
     out: Path = typer.Argument(..., help="A `qoslab vm fio --trace` output directory."),
@@ -367,10 +372,11 @@ def trace_cmd(
         0.0, "--skip", help="Seconds at the start of each trace to leave out (the job's ramp)."
     ),
 ) -> None:
-    """Per repetition of a traced run: scheduler wait and device time per request size, and
-    each fio process's time between one bio and its next in a burst (its CPU time per I/O);
-    with the io_submit and block_getrq tracepoints, where in each submission the tag is taken."""
-    from qoslab.vm.trace import read_events, summary
+    """Per repetition of a traced run: scheduler wait and device time per request size (in the
+    tracepoints' 512-byte sectors, with their exact KiB), and each fio process's time between
+    one bio and its next in a burst (its CPU time per I/O); with the io_submit and block_getrq
+    tracepoints, where in each submission the tag is taken."""
+    from qoslab.vm.trace import read_events, size_label, summary
 
     traces = sorted(out.glob("rep-*.trace"), key=lambda p: int(p.stem.split("-")[1]))
     if not traces:
@@ -378,17 +384,17 @@ def trace_cmd(
     for path in traces:
         s = summary(read_events(path), skip)
         typer.echo(f"{path.name}:")
-        for kib, w in s["wait"].items():
-            d = s["device"].get(kib, {})
+        for sectors, w in s["wait"].items():
+            d = s["device"].get(sectors, {})
             typer.echo(
-                f"  {kib:>5} KiB requests {w['n']:>6}: scheduler wait mean {w['mean_ms']:.3f} ms "
-                f"p99 {w['p99_ms']:.3f} max {w['max_ms']:.3f}; "
+                f"  {size_label(sectors)} requests {w['n']:>6}: scheduler wait mean "
+                f"{w['mean_ms']:.3f} ms p99 {w['p99_ms']:.3f} max {w['max_ms']:.3f}; "
                 f"device mean {d.get('mean_ms', float('nan')):.3f} ms"
             )
         for proc, gap in s["bio_gap_us"].items():
             typer.echo(f"  {proc}: {gap:.1f} us from one bio to the next (median, in a burst)")
-        for proc, by_kib in s["submit"].items():
-            for kib, r in by_kib.items():
+        for proc, by_size in s["submit"].items():
+            for sectors, r in by_size.items():
                 cells = ", ".join(
                     f"{label} {r[k]['median_us']:.1f} ({r[k]['p10_us']:.1f}-{r[k]['p90_us']:.1f})"
                     for k, label in (("to_tag", "entry to tag"), ("after_tag", "tag to return"),
@@ -396,13 +402,17 @@ def trace_cmd(
                     if r[k]["n"]
                 )  # fmt: skip
                 typer.echo(
-                    f"  {proc} io_submit of {kib} KiB: {r['calls']} calls, {r['slept']} slept, "
+                    f"  {proc} io_submit of {size_label(sectors)}: {r['calls']} calls, "
+                    f"{r['slept']} slept, "
                     f"{r['ahead']} took a tag ahead of a sleeper; us on the CPU, median (p10-p90): "
                     + cells
                 )
-        for kib, row in s["first"].items():
+        for sectors, row in s["first"].items():
             firsts = ", ".join(f"{name} {n}" for name, n in row.items())
-            typer.echo(f"  after a {kib} KiB request completed, the task run next: {firsts}")
+            typer.echo(
+                f"  after a request of {size_label(sectors)} completed, the task run next: "
+                + firsts
+            )
         for proc, by_key in s["worker"].items():
             for key, r in by_key.items():
                 cells = ", ".join(
@@ -411,6 +421,7 @@ def trace_cmd(
                     if r[k]["n"]
                 )  # fmt: skip
                 typer.echo(
-                    f"  {proc} turns issuing {key} KiB: {r['turns']}; us, median (p10-p90) of "
+                    f"  {proc} turns issuing {_sectors_list(key)}: "
+                    f"{r['turns']}; us, median (p10-p90) of "
                     f"those without a completion inside: {cells or 'none'}"
                 )

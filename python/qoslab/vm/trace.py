@@ -12,6 +12,10 @@ process: from its entry to the request's tag (`block_getrq` fires once the bio h
 after any sleep for a tag), from the last tag to the call's return, whether the task slept in
 the call (switched out not runnable), and the time from a call's return to the process's next
 call (fio's loop: reaping, preparing the next I/O), per size of the I/O the call submitted.
+
+Sizes are kept as the tracepoints give them, in 512-byte sectors (`984 + 8`: 8 sectors,
+4 KiB), never rounded to KiB: null_blk splits a 128 KiB read into requests of 255 sectors and
+1 sector (127.5 KiB and 512 bytes), and the 1-sector piece is a request of its own.
 """
 
 from __future__ import annotations
@@ -82,8 +86,9 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def summary(events: list[Event], skip_s: float = 0.0) -> dict:
-    """Waits and device times per request size (KiB at insertion), bio gaps per process;
-    events in the first `skip_s` seconds (a ramp) are left out."""
+    """Waits and device times per request size (sectors at insertion; the device time by the
+    sectors completed), bio gaps per process; events in the first `skip_s` seconds (a ramp)
+    are left out."""
     start = events[0].ts + skip_s if events else 0.0
     inserted: dict[int, tuple[float, int]] = {}
     issued: dict[int, tuple[float, int]] = {}
@@ -98,19 +103,19 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
             t, sectors = inserted.pop(e.sector, (e.ts, e.sectors))
             issued[e.sector] = (e.ts, e.sectors)
             if e.ts >= start:
-                waits.setdefault(sectors // 2, []).append(e.ts - t)
+                waits.setdefault(sectors, []).append(e.ts - t)
         elif e.name == "rq_complete" and e.sector in issued:
             t, _ = issued.pop(e.sector)
             if e.ts >= start:
-                device.setdefault(e.sectors // 2, []).append(e.ts - t)
+                device.setdefault(e.sectors, []).append(e.ts - t)
         elif e.name == "bio_queue":
             before = last_bio.get(e.pid)
             last_bio[e.pid] = e.ts
             if before is not None and e.ts >= start and e.ts - before < BURST_GAP_S:
                 gaps.setdefault(f"{e.comm}-{e.pid}", []).append(e.ts - before)
     return {
-        "wait": {kib: _stats(v) for kib, v in sorted(waits.items())},
-        "device": {kib: _stats(v) for kib, v in sorted(device.items())},
+        "wait": {n: _stats(v) for n, v in sorted(waits.items())},
+        "device": {n: _stats(v) for n, v in sorted(device.items())},
         "bio_gap_us": {p: float(np.median(v)) * 1e6 for p, v in sorted(gaps.items())},
         "submit": submit_calls(events, start),
         "worker": worker_runs(events, start),
@@ -127,7 +132,7 @@ KBLOCKD = re.compile(r"^kworker/\d+:\d+H")
 def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
     """Each time one of kblockd's workers has the CPU (from sched_switch: the dispatch work
     queued after a completion or an insert), started after `start`: per list of the requests
-    it issued in that turn (their sizes in KiB, in order: "4+128"; "-" for none), how many
+    it issued in that turn (their sizes in sectors, in order: "8+255"; "-" for none), how many
     turns and their time on the CPU (from being switched in to being switched out); and the
     time from the turn's start to its first issue (the queue run's own cost before the
     driver). A turn in which a request completed (an interrupt inside it) is left out of the
@@ -146,12 +151,12 @@ def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
         elif turn is None:
             continue
         elif e.name == "rq_issue":
-            turn["issues"].append((e.ts, e.sectors // 2))
+            turn["issues"].append((e.ts, e.sectors))
         elif e.name == "rq_complete":
             turn["irq"] = True
         elif e.name == "switch" and e.pid == turn["pid"]:
             issues = turn["issues"]
-            key = "+".join(str(kib) for _, kib in issues) or "-"
+            key = "+".join(str(n) for _, n in issues) or "-"
             row = rows.setdefault(names[e.pid], {}).setdefault(
                 key, {"turns": [], "whole": [], "to_issue": []}
             )
@@ -175,10 +180,10 @@ def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
 
 
 def first_after_completion(events: list[Event], start: float = 0.0) -> dict[int, dict[str, int]]:
-    """Per size (KiB) of a request that completed after `start`: which task the CPU switched
-    to next (sched_switch), counted by name (a fio process as `fio-PID`, kblockd's worker by
-    its name): whether the task the completion woke or the worker that runs the queue went
-    first. Empty without sched_switch."""
+    """Per size (sectors, as issued) of a request that completed after `start`: which task
+    the CPU switched to next (sched_switch), counted by name (a fio process as `fio-PID`,
+    kblockd's worker by its name): whether the task the completion woke or the worker that
+    runs the queue went first. Empty without sched_switch."""
     names: dict[int, str] = {}
     for e in events:
         if e.name != "run" and e.pid not in names:
@@ -190,21 +195,21 @@ def first_after_completion(events: list[Event], start: float = 0.0) -> dict[int,
         if e.name == "rq_issue":
             issued[e.sector] = e.sectors
         elif e.name == "rq_complete" and e.ts >= start:
-            pending = issued.get(e.sector, e.sectors) // 2
+            pending = issued.get(e.sector, e.sectors)
         elif e.name == "run" and pending is not None:
             name = names.get(e.pid, str(e.pid))
             row = counts.setdefault(pending, {})
             row[name] = row.get(name, 0) + 1
             pending = None
     return {
-        kib: dict(sorted(row.items(), key=lambda kv: -kv[1])) for kib, row in sorted(counts.items())
+        n: dict(sorted(row.items(), key=lambda kv: -kv[1])) for n, row in sorted(counts.items())
     }
 
 
 @dataclass
 class _Call:
     entered: float
-    kib: int | None = None  # the first bio's size: the I/O the call submitted
+    sectors: int | None = None  # the first bio's size: the I/O the call submitted
     cpu: float = 0.0  # time on the CPU since entry, up to `running_since`
     running_since: float | None = None
     cpu_at_tags: list[float] = field(default_factory=list)  # on-CPU time at each block_getrq
@@ -227,7 +232,7 @@ SUBMIT_KEYS = ("to_tag", "after_tag", "whole", "loop")
 
 
 def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int, dict]]:
-    """Per process and size of the I/O (KiB) its `io_submit` call submitted (calls entered
+    """Per process and size of the I/O (sectors) its `io_submit` call submitted (calls entered
     after `start`): how many calls, how many slept (left the CPU not runnable: for a tag), how
     many took a tag without sleeping while another process slept in io_submit (`ahead`: a
     tag freed for a sleeper taken by a running task), and the call's time on the CPU from
@@ -238,7 +243,7 @@ def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int,
     arrives while the process runs counts in it. Empty when the trace has no io_submit."""
     open_call: dict[int, _Call] = {}
     last_exit: dict[int, float] = {}
-    last_kib: dict[int, int] = {}  # the size of the process's last call: its loop's I/O
+    last_size: dict[int, int] = {}  # the size of the process's last call: its loop's I/O
     asleep: set[int] = set()  # processes switched out not runnable inside io_submit
     rows: dict[str, dict[int, dict[str, list]]] = {}
     for e in events:
@@ -251,12 +256,12 @@ def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int,
             open_call[e.pid] = _Call(e.ts, running_since=e.ts)
             if (before := last_exit.pop(e.pid, None)) is not None and e.ts >= start:
                 gap = e.ts - before
-                if gap < BURST_GAP_S and (kib := last_kib.get(e.pid)) is not None:
-                    _row(rows, e, kib)["loop"].append(gap)
+                if gap < BURST_GAP_S and (size := last_size.get(e.pid)) is not None:
+                    _row(rows, e, size)["loop"].append(gap)
         elif call is None:
             continue
-        elif e.name == "bio_queue" and call.kib is None:
-            call.kib = e.sectors // 2
+        elif e.name == "bio_queue" and call.sectors is None:
+            call.sectors = e.sectors
         elif e.name == "getrq":
             call.cpu_at_tags.append(call.cpu_now(e.ts))
             if not call.slept and asleep - {e.pid}:
@@ -270,12 +275,12 @@ def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int,
         elif e.name == "exit_io_submit":
             del open_call[e.pid]
             last_exit[e.pid] = e.ts
-            if call.kib is None or not call.cpu_at_tags:
+            if call.sectors is None or not call.cpu_at_tags:
                 continue
-            last_kib[e.pid] = call.kib
+            last_size[e.pid] = call.sectors
             if call.entered < start:
                 continue
-            row = _row(rows, e, call.kib)
+            row = _row(rows, e, call.sectors)
             row["calls"].append(1)
             row["slept"].append(call.slept)
             row["ahead"].append(call.ahead)
@@ -285,18 +290,25 @@ def submit_calls(events: list[Event], start: float = 0.0) -> dict[str, dict[int,
             row["whole"].append(whole)
     return {
         proc: {
-            kib: {
+            size: {
                 "calls": len(r["calls"]),
                 "slept": sum(r["slept"]),
                 "ahead": sum(r["ahead"]),
                 **{k: _us(r[k]) for k in SUBMIT_KEYS},
             }
-            for kib, r in sorted(by_kib.items())
+            for size, r in sorted(by_size.items())
         }
-        for proc, by_kib in sorted(rows.items())
+        for proc, by_size in sorted(rows.items())
     }
 
 
-def _row(rows: dict, e: Event, kib: int) -> dict[str, list]:
+def _row(rows: dict, e: Event, sectors: int) -> dict[str, list]:
     keys = ("calls", "slept", "ahead", *SUBMIT_KEYS)
-    return rows.setdefault(f"{e.comm}-{e.pid}", {}).setdefault(kib, {k: [] for k in keys})
+    return rows.setdefault(f"{e.comm}-{e.pid}", {}).setdefault(sectors, {k: [] for k in keys})
+
+
+def size_label(sectors: int) -> str:
+    """A size in the tracepoints' 512-byte sectors, with its exact KiB: "255 sectors
+    (127.5 KiB)", "1 sector (0.5 KiB)"."""
+    kib = f"{sectors // 2}.5" if sectors % 2 else f"{sectors // 2}"
+    return f"{sectors} sector{'' if sectors == 1 else 's'} ({kib} KiB)"

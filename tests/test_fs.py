@@ -100,6 +100,16 @@ def test_fs_study_runs_every_point_with_three_seeds_and_writes_csv_and_plot(qosl
             sent, out_, done = (float(r[f"{part}_{m}_us"]) for m in ("sent", "dispatched", "done"))
             assert sent <= out_ < done <= float(r["end_us"]), (part, r)
         assert float(r["end_us"]) == pytest.approx(lat[point], rel=0.05), r
+    # The points are the `fs` sweep study's, kept in the store beside --out: a rerun into
+    # another folder, on one worker, runs none of them and writes the same bytes.
+    again = tmp_path / "again"
+    store = str(tmp_path / "study.store")
+    rerun = qoslab("fs", "study", "--quick", "--jobs", "1", "--store", store, "--out", str(again))
+    assert rerun.returncode == 0, rerun.stderr
+    meta = json.loads((again / "meta.json").read_text())
+    assert meta["points"] == {"total": 36, "run": 0, "already_stored": 36}
+    for name in ("runs.csv", "summary.csv", "ratios.csv", "breakdown.csv", "throughput.png"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(
@@ -145,10 +155,20 @@ def test_fs_study_runs_the_applications_of_figure_15(qoslab, tmp_path, workload,
     assert operations <= set(report["jobs"][0]["qoslab_app"]["operations"])
 
 
-def test_fs_study_refuses_bad_thread_counts(qoslab, tmp_path):
-    done = qoslab("fs", "study", "--threads", "1,x", "--out", str(tmp_path / "s"))
-    assert done.returncode == 2
-    assert "--threads: expected comma-separated integers" in done.stderr
+def test_fs_study_refuses_bad_input_in_one_line_and_writes_nothing(qoslab, tmp_path):
+    out = tmp_path / "s"
+    for args, says in (
+        (["--threads", "1,x"], "--threads: expected comma-separated integers"),
+        (["--quick", "--set", "nope=1"], "--set: no tunable 'nope'"),
+        (["--quick", "--set", "fs.syscall_ns"], "--set: expected KEY=VALUE, got 'fs.syscall_ns'"),
+        # A value only the simulator checks fails every point: the first one's error.
+        (["--quick", "--set", "fs.syscall_ns=abc"], "point 1 of 36: --set fs.syscall_ns=abc"),
+    ):
+        done = qoslab("fs", "study", *args, "--out", str(out))
+        assert done.returncode == 2, (args, done.stderr)
+        assert says in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert list(tmp_path.iterdir()) == [], args  # no output, no store
 
 
 def test_sim_runs_buffered_jobs_only_on_a_mounted_file_system(qoslab, tmp_path):

@@ -137,6 +137,13 @@ def study(
         "`qoslab sim --list-tunables` lists them): one cause changed alone.",
         show_default="none",
     ),
+    store: Path | None = typer.Option(
+        None,
+        "--store",
+        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
+        show_default="<out>.store",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:
     """The Rio document's fsync-append (Figure 13), Varmail and fillsync (Figure 15) in the
     simulator, on ext4, HORAEFS and RioFS over Rio's flash and Optane targets (rio-flash,
@@ -160,8 +167,7 @@ def study(
     plan = dataclasses.replace(plan, seeds=seeds, sets=tuple(sets))
     if devices:
         plan = dataclasses.replace(plan, devices=tuple(d.strip() for d in devices.split(",")))
-    runs = st.run_study(plan, jobs=jobs)
-    table = st.write_study(plan, runs, out)
+    table = st.run_study(plan, out, jobs=jobs, quiet=quiet, store=store)
     for r in table.itertuples():
         print(
             f"{r.device} {r.threads:>2} threads: {r.figure} riofs/{r.vs} {r.qoslab:.2f}x "

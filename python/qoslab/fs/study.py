@@ -8,27 +8,34 @@ the simulator, on ext4, HORAEFS and RioFS over Rio's target presets:
 
 Every point is one `qoslab sim` run on the device's file system mounted (`--set
 fs.mount=true`), the file system chosen with `--set fs.type=NAME`; each point runs with several
-seeds and the summary gives their mean and spread."""
+seeds and the summary gives their mean and spread.
+
+The study states its points (`configs`: configurations of the `fs` sweep study,
+`qoslab.sweep.studies.fs`, each with every seed) and runs them through the sweep engine
+(`qoslab.sweep.planned`): its store, beside the output (`<out>.store` unless `--store`), keeps
+every run, so a rerun, or the run after an interrupted one, runs only the points it lacks; the
+tables are made from the store's rows in plan order, so they do not depend on the workers or on
+what the store held."""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from qoslab.errors import InputError
 from qoslab.outputs import earlier_output, staged_dir
-from qoslab.progress import Count, progress_bar
 from qoslab.sim import api
+from qoslab.sweep.planned import Rows, default_store, run_planned, set_param
+from qoslab.sweep.spec import planned_spec
+from qoslab.sweep.studies import fs as adapter
+from qoslab.sweep.studies.fs import BREAKDOWN, FILE_SYSTEMS, WORKLOADS, job_text
 
-FILE_SYSTEMS = ("ext4", "horaefs", "riofs")
 DEVICES = ("rio-flash", "rio-optane")
-WORKLOADS = ("fsync-append", "varmail", "fillsync")
 # The document's results: RioFS's throughput against Ext4's and HORAEFS's, for fsync-append at
 # 16 threads (6.3, Figure 13), for Varmail and fillsync on average over its thread counts (6.4,
 # Figure 15). All on the Optane target.
@@ -45,14 +52,6 @@ DOCUMENT_LATENCY_RATIOS = {
     "fsync_lat_mean_us": {"ext4": 0.33, "horaefs": 0.82},
     "fsync_lat_p99_us": {"ext4": 0.50, "horaefs": 0.80},
 }
-# Figure 14's latency breakdown of an append's fsync: the blocks of each kind, the file's data
-# (D), the journal's descriptor and metadata (JM), the commit record and its FLUSH (JC), and
-# when they left the file system (sent), the host driver (dispatched) and completed (done),
-# each in microseconds after the fsync started (the fs stage's `breakdown_*` counters, means
-# over the fsyncs that waited for all three).
-PARTS = ("d", "jm", "jc")
-MOMENTS = ("sent", "dispatched", "done")
-BREAKDOWN = (*(f"{p}_{m}_us" for p in PARTS for m in MOMENTS), "end_us")
 
 
 @dataclass(frozen=True)
@@ -76,81 +75,27 @@ class Plan:
         return cls(threads=(1, 4), writes=ops, seeds=3, workload=workload)
 
 
-def job_text(threads: int, writes: int, workload: str = "fsync-append") -> str:
-    """fio's fsync-append: `threads` clones, each appending `writes` 4 KiB blocks to its own new
-    file with an fsync after each; or `threads` threads of an application, `writes` operations
-    each."""
-    if workload != "fsync-append":
-        return (
-            f"[{workload}]\napp={workload}\nnumjobs={threads}\nnumber_ios={writes}\n"
-            "group_reporting=1\n"
-        )
-    # One report for all threads (group_reporting): its fsync latency percentiles are those of
-    # every thread's fsyncs together, as fio merges them.
-    return (
-        "[global]\nrw=write\nbs=4k\nsize=1g\nfsync=1\ngroup_reporting=1\n"
-        f"number_ios={writes}\n\n[fsync-append]\nnumjobs={threads}\n"
-    )
+def configs(plan: Plan) -> list[dict[str, Any]]:
+    """The study's points as configurations of the `fs` sweep study (each runs with every
+    seed): per device, file system and thread count, with the plan's `--set`s (a later one of a
+    key wins, as on the command line)."""
+    sets: dict[str, Any] = {}
+    for text in plan.sets:
+        name, value = set_param(adapter.STUDY, text)
+        sets.pop(name, None)
+        sets[name] = value
+    return [
+        {"device": d, "fs": fs, "workload": plan.workload, "threads": t, "writes": plan.writes}
+        | sets
+        for d in plan.devices
+        for fs in plan.file_systems
+        for t in plan.threads
+    ]
 
 
-def run_point(
-    device: str,
-    fs: str,
-    threads: int,
-    writes: int,
-    seed: int,
-    workload: str = "fsync-append",
-    sets: tuple[str, ...] = (),
-) -> dict:
-    """One simulation: the threads' total throughput and their fsync latency."""
-    result = api.run(
-        jobtext=job_text(threads, writes, workload),
-        jobname="fs-study.fio",
-        device=device,
-        sets=["fs.mount=true", f"fs.type={fs}", *sets],
-        seed=seed,
-    )
-    report = json.loads(result["text"])
-    jobs = report["jobs"]
-    counters = api.stage_counters(report, "fs")
-    syncs = [j["sync"] for j in jobs]
-    n = sum(s["total_ios"] for s in syncs)
-    if workload == "fsync-append":
-        # An operation is one append and its fsync: the appends per second of every thread.
-        kops = sum(j["write"]["iops"] for j in jobs) / 1000.0
-    else:
-        # The application's operations per second (Filebench's and db_bench's own measure).
-        kops = sum(j["qoslab_app"]["ops_per_s"] for j in jobs) / 1000.0
-    # fio's 99th percentile of the fsync latency (fsync-append reports its threads as one job;
-    # an application's threads are one job already).
-    p99 = [float(s["lat_ns"].get("percentile", {}).get("99.000000", "nan")) for s in syncs]
-    counted = counters["breakdown_fsyncs"]
-    breakdown = {
-        f"{p}_{m}_us": counters[f"breakdown_{p}_{m}_ns"] / counted / 1000.0 if counted else math.nan
-        for p in PARTS
-        for m in MOMENTS
-    }
-    breakdown["end_us"] = counters["breakdown_end_ns"] / counted / 1000.0 if counted else math.nan
-    return {
-        "device": device,
-        "fs": fs,
-        "threads": threads,
-        "seed": seed,
-        "kops": kops,
-        "fsync_lat_mean_us": sum(s["lat_ns"]["mean"] * s["total_ios"] for s in syncs)
-        / max(n, 1)
-        / 1000.0,
-        "fsync_lat_p99_us": (p99[0] if len(p99) == 1 else float("nan")) / 1000.0,
-        "fsyncs": counters["fsyncs"],
-        "commits": counters["commits"],
-        "file_commits": counters["file_commits"],
-        "flushes": counters["flushes"],
-        "breakdown_fsyncs": counted,
-        **breakdown,
-    }
-
-
-def run_study(plan: Plan, jobs: int = 2, quiet: bool = False) -> pd.DataFrame:
+def check_plan(plan: Plan) -> list[dict[str, Any]]:
+    """The plan's configurations; an InputError for a device, workload, file system or `--set`
+    the study does not have, before anything runs."""
     for d in plan.devices:
         if d not in dict(api.presets()):
             raise InputError(f"--devices: no preset '{d}'")
@@ -161,21 +106,52 @@ def run_study(plan: Plan, jobs: int = 2, quiet: bool = False) -> pd.DataFrame:
     for fs in plan.file_systems:
         if fs not in FILE_SYSTEMS:
             raise InputError(f"--fs: expected some of {', '.join(FILE_SYSTEMS)}, got '{fs}'")
-    points = [
-        (d, fs, t, plan.writes, seed, plan.workload, plan.sets)
-        for d in plan.devices
-        for fs in plan.file_systems
-        for t in plan.threads
-        for seed in range(1, plan.seeds + 1)
-    ]
-    rows = []
-    with progress_bar(quiet) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = Count(bar, "fs study", total=len(points))
-        futures = [pool.submit(run_point, *p) for p in points]
-        for f in futures:  # in point order, whatever the worker count
-            rows.append(f.result())
-            done.advance()
-    return pd.DataFrame(rows)
+    return configs(plan)
+
+
+def runs_table(rows: Rows) -> pd.DataFrame:
+    """The study's runs.csv: a row per point and seed, in plan order."""
+    points = rows.points
+    head = {
+        "device": points.device,
+        "fs": points.fs,
+        "threads": points.threads.astype("int64"),
+        "seed": points.seed.astype("int64"),
+    }
+    return pd.DataFrame(head | {m.name: points[m.name] for m in adapter.METRICS})
+
+
+def run_study(
+    plan: Plan,
+    out: Path,
+    *,
+    jobs: int = 2,
+    quiet: bool = False,
+    store: Path | None = None,
+) -> pd.DataFrame:
+    """Runs the plan's points through the sweep engine (into `store`, `<out>.store` unless
+    given: a rerun runs only the points it lacks) and writes the study into `out`; returns
+    the ratios table."""
+    points = check_plan(plan)
+    seeds = list(range(1, plan.seeds + 1))
+    store = default_store(out) if store is None else Path(store)
+    with staged_dir(
+        out,
+        is_earlier_output=earlier_output("summary.csv", "meta.json"),
+        refusal="exists, is not empty and is not an earlier fs study; choose another directory",
+    ) as tmp:
+        spec = planned_spec("fs", "fs-study", points, seeds)
+        rows = run_planned(spec, store, jobs=jobs, quiet=quiet)
+        sweep = {
+            "store": str(store),
+            "sweep": spec.name,
+            "points": {
+                "total": len(spec),
+                "run": rows.outcome.done,
+                "already_stored": rows.outcome.stored,
+            },
+        }
+        return write_study(plan, runs_table(rows), tmp, sweep)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -259,25 +235,21 @@ def plot(summary: pd.DataFrame, path: Path, workload: str = "fsync-append") -> N
     plt.close(fig)
 
 
-def write_study(plan: Plan, runs: pd.DataFrame, out: Path) -> pd.DataFrame:
-    """runs.csv, summary.csv, ratios.csv, breakdown.csv (fsync-append), throughput.png and
-    meta.json into `out`."""
+def write_study(plan: Plan, runs: pd.DataFrame, out: Path, sweep: dict) -> pd.DataFrame:
+    """runs.csv, summary.csv, ratios.csv, breakdown.csv (fsync-append), the job file,
+    throughput.png and meta.json (with `sweep`: the store and sweep that ran the points) into
+    the folder `out`."""
     summary = summarise(runs)
     table = ratios(summary, plan.workload)
-    with staged_dir(
-        out,
-        is_earlier_output=earlier_output("summary.csv", "meta.json"),
-        refusal="exists, is not empty and is not an earlier fs study; choose another directory",
-    ) as tmp:
-        runs.to_csv(tmp / "runs.csv", index=False, float_format="%.6g")
-        summary.to_csv(tmp / "summary.csv", index=False, float_format="%.6g")
-        table.to_csv(tmp / "ratios.csv", index=False, float_format="%.4g")
-        if plan.workload == "fsync-append":
-            breakdown(runs).to_csv(tmp / "breakdown.csv", index=False, float_format="%.6g")
-        (tmp / f"{plan.workload}.fio").write_text(
-            job_text(max(plan.threads), plan.writes, plan.workload)
-        )
-        plot(summary, tmp / "throughput.png", plan.workload)
-        meta = {"command": sys.argv, "plan": asdict(plan)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
+    summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
+    table.to_csv(out / "ratios.csv", index=False, float_format="%.4g")
+    if plan.workload == "fsync-append":
+        breakdown(runs).to_csv(out / "breakdown.csv", index=False, float_format="%.6g")
+    (out / f"{plan.workload}.fio").write_text(
+        job_text(max(plan.threads), plan.writes, plan.workload)
+    )
+    plot(summary, out / "throughput.png", plan.workload)
+    meta = {"command": sys.argv, "plan": asdict(plan), **sweep}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return table

@@ -34,10 +34,9 @@ import pandas as pd
 from qoslab._core import __version__
 from qoslab.errors import InputError
 from qoslab.lab.sched_jobs import SchedOptions
-from qoslab.options import set_options
 from qoslab.outputs import earlier_output, staged_dir
 from qoslab.sim import api
-from qoslab.sweep.planned import Rows, run_planned
+from qoslab.sweep.planned import Rows, default_store, run_planned, set_param
 from qoslab.sweep.spec import planned_spec
 from qoslab.sweep.studies import sched as adapter
 from qoslab.sweep.studies.sched import job_text, measure, registered_schedulers
@@ -135,15 +134,6 @@ class Point:
     value: float = float("nan")
 
 
-def set_pair(text: str) -> tuple[str, str]:
-    """`--set SECTION.KEY=VALUE` as the `sched` sweep study's parameter `set.SECTION.KEY` and
-    its value; an InputError for anything else, or for a key no tunable has."""
-    [(key, value)] = set_options([text])
-    if adapter.param_for(f"set.{key}") is None:
-        raise InputError(f"--set: no tunable {key!r} (qoslab sim --list-tunables)")
-    return f"set.{key}", value
-
-
 def config(device: Device, scheduler: str, opts: StudyOptions, sets=(), tunable="", value=None):
     """A configuration of the `sched` sweep study: one device and scheduler under `opts`, its
     device's and the point's `--set`s (a later one of a key wins, as on the command line)."""
@@ -164,7 +154,7 @@ def config(device: Device, scheduler: str, opts: StudyOptions, sets=(), tunable=
     if tunable:
         out |= {"tunable": tunable, "value": float(value)}
     for text in (*device.sets, *sets):
-        name, v = set_pair(text)
+        name, v = set_param(adapter.STUDY, text)
         out.pop(name, None)
         out[name] = v
     return out
@@ -244,12 +234,6 @@ def summarise(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     sd = g.std(ddof=1).add_suffix("_sd")
     n = g.size().rename("seeds")
     return pd.concat([n, mean, sd], axis=1).reset_index()
-
-
-def default_store(out: Path) -> Path:
-    """The study's store when `--store` is not given: beside the output, `<out>.store`."""
-    out = Path(out)
-    return out.with_name(out.name + ".store")
 
 
 def run_study(

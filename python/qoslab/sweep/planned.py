@@ -13,14 +13,17 @@ fails stops the command with that point's error, one line.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qoslab.errors import InputError
+from qoslab.options import set_options
 from qoslab.sweep.runner import Outcome, _Points, run_sweep
 from qoslab.sweep.spec import Spec
+from qoslab.sweep.study import Study
 
 
 @dataclass
@@ -33,6 +36,22 @@ class Rows:
     points: Any
     details: dict[str, Any] = field(default_factory=dict)
     outcome: Outcome | None = None
+
+
+def default_store(out: str | os.PathLike) -> Path:
+    """A study command's store when `--store` is not given: beside its output, `<out>.store`."""
+    out = Path(out)
+    return out.with_name(out.name + ".store")
+
+
+def set_param(study: Study, text: str) -> tuple[str, str]:
+    """A command's `--set SECTION.KEY=VALUE` as the study's parameter `set.SECTION.KEY` and its
+    value (for a study whose `param_for` takes `qoslab sim`'s tunables, as `sim` does); an
+    InputError for anything else, or for a key no tunable has, before anything runs."""
+    [(key, value)] = set_options([text])
+    if study.param(f"set.{key}") is None:
+        raise InputError(f"--set: no tunable {key!r} (qoslab sim --list-tunables)")
+    return f"set.{key}", value
 
 
 def _stored(files: list[Path]):
@@ -106,9 +125,14 @@ def run_planned(
     spec: Spec, store: str | os.PathLike, *, jobs: int = 1, quiet: bool = False
 ) -> Rows:
     """Runs the points of `spec` that `store` lacks (with the sweep's progress bar unless
-    `quiet`, and its closing line on stderr) and returns every point's rows in plan order."""
+    `quiet`, and its closing line on stderr) and returns every point's rows in plan order.
+
+    A point that failed stops the command with its error alone (one line: no closing line);
+    a store this call made and left without a point's rows goes too (a bad value that fails
+    every point, such as a `--set`'s, leaves nothing behind, as any bad input)."""
     from qoslab.sweep.progress import SweepProgress, summary_line
 
+    made = not Path(store).exists()
     try:
         with SweepProgress(spec.name, quiet) as progress:
             outcome = run_sweep(spec, store, jobs=jobs, progress=progress)
@@ -118,6 +142,12 @@ def run_planned(
             file=sys.stderr,
         )
         raise
+    try:
+        rows = read_rows(spec, store, outcome)
+    except InputError:
+        if made and outcome.done == 0:
+            shutil.rmtree(store, ignore_errors=True)
+        raise
     if not quiet:
         print(summary_line(spec.name, outcome, store), file=sys.stderr)
-    return read_rows(spec, store, outcome)
+    return rows

@@ -17,6 +17,7 @@ ADAPTERS = (
     "nvmelite_matrix",
     "sim",
     "sched",
+    "fs",
     "selftest",
 )
 

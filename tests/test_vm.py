@@ -423,6 +423,37 @@ def test_a_trace_reports_request_sizes_in_sectors_as_the_tracepoints_give_them(q
     assert "  kworker/0:1H turns issuing 8+255 sectors: 1;" in out.stdout
 
 
+def test_a_trace_with_cfs_tracepoints_gives_each_jobs_cpu_and_who_of_two_woken_ran_first(
+    qoslab, tmp_path
+):
+    (tmp_path / "rep-1.trace").write_text((NULL_BLK_SPLIT_TRACE.parent / "cfs.trace").read_text())
+    cfs = summary(read_events(tmp_path / "rep-1.trace"))["cfs"]
+    # Each job from 10.0 s to its last bio: the database 10 us charged for 2 bios by 10.004010,
+    # the backup 30 us for 2 bios by 10.004030.
+    assert cfs["per_process"] == {
+        "fio-420": pytest.approx({"bios": 2, "us_per_bio": 5.0, "ms_per_s": 0.010 / 0.004010}),
+        "fio-421": pytest.approx({"bios": 2, "us_per_bio": 15.0, "ms_per_s": 0.030 / 0.004030}),
+    }
+    # The database's vruntime minus the backup's at each update once both are known: -20 us
+    # (10.000040), -10 us (10.004012), -38 us (10.004040).
+    assert cfs["vruntime_gap"] == pytest.approx(
+        {"first": "fio-420", "second": "fio-421", "median_ms": -0.020,
+         "p10_ms": -0.0344, "p90_ms": -0.012}
+    )  # fmt: skip
+    # Both woken by the completion, the backup first; the database ran first, its vruntime at
+    # its turn (5,000,010,000 ns) below the backup's at its next turn (5,000,030,000).
+    assert cfs["together"] == {"n": 1, "lower_first": 1, "woken_first": 0}
+    out = qoslab("vm", "trace", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "  fio-421: CFS charged 15.0 us per bio (2 bios), 7.44 ms of CPU a second" in out.stdout
+    assert (
+        "  vruntime of fio-420 minus fio-421: median -0.020 ms (-0.034 to -0.012); both woken "
+        "before either ran 1 time: the lower vruntime ran first 1, the first woken 0"
+    ) in out.stdout
+    # Without sched_stat_runtime there is nothing to say.
+    assert summary(read_events(NULL_BLK_SPLIT_TRACE))["cfs"] == {}
+
+
 def test_a_trace_event_is_group_and_name_and_the_guest_must_have_it():
     assert parse_trace_events(["block/block_getrq", "block/block_getrq"]) == ["block/block_getrq"]
     with pytest.raises(InputError, match=r"--trace-event: expected GROUP/NAME .*'block_getrq'"):

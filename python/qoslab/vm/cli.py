@@ -413,6 +413,21 @@ def trace_cmd(
                 f"  after a request of {size_label(sectors)} completed, the task run next: "
                 + firsts
             )
+        cfs = s["cfs"]
+        for proc, r in cfs.get("per_process", {}).items():
+            typer.echo(
+                f"  {proc}: CFS charged {r['us_per_bio']:.1f} us per bio ({r['bios']} bios), "
+                f"{r['ms_per_s']:.2f} ms of CPU a second"
+            )
+        if g := cfs.get("vruntime_gap"):
+            t = cfs["together"]
+            typer.echo(
+                f"  vruntime of {g['first']} minus {g['second']}: median {g['median_ms']:.3f} ms "
+                f"({g['p10_ms']:.3f} to {g['p90_ms']:.3f}); both woken before either ran "
+                f"{t['n']} time{'' if t['n'] == 1 else 's'}: the lower vruntime ran first "
+                f"{t['lower_first']}, "
+                f"the first woken {t['woken_first']}"
+            )
         for proc, by_key in s["worker"].items():
             for key, r in by_key.items():
                 cells = ", ".join(

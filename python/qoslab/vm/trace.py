@@ -37,6 +37,13 @@ BLOCK = re.compile(
 # `sys_io_submit -> 0x1`.
 SYSCALL = re.compile(r"^sys_(?P<call>\w+)(?:\((?P<args>.*)\)| -> (?P<ret>\S+))$")
 SWITCH = re.compile(r"^sched_switch: .*prev_state=(?P<state>\S+) ==> .*next_pid=(?P<next>\d+)")
+# CFS's accounting of a task's time on the CPU (update_curr): the time it ran since the last
+# update and its vruntime after it (include/trace/events/sched.h).
+RUNTIME = re.compile(
+    r"^sched_stat_runtime: comm=.* pid=(?P<pid>\d+) runtime=(?P<rt>\d+) \[ns\] "
+    r"vruntime=(?P<vr>\d+) \[ns\]"
+)
+WAKEUP = re.compile(r"^sched_wakeup: comm=.* pid=(?P<pid>\d+) prio=")
 # A job's bios closer than this follow each other in one submission burst; a longer gap is
 # the job waiting for completions, not CPU time.
 BURST_GAP_S = 200e-6
@@ -45,9 +52,10 @@ BURST_GAP_S = 200e-6
 @dataclass(frozen=True)
 class Event:
     """One tracepoint: a block event (`rq_issue`, `getrq`, ... with its sectors), a syscall's
-    entry or exit (`enter_io_submit`, `exit_io_submit`), or a sched_switch as two: `switch`
+    entry or exit (`enter_io_submit`, `exit_io_submit`), a sched_switch as two: `switch`
     (the process leaving the CPU, `state` its prev_state: R still runnable, D or S asleep)
-    and `run` (the process `pid` taking it)."""
+    and `run` (the process `pid` taking it), `runtime` (CFS charged process `pid` `runtime_ns`,
+    its vruntime now `vruntime_ns`) or `wakeup` (process `pid` woken)."""
 
     ts: float
     comm: str
@@ -56,6 +64,8 @@ class Event:
     sector: int = 0
     sectors: int = 0
     state: str = ""
+    runtime_ns: int = 0
+    vruntime_ns: int = 0
 
 
 def read_events(path: Path) -> list[Event]:
@@ -74,6 +84,11 @@ def read_events(path: Path) -> list[Event]:
         elif m := SWITCH.match(rest):
             events.append(Event(*head, "switch", state=m["state"]))
             events.append(Event(head[0], "", int(m["next"]), "run"))
+        elif m := RUNTIME.match(rest):
+            events.append(Event(head[0], "", int(m["pid"]), "runtime", runtime_ns=int(m["rt"]),
+                                vruntime_ns=int(m["vr"])))  # fmt: skip
+        elif m := WAKEUP.match(rest):
+            events.append(Event(head[0], "", int(m["pid"]), "wakeup"))
     return events
 
 
@@ -120,7 +135,74 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
         "submit": submit_calls(events, start),
         "worker": worker_runs(events, start),
         "first": first_after_completion(events, start),
+        "cfs": cfs_shares(events, start),
     }
+
+
+def cfs_shares(events: list[Event], start: float = 0.0) -> dict:
+    """What CFS charged each process that queued bios (`sched/sched_stat_runtime`), from
+    `start` to its last bio: its time on the CPU per bio and per second. For the two that
+    queued most (the jobs), their vruntimes' difference each time CFS updated either (first
+    minus second, ms: median, 10th and 90th percentile) and, with `sched/sched_switch` and
+    `sched/sched_wakeup`, the times both were woken before either ran (`together`): how often
+    the one of lower vruntime ran first (`lower_first`, each one's vruntime at the start of
+    its next turn: the value CFS ordered them by, after placing a waking task) and how often
+    the one woken first did (`woken_first`). Empty without sched_stat_runtime."""
+    if not any(e.name == "runtime" for e in events):
+        return {}
+    bios: dict[int, list[float]] = {}
+    names: dict[int, str] = {}
+    for e in events:
+        if e.name == "bio_queue":
+            bios.setdefault(e.pid, []).append(e.ts)
+            names[e.pid] = f"{e.comm}-{e.pid}"
+    jobs = sorted(bios, key=lambda p: -len(bios[p]))
+    per: dict[str, dict[str, float]] = {}
+    for pid in jobs:
+        end = bios[pid][-1]
+        n = sum(1 for t in bios[pid] if start <= t <= end)
+        ran = sum(e.runtime_ns for e in events
+                  if e.name == "runtime" and e.pid == pid and start <= e.ts <= end)  # fmt: skip
+        if n and end > start:
+            per[names[pid]] = {"bios": n, "us_per_bio": ran / 1e3 / n,
+                               "ms_per_s": ran / 1e6 / (end - start)}  # fmt: skip
+    out: dict = {"per_process": per}
+    if len(jobs) < 2:
+        return out
+    a, b = jobs[0], jobs[1]
+    vr: dict[int, int] = {}
+    gaps: list[float] = []
+    turn_vr: dict[int, list[tuple[float, int]]] = {a: [], b: []}  # (switch-in, vruntime then)
+    in_turn: dict[int, float] = {}
+    for e in events:
+        if e.name == "runtime" and e.pid in (a, b):
+            vr[e.pid] = e.vruntime_ns
+            if (at := in_turn.pop(e.pid, None)) is not None:
+                turn_vr[e.pid].append((at, e.vruntime_ns - e.runtime_ns))
+            if e.ts >= start and len(vr) == 2:
+                gaps.append((vr[a] - vr[b]) / 1e6)
+        elif e.name == "run" and e.pid in (a, b):
+            in_turn[e.pid] = e.ts
+    woke: dict[int, float] = {}
+    together = lower_first = woken_first = 0
+    for e in events:
+        if e.name == "wakeup" and e.pid in (a, b):
+            woke[e.pid] = e.ts
+        elif e.name == "run" and e.pid in (a, b):
+            other = b if e.pid == a else a
+            if e.ts >= start and len(woke) == 2:
+                together += 1
+                woken_first += woke[e.pid] <= woke[other]
+                mine = next((v for t, v in turn_vr[e.pid] if t == e.ts), None)
+                theirs = next((v for t, v in turn_vr[other] if t > e.ts), None)
+                lower_first += mine is not None and theirs is not None and mine <= theirs
+            woke.pop(e.pid, None)
+    if gaps:
+        p10, median, p90 = (float(np.percentile(gaps, q)) for q in (10, 50, 90))
+        out["vruntime_gap"] = {"first": names[a], "second": names[b], "median_ms": median,
+                               "p10_ms": p10, "p90_ms": p90}  # fmt: skip
+    out["together"] = {"n": together, "lower_first": lower_first, "woken_first": woken_first}
+    return out
 
 
 # kblockd's workers (WQ_HIGHPRI: nice -20, `H` in the name), which run the hardware queues

@@ -1,4 +1,4 @@
-"""`qoslab rio crash-check | replay`."""
+"""`qoslab rio crash-check | replay | fit | study | run`."""
 
 from __future__ import annotations
 
@@ -192,6 +192,30 @@ def replay(
     if not violations:
         print("no violation", file=sys.stderr)
     else:
+        raise typer.Exit(1)
+
+
+@app.command()
+def fit() -> None:
+    """Fit the rio presets' CPU costs to the document's Figure 2 (docs/rio.md, "Fitted CPU
+    costs") and print the procedure's numbers and values; exit 1 if a preset holds others."""
+    from qoslab.rio import fit as f
+
+    result = f.fit()
+    for line in f.report_lines(result):
+        print(line)
+    want = f.fitted_values(result)
+    stale = False
+    for device in f.DRIVES:
+        have = f.preset_values(device)
+        if have == want:
+            print(f"{device}: holds these values")
+            continue
+        stale = True
+        for key, value in want.items():
+            if have.get(key) != value:
+                print(f"{device}: {key} = {have.get(key)}, the fit gives {value}")
+    if stale:
         raise typer.Exit(1)
 
 

@@ -379,15 +379,32 @@ _UTILISATION = (
 )
 _LINUX_OPTANE = (
     "Linux's ordered write is a write round trip, then a FLUSH round trip (the target completes "
-    "the FLUSH: PLP) and two wake-ups, 29.6 us at one thread; each thread adds its own 33.8 K/s "
-    "until the drive's 536 K/s at 16 threads, where Rio / Linux is 0.94x (16, 24 and 36 threads "
-    "weigh the mean down). The row with one cause changed alone (qoslab rio study --set "
-    "KEY=VALUE): rdma.message_ns 0 / 830 / 1660 2.75x / 3.04x / 3.36x; fabric.context_switch_ns "
-    "0 / 2000 / 4000 2.68x / 3.04x / 3.42x; the drive's latency 5 / 10 / 20 us at the same 600 "
-    "K/s (media.write_ns with media.units 3 / 6 / 12) 2.60x / 3.04x / 3.97x; the drive's "
-    "ceiling x10 (media.bandwidth=22GB/s, media.units=60) 4.52x; FLUSHes queued at the drive "
-    "behind the other threads' writes (main 1d6fa32, before the target completed them) 3.15x. "
-    "None reaches 9.4x: whether the document's Linux stops short of the drive, and why, is open"
+    "the FLUSH: PLP) and two wake-ups of the thread (fabric.context_switch_ns, 20.0 us each, "
+    "fitted to Figure 2 with HORAE's wait: qoslab rio fit), 61 us at one thread; each thread "
+    "adds its own 16.4 K/s until the drive's 536 K/s at 36 threads. Each fit alone (qoslab rio "
+    "study --set KEY=VALUE): the wait back at 2 us 3.18x, the cycles back at the assumed ones "
+    "6.51x, both 3.04x (session 17: the message time, the drive's latency and its ceiling moved "
+    "that 3.04x within 2.6x - 4.5x). Whether the document's Linux stops short of the drive, and "
+    "why, is open"
+)
+_FIG11 = (
+    "one thread: Rio makes 394 K requests/s at 4 KiB (its CPU, the cycles fitted to Figure 2) "
+    "and HORAE 37.4 K/s at every size (its wait fitted to Figure 2's 'more than 8 cores'). The "
+    "model's HORAE takes the same time per request at every size and its threads add up, so no "
+    "wait meets both figures: 6.1x needs one HORAE thread within 15.6 us per request at 4 KiB, "
+    "'more than 8 cores' more than 22.3 us (and Figure 11's 64 KB, HORAE at half of Rio, 55 "
+    "us; the model gives 1.0x there). Each fit alone (qoslab rio study --set KEY=VALUE): the "
+    "wait back at 2 us 3.42x, the cycles back at the assumed ones 7.29x, both 2.77x "
+    "(docs/rio.md, Fitted CPU costs)"
+)
+_DOORBELLS = (
+    "orderless and Rio send the same commands and messages and differ only in the doorbells "
+    "they ring (messages posted at the same instant share one), which the run's timing decides: "
+    "with the cycles fitted to Figure 2 Rio rings 1-3 fewer than orderless at 2 and 4 threads "
+    "on flash and 1-2 more at 8 and 12 (orderless - rio -5.8e-06 requests per kcycle at the "
+    "initiator, 0.003 %). Doorbells free, alone (qoslab rio study --set "
+    "rdma.doorbell_cycles=0): the two equal, the order holds; before the fit (3,000 / 2,500 / "
+    "1,500 / 300 cycles) Rio rang 6-26 more and the row held"
 )
 THROUGHPUT, INI, TGT = (
     "requests_per_s",
@@ -418,15 +435,12 @@ CLAIMS = [
         1.5,
         6.0,
         why=(
-            "HORAE's synchronous control path per request is shorter in the model than in the "
-            "document: with the thread's sleep and wake-up per round trip at [fabric] "
-            "context_switch_ns = 2 us (a model assumption) a HORAE thread makes 90K requests/s "
-            "and 4 threads come within 20% of the flash SSD's ceiling, where the document's "
-            "HORAE needs more than 8 cores (its section 3, Figure 2). That time alone moves the "
-            "row and leaves Rio unchanged at every thread count: context_switch_ns 4, 8, 16 us "
-            "gives 1.54x, 1.83x, 2.45x (qoslab rio study --set context_switch_ns=8000). From "
-            "12 threads both stacks sit at the drive's ceiling (Rio / HORAE 0.95x), which caps "
-            "the mean"
+            "HORAE's wait per control path is fitted to Figure 2 (qoslab rio fit: "
+            "context_switch_ns 20.0 us, with the initiator's cycles): one HORAE thread makes "
+            "37 K requests/s and the flash SSD fills between 8 and 12 threads. Each fit alone "
+            "(qoslab rio study --set KEY=VALUE): the wait back at 2 us 1.53x, the cycles back at "
+            "the assumed ones 3.01x, both 1.41x. From 16 threads both stacks sit at the drive's "
+            "ceiling, which caps the mean"
         ),
     ),
     Claim(
@@ -440,6 +454,7 @@ CLAIMS = [
         "6.1x",
         1.5,
         6.1,
+        why=_FIG11,
     ),
     Claim(
         "throughput Rio / Linux, Optane, mean over threads",
@@ -676,6 +691,8 @@ def _efficiency_order(rows: list[dict], side: str) -> dict:
     means = {s: mean(e[s] for e in per_seed) for s in STACKS}
     verdict = all_verdict(verdicts)
     why = "the model's counted cycles order the stacks otherwise"
+    if verdicts[0] != "inside":
+        why = _DOORBELLS
     return {
         "claim": f"{side} CPU efficiency order, flash, mean over threads",
         "figure": "10",

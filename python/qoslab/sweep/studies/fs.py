@@ -17,7 +17,6 @@ from typing import Any
 
 from qoslab.sweep.studies import sim
 from qoslab.sweep.study import (
-    CONTRACT_VERSION,
     Metric,
     Param,
     PointResult,
@@ -73,11 +72,6 @@ def job_text(threads: int, writes: int, workload: str = "fsync-append") -> str:
         "[global]\nrw=write\nbs=4k\nsize=1g\nfsync=1\ngroup_reporting=1\n"
         f"number_ios={writes}\n\n[fsync-append]\nnumjobs={threads}\n"
     )
-
-
-def param_for(name: str) -> Param | None:
-    """`set.SECTION.KEY`: a setting of `qoslab sim`, as the `sim` study takes it."""
-    return sim.param_for(name) if name.startswith("set.") else None
 
 
 def measure(params: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -148,11 +142,6 @@ STUDY = Study(
     ),
     metrics=METRICS,
     headline=("kops", "fsync_lat_p99_us"),
-    version=CONTRACT_VERSION,
-    seed_help="the run seed (every random stream of the run derives from it)",
     run_point=run_point,
-    # A point is one simulation in the Rust core, which releases Python's lock.
-    threads=True,
-    param_for=param_for,
-    param_patterns=tuple(p for p in sim.STUDY.param_patterns if p.name.startswith("set.")),
+    **sim.ONE_RUN,
 )

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from qoslab.lab.sched_jobs import SchedOptions, prio_options
 from qoslab.sweep.studies import sim
 from qoslab.sweep.study import (
-    CONTRACT_VERSION,
     Detail,
     Metric,
     Param,
@@ -67,11 +66,6 @@ def registered_schedulers() -> list[str]:
         if m and m.group(1) not in names:
             names.append(m.group(1))
     return names
-
-
-def param_for(name: str) -> Param | None:
-    """`set.SECTION.KEY`: a device tunable, as the `sim` study takes it."""
-    return sim.param_for(name) if name.startswith("set.") else None
 
 
 def job_text(runtime_s: float, lab: SchedOptions, size: str = "10g") -> str:
@@ -197,13 +191,8 @@ STUDY = Study(
     ),
     metrics=tuple(Metric(n, "float64", u, h) for n, u, h in BLOCK_COUNTERS),
     headline=("read_sched_wait_p99_ns", "sched_cpu_ns_per_request"),
-    version=CONTRACT_VERSION,
-    seed_help="the run seed (every random stream of the run derives from it)",
     run_point=run_point,
-    # A point is one simulation in the Rust core, which releases Python's lock.
-    threads=True,
-    param_for=param_for,
-    param_patterns=tuple(p for p in sim.STUDY.param_patterns if p.name.startswith("set.")),
+    **sim.ONE_RUN,
     details=(
         Detail("jobs", "a row per job: IOPS, MB/s, mean, p50, p99 and p99.9 latency", True),
         Detail("series", "a row per job and interval: IOPS, mean and p99 latency"),

@@ -303,3 +303,20 @@ STUDY = Study(
         Detail("timeseries", "per-interval IOPS, bandwidth, mean and p99 latency per job"),
     ),
 )
+
+
+def set_param_for(name: str) -> Param | None:
+    """`set.SECTION.KEY` alone: the device tunables, for a study whose point is one run."""
+    return param_for(name) if name.startswith("set.") else None
+
+
+# The fields a study shares whose point is one run of the simulator with the device's tunables
+# as `set.SECTION.KEY` (`sched`, `fs`): its seed is the run's, and the run is in the Rust core,
+# which releases Python's lock (its local workers are threads).
+ONE_RUN: dict[str, Any] = {
+    "version": CONTRACT_VERSION,
+    "seed_help": STUDY.seed_help,
+    "threads": True,
+    "param_for": set_param_for,
+    "param_patterns": tuple(p for p in STUDY.param_patterns if p.name.startswith("set.")),
+}

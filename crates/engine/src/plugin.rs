@@ -205,6 +205,96 @@ macro_rules! plugin_ops {
     };
 }
 
+/// Declares one plug-in of a kind (an ops table of [`plugin_ops!`](crate::plugin_ops) with a
+/// constructor) in one place: its `static` ops table (name, help, the kind's capability fields,
+/// the stage contract this simulator speaks) and, when it has tunables, its typed tunable table,
+/// a [`settings!`](crate::settings) struct read from the kind's sub-table, whose values the
+/// constructor gets already read (`|setup, config| ...`). What stays the plug-in's own is what
+/// differs: name, help, capabilities, tunables and what it builds. Its registry line is the
+/// kind's list (`&rga::OPS`).
+///
+/// ```
+/// pub trait Cable {
+///     fn delay_ns(&self) -> u64;
+/// }
+/// pub struct CableSetup<'a> {
+///     pub settings: &'a qoslab_engine::Settings,
+/// }
+/// pub type BuildCable = fn(&CableSetup<'_>) -> Box<dyn Cable>;
+/// qoslab_engine::plugin_ops! {
+///     pub struct CableOps: "cable", tunables "[cable.NAME]", build BuildCable {
+///         pub powered: bool,
+///     }
+/// }
+/// struct Fixed(u64);
+/// impl Cable for Fixed {
+///     fn delay_ns(&self) -> u64 {
+///         self.0
+///     }
+/// }
+///
+/// qoslab_engine::plugin! {
+///     pub static FIXED: CableOps = "fixed", "the same delay for every request", powered: false;
+///     tunables
+///     /// `[cable.fixed]`.
+///     struct FixedConfig in FIXED_TUNABLES {
+///         delay_ns: u64 = ns(500, "time every request spends on the cable"),
+///     }
+///     build |_setup, config| Box::new(Fixed(config.delay_ns))
+/// }
+/// qoslab_engine::plugin! {
+///     pub static NONE: CableOps = "none", "no delay", powered: true;
+///     build |_setup| Box::new(Fixed(0))
+/// }
+///
+/// let settings = qoslab_engine::Settings::defaults("cable.fixed", FIXED.tunables);
+/// let cable = (FIXED.build.unwrap())(&CableSetup { settings: &settings });
+/// assert_eq!(cable.delay_ns(), 500);
+/// assert_eq!((NONE.tunables.len(), NONE.api_version), (0, qoslab_engine::STAGE_API_VERSION));
+/// ```
+#[macro_export]
+macro_rules! plugin {
+    (
+        $(#[$meta:meta])*
+        $vis:vis static $OPS:ident: $ops:ident = $name:literal, $help:literal
+            $(, $cap:ident: $capv:expr)* ;
+        tunables $(#[$tmeta:meta])* struct $Config:ident in $TABLE:ident { $($fields:tt)* }
+        build |$setup:pat_param, $config:pat_param| $body:expr $(,)?
+    ) => {
+        $crate::settings! { $(#[$tmeta])* $vis struct $Config in $TABLE { $($fields)* } }
+
+        $crate::plugin!(@ops $(#[$meta])* $vis $OPS $ops $name $help, $TABLE, [$($cap: $capv),*],
+            |setup| {
+                let $config = $Config::from_settings(setup.settings);
+                let $setup = setup;
+                $body
+            });
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis static $OPS:ident: $ops:ident = $name:literal, $help:literal
+            $(, $cap:ident: $capv:expr)* ;
+        build |$setup:pat_param| $body:expr $(,)?
+    ) => {
+        $crate::plugin!(@ops $(#[$meta])* $vis $OPS $ops $name $help, &[], [$($cap: $capv),*],
+            |$setup| $body);
+    };
+    (
+        @ops $(#[$meta:meta])* $vis:vis $OPS:ident $ops:ident $name:literal $help:literal,
+        $tunables:expr, [$($cap:ident: $capv:expr),*], $build:expr
+    ) => {
+        $(#[$meta])*
+        $vis static $OPS: $ops = $ops {
+            name: $name,
+            help: $help,
+            api_version: $crate::STAGE_API_VERSION,
+            tunables: $tunables,
+            $($cap: $capv,)*
+            build: Some($build),
+        };
+    };
+}
+
 /// Declares a registry of plug-ins that are types, not tables: the device models and the
 /// transports, each a stage type the path is generic over, so that each gets its own statically
 /// dispatched run loop. `$bound` is the kind's trait (with `NAME` and `API_VERSION` consts);

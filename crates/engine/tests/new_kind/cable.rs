@@ -33,26 +33,18 @@ pub fn lookup(name: &str) -> Result<&'static CableOps, ConfigError> {
     qoslab_engine::lookup(CABLES, "cable.delay", name)
 }
 
-// The first plug-in of the kind (a plug-in of an existing kind is a file of its own).
+// The first plug-in of the kind, declared whole with `plugin!` (a plug-in of an existing kind
+// is a file of its own).
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static FIXED: CableOps = "fixed", "every request spends the same time on the cable", per_byte: false;
+    tunables
     /// `[cable.fixed]`.
-    pub struct FixedConfig in FIXED_TUNABLES {
+    struct FixedConfig in FIXED_TUNABLES {
         delay_ns: Ns = ns(500, "time every request spends on the cable"),
     }
+    build |_setup, config| Box::new(Fixed(config.delay_ns))
 }
-
-pub static FIXED: CableOps = CableOps {
-    name: "fixed",
-    help: "every request spends the same time on the cable",
-    api_version: qoslab_engine::STAGE_API_VERSION,
-    tunables: FIXED_TUNABLES,
-    per_byte: false,
-    build: Some(|s| {
-        let cfg = FixedConfig::from_settings(s.settings);
-        Box::new(Fixed(cfg.delay_ns))
-    }),
-};
 
 struct Fixed(Ns);
 

@@ -1,17 +1,13 @@
 //! Rosenblum and Ousterhout's cost-benefit choice (LFS): the most (1 - u) / (2u) x age, where u
 //! is the fraction of the block still valid and age the host page writes since it was sealed.
 
-use super::{API, VictimOps, VictimPolicy, VictimSetup};
+use super::{VictimOps, VictimPolicy};
 use crate::ssd::ftl::Sealed;
 
-pub static OPS: VictimOps = VictimOps {
-    name: "cost_benefit",
-    help: "Rosenblum's (1-u)/2u x age",
-    api_version: API,
-    tunables: &[],
-    valid_lists: true,
-    build: Some(|_: &VictimSetup<'_>| Box::new(CostBenefit)),
-};
+qoslab_engine::plugin! {
+    pub static OPS: VictimOps = "cost_benefit", "Rosenblum's (1-u)/2u x age", valid_lists: true;
+    build |_| Box::new(CostBenefit)
+}
 
 pub struct CostBenefit;
 

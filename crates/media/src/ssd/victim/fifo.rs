@@ -3,21 +3,13 @@
 
 use std::collections::VecDeque;
 
-use super::{API, VictimOps, VictimPolicy, VictimSetup};
+use super::{VictimOps, VictimPolicy};
 use crate::ssd::ftl::Sealed;
 
-pub static OPS: VictimOps = VictimOps {
-    name: "fifo",
-    help: "the block sealed longest ago",
-    api_version: API,
-    tunables: &[],
-    valid_lists: true,
-    build: Some(|s: &VictimSetup<'_>| {
-        Box::new(Fifo {
-            order: vec![VecDeque::new(); s.planes as usize],
-        })
-    }),
-};
+qoslab_engine::plugin! {
+    pub static OPS: VictimOps = "fifo", "the block sealed longest ago", valid_lists: true;
+    build |s| Box::new(Fifo { order: vec![VecDeque::new(); s.planes as usize] })
+}
 
 /// Per plane, its blocks in sealing order (a block may appear after it stopped being sealed:
 /// it is skipped when it comes up).

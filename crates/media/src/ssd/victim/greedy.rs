@@ -1,17 +1,13 @@
 //! Greedy: the sealed block with the fewest valid pages (the one that joined its valid-count
 //! list last, among equals).
 
-use super::{API, VictimOps, VictimPolicy, VictimSetup};
+use super::{VictimOps, VictimPolicy};
 use crate::ssd::ftl::Sealed;
 
-pub static OPS: VictimOps = VictimOps {
-    name: "greedy",
-    help: "the sealed block with the fewest valid pages",
-    api_version: API,
-    tunables: &[],
-    valid_lists: true,
-    build: Some(|_: &VictimSetup<'_>| Box::new(Greedy)),
-};
+qoslab_engine::plugin! {
+    pub static OPS: VictimOps = "greedy", "the sealed block with the fewest valid pages", valid_lists: true;
+    build |_| Box::new(Greedy)
+}
 
 pub struct Greedy;
 

@@ -2,14 +2,15 @@
 //!
 //! A policy is a plug-in: one file with a [`VictimPolicy`] implementation and its
 //! [`VictimOps`] (name, help, tunables read from `[media.gc.NAME]`, capabilities, constructor),
-//! and one line in [`VICTIMS`]. The device file names it in `media.gc.victim`.
+//! declared with [`qoslab_engine::plugin!`], and one line in [`VICTIMS`]. The device file names
+//! it in `media.gc.victim`.
 
 pub mod cost_benefit;
 pub mod fifo;
 pub mod greedy;
 pub mod rga;
 
-use qoslab_engine::{RngStream, STAGE_API_VERSION, Settings};
+use qoslab_engine::{RngStream, Settings};
 
 use super::ftl::Sealed;
 use super::mean_field::Rule;
@@ -57,9 +58,6 @@ qoslab_engine::plugin_ops! {
 
 /// Every victim policy a device file can name.
 pub static VICTIMS: &[&VictimOps] = &[&greedy::OPS, &cost_benefit::OPS, &rga::OPS, &fifo::OPS];
-
-/// The version every policy in this crate is written for.
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 /// A policy's random stream: one per run, whatever the policy (`ssd/gc/victim`).
 pub(crate) fn victim_rng(seed: u64) -> RngStream {

@@ -4,35 +4,24 @@
 
 use qoslab_engine::RngStream;
 
-use super::{API, VictimOps, VictimPolicy, VictimSetup, victim_rng};
+use super::{VictimOps, VictimPolicy, victim_rng};
 use crate::ssd::ftl::Sealed;
 use crate::ssd::mean_field::Rule;
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: VictimOps = "rga", "best of d random blocks (RGA, d-choices); draws from the ssd/gc/victim stream of the run's seed", valid_lists: false;
+    tunables
     /// `[media.gc.rga]`: the number of draws.
-    pub struct RgaConfig in RGA_TUNABLES {
+    struct RgaConfig in RGA_TUNABLES {
         choices: u64 = count(0, "d: blocks drawn per choice; 0 = log2(blocks_per_plane) as MQSim (11 for 2048 blocks)"),
     }
-}
-
-pub static OPS: VictimOps = VictimOps {
-    name: "rga",
-    help: "best of d random blocks (RGA, d-choices); draws from the ssd/gc/victim stream of the run's seed",
-    api_version: API,
-    tunables: RGA_TUNABLES,
-    valid_lists: false,
-    build: Some(build),
-};
-
-fn build(s: &VictimSetup<'_>) -> Box<dyn VictimPolicy> {
-    let choices = match RgaConfig::from_settings(s.settings).choices {
-        0 => (f64::from(s.blocks_per_plane).log2().floor() as u32).max(1),
-        d => d.min(u64::from(s.blocks_per_plane)) as u32,
-    };
-    Box::new(Rga {
-        choices,
-        rng: victim_rng(s.seed),
-    })
+    build |s, c| {
+        let choices = match c.choices {
+            0 => (f64::from(s.blocks_per_plane).log2().floor() as u32).max(1),
+            d => d.min(u64::from(s.blocks_per_plane)) as u32,
+        };
+        Box::new(Rga { choices, rng: victim_rng(s.seed) })
+    }
 }
 
 pub struct Rga {

@@ -87,9 +87,9 @@ def channel_bytes_per_s(device: str) -> float:
 
 
 def initiator_budget_ns(channels: dict[str, float]) -> float:
-    """The most one orderless thread may spend per request and still fill every drive of
-    Figure 2: the mean request over the fastest channel."""
-    return mean_request_bytes() / max(channels.values()) * 1e9
+    """The most an orderless thread may spend per request when ORDERLESS_FULL_AT of them fill
+    every drive of Figure 2: that many mean requests over the fastest channel."""
+    return ORDERLESS_FULL_AT * mean_request_bytes() / max(channels.values()) * 1e9
 
 
 def horae_window_ns(channels: dict[str, float]) -> tuple[float, float]:

@@ -21,6 +21,7 @@ Sizes are kept as the tracepoints give them, in 512-byte sectors (`984 + 8`: 8 s
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +140,15 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
     }
 
 
+def _turn_after(turns: list[tuple[float, int]], ts: float, at_or_after: bool) -> int | None:
+    """The vruntime at the start of the first turn (in time order) starting at `ts`
+    (`at_or_after`: that very turn, else none) or after it."""
+    i = bisect_right(turns, (ts, -1)) if at_or_after else bisect_right(turns, (ts, 2**63))
+    if i == len(turns) or (at_or_after and turns[i][0] != ts):
+        return None
+    return turns[i][1]
+
+
 def cfs_shares(events: list[Event], start: float = 0.0) -> dict:
     """What CFS charged each process that queued bios (`sched/sched_stat_runtime`), from
     `start` to its last bio: its time on the CPU per bio and per second. For the two that
@@ -193,8 +203,8 @@ def cfs_shares(events: list[Event], start: float = 0.0) -> dict:
             if e.ts >= start and len(woke) == 2:
                 together += 1
                 woken_first += woke[e.pid] <= woke[other]
-                mine = next((v for t, v in turn_vr[e.pid] if t == e.ts), None)
-                theirs = next((v for t, v in turn_vr[other] if t > e.ts), None)
+                mine = _turn_after(turn_vr[e.pid], e.ts, at_or_after=True)
+                theirs = _turn_after(turn_vr[other], e.ts, at_or_after=False)
                 lower_first += mine is not None and theirs is not None and mine <= theirs
             woke.pop(e.pid, None)
     if gaps:

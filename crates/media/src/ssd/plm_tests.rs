@@ -232,6 +232,39 @@ fn a_set_leaves_dtwin_when_its_read_budget_is_exhausted_and_says_so() {
 }
 
 #[test]
+fn with_exit_on_reads_off_a_set_stays_in_dtwin_past_its_read_budget_but_not_its_write_budget() {
+    let mut h = plm_drive(&[("gc.plm.exit_on_reads", "false")]);
+    let t = in_dtwin(&mut h);
+    for k in 0..30 {
+        h.submit_at(t, read_ns(1, k * 4096, t));
+    }
+    h.run_until(t + MS);
+    assert_eq!(
+        window(&mut h, 1),
+        1,
+        "30 reads, 3 times DTWIN Reads Typical"
+    );
+    assert!(h.notices.is_empty());
+    assert_eq!(counter(&h, "set1_dtwin_exits_reads"), 0.0);
+    let page = log_page(&mut h, 0x0A, 1);
+    assert_eq!(
+        u64_at(&page, 32),
+        10,
+        "the log page still advertises 10 reads"
+    );
+    for k in 0..9 {
+        h.submit_at(h.now_ns(), write_ns(1, k * 4096, h.now_ns()));
+    }
+    h.run_until(t + 2 * MS);
+    assert_eq!(
+        window(&mut h, 1),
+        2,
+        "the write budget still ends the DTWin"
+    );
+    assert_eq!(counter(&h, "set1_dtwin_exits_writes"), 1.0);
+}
+
+#[test]
 fn a_set_leaves_dtwin_when_its_write_budget_is_exhausted() {
     let mut h = plm_drive(&[]);
     let t = in_dtwin(&mut h);

@@ -25,7 +25,8 @@
 //! that DTWin's reads stay within DTWIN Reads Typical, else to the entering copy. With
 //! `end_window`, a read that finds every count of the window used (all the hosts hold spent,
 //! the pool empty) ends the window instead, as the PLMC paper's "premature end" does, and is
-//! covered by the next one's counts. Writes go to every copy.
+//! covered by the next one's counts. With `dtwin_copy`, an uncovered read goes where a covered
+//! one would (the counts then only account for it). Writes go to every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
@@ -47,7 +48,11 @@ qoslab_engine::choice! {
 
 qoslab_engine::choice! {
     /// What a read does when its host's counts are spent and the coordinator grants it none.
-    pub enum CountsRunOut { NdwinCopy = "ndwin_copy", EndWindow = "end_window" }
+    pub enum CountsRunOut {
+        NdwinCopy = "ndwin_copy",
+        EndWindow = "end_window",
+        DtwinCopy = "dtwin_copy",
+    }
 }
 
 qoslab_engine::choice! {
@@ -72,7 +77,7 @@ qoslab_engine::settings! {
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
         drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
-        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain)"),
+        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain); dtwin_copy, it goes to the copy in DTWin all the same (still not covered: the deficiency counts it), as a host treating its counts as accounting only"),
         handover_reads: HandoverReads = choice(HandoverReads::PreviousCopy, "where a covered read goes while its window's copy is still entering DTWin (the previous copy still in it): previous_copy, to the previous copy, however many reads its DTWin has had; within_budget, there only while the 4 KiB reads the host has sent that copy since it asked it into DTWin (those then in flight included) stay within DTWIN Reads Typical, as a host keeping the DTWin's reads budget does, and otherwise to the copy being asked in"),
     }
 }
@@ -535,7 +540,9 @@ impl ReplicaPolicy for PlmLibrary {
         if covered {
             self.stats[h].covered += 1;
         }
-        let mut copy = self.pick(covered);
+        // dtwin_copy: the counts only account (the deficiency is that of the counts); every
+        // read goes where a covered one would.
+        let mut copy = self.pick(covered || self.cfg.counts_run_out == CountsRunOut::DtwinCopy);
         if covered
             && self.cfg.handover_reads == HandoverReads::WithinBudget
             && copy != self.active()
@@ -821,6 +828,19 @@ mod tests {
         assert_eq!((c.host(0).allocated, c.host(1).allocated), (55, 45));
         assert_eq!(lib.counts_left, vec![54, 45]);
         assert_eq!(lib.stats[0].covered, 51);
+    }
+
+    #[test]
+    fn with_dtwin_copy_a_read_its_counts_do_not_cover_goes_to_the_copy_in_dtwin_uncovered() {
+        // The same reads: high's 10 beyond its 50 counts, and its read at 3 ms, go to copy 0
+        // (NSID 1), in DTWin, like every other; the window runs its 10 ms.
+        let (nsids, lib) = reads_until_the_counts_run_out("dtwin_copy");
+        assert_eq!(nsids, [1; 111]);
+        assert_eq!((lib.reads_to_ndwin, lib.reads_to_dtwin), (0, 111));
+        assert_eq!((lib.window, lib.next_boundary_ns), (0, 10_000_000));
+        // The counts still account: high's 11 reads beyond them are not covered.
+        assert_eq!((lib.stats[0].covered, lib.stats[1].covered), (50, 50));
+        assert_eq!((lib.stats[0].reads, lib.stats[0].to_ndwin), (61, 0));
     }
 
     /// NVMe: a set whose reads since it entered DTWin pass DTWIN Reads Typical leaves DTWin.

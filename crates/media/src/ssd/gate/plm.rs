@@ -15,7 +15,8 @@
 //!   tunable and the longest such an operation can take (an erase and its channel transfers),
 //!   so the advertised value bounds every entry's wait.
 //! - **Leaving DTWin on its own** (an autonomous transition), when since entry to the DTWin the
-//!   4 KiB reads exceed DTWIN Reads Typical, the writes (in flash pages, the drive's optimal
+//!   4 KiB reads exceed DTWIN Reads Typical (unless `exit_on_reads` is off: the PLMC paper
+//!   says a set "may transition to NDWin if either of these limits is exceeded"), the writes (in flash pages, the drive's optimal
 //!   write size) exceed DTWIN Writes Typical, DTWIN Time Maximum has passed (event type bit 14),
 //!   or a Deterministic Excursion occurs: the SSD had to run background work anyway (a plane
 //!   below the free-block floor, the write cache full with writes waiting; bit 15).
@@ -37,7 +38,8 @@ qoslab_engine::settings! {
     /// `[media.gc.plm]`: what the Predictable Latency Per NVM Set log page reports, and the
     /// drive honours, for every set.
     pub struct PlmConfig in PLM_TUNABLES {
-        dtwin_reads_typical: u64 = count(100_000, "DTWIN Reads Typical: 4 KiB reads a set serves in one DTWin; more end the window"),
+        dtwin_reads_typical: u64 = count(100_000, "DTWIN Reads Typical: 4 KiB reads a set serves in one DTWin; more end the window (unless exit_on_reads is false)"),
+        exit_on_reads: bool = flag(true, "a set leaves DTWin on its own once its reads pass DTWIN Reads Typical; false: it stays (the PLMC paper: the set \"may transition\" when a limit is exceeded), the log page advertising the same value"),
         dtwin_writes_typical: u64 = count(10_000, "DTWIN Writes Typical: writes (in flash pages, the optimal write size) a set takes in one DTWin; more end the window"),
         dtwin_time_max_ns: Ns = ns(100_000_000, "DTWIN Time Maximum: the longest DTWin (reported in whole ms)"),
         ndwin_time_min_low_ns: Ns = ns(0, "NDWIN Time Minimum Low: the shortest NDWin before a DTWin may start"),
@@ -371,7 +373,8 @@ impl GcGate for Plm {
         let exceeded = match op {
             Op::Read => {
                 w.reads += len_bytes.div_ceil(4096).max(1);
-                (w.reads > self.cfg.dtwin_reads_typical).then_some(Exit::Reads)
+                (self.cfg.exit_on_reads && w.reads > self.cfg.dtwin_reads_typical)
+                    .then_some(Exit::Reads)
             }
             Op::Write => {
                 w.writes += len_bytes.div_ceil(self.page_bytes).max(1);

@@ -8,7 +8,7 @@
 pub mod rr;
 pub mod wrr;
 
-use qoslab_engine::{ConfigError, Ns, STAGE_API_VERSION, Settings};
+use qoslab_engine::{ConfigError, Ns, Settings};
 
 use crate::config::SqClass;
 
@@ -65,9 +65,6 @@ pub fn lookup_in(
 pub fn lookup(name: &str) -> Result<&'static ArbiterOps, ConfigError> {
     lookup_in(ARBITERS, name)
 }
-
-/// The version every arbiter in this crate is written for.
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 /// Round robin among the SQs for which `eligible` holds; starts after the last SQ served.
 pub fn rr_pick(

@@ -1,16 +1,12 @@
 //! Round robin over every SQ with commands, `burst` commands per turn (NVMe 2.0, 3.4.4.1).
 
-use super::{API, Arbiter, ArbiterOps, SqView, rr_pick};
+use super::{Arbiter, ArbiterOps, SqView, rr_pick};
 use qoslab_engine::Ns;
 
-pub static OPS: ArbiterOps = ArbiterOps {
-    name: "rr",
-    help: "round robin over every SQ with commands, arbitration_burst commands per turn",
-    api_version: API,
-    tunables: &[],
-    sq_per_class: false,
-    build: Some(|s| Box::new(RoundRobin::new(s.burst))),
-};
+qoslab_engine::plugin! {
+    pub static OPS: ArbiterOps = "rr", "round robin over every SQ with commands, arbitration_burst commands per turn", sq_per_class: false;
+    build |s| Box::new(RoundRobin::new(s.burst))
+}
 
 #[derive(Clone, Debug)]
 pub struct RoundRobin {

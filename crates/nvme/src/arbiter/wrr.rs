@@ -4,34 +4,20 @@
 //! with nothing to fetch is skipped and a new round starts when every class that has commands
 //! has used its credit. Within a class, SQs take turns.
 
-use super::{API, Arbiter, ArbiterOps, ArbiterSetup, SqView, rr_pick};
+use super::{Arbiter, ArbiterOps, SqView, rr_pick};
 use crate::config::SqClass;
 use qoslab_engine::Ns;
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: ArbiterOps = "wrr", "weighted round robin with an urgent class; each core has an SQ per class", sq_per_class: true;
+    tunables
     /// `[controller.wrr]`: the class weights.
-    pub struct WrrConfig in WRR_TUNABLES {
+    struct WrrConfig in WRR_TUNABLES {
         high_weight: u32 = count(1, "commands of the high class per round").range(1.0, 256.0),
         medium_weight: u32 = count(1, "commands of the medium class per round").range(1.0, 256.0),
         low_weight: u32 = count(1, "commands of the low class per round").range(1.0, 256.0),
     }
-}
-
-pub static OPS: ArbiterOps = ArbiterOps {
-    name: "wrr",
-    help: "weighted round robin with an urgent class; each core has an SQ per class",
-    api_version: API,
-    tunables: WRR_TUNABLES,
-    sq_per_class: true,
-    build: Some(build),
-};
-
-fn build(s: &ArbiterSetup<'_>) -> Box<dyn Arbiter> {
-    let c = WrrConfig::from_settings(s.settings);
-    Box::new(WeightedRoundRobin::new(
-        s.burst,
-        [c.high_weight, c.medium_weight, c.low_weight],
-    ))
+    build |s, c| Box::new(WeightedRoundRobin::new(s.burst, [c.high_weight, c.medium_weight, c.low_weight]))
 }
 
 #[derive(Clone, Debug)]

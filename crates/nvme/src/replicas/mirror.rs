@@ -1,28 +1,17 @@
 //! A plain mirror (RAID 1 over namespaces): reads take the copies in turn, whatever the
 //! device is doing.
 
-use super::{API, ReplicaIo, ReplicaOps, ReplicaPolicy, ReplicaSetup};
+use super::{ReplicaIo, ReplicaOps, ReplicaPolicy};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: ReplicaOps = "mirror", "every write to every copy, reads to the copies in turn", needs_plm: false;
+    tunables
     /// `[host.mirror]`.
-    pub struct MirrorConfig in MIRROR_TUNABLES {
+    struct MirrorConfig in MIRROR_TUNABLES {
         copies: u32 = count(2, "copies of the data: namespaces 1 to copies, each written by every write").range(1.0, 64.0),
     }
+    build |_, c| Ok(Box::new(Mirror { copies: c.copies, next: 0 }))
 }
-
-pub static OPS: ReplicaOps = ReplicaOps {
-    name: "mirror",
-    help: "every write to every copy, reads to the copies in turn",
-    api_version: API,
-    tunables: MIRROR_TUNABLES,
-    needs_plm: false,
-    build: Some(|s: &ReplicaSetup<'_>| {
-        Ok(Box::new(Mirror {
-            copies: MirrorConfig::from_settings(s.settings).copies,
-            next: 0,
-        }))
-    }),
-};
 
 pub struct Mirror {
     copies: u32,

@@ -10,7 +10,7 @@
 pub mod reads_first;
 pub mod writes_first;
 
-use qoslab_engine::{STAGE_API_VERSION, Settings};
+use qoslab_engine::Settings;
 
 use super::flash::{CLASSES, OpClass};
 
@@ -36,8 +36,6 @@ qoslab_engine::plugin_ops! {
 
 /// Every die priority a device file can name.
 pub static PRIORITIES: &[&PriorityOps] = &[&reads_first::OPS, &writes_first::OPS];
-
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 /// The ranks of `priority`, checked to be a permutation of the classes.
 pub fn ranks_of(priority: &dyn DiePriority) -> Result<[u8; CLASSES], String> {

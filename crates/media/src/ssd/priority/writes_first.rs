@@ -1,16 +1,13 @@
 //! Writes first: translation-page reads, then host writes (they free the write cache sooner),
 //! host reads, and garbage collection last.
 
-use super::{API, DiePriority, PriorityOps};
+use super::{DiePriority, PriorityOps};
 use crate::ssd::flash::CLASSES;
 
-pub static OPS: PriorityOps = PriorityOps {
-    name: "writes_first",
-    help: "mapping reads, host writes, host reads, then GC",
-    api_version: API,
-    tunables: &[],
-    build: Some(|_| Box::new(WritesFirst)),
-};
+qoslab_engine::plugin! {
+    pub static OPS: PriorityOps = "writes_first", "mapping reads, host writes, host reads, then GC";
+    build |_| Box::new(WritesFirst)
+}
 
 pub struct WritesFirst;
 

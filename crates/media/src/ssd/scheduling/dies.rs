@@ -3,15 +3,12 @@
 //! the same kind on a die's planes may share a multi-plane command, and reads suspend erases.
 //! `nand.chip_exclusive` narrows this to chips that start all their dies together.
 
-use super::{API, FlashScheduling, Rules, SchedulingOps};
+use super::{FlashScheduling, Rules, SchedulingOps};
 
-pub static OPS: SchedulingOps = SchedulingOps {
-    name: "dies",
-    help: "each die is a server (ONFI multi-LUN operation)",
-    api_version: API,
-    tunables: &[],
-    build: Some(|_| Box::new(Dies)),
-};
+qoslab_engine::plugin! {
+    pub static OPS: SchedulingOps = "dies", "each die is a server (ONFI multi-LUN operation)";
+    build |_| Box::new(Dies)
+}
 
 pub struct Dies;
 

@@ -10,7 +10,7 @@
 pub mod dies;
 pub mod mqsim;
 
-use qoslab_engine::{STAGE_API_VERSION, Settings};
+use qoslab_engine::Settings;
 
 /// How the flash array schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +55,6 @@ qoslab_engine::plugin_ops! {
 
 /// Every flash scheduling a device file can name.
 pub static SCHEDULINGS: &[&SchedulingOps] = &[&dies::OPS, &mqsim::OPS];
-
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 #[cfg(test)]
 mod tests {

@@ -18,35 +18,20 @@
 //!   completes (`handle_transaction_serviced_signal_from_PHY`), and never caches reads: a read
 //!   hits the cache only while the page it asks for waits to be written.
 
-use qoslab_engine::Settings;
+use super::{FlashScheduling, Rules, SchedulingOps};
 
-use super::{API, FlashScheduling, Rules, SchedulingOps};
-
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedulingOps = "mqsim", "MQSim's transaction scheduler: whole chips as servers, data-outs first, same-page multi-plane, no suspension, write-back under back-pressure";
+    tunables
     /// `[media.scheduling.mqsim]`.
-    pub struct MqsimSettings in TUNABLES {
+    struct MqsimSettings in TUNABLES {
         dirty_pages_per_plane: u32 = count(2, "pages the write cache holds dirty, per plane of the array: more writes wait for flash (MQSim's back-pressure buffer of one page of sectors per plane: two 4 KiB writes on 8 KiB pages)").range(1.0, 1e6),
     }
+    build |_, c| Box::new(Mqsim { dirty_pages_per_plane: c.dirty_pages_per_plane })
 }
-
-pub static OPS: SchedulingOps = SchedulingOps {
-    name: "mqsim",
-    help: "MQSim's transaction scheduler: whole chips as servers, data-outs first, same-page multi-plane, no suspension, write-back under back-pressure",
-    api_version: API,
-    tunables: TUNABLES,
-    build: Some(|s| Box::new(Mqsim::new(s.settings))),
-};
 
 pub struct Mqsim {
     dirty_pages_per_plane: u32,
-}
-
-impl Mqsim {
-    fn new(s: &Settings) -> Self {
-        Mqsim {
-            dirty_pages_per_plane: MqsimSettings::from_settings(s).dirty_pages_per_plane,
-        }
-    }
 }
 
 impl FlashScheduling for Mqsim {

@@ -28,6 +28,19 @@ def duration_option(text: str, option: str) -> float:
         raise InputError(str(err)) from None
 
 
+def store_option():
+    """`--store DIR` of a study command whose points run through the sweep engine
+    (`qoslab.sweep.planned`)."""
+    import typer
+
+    return typer.Option(
+        None,
+        "--store",
+        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
+        show_default="<out>.store",
+    )
+
+
 def int_list_option(text: str, option: str) -> tuple[int, ...]:
     """Positive integers from `1,2,32`."""
     try:

@@ -11,7 +11,7 @@ import typer
 
 from qoslab._core import fs as _core
 from qoslab.errors import InputError, did_you_mean
-from qoslab.options import set_options
+from qoslab.options import set_options, store_option
 from qoslab.outputs import earlier_output, staged_dir, write_files
 
 FS_NAMES = [name for name, _, _ in _core.FILE_SYSTEMS]
@@ -137,12 +137,7 @@ def study(
         "`qoslab sim --list-tunables` lists them): one cause changed alone.",
         show_default="none",
     ),
-    store: Path | None = typer.Option(
-        None,
-        "--store",
-        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
-        show_default="<out>.store",
-    ),
+    store: Path | None = store_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:
     """The Rio document's fsync-append (Figure 13), Varmail and fillsync (Figure 15) in the

@@ -30,7 +30,7 @@ import pandas as pd
 from qoslab.errors import InputError
 from qoslab.outputs import earlier_output, staged_dir
 from qoslab.sim import api
-from qoslab.sweep.planned import Rows, default_store, run_planned, set_param
+from qoslab.sweep.planned import Rows, default_store, provenance, run_planned, set_param
 from qoslab.sweep.spec import planned_spec
 from qoslab.sweep.studies import fs as adapter
 from qoslab.sweep.studies.fs import BREAKDOWN, FILE_SYSTEMS, WORKLOADS, job_text
@@ -142,16 +142,7 @@ def run_study(
     ) as tmp:
         spec = planned_spec("fs", "fs-study", points, seeds)
         rows = run_planned(spec, store, jobs=jobs, quiet=quiet)
-        sweep = {
-            "store": str(store),
-            "sweep": spec.name,
-            "points": {
-                "total": len(spec),
-                "run": rows.outcome.done,
-                "already_stored": rows.outcome.stored,
-            },
-        }
-        return write_study(plan, runs_table(rows), tmp, sweep)
+        return write_study(plan, runs_table(rows), tmp, provenance(spec, store, rows))
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:

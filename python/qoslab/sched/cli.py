@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from qoslab.errors import InputError
+from qoslab.options import store_option
 
 app = typer.Typer(
     name="sched",
@@ -57,12 +58,7 @@ def study(
         [], "--set", help="Device tunable for every run (k=v).", show_default="the presets' values"
     ),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Simulations run at once."),
-    store: Path | None = typer.Option(
-        None,
-        "--store",
-        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
-        show_default="<out>.store",
-    ),
+    store: Path | None = store_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress."),
 ) -> None:
     """database_sim against backup_sim on each device and scheduler: throughput, tails, CPU."""

@@ -36,7 +36,7 @@ from qoslab.errors import InputError
 from qoslab.lab.sched_jobs import SchedOptions
 from qoslab.outputs import earlier_output, staged_dir
 from qoslab.sim import api
-from qoslab.sweep.planned import Rows, default_store, run_planned, set_param
+from qoslab.sweep.planned import Rows, default_store, provenance, run_planned, set_param
 from qoslab.sweep.spec import planned_spec
 from qoslab.sweep.studies import sched as adapter
 from qoslab.sweep.studies.sched import job_text, measure, registered_schedulers
@@ -285,14 +285,7 @@ def run_study(
                 "devices": [asdict(d) for d in opts.devices],
             },
             "real": None if real is None else str(real),
-            # Where the runs are, and the sweep that ran them (the store's sweeps/ has its spec).
-            "store": str(store),
-            "sweep": spec.name,
-            "points": {
-                "total": len(spec),
-                "run": rows.outcome.done,
-                "already_stored": rows.outcome.stored,
-            },
+            **provenance(spec, store, rows),
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         write_study_report(tmp, opts, runs, summary, series, const, real_runs)

@@ -44,6 +44,18 @@ def default_store(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".store")
 
 
+def provenance(spec: Spec, store: str | os.PathLike, rows: Rows) -> dict[str, Any]:
+    """What a study command's meta.json says of its points: the store that keeps them, the
+    sweep that ran them (its spec is in the store's sweeps/), how many ran now and how many
+    the store held already."""
+    outcome = rows.outcome or Outcome()
+    return {
+        "store": str(store),
+        "sweep": spec.name,
+        "points": {"total": len(spec), "run": outcome.done, "already_stored": outcome.stored},
+    }
+
+
 def set_param(study: Study, text: str) -> tuple[str, str]:
     """A command's `--set SECTION.KEY=VALUE` as the study's parameter `set.SECTION.KEY` and its
     value (for a study whose `param_for` takes `qoslab sim`'s tunables, as `sim` does); an

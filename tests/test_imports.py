@@ -94,7 +94,7 @@ LAYERS = (
     ("limits", "outputs", "fio"),
     ("units", "store", "guest_devices", "yamlnodes"),
     ("options", "report", "sim"),
-    ("nvmelite", "rio", "fs"),
+    ("nvmelite", "rio"),
     ("dut", "lab"),
     # A study command runs its points through the sweep engine (qoslab.sweep.planned); the
     # sweep's adapter of a study holds what runs one of its points.
@@ -114,6 +114,7 @@ def package_of(module: str) -> str:
 def test_the_layers_run_one_way():
     graph = import_graph()
     layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+    assert len(layer) == sum(map(len, LAYERS)), "a package stands on two layers of LAYERS"
     packages = {m.split(".")[1] for m in graph if m.count(".")}
     unplaced = sorted(packages - set(layer))
     assert not unplaced, f"place {unplaced} on a layer of LAYERS in tests/test_imports.py"

@@ -76,6 +76,44 @@ def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
     assert soft["media"]["service_mean_ns"] == 0
 
 
+def test_a_null_blk_twin_carries_its_cpu_costs_whichever_cpu_model_a_run_chooses(qoslab, tmp_path):
+    # docs/vm.md finding 13: in the guest a fio job's turn costs 15.3 us + 109 ns per KiB of
+    # CPU on null_blk (fio's usr + sys per I/O), not the CPU model's defaults (scsi_debug's,
+    # whose driver copies the data). The twin carries them in [cpu.one]; the file loads with
+    # no CPU model (no CPU stage: two tags of 4 ms at depth 1, 250 IOPS), and a run with
+    # `--set cpu.model=one` books each 4 KiB I/O's submission at those costs and its
+    # completion at the model's default 5 us.
+    twin = tomllib.loads(guest_devices.twin_toml(guest_devices.parse_spec(NULL_BLK)))
+    assert twin["cpu"] == {"one": {"submit_ns": 15_300, "per_kib_ns": 109}}
+    copying = guest_devices.parse_spec("null_blk:memory_backed=1")
+    assert "cpu" not in tomllib.loads(guest_devices.twin_toml(copying))
+    job = tmp_path / "qd1.fio"
+    job.write_text(
+        "[r]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\niodepth=1\ntime_based=1\n"
+        "runtime=200ms\n"
+    )
+    reports = {}
+    for model in ("none", "one"):
+        sets = ("--set", f"cpu.model={model}", "--output-format", "json")
+        done = qoslab("sim", job, "--device", NULL_BLK, *sets)
+        assert done.returncode == 0, done.stderr
+        reports[model] = json.loads(done.stdout)
+    stages = {s["stage"]: s["counters"] for s in reports["none"]["qoslab"]["stages"]}
+    assert "cpu" not in stages
+    assert reports["none"]["jobs"][0]["read"]["iops"] == pytest.approx(250)
+    cpu = next(s for s in reports["one"]["qoslab"]["stages"] if s["stage"] == "cpu")["counters"]
+    assert cpu["submissions"] == cpu["completions"] > 0
+    assert cpu["busy_ns"] == cpu["submissions"] * (15_300 + 4 * 109) + cpu["completions"] * 5_000
+    # A misspelt cost in a twin's file is still the one-line error naming file, line and key.
+    bad = tmp_path / "twin.toml"
+    bad.write_text(guest_devices.twin_toml(guest_devices.parse_spec(NULL_BLK)) + "per_kb_ns = 1\n")
+    done = qoslab("sim", job, "--device", bad)
+    line = len(bad.read_text().splitlines())
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"twin.toml:{line}: unknown key 'cpu.one.per_kb_ns'" in done.stderr, done.stderr
+
+
 def test_scsi_debug_delay_is_in_jiffies_of_the_guest_kernel():
     # HZ=250 in Debian's 6.1 kernel: delay=1 is 4 ms; ndelay wins when given.
     assert guest_devices.completion_ns(guest_devices.parse_spec("scsi_debug:delay=1")) == 4_000_000

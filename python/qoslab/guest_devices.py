@@ -25,6 +25,11 @@ What each twin is, from the drivers' behaviour in Linux 6.1:
   or, without `ndelay`, `delay` jiffies (the guest kernel has HZ=250: `delay=1` is 4 ms); with
   `random=1` after a time drawn uniformly between 0 and that delay (the twin's service is the
   empirical distribution of two points, 0 and the delay, which is that uniform one).
+
+A twin also carries its device's CPU costs per I/O in the guest (`[cpu.one]`), used when a run
+chooses that CPU model (`--set cpu.model=one`) and kept unused otherwise (docs/vm.md, finding
+13): the model's defaults are scsi_debug's, whose driver copies the data; null_blk without
+`memory_backed` copies nothing, and its fio process costs less per KiB.
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ SCSI_DEBUG_DEFAULTS = {
     "random": 0,
 }
 BLK_SAFE_MAX_SECTORS = 255  # what a queue gets when its driver sets no max_hw_sectors
+
+# null_blk's (memory_backed=0) CPU per I/O of one fio job's turn in the guest (QEMU TCG, one
+# vCPU): the line through fio's own usr_cpu + sys_cpu per I/O of 6 untraced runs (prio and
+# mq-deadline, 4 ms x 2 tags): 15.73 us at 4 KiB, 29.28 us at 128 KiB (docs/vm.md, finding 13).
+NULL_BLK_CPU_ONE = {"submit_ns": 15_300, "per_kib_ns": 109}
 
 
 @dataclass(frozen=True)
@@ -247,6 +257,10 @@ def twin_toml(spec: DeviceSpec) -> str:
     if flush:
         # A flush goes through the same completion path as a request.
         lines.append(f"flush_ns = {max(service, 1)}")
+    if spec.module == "null_blk" and not spec.value("memory_backed"):
+        # Measured only without memory_backed (whose copy costs per KiB): with it, the CPU
+        # model's defaults, fitted on scsi_debug, which copies too.
+        lines += ["", "[cpu.one]", *(f"{k} = {v}" for k, v in NULL_BLK_CPU_ONE.items())]
     return "\n".join(lines) + "\n"
 
 

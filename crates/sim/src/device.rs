@@ -33,7 +33,7 @@
 //! [cpu]             # qoslab_block::cpu::CPU_TUNABLES: the CPU submissions and completions take
 //! model = "one"
 //!
-//! [cpu.one]         # the chosen CPU model's own tunables
+//! [cpu.one]         # a CPU model's own tunables (read whichever model is chosen)
 //! submit_ns = "11us"
 //!
 //! [fs]              # qoslab_fs::FS_TUNABLES: the page cache and the file system above
@@ -117,10 +117,11 @@ pub struct DeviceConfig {
     /// `[fs.NAME]`: used when a job reads or writes through them (`crates/fs`).
     pub fs: Settings,
     pub fs_own: Settings,
-    /// The host CPU, `[cpu]`, and the chosen CPU model's table, `[cpu.NAME]` (empty for
-    /// `none`).
+    /// The host CPU, `[cpu]`.
     pub cpu: Settings,
-    pub cpu_own: Settings,
+    /// Every CPU model's table, `[cpu.NAME]`, in the registry's order: the chosen model's is
+    /// used ([`DeviceConfig::cpu_model_settings`]), the others are kept unused.
+    pub cpu_models: Vec<Settings>,
     /// Folder of the device file (relative paths in it are resolved there).
     pub dir: Option<PathBuf>,
 }
@@ -241,9 +242,6 @@ impl DeviceConfig {
             &cpu_names,
             |c| qoslab_block::cpu::lookup(c).is_ok(),
         )?;
-        let c_table = qoslab_block::cpu::lookup(&cpu_name)
-            .expect("chosen from the registry")
-            .map_or(&[][..], |c| c.tunables);
         let r_table = qoslab_nvme::replicas::lookup(&replicas_name)
             .expect("registered")
             .map_or(&[][..], |r| r.tunables);
@@ -280,7 +278,16 @@ impl DeviceConfig {
             .tunables;
         let mut fs_own = doc.section(&format!("fs.{fs_name}"), fs_table)?;
         let mut fs = doc.section("fs", qoslab_fs::FS_TUNABLES)?;
-        let mut cpu_own = doc.section(&format!("cpu.{cpu_name}"), c_table)?;
+        // Every CPU model's table is read, not only the chosen one's: its costs (a guest
+        // device's measured CPU per I/O, which its twin carries) describe the machine the
+        // device runs on, not a run's choice of model, so a file with `[cpu.one]` loads while
+        // `cpu.model` is `none` and `--set cpu.model=one` runs with those costs. A table of a
+        // model not chosen is still checked key by key (a misspelt key stays an error) and
+        // kept unused (not reported), as every ordering's table is.
+        let mut cpu_models = qoslab_block::cpu::CPUS
+            .iter()
+            .map(|c| doc.section(&format!("cpu.{}", c.name), c.tunables))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut cpu = doc.section("cpu", qoslab_block::cpu::CPU_TUNABLES)?;
         doc.finish()?;
         // The choices were read first; their sections record them for the report.
@@ -316,12 +323,12 @@ impl DeviceConfig {
                 &mut fs,
                 &mut fs_own,
                 &mut cpu,
-                &mut cpu_own,
             ];
             targets.push(&mut fabric);
             targets.push(&mut recovery);
             targets.extend(media_subs.iter_mut());
             targets.extend(orderings.iter_mut());
+            targets.extend(cpu_models.iter_mut());
             apply_override(o, &mut targets)?;
         }
         let cfg = ControllerConfig::from_settings(&controller);
@@ -350,7 +357,7 @@ impl DeviceConfig {
             fs,
             fs_own,
             cpu,
-            cpu_own,
+            cpu_models,
             dir,
         })
     }
@@ -389,6 +396,15 @@ impl DeviceConfig {
         &self.orderings[i]
     }
 
+    /// The table of CPU model `name`, `[cpu.NAME]`.
+    pub fn cpu_model_settings(&self, name: &str) -> &Settings {
+        let i = qoslab_block::cpu::CPUS
+            .iter()
+            .position(|c| c.name == name)
+            .expect("a registered CPU model");
+        &self.cpu_models[i]
+    }
+
     /// Builds the media model `D` (the caller chose `D` from `self.model`).
     pub fn build_media<D: DeviceModel>(&self, seed: u64) -> Result<D, ConfigError> {
         let ctx = BuildCtx {
@@ -423,17 +439,15 @@ impl DeviceConfig {
             &self.recovery,
             &self.media,
         ];
-        // The CPU's tables only when a model is chosen: reports without one stay as they were.
-        let cpu: &[&Settings] = if self.cpu.str("model") == qoslab_block::cpu::NONE {
-            &[]
+        // The CPU's tables only when a model is chosen, and of the models' tables only the
+        // chosen one's: reports without one stay as they were.
+        let model = self.cpu.str("model");
+        let cpu: Vec<&Settings> = if model == qoslab_block::cpu::NONE {
+            vec![]
         } else {
-            &[&self.cpu, &self.cpu_own]
+            vec![&self.cpu, self.cpu_model_settings(model)]
         };
-        for s in fixed
-            .into_iter()
-            .chain(&self.media_subs)
-            .chain(cpu.iter().copied())
-        {
+        for s in fixed.into_iter().chain(&self.media_subs).chain(cpu) {
             for (k, v) in s.iter() {
                 out.push((format!("{}.{k}", s.section()), v.to_string()));
             }
@@ -630,6 +644,57 @@ mod tests {
         assert_eq!(d.controller.str("arbitration"), "wrr");
         assert_eq!(d.media.u64("servers"), 4);
         assert_eq!(d.transport.u64("lanes"), 4);
+    }
+
+    #[test]
+    fn a_cpu_models_costs_load_while_no_model_is_chosen_and_apply_when_one_is() {
+        // A guest device's twin carries its CPU costs per I/O (docs/vm.md, finding 13) in
+        // `[cpu.one]`; the run chooses the model. Under `none` the table is kept, unused and
+        // unreported; `--set cpu.model=one` runs with the file's costs, the rest defaults.
+        let text = "[path]\ndriver = \"simple\"\n[cpu.one]\nsubmit_ns = 15300\nper_kib_ns = 109\n";
+        let none = DeviceConfig::from_text(text, "twin.toml", &[]).unwrap();
+        assert_eq!(none.cpu.str("model"), "none");
+        assert!(!none.settings().iter().any(|(k, _)| k.starts_with("cpu.")));
+        let one = DeviceConfig::from_text(text, "twin.toml", &["cpu.model=one".into()]).unwrap();
+        let costs = one.cpu_model_settings("one");
+        let got = ["submit_ns", "per_kib_ns", "complete_ns"].map(|k| costs.u64(k));
+        assert_eq!(got, [15_300, 109, 5_000]);
+        let reported: Vec<String> = one.settings().into_iter().map(|(k, _)| k).collect();
+        assert!(
+            reported.contains(&"cpu.one.per_kib_ns".to_string()),
+            "{reported:?}"
+        );
+        // A `--set` of a model's cost is taken whichever model is chosen, and wins.
+        let set = ["cpu.one.submit_ns=20us".into(), "cpu.model=one".into()];
+        let one = DeviceConfig::from_text(text, "twin.toml", &set).unwrap();
+        assert_eq!(one.cpu_model_settings("one").u64("submit_ns"), 20_000);
+        // A misspelt key is still the one-line error naming it, in the file or in `--set`;
+        // a model the registry does not have is no table: its keys are unknown keys of [cpu].
+        let error = |text: &str, set: &[String]| {
+            let e = DeviceConfig::from_text(text, "twin.toml", set).unwrap_err();
+            e.to_string()
+        };
+        let cases = [
+            (
+                "[cpu.one]\nsubmit_nss = 1\n",
+                vec![],
+                "twin.toml:2: unknown key 'cpu.one.submit_nss' (known: submit_ns,",
+            ),
+            (
+                "",
+                vec!["cpu.one.submit_nss=1".into()],
+                "--set cpu.one.submit_nss=1: unknown key 'cpu.one.submit_nss'",
+            ),
+            (
+                "[cpu.two]\nsubmit_ns = 1\n",
+                vec![],
+                "twin.toml:2: unknown key 'cpu.two.submit_ns'",
+            ),
+        ];
+        for (text, set, start) in cases {
+            let err = error(text, &set);
+            assert!(err.starts_with(start) && !err.contains('\n'), "{err}");
+        }
     }
 
     #[test]

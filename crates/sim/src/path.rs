@@ -279,7 +279,7 @@ fn cpu_stage(device: &DeviceConfig) -> Result<Option<CpuStage>, SimError> {
     else {
         return Ok(None);
     };
-    let model = ops.build.expect("checked by the registry")(&device.cpu_own);
+    let model = ops.build.expect("checked by the registry")(device.cpu_model_settings(ops.name));
     Ok(Some(CpuStage::new(model)))
 }
 

@@ -762,7 +762,10 @@ def test_a_time_based_job_passes_over_several_sequential_files_and_wraps_random_
     if passes:
         assert at_depth_one == -(-writes // 16)
     else:
-        assert job["iodepth_level"]["1"] <= 0.1
+        # At most one write at depth 1, as a share: fio's JSON gives shares to one decimal
+        # (47 of 47,202 writes is 0.1), so no count can be read back from it, and on a loaded
+        # machine real fio's 300 ms hold few writes (one of 25 at depth 1 is 4 %).
+        assert job["iodepth_level"]["1"] <= max(0.1, 100 / writes)
 
 
 @pytest.mark.parametrize("producer", ["qoslab", "fio"])

@@ -189,6 +189,25 @@ def test_sim_runs_buffered_jobs_only_on_a_mounted_file_system(qoslab, tmp_path):
     assert "Traceback" not in refused.stderr
 
 
+def test_a_job_that_reads_a_file_reads_the_file_fio_laid_out_before_it_started(qoslab, tmp_path):
+    """fio lays out the file of a job that reads it (written whole, fsynced, closed) before the
+    job starts, and invalidate=1 drops its pages: so every page the job reads comes from the
+    device, the job writes nothing, and readahead stops at the file's end (size=256k: 64
+    pages, 512 sectors, whatever the readahead window)."""
+    job = tmp_path / "read.fio"
+    job.write_text("[read]\nrw=read\nbs=4k\nsize=256k\nioengine=psync\n")
+    done = qoslab("sim", str(job), "--output-format", "json", "--set", "fs.mount=true")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["jobs"][0]["read"]["total_ios"], report["jobs"][0]["read"]["io_bytes"]) == (
+        64,
+        262144,
+    )
+    stages = {s["stage"]: s["counters"] for s in report["qoslab"]["stages"]}
+    assert stages["fs"]["pages_read"] == 64 and stages["fs"]["pages_written"] == 0, stages["fs"]
+    assert stages["block"]["read_sectors"] == 512 and stages["block"]["write_ios"] == 0
+
+
 def _fio_json(iops: float, mean_ns: float, p99_ns: float, fsyncs: int, writes: int) -> dict:
     """The parts of fio's JSON (one group-reported job) `qoslab fs kernel` reads."""
     lat = {"mean": mean_ns, "max": p99_ns, "percentile": {"99.000000": p99_ns}}

@@ -4,7 +4,6 @@
 //! field it is for jobs on the device.
 
 use qoslab_block::OrderingOps;
-use qoslab_engine::Op;
 use qoslab_fs::{FileSpec, FsConfig, FsSetup};
 use qoslab_workload::fio::JobFile;
 
@@ -37,15 +36,6 @@ pub fn jobs_on_files(
         if job.app.is_some() {
             continue;
         }
-        // fio lays a job's file out (writes it whole) before the job reads or trims it; here
-        // every job's file is new and empty (`setup`), so its reads would find nothing and a
-        // time-based job would read for ever in no time.
-        if job.rw.issues(Op::Read) || job.rw.issues(Op::Trim) {
-            return Err(at(format!(
-                "job '{}': reads or trims a file on a mounted file system: fio first lays the file out (writes it whole), but here each job's file is new and empty, so the reads would find nothing (docs/fs.md)",
-                job.name
-            )));
-        }
         // fio's jobs and numjobs clones that name one file share it; here each job clone has
         // a file of its own (names with fio's $jobnum/$filenum keywords are one file each).
         if let Some(name) = job.filename.as_deref().filter(|n| !n.contains('$')) {
@@ -71,8 +61,9 @@ pub fn mounted(device: &DeviceConfig) -> bool {
 }
 
 /// The page cache and file system for `jobs` job clones on `cores` cores of a device of
-/// `capacity_bytes`: every job's file is new (its writes allocate it); an application's
-/// `files` exist before the run.
+/// `capacity_bytes`: a job's file is new (its writes allocate it) unless it is in `files`,
+/// which exist before the run (the files fio lays out for the jobs that read them, an
+/// application's).
 pub fn setup(capacity_bytes: u64, cores: u32, jobs: usize, files: Vec<FileSpec>) -> FsSetup {
     FsSetup {
         capacity_bytes,

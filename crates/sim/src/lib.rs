@@ -318,8 +318,9 @@ fn build_jobs(
             // The clones of each job, for wait_for.
             let mut first_clone: Vec<usize> = Vec::with_capacity(file.jobs.len());
             let mut start_rng = qoslab_engine::RngStream::new(seed, "startdelay");
-            // The application's files are named after the one file of each job clone.
-            let mut app_files = Vec::new();
+            // The files that exist before the run: those fio lays out for a job that reads
+            // (below), and the application's, named after the one file of each job clone.
+            let mut pre_files = Vec::new();
             let mut app_seen = false;
             for job in &file.jobs {
                 first_clone.push(out.len());
@@ -343,7 +344,7 @@ fn build_jobs(
                                 job.name
                             )));
                         }
-                        app_files = shared.files();
+                        pre_files.extend(shared.files());
                         Some((name, shared))
                     }
                     None => None,
@@ -459,6 +460,22 @@ fn build_jobs(
                         // One file per clone, named from 1; the file system orders its own
                         // writes (its journal's ordering plug-in), never the job's.
                         run.file = out.len() as u32 + 1;
+                        // fio lays out the file of a job that reads or trims it before the
+                        // job starts (extend_file: written whole, fsynced with create_fsync,
+                        // closed; then invalidate=1 drops its pages), outside the job's time:
+                        // here it exists before the run, allocated and durable, not cached.
+                        if job.app.is_none()
+                            && (job.rw.issues(qoslab_engine::Op::Read)
+                                || job.rw.issues(qoslab_engine::Op::Trim))
+                        {
+                            let e = g.extent();
+                            pre_files.push(qoslab_fs::FileSpec {
+                                name: run.file,
+                                size: e.region_start_bytes + e.region_len_bytes,
+                                allocated: true,
+                                cached: false,
+                            });
+                        }
                         orderings.push(fs_ordering);
                         out.push(run);
                         continue;
@@ -494,7 +511,7 @@ fn build_jobs(
                 }
             }
             if on_files.is_some() {
-                fs = Some(files::setup(capacity, cores[0], out.len(), app_files));
+                fs = Some(files::setup(capacity, cores[0], out.len(), pre_files));
             }
             out
         }

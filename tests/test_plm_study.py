@@ -538,9 +538,11 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
     args = [a for p, _ in traces for a in ("--trace", p)]
     out = tmp_path / "study"
     done = qoslab("plm", "study", "--out", out, "--configs", "2", "--policies", "sp",
-                  "--duration", "1s", "--datasets", "DS3", "--seed", "4", *args)  # fmt: skip
+                  "--duration", "1s", "--datasets", "DS3", "--seed", "4", "--quiet",
+                  *args)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--datasets chooses the generator's demand" in done.stderr
+    assert done.stdout == "", "--quiet: no closing line"
     results = pd.read_parquet(out / "results.parquet")
     assert sorted(results["run"].unique()) == [
         "trace-CoD-config2-sp", "trace-HoD-config2-sp", "trace-isolated-high",

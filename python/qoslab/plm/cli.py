@@ -137,6 +137,7 @@ def study_cmd(
         help="Split each run's N slowest reads by what they waited for and where "
         "(media.diag.slow_reads) into slow_reads.csv.",
     ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar and no closing line."),
 ) -> None:
     """The document's evaluation: baselines, HoD and CoD, sp and fr, on each dataset and config."""
     from qoslab.plm.run_study import main
@@ -158,6 +159,7 @@ def study_cmd(
         burst_sigma=burst_sigma,
         sets=set_ or None,
         slow_reads=slow_reads,
+        quiet=quiet,
     )
 
 

@@ -63,6 +63,7 @@ def main(
     burst_sigma: float | None = None,
     sets: list[str] | None = None,
     slow_reads: int = 0,
+    quiet: bool = False,
 ) -> None:
     if datasets is not None and traces is not None:
         print(
@@ -128,7 +129,7 @@ def main(
             refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
-        progress_bar() as bar,
+        progress_bar(quiet) as bar,
     ):
         # On a terminal, a bar of the runs done (stderr); nothing in a log or a pipe.
         runs = Count(bar, "plm study")
@@ -172,7 +173,8 @@ def main(
         )
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         _report(folder, results, meta)
-    print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")
+    if not quiet:
+        print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")
 
 
 def _report(folder: Path, results, meta: dict) -> None:

@@ -393,7 +393,9 @@ _FIG11 = (
     "model's HORAE takes the same time per request at every size and its threads add up, so no "
     "wait meets both figures: 6.1x needs one HORAE thread within 15.6 us per request at 4 KiB, "
     "'more than 8 cores' more than 22.3 us (and Figure 11's 64 KB, HORAE at half of Rio, 55 "
-    "us; the model gives 1.0x there). Each fit alone (qoslab rio study --set KEY=VALUE): the "
+    "us; the model gives 1.0x there). The document describes no mechanism for either (no "
+    "per-byte work on HORAE's ordering path, no resource its threads share beyond the PMR the "
+    "model has): open. Each fit alone (qoslab rio study --set KEY=VALUE): the "
     "wait back at 2 us 3.42x, the cycles back at the assumed ones 7.29x, both 2.77x "
     "(docs/rio.md, Fitted CPU costs)"
 )

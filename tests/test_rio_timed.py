@@ -228,6 +228,22 @@ def test_fewer_than_3_seeds_give_no_interval_and_no_verdict(quick_study):
         assert row["verdict"] == "no verdict" and "no verdict from 2 seeds" in row["why"]
 
 
+def test_cuts_sets_the_power_cuts_of_every_recovery_point(tmp_path):
+    """`--cuts N`: N power cuts per recovery point over its seeds, the document's 30 by
+    default; one seed takes them all."""
+    from conftest import run_qoslab
+
+    out = tmp_path / "cuts"
+    r = run_qoslab(
+        "rio", "study", "--quick", "--seeds", "1", "--cuts", "4", "--quiet", "--out", str(out)
+    )
+    assert r.returncode == 0, r.stderr
+    data = json.loads((out / "study.json").read_text())
+    assert data["plan"]["repeats"] == 4
+    assert data["cut_runs"] and {run["cuts"] for run in data["cut_runs"]} == {4}
+    assert len(data["recovery_on_the_documents_setup"]) == 4 * 2  # Rio's and HORAE's cuts
+
+
 def test_an_interval_across_the_targets_edge_is_undecided():
     from qoslab.report.stats import band_verdict, mean_interval
 

@@ -243,6 +243,15 @@ def study(
         "mean over them with its 95 % t interval, and a verdict only from 3 or more. The "
         "power cuts of a recovery point (30, --quick 3) are shared out among them.",
     ),
+    cuts: int | None = typer.Option(
+        None,
+        "--cuts",
+        min=1,
+        max=3000,
+        help="Power cuts per recovery point over all its seeds (default: the document's 30, "
+        "--quick 3), shared out evenly among the seeds.",
+        show_default=False,
+    ),
     jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
     sets: list[str] = typer.Option(
         [],
@@ -273,7 +282,11 @@ def study(
     _positive("--writes", writes)
     plan = st.Plan.quick() if quick else st.Plan(writes=writes)
     plan = dataclasses.replace(
-        plan, seed=seed, seeds=seeds, background_cycles_per_s=background_cycles_per_s
+        plan,
+        seed=seed,
+        seeds=seeds,
+        background_cycles_per_s=background_cycles_per_s,
+        repeats=plan.repeats if cuts is None else cuts,
     )
     with progress_bar(quiet) as bar:
         done = Count(bar, "rio study", total=st.runs(plan))

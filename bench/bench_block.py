@@ -25,7 +25,7 @@ ROUNDS = 3
 
 
 def _job_file(d: Path) -> Path:
-    from qoslab.lab.sched import SchedOptions
+    from qoslab.lab.sched_jobs import SchedOptions
     from qoslab.sched.study import job_text
 
     path = d / "sched-study.fio"

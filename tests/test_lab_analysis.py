@@ -10,7 +10,7 @@ import pytest
 from qoslab.errors import InputError
 from qoslab.lab.analysis import KneeRule, add_littles_law, find_knee, knee_steps
 from qoslab.lab.plans import StudyOptions, plan, tails_depths
-from qoslab.lab.sched import prio_options
+from qoslab.lab.sched_jobs import prio_options
 from qoslab.units import parse_duration, parse_size
 
 

@@ -9,6 +9,7 @@ holding the entries on the way at their usual paths. Nothing changes for other p
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -118,9 +119,31 @@ def test_study_on_a_file_without_root(qoslab):
             mine = bins[(bins.source == row.source) & (bins.op == row.op)]
             assert mine[mine.kind == "clat"]["count"].sum() == row.total_ios
         assert not target.exists()  # the scratch file is gone
+        assert not (work / "out.store").exists()  # and the default store of its runs
         assert (work / "qoslab" / "created.json").read_text().strip() == "[]"
     finally:
         shutil.rmtree(work)
+
+
+def test_a_study_started_again_measures_only_the_runs_its_store_lacks(qoslab, tmp_path):
+    # A kept store (--store) holds every run's files as they were measured: the same study on
+    # the same target with one depth more measures that depth alone, and takes the others'
+    # files from the store byte for byte (as a study killed midway and started again does).
+    store = tmp_path / "runs.store"
+    env = {**os.environ, "QOSLAB_STATE_DIR": str(tmp_path / "state")}
+    common = ["lab", "study", "qd-sweep", "--target", tmp_path / "data.img", "--size", "16M"]
+    common += ["--runtime", "200ms", "--ramp", "0s", "--store", store, "--no-report"]
+    first = qoslab(*common, "--depths", "1", "--out", tmp_path / "a", "--quiet", env=env)
+    assert first.returncode == 0, first.stderr
+    again = qoslab(*common, "--depths", "1,4", "--out", tmp_path / "b", env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"1 of 2 runs taken from {store}" in again.stderr
+    for name in ("jobs/qd-sweep/randread-4k-qd1.fio", "raw/qd-sweep/randread-4k-qd1.json"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()
+    assert lab.results(tmp_path / "b").qd.tolist() == [1, 4]
+    meta = json.loads((tmp_path / "b" / "meta.json").read_text())
+    assert meta["points"] == {"run": 1, "already_stored": 1}
+    assert meta["store"] == str(store) and store.is_dir()
 
 
 def test_without_fio_the_study_stops_before_writing_anything(qoslab, tmp_path):

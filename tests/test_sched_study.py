@@ -15,7 +15,7 @@ from scipy.stats import ttest_ind
 
 from chromium import chromium_probe, needs_chromium
 from conftest import ROOT
-from qoslab.lab.sched import SchedOptions
+from qoslab.lab.sched_jobs import SchedOptions
 from qoslab.sched.report import findings, rank_agreement
 from qoslab.sched.study import (
     HDD,

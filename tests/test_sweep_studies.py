@@ -254,6 +254,34 @@ def test_a_planned_point_that_fails_stops_the_command_with_its_error(tmp_path):
         run_planned(spec, tmp_path / "store", quiet=True)
 
 
+def test_a_study_that_stops_on_failure_stops_at_its_first_failed_point(tmp_path, monkeypatch):
+    # As the lab's fio runs do (`lab run`): the failed point's own exception, at once; the
+    # points before it stay stored, those after it never run.
+    import dataclasses
+
+    from qoslab.sweep import studies
+    from qoslab.sweep.planned import run_planned
+    from qoslab.sweep.spec import planned_spec
+
+    stops = dataclasses.replace(studies.STUDIES["selftest"], stop_on_failure=True, batch_points=1)
+    monkeypatch.setitem(studies.STUDIES, "selftest", stops)
+    configs = [{"x": 1.0}, {"fail": True}, {"x": 2.0}]
+    store = tmp_path / "store"
+    with pytest.raises(RuntimeError, match=r"^failed on purpose$"):
+        run_planned(planned_spec("selftest", "stops", configs, [1]), store, quiet=True)
+    rest = planned_spec("selftest", "rest", [configs[0], configs[2]], [1])
+    rows = run_planned(rest, store, quiet=True)
+    assert (rows.outcome.stored, rows.outcome.done) == (1, 1)
+    assert rows.points.x.tolist() == [1.0, 2.0]
+    # A store the command made is removed when its first point fails: nothing is left behind.
+    with pytest.raises(RuntimeError):
+        run_planned(planned_spec("selftest", "first", configs[1:], [1]), tmp_path / "s", quiet=True)
+    assert not (tmp_path / "s").exists()
+    # The engine refuses the flag with batches of several points, whose failure would lose them.
+    with pytest.raises(TypeError, match="stop_on_failure needs batch_points 1"):
+        studies.check_study(dataclasses.replace(stops, batch_points=2))
+
+
 def test_the_registry_refuses_an_adapter_the_sweep_could_not_drive():
     from qoslab.sweep.study import CONTRACT_VERSION, Metric, Param, text
 

@@ -85,7 +85,7 @@ def _group(module: str):
 STUDIES = (
     (("nvmelite",), _register_nvmelite),
     (("sim", "mqsim"), _register_sim),
-    (("lab",), _group("qoslab.lab.cli")),
+    (("lab",), _group("qoslab.labstudy.cli")),
     (("sweep",), _register_sweep),
     (("store",), _group("qoslab.store.cli")),
     (("report",), _register_report),

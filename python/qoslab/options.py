@@ -28,17 +28,15 @@ def duration_option(text: str, option: str) -> float:
         raise InputError(str(err)) from None
 
 
-def store_option():
+def store_option(
+    help: str = "The sweep store that keeps every run (a rerun runs only what it lacks).",
+    show_default: str = "<out>.store",
+):
     """`--store DIR` of a study command whose points run through the sweep engine
     (`qoslab.sweep.planned`)."""
     import typer
 
-    return typer.Option(
-        None,
-        "--store",
-        help="The sweep store that keeps every run (a rerun runs only what it lacks).",
-        show_default="<out>.store",
-    )
+    return typer.Option(None, "--store", help=help, show_default=show_default)
 
 
 def int_list_option(text: str, option: str) -> tuple[int, ...]:

@@ -63,16 +63,22 @@ def render_job_file(global_options: dict[str, object], jobs: list[FioJob], heade
 
 
 class Runner:
-    """Runs fio job files into an output directory, advancing one progress bar."""
+    """Runs fio job files into an output directory, advancing one progress bar: a task of its
+    own of `total_s` seconds, or the caller's `task` of `progress` (a command whose runs each
+    get a runner of their own, `qoslab.sweep.studies.lab`), from where that task stands."""
 
-    def __init__(self, out_dir: Path, target, progress=None, total_s: float = 0.0):
+    def __init__(self, out_dir: Path, target, progress=None, total_s: float = 0.0, task=None):
         self.out_dir = out_dir
         self.target = target
         self.fio = find_fio()
         self.fio_version = fio_version(self.fio)
         self.progress = progress
-        self.task = progress.add_task("fio", total=max(total_s, 1e-9)) if progress else None
         self.done_s = 0.0
+        if progress is not None and task is None:
+            task = progress.add_task("fio", total=max(total_s, 1e-9))
+        elif progress is not None:
+            self.done_s = next(t.completed for t in progress.tasks if t.id == task)
+        self.task = task
 
     def run(
         self,
@@ -82,12 +88,17 @@ class Runner:
         expected_s: float,
         header: str = "",
     ) -> tuple[FioOutput, dict]:
+        job_file = render_job_file(global_options, jobs, header or run_id)
+        return self.run_job_file(run_id, job_file, expected_s)
+
+    def run_job_file(self, run_id: str, job_file: str, expected_s: float) -> tuple[FioOutput, dict]:
+        """Runs `job_file` (its text) as `jobs/<run_id>.fio`."""
         job_path = self.out_dir / "jobs" / f"{run_id}.fio"
         raw_path = self.out_dir / "raw" / f"{run_id}.json"
         log_dir = self.out_dir / "logs" / run_id
         for d in (job_path.parent, raw_path.parent, log_dir):
             d.mkdir(parents=True, exist_ok=True)
-        job_path.write_text(render_job_file(global_options, jobs, header or run_id))
+        job_path.write_text(job_file)
         meta = {
             "run": run_id,
             "qoslab_version": __version__,

@@ -1,7 +1,7 @@
 """The two jobs of the scheduler study and their options: `database_sim` (4K random reads,
 high priority) beside `backup_sim` (128K sequential reads, low priority).
 
-Apart from `qoslab.lab.sched` (the real-device runs, whose imports take seconds) because the
+Apart from `qoslab.labstudy.sched` (the real-device runs, whose imports take seconds) because the
 simulated study (`qoslab sched study`) builds the same jobs in each of its worker processes.
 """
 

@@ -7,7 +7,8 @@ after an interrupted one, runs only the rest), on `jobs` local worker processes,
 sweep's progress bar, each stored row keyed to the qoslab that ran it. It returns the rows in
 the order the command planned them (`Rows`), from which the command writes its own outputs,
 so what it writes does not depend on the workers or on what the store held before. A point that
-fails stops the command with that point's error, one line.
+fails stops the command with that point's error, one line (after every point has run, or at
+once for a study that stops on its first failure).
 """
 
 from __future__ import annotations
@@ -145,14 +146,20 @@ def run_planned(
     from qoslab.sweep.progress import SweepProgress, summary_line
 
     made = not Path(store).exists()
+    progress = SweepProgress(spec.name, quiet)
     try:
-        with SweepProgress(spec.name, quiet) as progress:
+        with progress:
             outcome = run_sweep(spec, store, jobs=jobs, progress=progress)
     except KeyboardInterrupt:
         print(
             f"{spec.name}: interrupted; the points stored in {store} stay, a rerun runs the rest",
             file=sys.stderr,
         )
+        raise
+    except Exception:
+        # A study that stops on its first failure (`Study.stop_on_failure`) stops here.
+        if made and (progress.outcome is None or progress.outcome.done == 0):
+            shutil.rmtree(store, ignore_errors=True)
         raise
     try:
         rows = read_rows(spec, store, outcome)

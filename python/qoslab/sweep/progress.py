@@ -15,6 +15,7 @@ class SweepProgress:
         self.name = name
         self.bar = progress_bar(quiet)
         self.points = Count(self.bar, self._description(0, 0))
+        self.outcome: Outcome | None = None  # the last one reported
 
     def _description(self, failed: int, skipped: int) -> str:
         return f"sweep {self.name}  failed {failed:,}  skipped {skipped:,}"
@@ -27,6 +28,7 @@ class SweepProgress:
         self.bar.__exit__(*exc)
 
     def __call__(self, o: Outcome) -> None:
+        self.outcome = o
         self.points(o.done + o.failed, o.pending, self._description(o.failed, o.stored))
 
 

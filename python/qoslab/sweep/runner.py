@@ -135,6 +135,8 @@ def run_points(study: Study, batch: Batch) -> BatchResult:
                 )
             tables = {name: _details_table(t, i) for name, t in result.details.items()}
         except Exception as err:  # a point's failure is recorded, and the sweep goes on
+            if study.stop_on_failure:
+                raise
             rows.append({})
             errors.append(_one_line(err))
             continue
@@ -199,6 +201,7 @@ class _Executor:
     """Runs `run_task` on batches; `wait_one` returns a finished future of those given."""
 
     workers = 1
+    inflight_per_worker = INFLIGHT_PER_WORKER
 
     def preload(self, study: str) -> None:
         pass
@@ -218,6 +221,10 @@ class _Executor:
 
 
 class _InProcess(_Executor):
+    # A batch runs as it is submitted: a second one in flight would only run before the first
+    # one's result is looked at (and, for a study that stops on failure, after a failure).
+    inflight_per_worker = 1
+
     def submit(self, study, batch, build):
         f: cf.Future = cf.Future()
         try:
@@ -520,7 +527,7 @@ def run_sweep(
 def _drive(ex, spec, points, pending, writer, outcome, progress, batch_points) -> None:
     """Keeps every worker busy with batches; each result is stored by a committer thread
     while the next results arrive (Arrow and Parquet work outside the GIL)."""
-    window = ex.workers * INFLIGHT_PER_WORKER
+    window = ex.workers * ex.inflight_per_worker
     inflight: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     todo = batches(pending, batch_points or spec.study.batch_points)
 
@@ -547,23 +554,28 @@ def _drive(ex, spec, points, pending, writer, outcome, progress, batch_points) -
 
     commits: set[cf.Future] = set()
     with cf.ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="qoslab-commit") as committer:
-        refill()
-        while inflight:
-            future = ex.wait_one(list(inflight))
-            indices, config_of = inflight.pop(future)
-            try:
-                result = ex.result(future)
-            except Exception as err:  # the whole batch failed (its worker died, ...)
-                result = _all_failed(spec.study, len(indices), _one_line(err))
+        try:
             refill()
-            commits.add(committer.submit(store, indices, config_of, result))
-            done = {c for c in commits if c.done()}
-            if len(commits) - len(done) > COMMIT_THREADS:  # results wait in memory: bounded
-                finished, _ = cf.wait(commits - done, return_when=cf.FIRST_COMPLETED)
-                done |= finished
-            count(done)
-            commits -= done
-        count(set(cf.wait(commits).done))
+            while inflight:
+                future = ex.wait_one(list(inflight))
+                indices, config_of = inflight.pop(future)
+                try:
+                    result = ex.result(future)
+                except Exception as err:  # the whole batch failed (its worker died, ...)
+                    if spec.study.stop_on_failure:
+                        raise
+                    result = _all_failed(spec.study, len(indices), _one_line(err))
+                refill()
+                commits.add(committer.submit(store, indices, config_of, result))
+                done = {c for c in commits if c.done()}
+                if len(commits) - len(done) > COMMIT_THREADS:  # results wait in memory: bounded
+                    finished, _ = cf.wait(commits - done, return_when=cf.FIRST_COMPLETED)
+                    done |= finished
+                count(done)
+                commits -= done
+        finally:
+            # Also when a failure stops the sweep: what was stored before it is counted.
+            count(set(cf.wait(commits).done))
 
 
 def _all_failed(study: Study, n: int, error: str) -> BatchResult:

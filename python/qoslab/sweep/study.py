@@ -267,6 +267,10 @@ class Study:
     # Its points run in the Rust core with Python's lock released: local workers are threads
     # of the sweep's process (a Dask cluster still brings its own).
     threads: bool = False
+    # The first point that fails stops the sweep with its exception (the points stored before
+    # it stay): for a study whose points share one real device, where a failed run says the
+    # next would fail too, each after its timeout.
+    stop_on_failure: bool = False
 
     @property
     def table(self) -> str:
@@ -298,6 +302,8 @@ def check_study(study: Study) -> Study:
         fail("has neither run_point nor run_batch")
     if study.batch_points < 1:
         fail("batch_points must be at least 1")
+    if study.stop_on_failure and study.batch_points != 1:
+        fail("stop_on_failure needs batch_points 1 (a failure would lose its batch's points)")
     names = [p.name for p in study.params] + [m.name for m in study.metrics]
     for name in names:
         if not _COLUMN.match(name) or name in FIXED_COLUMNS:

@@ -18,6 +18,7 @@ ADAPTERS = (
     "sim",
     "sched",
     "fs",
+    "lab",
     "selftest",
 )
 

@@ -69,7 +69,7 @@ def registered_schedulers() -> list[str]:
 
 
 def job_text(runtime_s: float, lab: SchedOptions, size: str = "10g") -> str:
-    """The lab's two jobs (`qoslab.lab.sched`) as a job file for the simulator."""
+    """The lab's two jobs (`qoslab.labstudy.sched`) as a job file for the simulator."""
     jobs = {
         "database_sim": {
             "rw": "randread",

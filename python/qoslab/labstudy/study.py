@@ -5,6 +5,8 @@ Output directory:
     meta.json           the command, its options, fio version, kernel, target and its queue
     jobs/<study>/*.fio  the job file of every run, exactly as fio ran it
     raw/<study>/*.json  fio's json+ output per run (+ .meta.json: environment at run start)
+    (each run a point of the sweep engine's `lab run` study, `qoslab.labstudy.runs`: a study
+    killed midway and started again measures only the runs its store lacks)
     results.parquet     tidy table, one row per run, job and direction (also results.csv)
     bins.parquet        json+ latency histograms per run (for CDFs and calibration)
     summary.json        the knee and the Little's-law check
@@ -39,8 +41,9 @@ from qoslab.lab.plans import (
 from qoslab.lab.queue import device_metadata
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import Runner, find_fio
+from qoslab.lab.runner import find_fio, render_job_file
 from qoslab.lab.target import prepare_target, release_target
+from qoslab.labstudy.runs import FioRun, LabRuns
 from qoslab.progress import progress_bar
 from qoslab.report import Figure, Section, Text, write_report
 from qoslab.units import human_bytes
@@ -73,6 +76,7 @@ def run_study(
     keep_target: bool = False,
     quiet: bool = False,
     report: bool = True,
+    store: Path | None = None,
 ) -> Path:
     studies = list(STUDIES) if name == "all" else [name]
     planned = [s for s in studies if s != "tails"]
@@ -94,22 +98,23 @@ def run_study(
             progress=progress,
         )
         try:
-            runner = Runner(tmp, target, progress, total_s)
+            fio = LabRuns(tmp, target, Path(out), store, progress, total_s, quiet)
             env = device_metadata(target.disk)
             g = global_options(target.path, target.size_bytes, opts)
-            runs: list[tuple[Point, FioOutput, dict]] = []
-            for p in points:
-                output, meta = runner.run(p.run_id, [p.job], g, per_run_s, _header(p, name))
-                runs.append((p, output, meta))
+
+            def measure(sweep: str, chosen: list[Point]) -> list[tuple[Point, FioOutput, dict]]:
+                runs = [FioRun(p.run_id, _job_file(p, g, name), per_run_s) for p in chosen]
+                done = fio.run(sweep, runs)
+                return [(p, output, meta) for p, (output, meta) in zip(chosen, done, strict=True)]
+
+            runs = measure(f"lab-{name}", points)
             table = _table(runs)
             knee = None
             if "qd-sweep" in planned:
                 knee = find_knee(_sweep(table, "qd-sweep"), opts.knee)
             if "tails" in studies:
                 mid, knee_qd = tails_depths(opts, knee.depth if knee else None)
-                for p in tails_plan(mid, knee_qd):
-                    output, meta = runner.run(p.run_id, [p.job], g, per_run_s, _header(p, name))
-                    runs.append((p, output, meta))
+                runs += measure(f"lab-{name}-tails", tails_plan(mid, knee_qd))
                 table = _table(runs)
             bins = _bins(runs)
             _write_tables(tmp, table, bins)
@@ -119,12 +124,13 @@ def run_study(
                 "command": sys.argv,
                 "study": name,
                 "qoslab_version": __version__,
-                "fio_version": runner.fio_version,
+                "fio_version": fio.fio_version,
                 "options": asdict(opts),
                 "target": target.describe(),
                 "environment": env,
                 "started_at": started,
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **fio.provenance(),
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
             if report:  # the figures are most of a short study's CPU (matplotlib's layout)
@@ -132,14 +138,16 @@ def run_study(
                 _report(tmp, name, table, bins, knee, summary, meta, shown)
         finally:
             release_target(target, registry, keep_target)
+    fio.finish()
     return Path(out)
 
 
-def _header(p: Point, study: str) -> str:
-    return (
+def _job_file(p: Point, g: dict, study: str) -> str:
+    header = (
         f"qoslab lab study {study}: {p.run_id}\n"
         "One fio run per data point; no group_reporting, so every job reports its own numbers."
     )
+    return render_job_file(g, [p.job], header)
 
 
 def _table(runs: list[tuple[Point, FioOutput, dict]]) -> pd.DataFrame:

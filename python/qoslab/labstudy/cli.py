@@ -12,7 +12,7 @@ import typer
 
 from qoslab.errors import InputError, did_you_mean
 from qoslab.interrupts import terminable
-from qoslab.options import duration_option, int_list_option, size_option
+from qoslab.options import duration_option, int_list_option, size_option, store_option
 from qoslab.outputs import staged_file
 
 app = typer.Typer(
@@ -56,6 +56,15 @@ def _mixes(text: str) -> tuple[int, ...]:
     if not values or any(not 0 <= v <= 100 for v in values):
         raise InputError(f"--mixes: expected read percentages 0..100, got {text!r}")
     return tuple(sorted(set(values), reverse=True))
+
+
+# The lab's store keeps measurements, which a new study takes again: only an interrupted
+# study's runs are worth keeping by default.
+LAB_STORE = (
+    "The sweep store that keeps every run's files as it is measured, kept afterwards: the "
+    "command started again measures only what it lacks.",
+    "<out>.store, removed once the output is written",
+)
 
 
 # ---- devices ---------------------------------------------------------------------------------
@@ -212,11 +221,12 @@ def study(
     report: bool = typer.Option(
         True, "--report/--no-report", help="Figures and report.html, or the tables alone."
     ),
+    store: Path | None = store_option(*LAB_STORE),
 ) -> None:
     """Run a characterisation study: one fio run per data point, tables, figures, report."""
     from qoslab.lab.analysis import KneeRule
     from qoslab.lab.plans import StudyOptions
-    from qoslab.lab.study import run_study
+    from qoslab.labstudy.study import run_study
 
     if name not in STUDY_NAMES:
         raise InputError(
@@ -251,6 +261,7 @@ def study(
             keep_target=keep_target,
             quiet=quiet,
             report=report,
+            store=store,
         )
     typer.echo(f"wrote {path}/report.html" if report else f"wrote {path}/results.csv")
 
@@ -285,11 +296,12 @@ def sched(
         True, "--precondition/--no-precondition", help="Write a foreign device first."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    store: Path | None = store_option(*LAB_STORE),
 ) -> None:
     """Two jobs of different I/O priority on each kernel scheduler: IOPS, p99, CPU, time series."""
     import os
 
-    from qoslab.lab.sched import SchedOptions, run_sched
+    from qoslab.labstudy.sched import SchedOptions, run_sched
 
     if os.geteuid() != 0:
         raise InputError("switching I/O schedulers needs root (sysfs queue/scheduler)")
@@ -317,6 +329,7 @@ def sched(
             destructive_ok=destructive_ok,
             precondition=precondition,
             quiet=quiet,
+            store=store,
         )
     typer.echo(f"wrote {path}/report.html")
 

@@ -6,7 +6,9 @@ Two jobs share one device in one fio run: `database_sim` (4K random reads, high 
 the machine spreads over all schedulers instead of biasing one. Reported per scheduler and
 job: IOPS and p99 (mean ± one standard deviation over the repetitions), fio's CPU usage, and
 the latency time series of both jobs (fio's `log_avg_msec` logs). The scheduler active before,
-and its tunables, are restored afterwards, also after an error or Ctrl-C.
+and its tunables, are restored afterwards, also after an error or Ctrl-C. Each run is a point of
+the sweep engine's `lab run` study (`qoslab.labstudy.runs`), its scheduler selected first: a
+command killed midway and started again measures only the runs its store lacks.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from qoslab.fio.logs import read_fio_log
 from qoslab.lab.journal import scheduler_restored
 from qoslab.lab.outdir import staged
 from qoslab.lab.plans import global_options
-from qoslab.lab.queue import device_metadata, schedulers, select_scheduler
+from qoslab.lab.queue import device_metadata, schedulers
 from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import FioJob, Runner, find_fio
+from qoslab.lab.runner import FioJob, find_fio, render_job_file
 from qoslab.lab.sched_jobs import JOBS, SchedOptions, prio_options
 from qoslab.lab.target import prepare_target
+from qoslab.labstudy.runs import FioRun, LabRuns
 from qoslab.progress import progress_bar
 from qoslab.report import Section, Text, write_report
 from qoslab.report.stats import MIN_REPS
@@ -74,6 +77,7 @@ def run_sched(
     destructive_ok: str | None = None,
     precondition: bool = True,
     quiet: bool = False,
+    store: Path | None = None,
 ) -> Path:
     jobs = _jobs(opts)  # validates the priorities before anything is touched
     find_fio()
@@ -100,24 +104,27 @@ def run_sched(
             )
         env_before = device_metadata(target.disk)
         g = global_options(target.path, target.size_bytes, opts)
-        runner = Runner(tmp, target, progress, total_s)
-        frames, series = [], []
+        fio = LabRuns(tmp, target, Path(out), store, progress, total_s, quiet)
+        # Interleaved: repetition 1 on every scheduler, then repetition 2, ...
+        order = [(rep, sched) for rep in range(1, opts.reps + 1) for sched in opts.schedulers]
+        runs = []
+        for rep, sched in order:
+            header = (
+                f"qoslab lab sched: {sched}, repetition {rep}\n"
+                "Two concurrent jobs with different I/O priorities; per-job statistics."
+            )
+            job_file = render_job_file(g, jobs, header)
+            runs.append(FioRun(f"{sched}/rep{rep}", job_file, per_run_s, scheduler=sched))
         with scheduler_restored(target.disk):
-            for rep in range(1, opts.reps + 1):
-                for sched in opts.schedulers:
-                    select_scheduler(target.disk, sched)
-                    run_id = f"{sched}/rep{rep}"
-                    header = (
-                        f"qoslab lab sched: {sched}, repetition {rep}\n"
-                        "Two concurrent jobs with different I/O priorities; per-job statistics."
-                    )
-                    output, meta = runner.run(run_id, jobs, g, per_run_s, header)
-                    t = jobs_table([output])
-                    t.insert(0, "rep", rep)
-                    t.insert(0, "scheduler", sched)
-                    t["kernel"] = meta["kernel"]
-                    frames.append(t)
-                    series.append(_series(tmp / "logs" / run_id, sched, rep))
+            done = fio.run("lab-sched", runs)
+        frames, series = [], []
+        for (rep, sched), run, (output, meta) in zip(order, runs, done, strict=True):
+            t = jobs_table([output])
+            t.insert(0, "rep", rep)
+            t.insert(0, "scheduler", sched)
+            t["kernel"] = meta["kernel"]
+            frames.append(t)
+            series.append(_series(tmp / "logs" / run.run_id, sched, rep))
         env_after = device_metadata(target.disk)
         table = pd.concat(frames, ignore_index=True)
         table["cpu_pct"] = table.usr_cpu + table.sys_cpu
@@ -130,16 +137,18 @@ def run_sched(
         meta = {
             "command": sys.argv,
             "qoslab_version": __version__,
-            "fio_version": runner.fio_version,
+            "fio_version": fio.fio_version,
             "options": asdict(opts),
             "target": target.describe(),
             "environment_before": env_before,
             "scheduler_restored": env_after.get("scheduler"),
             "started_at": started,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **fio.provenance(),
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
         _report(tmp, table, summary, ts, opts, meta)
+    fio.finish()
     return Path(out)
 
 

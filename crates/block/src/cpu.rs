@@ -150,7 +150,7 @@ qoslab_engine::settings! {
         fair: bool = flag(false, "process-context work (submissions, woken tag retries) runs in order of its job's CPU time used, least first, as Linux's CFS runs the task of least vruntime (every fio job has the same nice); completions keep their place; false: first come first served among it"),
         fair_wakeup_preempts: bool = flag(false, "with fair: a job that wakes (its submission after a completion, or its retry after a tag wake, arrives while it has no work on the CPU) preempts another job's process-context work when that job's CPU time, counting what it has run so far, exceeds its own by more than wakeup_granularity_ns (Linux's check_preempt_wakeup); false: it waits for the work on the CPU to end"),
         wakeup_granularity_ns: Ns = ns(1_000_000, "with fair_wakeup_preempts (and for kblockd's worker with queue_runs_on_cpu, scaled by its weight): how far ahead in CPU time the running job must be for a waking job to preempt it (Linux 6.1's sysctl_sched_wakeup_granularity: 1 ms x (1 + ilog2(CPUs)), 1 ms on one CPU)"),
-        queue_runs_on_cpu: bool = flag(false, "the queue runs the block layer leaves to kblockd's worker (after a completion; under a scheduler after an insert or a scheduler's timer: Linux 6.1 runs them async) are that worker's work on this CPU, a task of its own at nice -20 (CFS weight 88761 against fio's 1024: its CPU time counts 1024/88761 as much), queued with the jobs' work by the model's rules (with fair: in CFS's order, and waking it preempts as CFS's wake-up rule lets a task of its weight, whatever fair_wakeup_preempts says); the block layer dispatches when the turn's first queue_run_ns ends, and the worker stays on the CPU queue_run_per_rq_ns and queue_run_per_kib_ns for what it issued; false: the queues run at once, costing no CPU"),
+        queue_runs_on_cpu: bool = flag(false, "the queue runs the block layer leaves to kblockd's worker (after a completion; under a scheduler after an insert or a scheduler's timer: Linux 6.1 runs them async) are that worker's work on this CPU, a task of its own at nice -20 (CFS weight 88761 against fio's 1024: its CPU time counts 1024/88761 as much), queued with the jobs' work by the model's rules (with fair: in CFS's order, and waking it preempts as CFS's wake-up rule lets a task of its weight, whatever fair_wakeup_preempts says; when a completion woke it, the CPU then runs the task of least CPU time among those woken and waiting, of equals the first woken, as CFS picks after an interrupt); the block layer dispatches when the turn's first queue_run_ns ends, and the worker stays on the CPU queue_run_per_rq_ns and queue_run_per_kib_ns for what it issued; false: the queues run at once, costing no CPU"),
         queue_run_ns: Ns = ns(5_000, "with queue_runs_on_cpu: the worker's time on the CPU before the queues run, all of it when it issues nothing (guest, prio, kworker/0:1H's turns that issued nothing: median 5.0 us on scsi_debug, 4 to 5 on null_blk, 3 repetitions each; its first issue 2 to 4 us after its switch-in)"),
         queue_run_per_rq_ns: Ns = ns(2_000, "with queue_runs_on_cpu: the worker's time on the CPU per request it issued (guest, null_blk: turns that issued one request 7 us, two 8 us, whatever their size; scsi_debug, whose queue_rq copies the data: one 4 KiB request 10 us, one 128 KiB 33: 4,260 ns with queue_run_per_kib_ns 185)"),
         queue_run_per_kib_ns: Ns = ns(0, "with queue_runs_on_cpu: the worker's time on the CPU per KiB it issued (a driver whose queue_rq copies the data: scsi_debug 185 ns, the line through its one-request turns; null_blk copies nothing)"),
@@ -324,6 +324,10 @@ pub struct CpuStage {
     /// Queue runs woken by a completion whose work ended now, joining at
     /// [`CpuEvent::WorkersWake`].
     waking_workers: Vec<Work>,
+    /// Under `fair`, a completion's work ended having woken kblockd's worker: the CPU is free
+    /// but picks its next work only when the worker has joined, among every task then
+    /// runnable (CFS picks after the interrupt's wake-ups, not between them).
+    picking: bool,
     queue_runs: u64,
     /// With `queue_runs_on_cpu`: after a completion's work ended, whether the next
     /// process-context work to start was the worker's or a job's (counted then), as
@@ -373,6 +377,7 @@ impl CpuStage {
             epoch: 0,
             worker_vruntime: 0,
             waking_workers: Vec::new(),
+            picking: false,
             queue_runs: 0,
             after_completion_first: (0, 0),
             completion_ended: false,
@@ -530,6 +535,10 @@ impl CpuStage {
             work.woken = woke && !self.busy_job(work.job);
         }
         let Some((run, started)) = self.running else {
+            if self.picking && !work.completion {
+                self.ready.push_back(work);
+                return;
+            }
             self.start(work, ctx);
             return;
         };
@@ -664,6 +673,12 @@ impl Stage for CpuStage {
                     run.arrived_ns = now;
                     self.arrive(run, ctx);
                 }
+                if std::mem::take(&mut self.picking)
+                    && self.running.is_none()
+                    && let Some(next) = self.pop_next()
+                {
+                    self.start(next, ctx);
+                }
                 return;
             }
         };
@@ -700,12 +715,7 @@ impl Stage for CpuStage {
                 }
             }
         }
-        // The next work takes the CPU before this one's effects (a woken job's submission)
-        // arrive, so they queue behind it as they would on the CPU.
-        if let Some(next) = self.pop_next() {
-            self.start(next, ctx);
-        }
-        // The tag sleepers this completion woke (the model's `retry_after_completion`).
+        // The tag sleepers and the worker this completion woke.
         let woken: Vec<(u64, Work)> = if done.irq == 0 {
             Vec::new()
         } else {
@@ -715,6 +725,20 @@ impl Stage for CpuStage {
             self.after_completion = rest;
             woken
         };
+        let woke_worker = woken
+            .iter()
+            .any(|(_, w)| matches!(w.kind, Kind::QueueRun { .. }));
+        if woke_worker && self.model.fair_credit_ns().is_some() {
+            // CFS: the interrupt woke the job and the worker; the CPU then runs the runnable
+            // task of least vruntime, of equals the first woken (pick_next_entity's leftmost:
+            // an equal key is queued to the right). The job's next submission and the
+            // worker join at this instant (`WorkersWake`), and the pick waits for both.
+            self.picking = true;
+        } else if let Some(next) = self.pop_next() {
+            // The next work takes the CPU before this one's effects (a woken job's
+            // submission) arrive, so they queue behind it as they would on the CPU.
+            self.start(next, ctx);
+        }
         match done.kind {
             Kind::Complete(id) => {
                 let job = done.job as usize;
@@ -1213,18 +1237,43 @@ mod tests {
         // H1's insert (its submission ends at 10 us) wakes it while L1's submission (10 to
         // 20 us) has the CPU; CFS then runs it ahead of L2 (it slept: placed at the least
         // CPU time): H1 reaches the disk at 23 us. H1's completion (1023 to 1028 us) wakes
-        // H1's task, then the worker; both slept, CFS places them alike and runs the first
-        // woken first: H2's submission (1028 to 1038 us) inserts H2 before the worker runs
-        // the queue (1038 to 1041 us), and prio's HIGH-first dispatch gives H2 the freed
+        // H1's task, then the worker. A sleeper credit of 0 places both at min_vruntime
+        // (20.034 us: the worker, raised to L2's 20 us as it woke at 33 us, then charged 34
+        // ns for its 3 us turn at its weight), as the guest's CFS places them after sleeps
+        // longer than its 3 ms credit; of equals CFS
+        // runs the first woken: H2's submission (1028 to 1038 us) inserts H2 before the worker
+        // runs the queue (1038 to 1041 us), and prio's HIGH-first dispatch gives H2 the freed
         // command ahead of L1. Each later completion's command waits for the completion's
         // work and then the worker's (8 us): L1 at 2049 us, L2 at 3057 us.
         let on_cpu = "queue_runs_on_cpu = true\nqueue_run_ns = 3000\nqueue_run_per_rq_ns = 0\n";
-        let (at, runs) = woken_read_against_kblockd(on_cpu);
+        let (at, runs) = woken_read_against_kblockd(&format!("{on_cpu}sleeper_credit_ns = 0\n"));
         assert_eq!(at, vec![23 * US, 2_049 * US, 3_057 * US, 1_041 * US]);
         // The worker ran after the inserts of H1 and L2 and after each completion that left
         // a request waiting (H1's, H2's, L1's); L1's and H2's inserts found a run already
         // queued, and L2's completion nothing to run.
         assert_eq!(runs, 5.0);
+    }
+
+    #[test]
+    fn after_an_interrupt_cfs_runs_the_woken_task_of_least_vruntime_and_of_equals_the_first_woken()
+    {
+        // The same reads with CFS's 3 ms credit: at H1's completion H1's task keeps its 10 us
+        // of vruntime and the worker its 68 ns (min_vruntime, 20 us, less 3 ms is below
+        // both). Waking onto a free CPU preempts nothing, so no wake-up granularity applies:
+        // CFS picks the least vruntime, the worker (1028 to 1031 us), which gives the freed
+        // command to L1, the one request waiting; H2's submission (1031 to 1041 us) then
+        // waits for L1's completion (2031 to 2036 us) and the worker's turn: H2 at 2039 us,
+        // L2 after it at 3047 us. The worker ran after H1's and L2's inserts (20, 33 us),
+        // after H1's completion, after H2's insert (1041 us: the command busy) and after L1's
+        // and H2's completions: 6 runs.
+        let on_cpu = "queue_runs_on_cpu = true\nqueue_run_ns = 3000\nqueue_run_per_rq_ns = 0\n";
+        let (at, runs) = woken_read_against_kblockd(on_cpu);
+        assert_eq!(at, vec![23 * US, 1_031 * US, 3_047 * US, 2_039 * US]);
+        assert_eq!(runs, 6.0);
+        // Of equal vruntimes (a credit of 0 places both at min_vruntime) the first woken,
+        // H1's task, runs first (the test above): H2 at 1041 us.
+        let equal = format!("{on_cpu}sleeper_credit_ns = 0\n");
+        assert_eq!(woken_read_against_kblockd(&equal).0[3], 1_041 * US);
     }
 
     #[test]

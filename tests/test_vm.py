@@ -78,8 +78,8 @@ def test_the_null_blk_twin_has_its_tags_limit_and_completion_time():
 
 def test_a_null_blk_twin_carries_its_cpu_costs_whichever_cpu_model_a_run_chooses(qoslab, tmp_path):
     # docs/vm.md finding 13: in the guest a fio job's turn costs 15.3 us + 109 ns per KiB of
-    # CPU on null_blk (fio's usr + sys per I/O), not the CPU model's defaults (scsi_debug's,
-    # whose driver copies the data). The twin carries them in [cpu.one]; the file loads with
+    # CPU on null_blk (fio's usr + sys per I/O), not the CPU model's defaults (whose per-KiB
+    # time holds a driver's copy). The twin carries them in [cpu.one]; the file loads with
     # no CPU model (no CPU stage: two tags of 4 ms at depth 1, 250 IOPS), and a run with
     # `--set cpu.model=one` books each 4 KiB I/O's submission at those costs and its
     # completion at the model's default 5 us.
@@ -112,6 +112,39 @@ def test_a_null_blk_twin_carries_its_cpu_costs_whichever_cpu_model_a_run_chooses
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
     assert f"twin.toml:{line}: unknown key 'cpu.one.per_kb_ns'" in done.stderr, done.stderr
+
+
+def test_a_scsi_debug_twin_charges_fio_its_turn_and_kblockd_the_drivers_copy(qoslab, tmp_path):
+    # docs/vm.md findings 12 and 15: in the guest CFS charges a fio task on scsi_debug what it
+    # charges on null_blk (15.3 us + 109 ns per KiB), and scsi_debug's queuecommand, which
+    # copies the data, runs in kblockd's worker under a scheduler: 4.26 us + 185 ns per KiB on
+    # top of the worker's 5 us turn. At depth 1 under mq-deadline each read's insert wakes the
+    # worker, which finds the device idle and issues it; a completion leaves nothing waiting,
+    # so it wakes no worker.
+    spec = "scsi_debug:delay=1,max_queue=16"
+    twin = tomllib.loads(guest_devices.twin_toml(guest_devices.parse_spec(spec)))
+    assert twin["cpu"] == {
+        "one": {
+            "submit_ns": 15_300,
+            "per_kib_ns": 109,
+            "queue_run_per_rq_ns": 4_260,
+            "queue_run_per_kib_ns": 185,
+        }
+    }
+    job = tmp_path / "qd1.fio"
+    job.write_text(
+        "[r]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\niodepth=1\ntime_based=1\n"
+        "runtime=200ms\n"
+    )
+    sets = ("--set", "cpu.model=one", "--set", "block.scheduler=mq-deadline")
+    done = qoslab("sim", job, "--device", spec, *sets, "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    cpu = next(s for s in report["qoslab"]["stages"] if s["stage"] == "cpu")["counters"]
+    n = cpu["submissions"]
+    assert n == cpu["completions"] == cpu["queue_runs"] > 0
+    fio_turn, interrupt, worker = 15_300 + 4 * 109, 5_000, 5_000 + 4_260 + 4 * 185
+    assert cpu["busy_ns"] == n * (fio_turn + interrupt + worker)
 
 
 def test_scsi_debug_delay_is_in_jiffies_of_the_guest_kernel():
@@ -490,6 +523,45 @@ def test_a_trace_with_cfs_tracepoints_gives_each_jobs_cpu_and_who_of_two_woken_r
     ) in out.stdout
     # Without sched_stat_runtime there is nothing to say.
     assert summary(read_events(NULL_BLK_SPLIT_TRACE))["cfs"] == {}
+
+
+def test_a_trace_says_what_waited_in_the_scheduler_at_each_completion_and_each_tasks_cpu(
+    qoslab, tmp_path
+):
+    # docs/vm.md finding 15, on an excerpt written by hand from the 6.1 tracepoint formats:
+    # two 128 KiB requests inserted and not issued when a 4 KiB read completes (20.004000);
+    # both still there at a 128 KiB completion (20.005000); one left at the 4 KiB read's
+    # completion (20.008024) and none at the last (20.009000). The sizes of requests issued
+    # before the excerpt come from their completions.
+    (tmp_path / "rep-1.trace").write_text(
+        (NULL_BLK_SPLIT_TRACE.parent / "waiting.trace").read_text()
+    )
+    s = summary(read_events(tmp_path / "rep-1.trace"))
+    assert s["waiting"] == {
+        8: {"n": 3, "waiting": {256: pytest.approx({"share": 2 / 3, "mean": 1.0})}},
+        256: {"n": 1, "waiting": {256: {"share": 1.0, "mean": 2.0}}},
+    }
+    # From sched_switch: fio-431 on the CPU 19.999990 to 20.000041 (51 us, 2 bios), fio-430
+    # 20.004005 to 20.004020 (15 us, 1 bio); the worker queued no bio.
+    assert s["on_cpu"] == {
+        "fio-430": pytest.approx({"bios": 1, "us_per_bio": 15.0}),
+        "fio-431": pytest.approx({"bios": 2, "us_per_bio": 25.5}),
+    }
+    out = qoslab("vm", "trace", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert (
+        "  at the 3 completions of 8 sectors (4 KiB), waiting in the scheduler: "
+        "256 sectors (128 KiB) at 66.7 % (1.00 on average)"
+    ) in out.stdout
+    assert "  fio-431: on the CPU 25.5 us per bio (2 bios, sched_switch)" in out.stdout
+    # Without sched_switch there is no time on the CPU to give.
+    no_switch = "\n".join(
+        line
+        for line in (NULL_BLK_SPLIT_TRACE.parent / "waiting.trace").read_text().splitlines()
+        if "sched_switch" not in line
+    )
+    (tmp_path / "rep-1.trace").write_text(no_switch + "\n")
+    assert summary(read_events(tmp_path / "rep-1.trace"))["on_cpu"] == {}
 
 
 def test_a_trace_event_is_group_and_name_and_the_guest_must_have_it():

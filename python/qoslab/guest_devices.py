@@ -27,9 +27,10 @@ What each twin is, from the drivers' behaviour in Linux 6.1:
   empirical distribution of two points, 0 and the delay, which is that uniform one).
 
 A twin also carries its device's CPU costs per I/O in the guest (`[cpu.one]`), used when a run
-chooses that CPU model (`--set cpu.model=one`) and kept unused otherwise (docs/vm.md, finding
-13): the model's defaults are scsi_debug's, whose driver copies the data; null_blk without
-`memory_backed` copies nothing, and its fio process costs less per KiB.
+chooses that CPU model (`--set cpu.model=one`) and kept unused otherwise (docs/vm.md, findings
+13 and 15): fio's own turn per I/O, the same on both devices, and on scsi_debug the copy its
+driver makes in `queuecommand`, which kblockd's worker runs under a scheduler. null_blk with
+`memory_backed` (a copy per KiB, not measured) keeps the model's defaults.
 """
 
 from __future__ import annotations
@@ -92,10 +93,16 @@ SCSI_DEBUG_DEFAULTS = {
 }
 BLK_SAFE_MAX_SECTORS = 255  # what a queue gets when its driver sets no max_hw_sectors
 
-# null_blk's (memory_backed=0) CPU per I/O of one fio job's turn in the guest (QEMU TCG, one
-# vCPU): the line through fio's own usr_cpu + sys_cpu per I/O of 6 untraced runs (prio and
-# mq-deadline, 4 ms x 2 tags): 15.73 us at 4 KiB, 29.28 us at 128 KiB (docs/vm.md, finding 13).
-NULL_BLK_CPU_ONE = {"submit_ns": 15_300, "per_kib_ns": 109}
+# fio's CPU per I/O of one job's turn in the guest (QEMU TCG, one vCPU): the line through fio's
+# own usr_cpu + sys_cpu per I/O of 6 untraced runs on null_blk (prio and mq-deadline, 4 ms x 2
+# tags): 15.73 us at 4 KiB, 29.28 us at 128 KiB (docs/vm.md, finding 13). On scsi_debug CFS
+# charged the tasks the same (traced, prio, 3 repetitions: 15.6 to 16.7 us per 4 KiB bio, 28.7
+# to 28.9 per 128 KiB bio; finding 15): the driver's copy is not in the task's turn.
+FIO_CPU_ONE = {"submit_ns": 15_300, "per_kib_ns": 109}
+# scsi_debug's queuecommand copies the data before it arms the command's timer; under a
+# scheduler kblockd's worker runs it: the line through the worker's one-request turns, 10 us at
+# 4 KiB and 33 us at 128 KiB (traced, prio, 3 repetitions; docs/vm.md, finding 12).
+SCSI_DEBUG_QUEUE_RUN = {"queue_run_per_rq_ns": 4_260, "queue_run_per_kib_ns": 185}
 
 
 @dataclass(frozen=True)
@@ -257,10 +264,15 @@ def twin_toml(spec: DeviceSpec) -> str:
     if flush:
         # A flush goes through the same completion path as a request.
         lines.append(f"flush_ns = {max(service, 1)}")
+    cpu = {}
     if spec.module == "null_blk" and not spec.value("memory_backed"):
         # Measured only without memory_backed (whose copy costs per KiB): with it, the CPU
-        # model's defaults, fitted on scsi_debug, which copies too.
-        lines += ["", "[cpu.one]", *(f"{k} = {v}" for k, v in NULL_BLK_CPU_ONE.items())]
+        # model's defaults, whose per-KiB time holds a driver's copy.
+        cpu = FIO_CPU_ONE
+    elif spec.module == "scsi_debug":
+        cpu = FIO_CPU_ONE | SCSI_DEBUG_QUEUE_RUN
+    if cpu:
+        lines += ["", "[cpu.one]", *(f"{k} = {v}" for k, v in cpu.items())]
     return "\n".join(lines) + "\n"
 
 

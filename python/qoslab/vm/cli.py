@@ -413,6 +413,20 @@ def trace_cmd(
                 f"  after a request of {size_label(sectors)} completed, the task run next: "
                 + firsts
             )
+        for sectors, row in s["waiting"].items():
+            cells = "; ".join(
+                f"{size_label(n)} at {100 * w['share']:.1f} % ({w['mean']:.2f} on average)"
+                for n, w in row["waiting"].items()
+            )
+            typer.echo(
+                f"  at the {row['n']} completions of {size_label(sectors)}, waiting in the "
+                f"scheduler: {cells or 'nothing'}"
+            )
+        for proc, r in s["on_cpu"].items():
+            typer.echo(
+                f"  {proc}: on the CPU {r['us_per_bio']:.1f} us per bio ({r['bios']} bios, "
+                "sched_switch)"
+            )
         cfs = s["cfs"]
         for proc, r in cfs.get("per_process", {}).items():
             typer.echo(

@@ -136,6 +136,8 @@ def summary(events: list[Event], skip_s: float = 0.0) -> dict:
         "submit": submit_calls(events, start),
         "worker": worker_runs(events, start),
         "first": first_after_completion(events, start),
+        "waiting": waiting_at_completion(events, start),
+        "on_cpu": on_cpu_per_bio(events, start),
         "cfs": cfs_shares(events, start),
     }
 
@@ -268,6 +270,69 @@ def worker_runs(events: list[Event], start: float = 0.0) -> dict[str, dict]:
             for key, r in sorted(by_key.items(), key=lambda kv: -len(kv[1]["turns"]))
         }
         for proc, by_key in sorted(rows.items())
+    }
+
+
+def waiting_at_completion(events: list[Event], start: float = 0.0) -> dict[int, dict]:
+    """Per size (sectors, as issued) of a request that completed after `start`: how many
+    completed, and per size of request inserted into the scheduler and not yet issued then,
+    at what share of those completions one waited and how many on average (whether the
+    completion had a queue run to ask for)."""
+    issued: dict[int, int] = {}
+    waiting: dict[int, int] = {}  # sector -> sectors, inserted and not issued
+    rows: dict[int, dict] = {}
+    for e in events:
+        if e.name == "rq_insert":
+            waiting[e.sector] = e.sectors
+        elif e.name == "rq_issue":
+            waiting.pop(e.sector, None)
+            issued[e.sector] = e.sectors
+        elif e.name == "rq_complete" and e.ts >= start:
+            row = rows.setdefault(issued.get(e.sector, e.sectors), {"n": 0, "waiting": {}})
+            row["n"] += 1
+            sizes: dict[int, int] = {}
+            for sectors in waiting.values():
+                sizes[sectors] = sizes.get(sectors, 0) + 1
+            for sectors, k in sizes.items():
+                w = row["waiting"].setdefault(sectors, {"completions": 0, "requests": 0})
+                w["completions"] += 1
+                w["requests"] += k
+    return {
+        n: {
+            "n": row["n"],
+            "waiting": {
+                sectors: {"share": w["completions"] / row["n"], "mean": w["requests"] / row["n"]}
+                for sectors, w in sorted(row["waiting"].items())
+            },
+        }
+        for n, row in sorted(rows.items())
+    }
+
+
+def on_cpu_per_bio(events: list[Event], start: float = 0.0) -> dict[str, dict]:
+    """Per process that queued bios after `start`: its bios and its time on the CPU from
+    sched_switch (switch-in to switch-out, interrupts taken meanwhile included) per bio.
+    Empty without sched_switch."""
+    names: dict[int, str] = {}
+    bios: dict[str, int] = {}
+    for e in events:
+        if e.name != "run" and e.pid not in names:
+            names[e.pid] = f"{e.comm}-{e.pid}"
+        if e.name == "bio_queue" and e.ts >= start:
+            bios[names[e.pid]] = bios.get(names[e.pid], 0) + 1
+    on_cpu: dict[str, float] = {}
+    running: tuple[str, float] | None = None
+    for e in events:
+        if e.name != "run":
+            continue
+        if running is not None:
+            name, since = running
+            on_cpu[name] = on_cpu.get(name, 0.0) + max(0.0, e.ts - max(since, start))
+        running = (names.get(e.pid, str(e.pid)), e.ts)
+    return {
+        name: {"bios": n, "us_per_bio": on_cpu.get(name, 0.0) / n * 1e6}
+        for name, n in sorted(bios.items())
+        if name in on_cpu
     }
 
 

@@ -2839,6 +2839,12 @@ impl FsStage {
             return;
         }
         let since = *js.running_since.get_or_insert(now);
+        // jbd2 arms a transaction's commit timer once (t_expires, when it starts): once it has
+        // fired, the commit stays requested until the commit thread takes the transaction
+        // (after the commit running then), and nothing arms it again.
+        if since + interval <= now {
+            return;
+        }
         js.timer_at = Some(since + interval);
         ctx.schedule(since + interval, FsEvent::CommitTimer(0));
     }

@@ -320,7 +320,10 @@ fn build_jobs(
             let mut start_rng = qoslab_engine::RngStream::new(seed, "startdelay");
             // The files that exist before the run: those fio lays out for a job that reads
             // (below), and the application's, named after the one file of each job clone.
-            let mut pre_files = Vec::new();
+            let mut pre_files: Vec<qoslab_fs::FileSpec> = Vec::new();
+            // fio's jobs and numjobs clones that name one file open that one file (one inode,
+            // one page cache), so each name gets the number of the first clone that names it.
+            let mut named_files: std::collections::BTreeMap<&str, u32> = Default::default();
             let mut app_seen = false;
             for job in &file.jobs {
                 first_clone.push(out.len());
@@ -457,9 +460,17 @@ fn build_jobs(
                         on_files.map_or(u64::from(job.nrfiles), |_| 1),
                     );
                     if let Some(fs_ordering) = on_files {
-                        // One file per clone, named from 1; the file system orders its own
-                        // writes (its journal's ordering plug-in), never the job's.
-                        run.file = out.len() as u32 + 1;
+                        // A file per clone, named from 1, unless the job names a file that an
+                        // earlier clone named too (fio 3.33 keeps $jobnum and the like in a
+                        // `filename` as written: one name, one file); the file system orders
+                        // its own writes (its journal's ordering plug-in), never the job's.
+                        let own = out.len() as u32 + 1;
+                        run.file = match job.filename.as_deref() {
+                            Some(name) if job.app.is_none() => {
+                                *named_files.entry(name).or_insert(own)
+                            }
+                            _ => own,
+                        };
                         // fio lays out the file of a job that reads or trims it before the
                         // job starts (extend_file: written whole, fsynced with create_fsync,
                         // closed; then invalidate=1 drops its pages), outside the job's time:
@@ -468,13 +479,19 @@ fn build_jobs(
                             && (job.rw.issues(qoslab_engine::Op::Read)
                                 || job.rw.issues(qoslab_engine::Op::Trim))
                         {
+                            // fio lays out a shared file once, as large as the job that
+                            // needs the most of it asks (a later job finds it there).
                             let e = g.extent();
-                            pre_files.push(qoslab_fs::FileSpec {
-                                name: run.file,
-                                size: e.region_start_bytes + e.region_len_bytes,
-                                allocated: true,
-                                cached: false,
-                            });
+                            let size = e.region_start_bytes + e.region_len_bytes;
+                            match pre_files.iter_mut().find(|f| f.name == run.file) {
+                                Some(f) => f.size = f.size.max(size),
+                                None => pre_files.push(qoslab_fs::FileSpec {
+                                    name: run.file,
+                                    size,
+                                    allocated: true,
+                                    cached: false,
+                                }),
+                            }
                         }
                         orderings.push(fs_ordering);
                         out.push(run);

@@ -19,7 +19,6 @@ ADAPTERS = (
     "sched",
     "fs",
     "lab",
-    "plm",
     "selftest",
 )
 

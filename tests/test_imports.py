@@ -95,12 +95,12 @@ LAYERS = (
     ("units", "store", "guest_devices", "yamlnodes"),
     ("options", "report", "sim"),
     ("nvmelite", "rio"),
-    ("dut", "lab"),
+    ("dut", "lab", "plm"),
     # A study command runs its points through the sweep engine (qoslab.sweep.planned); the
     # sweep's adapter of a study holds what runs one of its points (the lab's fio runs: the
     # machinery in `lab` below, the commands in `labstudy` above).
     ("sweep",),
-    ("sched", "plm", "vm", "labstudy"),
+    ("sched", "vm", "labstudy", "plmstudy"),
     ("fs",),  # `qoslab fs kernel` runs its jobs in the guest kernel too (qoslab.vm)
     ("cli",),
     ("__main__",),

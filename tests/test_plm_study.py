@@ -564,6 +564,40 @@ def test_a_users_systor_traces_replay_instead_of_the_generator(qoslab, tmp_path)
     assert (hod["utilization_min"] == 1.0).all()
 
 
+def test_the_study_started_again_takes_every_run_from_its_store(reduced, tmp_path):
+    # Its simulations are points of the sweep engine's `plm` study, kept in `<out>.store`: the
+    # same study into another folder with that store simulates nothing and writes the same
+    # tables, byte for byte.
+    from typer.testing import CliRunner
+
+    from qoslab.cli import app
+
+    again = tmp_path / "again"
+    done = CliRunner().invoke(
+        app,
+        ["plm", "study", "--out", str(again), "--datasets", "DS1,DS4", "--configs", "2",
+         "--quick", "--slow-reads", "20", "--write-sensitivity", "0.1", "--seeds", "1",
+         "--store", str(reduced.with_name("study.store")), "--quiet"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    for name in ("results.parquet", "series.parquet", "slow_reads.csv", "fig6.csv", "targets.csv"):
+        assert (again / name).read_bytes() == (reduced / name).read_bytes(), name
+    meta = json.loads((again / "meta.json").read_text())
+    assert meta["points"] == {"total": 19, "run": 0, "already_stored": 19}
+
+
+def test_the_sweeps_plm_adapter_speaks_the_studys_vocabulary():
+    from qoslab.sweep.studies import plm as adapter
+
+    assert (*study.DATASETS, "trace") == adapter.DATASETS
+    assert ("shared", "isolated", *study.PLM_VARIANTS) == adapter.VARIANTS
+    assert (adapter.POLICIES, adapter.CLASSES) == (study.POLICIES, study.CLASSES)
+    assert adapter.STUDY.param("burst_sigma").default == study.BURST_SIGMA
+    assert adapter.STUDY.param("duration_ms").default == study.QUICK_DURATION_MS
+    sizes = ((4096, 0.7), (16384, 0.2), (65536, 0.1 + 1e-17))
+    assert adapter._sizes(adapter.sizes_text(sizes)) == sizes
+
+
 def test_a_trace_with_nothing_to_replay_is_named(qoslab, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("Timestamp,Response,IOType,LUN,Offset,Size\n")

@@ -91,7 +91,7 @@ STUDIES = (
     (("report",), _register_report),
     (("rio",), _group("qoslab.rio.cli")),
     (("fs",), _group("qoslab.fs.cli")),
-    (("plm",), _group("qoslab.plm.cli")),
+    (("plm",), _group("qoslab.plmstudy.cli")),
     (("sched",), _group("qoslab.sched.cli")),
     (("vm",), _group("qoslab.vm.cli")),
 )

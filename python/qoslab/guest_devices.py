@@ -95,9 +95,9 @@ BLK_SAFE_MAX_SECTORS = 255  # what a queue gets when its driver sets no max_hw_s
 
 # fio's CPU per I/O of one job's turn in the guest (QEMU TCG, one vCPU): the line through fio's
 # own usr_cpu + sys_cpu per I/O of 6 untraced runs on null_blk (prio and mq-deadline, 4 ms x 2
-# tags): 15.73 us at 4 KiB, 29.28 us at 128 KiB (docs/vm.md, finding 13). On scsi_debug CFS
-# charged the tasks the same (traced, prio, 3 repetitions: 15.6 to 16.7 us per 4 KiB bio, 28.7
-# to 28.9 per 128 KiB bio; finding 15): the driver's copy is not in the task's turn.
+# tags): 15.73 us at 4 KiB, 29.28 us at 128 KiB (docs/vm.md, finding 13). On scsi_debug the
+# tasks were on the CPU as long (traced, prio, 3 repetitions: 15.4 to 16.6 us per 4 KiB bio,
+# 28.7 to 29.0 per 128 KiB bio; finding 15): the driver's copy is not in the task's turn.
 FIO_CPU_ONE = {"submit_ns": 15_300, "per_kib_ns": 109}
 # scsi_debug's queuecommand copies the data before it arms the command's timer; under a
 # scheduler kblockd's worker runs it: the line through the worker's one-request turns, 10 us at

@@ -1240,10 +1240,9 @@ mod tests {
         // H1's task, then the worker. A sleeper credit of 0 places both at min_vruntime
         // (20.034 us: the worker, raised to L2's 20 us as it woke at 33 us, then charged 34
         // ns for its 3 us turn at its weight), as the guest's CFS places them after sleeps
-        // longer than its 3 ms credit; of equals CFS
-        // runs the first woken: H2's submission (1028 to 1038 us) inserts H2 before the worker
-        // runs the queue (1038 to 1041 us), and prio's HIGH-first dispatch gives H2 the freed
-        // command ahead of L1. Each later completion's command waits for the completion's
+        // longer than its 3 ms credit; of equals CFS runs the first woken: H2's submission
+        // (1028 to 1038 us) inserts H2 before the worker runs the queue (1038 to 1041 us),
+        // and prio's HIGH-first dispatch gives H2 the freed command ahead of L1. Each later completion's command waits for the completion's
         // work and then the worker's (8 us): L1 at 2049 us, L2 at 3057 us.
         let on_cpu = "queue_runs_on_cpu = true\nqueue_run_ns = 3000\nqueue_run_per_rq_ns = 0\n";
         let (at, runs) = woken_read_against_kblockd(&format!("{on_cpu}sleeper_credit_ns = 0\n"));

@@ -85,7 +85,7 @@ class LabRuns:
         if stored["already_stored"] and not self.quiet:
             print(
                 f"qoslab: note: {stored['already_stored']} of {len(runs)} runs taken from "
-                f"{self.store}, measured by an earlier, interrupted run of this study",
+                f"{self.store}, as an earlier command measured them on this target",
                 file=sys.stderr,
             )
         for f in rows.details["files"].itertuples():

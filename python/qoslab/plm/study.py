@@ -28,7 +28,6 @@ import os
 import tempfile
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -760,7 +759,39 @@ def summarise(job: Job, report: dict, frame) -> dict:
     return dict(rows=rows, series=series, slow=slow)
 
 
-def _series_schema():
+def demand_for(
+    run: Run, seed: int, duration_ms: int, workload: Workload, traces, folder: Path
+) -> Traces:
+    """The demand `run` replays with `seed`, written into `folder`: the generator's for its
+    dataset (with the run's own write fraction, if it has one) and seed, or the replayed
+    `traces` (the same demand whatever the seed: only the simulator's draws differ from one
+    repetition to the next)."""
+    if traces:
+        return replay(traces, duration_ms, folder)
+    wl = workload
+    if run.write_fraction is not None:
+        wl = Workload(run.write_fraction, wl.sizes, wl.burst_sigma, wl.own_sigma)
+    return generate(run.dataset, duration_ms, seed, wl, folder, f"{run.demand}-seed{seed}")
+
+
+def job_for(run: Run, seed: int, t: Traces, sets, folder: Path) -> Job:
+    """What one simulation of `run` with `seed` needs, over the demand `t` written in `folder`
+    (where a host-directed run's demand file goes too)."""
+    window_ms = CONFIGS[run.config][1] if run.config is not None else SLOT_MS
+    capacity = t.capacity(run.config) if run.config is not None else 0
+    demand_file = None
+    if run.variant == "HoD":
+        p = folder / f"demands-{run.demand}-seed{seed}-{window_ms}ms.csv"
+        if not p.exists():
+            # Every window the replay reaches, the last partial one too.
+            write_demands(p, _all_windows(t, window_ms))
+        demand_file = str(p)
+    return Job(run, tuple(t.paths), window_ms, capacity, demand_file, seed, tuple(sets),
+               t.span_ns + 1)  # fmt: skip
+
+
+def series_schema():
+    """series.parquet's columns: each run's per-window read latencies of each host."""
     import pyarrow as pa
 
     return pa.schema(
@@ -777,91 +808,6 @@ def _series_schema():
     )
 
 
-def run_study(
-    *,
-    datasets: list[str],
-    configs: list[int],
-    policies: list[str],
-    duration_ms: int,
-    seeds: list[int],
-    traces: list[Path] | None,
-    workers: int,
-    scratch: Path,
-    series_path: Path,
-    workload: Workload = Workload(),
-    sensitivity: list[float] = (),
-    sets: list[str] = (),
-    progress=None,
-):
-    """Runs every simulation of the plan once per seed of `seeds` (seed by seed, each in
-    plan order; a seed draws its own demand and seeds the simulator), with the device keys
-    `sets` added to each; writes each run's per-window series to `series_path` (Parquet) as it
-    finishes and returns (results, slow reads) DataFrames, each row with its `seed` (the second
-    empty unless `sets` turned on the slow-read diagnostic, media.diag.slow_reads), and the
-    demands by (name, seed). `progress(done, total)`, if given, is called before the first run
-    and after each."""
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    demands: dict[tuple[str, int], Traces] = {}
-    replayed = replay(traces, duration_ms, scratch) if traces else None
-    if traces:
-        datasets = ["trace"]
-        sensitivity = []
-    runs = plan(datasets, configs, policies, sensitivity)
-    demand_files: dict[tuple[str, int, int], str] = {}
-    jobs = []
-    for seed in seeds:
-        for run in runs:
-            key = (run.demand, seed)
-            if key not in demands:
-                if replayed is not None:
-                    # A trace is the same demand whatever the seed: only the simulator's draws
-                    # differ from one repetition to the next.
-                    demands[key] = replayed
-                else:
-                    wl = workload
-                    if run.write_fraction is not None:
-                        wl = Workload(run.write_fraction, wl.sizes, wl.burst_sigma, wl.own_sigma)
-                    demands[key] = generate(
-                        run.dataset, duration_ms, seed, wl, scratch, f"{run.demand}-seed{seed}"
-                    )
-            t = demands[key]
-            window_ms = CONFIGS[run.config][1] if run.config is not None else SLOT_MS
-            capacity = t.capacity(run.config) if run.config is not None else 0
-            demand_file = None
-            if run.variant == "HoD":
-                fkey = (run.demand, seed, window_ms)
-                if fkey not in demand_files:
-                    p = scratch / f"demands-{run.demand}-seed{seed}-{window_ms}ms.csv"
-                    # Every window the replay reaches, the last partial one too.
-                    write_demands(p, _all_windows(t, window_ms))
-                    demand_files[fkey] = str(p)
-                demand_file = demand_files[fkey]
-            jobs.append(
-                Job(run, tuple(t.paths), window_ms, capacity, demand_file, seed, tuple(sets),
-                    t.span_ns + 1)
-            )  # fmt: skip
-    rows: list[dict] = []
-    slow: list[dict] = []
-    writer = pq.ParquetWriter(series_path, _series_schema())
-    try:
-        if progress is not None:
-            progress(0, len(jobs))
-        for n, done in enumerate(_map(_simulate, jobs, workers), 1):
-            rows += done["rows"]
-            if done["slow"]:
-                slow.append(done["slow"])
-            table = pa.Table.from_pandas(done["series"], preserve_index=False)
-            writer.write_table(table.select(_series_schema().names).cast(_series_schema()))
-            if progress is not None:
-                progress(n, len(jobs))
-    finally:
-        writer.close()
-    return pd.DataFrame(rows), pd.DataFrame(slow), demands
-
-
 def _all_windows(t: Traces, window_ms: int) -> np.ndarray:
     windows = t.span_ns // (window_ms * 1_000_000) + 2
     out = np.zeros((windows, len(t.paths)), dtype=np.int64)
@@ -869,17 +815,6 @@ def _all_windows(t: Traces, window_ms: int) -> np.ndarray:
     n = min(windows, len(table))
     out[:n] = table[:n]
     return out
-
-
-def _map(fn, jobs: list, workers: int) -> Iterator:
-    """`fn` over `jobs` in order, on `workers` processes (results arrive in plan order, so the
-    outputs do not depend on the worker count)."""
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            yield from pool.map(fn, jobs)
-    else:
-        for j in jobs:
-            yield fn(j)
 
 
 def default_workers() -> int:

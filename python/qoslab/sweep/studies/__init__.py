@@ -19,6 +19,7 @@ ADAPTERS = (
     "sched",
     "fs",
     "lab",
+    "plm",
     "selftest",
 )
 

@@ -70,39 +70,35 @@ METRICS = tuple(
 )
 
 
-@dataclass(frozen=True)
-class RecordedTarget:
-    """The target as the command recorded it (`qoslab.lab.target.Target.describe`): what the
-    runner writes into each run's metadata, and the disk whose queue it reads."""
-
-    path: str
-    kind: str
-    size_bytes: int
-    disk: str | None
-    created_by_qoslab: bool
-    preconditioned_by_this_run: bool
-
-    def describe(self) -> dict:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "size_bytes": self.size_bytes,
-            "disk": self.disk,
-            "created_by_qoslab": self.created_by_qoslab,
-            "preconditioned_by_this_run": self.preconditioned_by_this_run,
-        }
+# Each target parameter and its key in the target's description (`Target.describe()`, which
+# the runner writes into every run's metadata).
+TARGET_KEYS = {
+    "target": "path",
+    "target_kind": "kind",
+    "target_size": "size_bytes",
+    "target_disk": "disk",
+    "target_created": "created_by_qoslab",
+    "target_preconditioned": "preconditioned_by_this_run",
+}
 
 
 def target_params(description: dict) -> dict[str, Any]:
     """A target's description (`Target.describe()`) as this study's parameters."""
-    return {
-        "target": description["path"],
-        "target_kind": description["kind"],
-        "target_size": description["size_bytes"],
-        "target_disk": description["disk"],
-        "target_created": description["created_by_qoslab"],
-        "target_preconditioned": description["preconditioned_by_this_run"],
-    }
+    return {param: description[key] for param, key in TARGET_KEYS.items()}
+
+
+@dataclass(frozen=True)
+class RecordedTarget:
+    """The target as the command recorded it: what the runner asks of a target."""
+
+    description: dict
+
+    @property
+    def disk(self) -> str | None:
+        return self.description["disk"]
+
+    def describe(self) -> dict:
+        return dict(self.description)
 
 
 def run_point(params: dict[str, Any], seed: int | None, details: frozenset[str]) -> PointResult:
@@ -110,14 +106,7 @@ def run_point(params: dict[str, Any], seed: int | None, details: frozenset[str])
     from qoslab.lab.queue import select_scheduler
     from qoslab.lab.runner import Runner
 
-    target = RecordedTarget(
-        params["target"],
-        params["target_kind"],
-        params["target_size"],
-        params["target_disk"],
-        params["target_created"],
-        params["target_preconditioned"],
-    )
+    target = RecordedTarget({key: params[param] for param, key in TARGET_KEYS.items()})
     if params["scheduler"] is not None:
         select_scheduler(target.disk, params["scheduler"])
     command = COMMAND.get()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from qoslab.options import store_option
+
 app = typer.Typer(
     name="plm",
     help="Predictable Latency Mode: NVM sets' deterministic windows and the PLM coordinator.",
@@ -138,9 +140,10 @@ def study_cmd(
         "(media.diag.slow_reads) into slow_reads.csv.",
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar and no closing line."),
+    store: Path | None = store_option(),
 ) -> None:
     """The document's evaluation: baselines, HoD and CoD, sp and fr, on each dataset and config."""
-    from qoslab.plm.run_study import main
+    from qoslab.plmstudy.run_study import main
 
     main(
         out=out,
@@ -160,6 +163,7 @@ def study_cmd(
         sets=set_ or None,
         slow_reads=slow_reads,
         quiet=quiet,
+        store=store,
     )
 
 
@@ -168,7 +172,7 @@ def report_cmd(
     folder: Path = typer.Argument(..., help="A `qoslab plm study` output folder."),
 ) -> None:
     """Write a study's report again from its tables (nothing is simulated)."""
-    from qoslab.plm.run_study import rewrite
+    from qoslab.plmstudy.run_study import rewrite
 
     rewrite(folder)
 

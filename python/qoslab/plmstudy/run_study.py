@@ -11,7 +11,9 @@ from qoslab.errors import InputError
 from qoslab.limits import MAX_SEED
 from qoslab.outputs import earlier_output, staged_dir
 from qoslab.plm import report, study
-from qoslab.progress import Count, progress_bar
+from qoslab.sweep.planned import default_store, provenance, run_planned
+from qoslab.sweep.spec import planned_spec
+from qoslab.sweep.studies.plm import TRACES, sizes_text
 from qoslab.units import parse_duration
 
 OUTPUTS = ("report.html", "results.parquet", "fig6.csv", "targets.csv", "meta.json")
@@ -64,6 +66,7 @@ def main(
     sets: list[str] | None = None,
     slow_reads: int = 0,
     quiet: bool = False,
+    store: Path | None = None,
 ) -> None:
     if datasets is not None and traces is not None:
         print(
@@ -122,6 +125,7 @@ def main(
         raise InputError(f"--slow-reads: expected a non-negative integer, got {slow_reads}")
     if slow_reads:
         sets.append(f"media.diag.slow_reads={slow_reads}")
+    store = default_store(out) if store is None else store
     with (
         staged_dir(
             out,
@@ -129,25 +133,13 @@ def main(
             refusal="not empty and not an earlier `qoslab plm study` output; choose another folder",
         ) as folder,
         tempfile.TemporaryDirectory(prefix="qoslab-plm-traces-") as scratch,
-        progress_bar(quiet) as bar,
     ):
-        # On a terminal, a bar of the runs done (stderr); nothing in a log or a pipe.
-        runs = Count(bar, "plm study")
-        results, slow, _ = study.run_study(
-            datasets=ds,
-            configs=cs,
-            policies=ps,
-            duration_ms=ms,
-            seeds=repetitions,
-            traces=traces,
-            workers=workers,
-            scratch=Path(scratch),
-            series_path=folder / "series.parquet",
-            workload=workload,
-            sensitivity=sensitivity,
-            sets=sets,
-            progress=runs,
-        )
+        if traces:
+            # A trace that is not one stops the study before any run (one line, its file).
+            study.replay(traces, ms, Path(scratch))
+        spec = _planned(ds, cs, ps, ms, repetitions, traces, workload, sensitivity, sets)
+        rows = run_planned(spec, store, jobs=workers, quiet=quiet)
+        results, slow = _in_seed_order(rows, len(repetitions), folder / "series.parquet")
         if len(slow):
             slow.to_csv(folder / "slow_reads.csv", index=False, float_format="%.3f")
         results.to_parquet(folder / "results.parquet", index=False)
@@ -170,11 +162,72 @@ def main(
             ),
             write_sensitivity=sensitivity if traces is None else [],
             sets=sets,
+            **provenance(spec, store, rows),
         )
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         _report(folder, results, meta)
     if not quiet:
         print(f"wrote {out}/report.html, results.parquet, series.parquet, fig6.csv, targets.csv")
+
+
+def _planned(datasets, configs, policies, ms, seeds, traces, workload, sensitivity, sets):
+    """The study's simulations as points of the sweep engine's `plm` study: every run of the
+    plan (`study.plan`) with every seed."""
+    if traces:
+        datasets, sensitivity = ["trace"], []
+    shared = {
+        "duration_ms": ms,
+        "writes": workload.write_fraction,
+        "sizes": sizes_text(workload.sizes),
+        "burst_sigma": workload.burst_sigma,
+        "sets": "\n".join(sets),
+    }
+    if traces:
+        shared |= {t: str(Path(p).resolve()) for t, p in zip(TRACES, traces, strict=True)}
+    points = [
+        {
+            "dataset": r.dataset,
+            "variant": r.variant,
+            "config": r.config,
+            "policy": r.policy,
+            "host": r.host,
+            "write_fraction": r.write_fraction,
+            **shared,
+        }
+        for r in study.plan(datasets, configs, policies, sensitivity)
+    ]
+    return planned_spec("plm", "plm-study", points, seeds, ["rows", "series", "slow"])
+
+
+def _in_seed_order(rows, n_seeds: int, series_path: Path):
+    """The study's tables from its points' rows, seed by seed and each in plan order (the
+    order of its outputs before the sweep engine ran it): the results and slow-read frames, and
+    series.parquet written one row group a run."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # The engine's plan order is the runs' order with each run's seeds innermost.
+    order = sorted(range(len(rows.points)), key=lambda i: (i % n_seeds, i // n_seeds))
+    rank = {point: k for k, point in enumerate(order)}
+
+    def ordered(frame):
+        frame = frame.assign(_rank=frame.point.map(rank)).sort_values("_rank", kind="stable")
+        return frame.drop(columns=["point", "_rank"]).reset_index(drop=True)
+
+    results = ordered(rows.details["rows"])
+    slow = ordered(rows.details["slow"]) if "slow" in rows.details else pd.DataFrame()
+    schema = study.series_schema()
+    series = rows.details.get("series")
+    with pq.ParquetWriter(series_path, schema) as writer:
+        for point in order:
+            if series is None:
+                writer.write_table(schema.empty_table())
+                continue
+            part = series[series.point == point].drop(columns=["point"])
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            writer.write_table(table.select(schema.names).cast(schema))
+    return results, slow
 
 
 def _report(folder: Path, results, meta: dict) -> None:

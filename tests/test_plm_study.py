@@ -598,6 +598,26 @@ def test_the_sweeps_plm_adapter_speaks_the_studys_vocabulary():
     assert adapter._sizes(adapter.sizes_text(sizes)) == sizes
 
 
+def test_a_worker_keeps_its_last_demands_but_never_one_a_running_point_replays(monkeypatch):
+    from pathlib import Path
+
+    from qoslab.sweep.studies import plm as adapter
+
+    monkeypatch.setattr(adapter, "KEPT_DEMANDS", 1)
+    monkeypatch.setattr(adapter, "_demands", type(adapter._demands)())
+    params = {p.name: p.default for p in adapter.STUDY.params} | {"duration_ms": 300}
+    run = study.Run("DS3", "shared")
+    with adapter._demand(run, 1, params) as first:
+        with adapter._demand(run, 2, params) as second:
+            assert second is not first
+        # The other seed's demand went (one is kept), not the one still replayed.
+        assert not Path(second.folder.name).exists()
+        assert all(Path(p).is_file() for p in first.made.paths)
+    with adapter._demand(run, 1, params) as again:
+        assert again is first  # made once
+    first.folder.cleanup()
+
+
 def test_a_trace_with_nothing_to_replay_is_named(qoslab, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("Timestamp,Response,IOType,LUN,Offset,Size\n")

@@ -13,8 +13,11 @@ seed that follow each other replay one generated demand, as the study's loop did
 from __future__ import annotations
 
 import collections
+import contextlib
 import tempfile
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +44,18 @@ CLASSES = ("high", "medium", "low")
 TRACES = tuple(f"trace_{c}" for c in CLASSES)
 
 # Demands a worker keeps (each a folder of request files): the seeds of one dataset in a row.
+# One that a running point replays is never removed (its thread holds it: `users`).
 KEPT_DEMANDS = 8
-_demands: collections.OrderedDict[tuple, tuple[Any, tempfile.TemporaryDirectory]] = (
-    collections.OrderedDict()
-)
+
+
+@dataclass
+class _Demand:
+    made: Any  # qoslab.plm.study.Traces
+    folder: tempfile.TemporaryDirectory
+    users: int = 0
+
+
+_demands: collections.OrderedDict[tuple, _Demand] = collections.OrderedDict()
 _lock = threading.Lock()
 
 
@@ -58,9 +69,10 @@ def _sizes(value: str) -> tuple[tuple[int, float], ...]:
     return tuple((int(s), float(w)) for s, w in (p.split(":") for p in value.split(",")))
 
 
-def _demand(run, seed: int, params: dict[str, Any]):
-    """The demand of `run` with `seed` and the folder it is written in, made once per worker
-    for the last KEPT_DEMANDS (dataset, write fraction, seed, workload, traces)."""
+@contextlib.contextmanager
+def _demand(run, seed: int, params: dict[str, Any]) -> Iterator[_Demand]:
+    """The demand of `run` with `seed`, made once per worker for the last KEPT_DEMANDS
+    (dataset, write fraction, seed, workload, traces), held while the caller replays it."""
     from qoslab.plm import study as S
 
     traces = [params[t] for t in TRACES] if params["trace_high"] is not None else None
@@ -74,18 +86,22 @@ def _demand(run, seed: int, params: dict[str, Any]):
         tuple(traces or ()),
     )
     with _lock:
-        if key in _demands:
-            _demands.move_to_end(key)
-        else:
+        if key not in _demands:
             folder = tempfile.TemporaryDirectory(prefix="qoslab-plm-demand-")
-            made = S.demand_for(
-                run, seed, params["duration_ms"], workload, traces, Path(folder.name)
-            )
-            _demands[key] = (made, folder)
-            while len(_demands) > KEPT_DEMANDS:
-                _demands.popitem(last=False)[1][1].cleanup()
-        made, folder = _demands[key]
-        return made, Path(folder.name)
+            ms = params["duration_ms"]
+            made = S.demand_for(run, seed, ms, workload, traces, Path(folder.name))
+            _demands[key] = _Demand(made, folder)
+        _demands.move_to_end(key)
+        demand = _demands[key]
+        demand.users += 1
+    try:
+        yield demand
+    finally:
+        with _lock:
+            demand.users -= 1
+            idle = [k for k, d in _demands.items() if d.users == 0]
+            for k in idle[: max(0, len(_demands) - KEPT_DEMANDS)]:  # the oldest first
+                _demands.pop(k).folder.cleanup()
 
 
 def run_point(params: dict[str, Any], seed: int | None, details: frozenset[str]) -> PointResult:
@@ -101,11 +117,11 @@ def run_point(params: dict[str, Any], seed: int | None, details: frozenset[str])
         params["host"],
         params["write_fraction"],
     )
-    demand, folder = _demand(run, seed, params)
     sets = [s for s in params["sets"].split("\n") if s]
-    with _lock:  # a host-directed run writes its demand file into the shared folder once
-        job = S.job_for(run, seed, demand, sets, folder)
-    done = S._simulate(job)
+    with _demand(run, seed, params) as demand:
+        with _lock:  # a host-directed run writes its demand file into the shared folder once
+            job = S.job_for(run, seed, demand.made, sets, Path(demand.folder.name))
+        done = S._simulate(job)
     high = [r for r in done["rows"] if r["cls"] == "high"]
     metrics = {
         "reads": sum(r["reads"] for r in done["rows"]),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -77,14 +78,10 @@ def _demand(run, seed: int, params: dict[str, Any]) -> Iterator[_Demand]:
 
     traces = [params[t] for t in TRACES] if params["trace_high"] is not None else None
     workload = S.Workload(params["writes"], _sizes(params["sizes"]), params["burst_sigma"])
-    # A replayed trace is the same demand whatever the seed.
-    key = (
-        run.demand,
-        None if traces else seed,
-        params["duration_ms"],
-        workload,
-        tuple(traces or ()),
-    )
+    # A replayed trace is the same demand whatever the seed, and another one once its file
+    # changes (a worker may outlive an edit: a Dask worker, a test process).
+    files = tuple((t, os.stat(t).st_mtime_ns, os.stat(t).st_size) for t in traces or ())
+    key = (run.demand, None if traces else seed, params["duration_ms"], workload, files)
     with _lock:
         if key not in _demands:
             folder = tempfile.TemporaryDirectory(prefix="qoslab-plm-demand-")

@@ -248,9 +248,8 @@ def study(
         "--cuts",
         min=1,
         max=3000,
-        help="Power cuts per recovery point over all its seeds (default: the document's 30, "
-        "--quick 3), shared out evenly among the seeds.",
-        show_default=False,
+        help="Power cuts per recovery point over all its seeds, shared out evenly among the seeds.",
+        show_default="the document's 30, --quick 3",
     ),
     jobs: int = typer.Option(2, "--jobs", min=1, max=64, help="Simulations run at once."),
     sets: list[str] = typer.Option(

@@ -418,6 +418,82 @@ def test_within_budget_no_dtwin_gets_more_reads_than_its_budget_at_a_handover(tm
     assert ssd["no_dtwin_ms"] == 0 and host["plm_async_events"] == 0
 
 
+def test_with_hold_a_read_its_counts_do_not_cover_waits_at_the_host_for_a_windows_counts(
+    tmp_path, monkeypatch
+):
+    """The PLMC paper (section III-A): "a host needs to access the device during DTWin while
+    respecting DTWin attribute values"; "If the host receives fewer than the required counts
+    during DTWin, it can request PLMC for additional DC allocation." One host (class high)
+    reads 4 KiB at depth 32 for 100 ms; a window's C is 20 counts and its T 20 ms, so each
+    window's counts cover 20 reads and the others wait. fio's submission-latency log gives
+    each read's dispatch (ms) and its time from submission to dispatch (ns)."""
+    import json
+
+    from qoslab.sim import api
+    from qoslab.sim.api import stage_counters
+
+    monkeypatch.chdir(tmp_path)
+    jobs = tmp_path / "reader.fio"
+    jobs.write_text(
+        PLM_JOBS.replace("runtime=400ms", "runtime=100ms").replace(
+            "iodepth=8", "iodepth=32\nwrite_lat_log=r\nlog_offset=1"
+        )
+    )
+    sets = [
+        *PLM_DEVICE,
+        "host.plm.coordinate=true",
+        "media.gc.plm.dtwin_reads_typical=20",
+        "media.gc.plm.dtwin_time_max_ns=20ms",
+        "media.diag.slow_reads=400000",
+    ]
+    runs = {}
+    for rule in ("ndwin_copy", "hold"):
+        report = json.loads(
+            api.run(
+                jobs,
+                sections=["reader"],
+                device="enterprise-tlc-plp",
+                sets=[*sets, f"host.plm.counts_run_out={rule}"],
+                fio_logs=True,
+            )["text"]
+        )
+        reads = report["jobs"][0]["read"]["total_ios"]
+        runs[rule] = (reads, stage_counters(report, "nvme-host"), stage_counters(report, "ssd"))
+    # Today's rule: the reads past the counts go, not covered, to the copy in NDWin.
+    reads, host, ssd = runs["ndwin_copy"]
+    assert host["plm_reads_to_ndwin"] == reads - host["host0_covered_reads"] > 0
+    assert ssd["slowest_arrival_own_ndwin"] > 0
+
+    reads, host, ssd = runs["hold"]
+    held = host["plm_reads_held"]
+    # None is lost: every read submitted completed, every held one was released.
+    assert host["host0_reads"] == reads and held == host["plm_held_released"] > reads / 2
+    assert host["plm_held_left"] == 0
+    # No held read (no read at all) reached a copy not in DTWin, as the drive saw them; no
+    # DTWin got more reads than its budget.
+    assert ssd["slowest_reads"] == reads == host["plm_reads_to_dtwin"]
+    assert ssd["slowest_arrival_own_dtwin"] == ssd["slowest_done_own_dtwin"] == reads
+    assert ssd["set1_dtwin_exits_reads"] + ssd["set2_dtwin_exits_reads"] == 0
+    # The log: a read sent at once spent only the driver's submission time (the least); a
+    # held one was sent at a window's start (a multiple of 20 ms, plus that time) and arrived
+    # before it.
+    lines = (tmp_path / "r_slat.1.log").read_text().splitlines()
+    rows = [[int(f) for f in line.split(",")[:2]] for line in lines]
+    assert len(rows) == reads
+    submit = min(slat for _, slat in rows)
+    sent = [(ms * 1_000_000 + submit - slat, ms * 1_000_000) for ms, slat in rows if slat > submit]
+    # (A read sent at once arrived within the millisecond the log gives.)
+    at_once = [ms * 1_000_000 for ms, slat in rows if slat == submit]
+    assert len(sent) == held
+    assert all(start % 20_000_000 == 0 and arrived < start for arrived, start in sent)
+    # In arrival order: a held read that arrived later was never sent before an earlier one,
+    # and no read sent at once arrived while an older one waited (the held take the counts
+    # first).
+    starts = [start for _, start in sorted(sent)]
+    assert starts == sorted(starts) and max(starts) > min(starts)
+    assert not any(a < t < start for t in at_once for a, start in sent)
+
+
 def test_writes_reach_every_copy_and_no_gc_runs_on_a_set_in_dtwin(tmp_path):
     from qoslab.sim.api import stage_counters
 

@@ -203,8 +203,12 @@ def test_window_diagnostics_are_there_for_plm_runs_only(reduced):
     plm = results["variant"].isin(["HoD", "CoD", "uncoordinated"])
     windowed = ["reads_outside_dtwin", "no_dtwin_time_frac", "entry_wait_p50_ms",
                 "entry_wait_max_ms", "ndwin_min_advertised_ms", "dtwin_exits_reads",
-                "dtwin_exits_time"]  # fmt: skip
+                "dtwin_exits_time", "dtwin_exits_excursion"]  # fmt: skip
     assert results.loc[~plm, windowed].isna().all().all()
+    # No read is held at the host unless counts_run_out = hold.
+    held = ["reads_held", "held_wait_mean_ms", "held_wait_max_ms", "held_release_max",
+            "held_release_mean", "held_released_to_previous"]  # fmt: skip
+    assert results[held].isna().all().all()
     got = results.loc[plm]
     assert got[windowed].notna().all().all()
     assert got["reads_outside_dtwin"].between(0, 1).all()
@@ -241,6 +245,11 @@ def test_the_per_dtwin_tail_is_the_documents_metric_over_the_series(reduced):
         assert row.p9999_per_dtwin_us == s["lat_p9999_ns"].max() / 1e3
         assert (s["lat_p99_ns"] <= s["lat_p9999_ns"]).all()
         assert (s["lat_p9999_ns"] <= s["lat_max_ns"]).all()
+        # The same from the host driver's dispatch, a part of each read's latency.
+        assert row.p9999_per_dtwin_dispatch_us == s["dispatch_lat_p9999_ns"].max() / 1e3
+        assert (s["dispatch_lat_p9999_ns"] <= s["dispatch_lat_max_ns"]).all()
+        assert (s["dispatch_lat_max_ns"] <= s["lat_max_ns"]).all()
+        assert 0 < row.p9999_per_dtwin_dispatch_us <= row.p9999_per_dtwin_us
 
 
 def test_the_slow_read_split_accounts_for_the_whole_time_of_the_slowest_reads(reduced):

@@ -1,6 +1,8 @@
 //! Per-interval time series, like fio's `log_avg_msec` logs: for each interval, the I/Os that
 //! completed in it, their bytes, and their mean, 99th and 99.99th-percentile and largest
-//! latency.
+//! latency; and the 99th and 99.99th-percentile and largest latency from the host driver's
+//! dispatch (its doorbell) to completion, which leaves out the time a request spent in the
+//! host before it went to the device (the PLM study's metric of device access).
 //!
 //! Completions arrive in time order, so an interval is closed (and its rows emitted) as soon
 //! as a completion lands beyond it; memory holds one interval per op, never the whole run.
@@ -22,6 +24,10 @@ pub struct IntervalRow {
     pub lat_p99_ns: u64,
     pub lat_p9999_ns: u64,
     pub lat_max_ns: u64,
+    /// The same from the host driver's dispatch to completion.
+    pub dispatch_lat_p99_ns: u64,
+    pub dispatch_lat_p9999_ns: u64,
+    pub dispatch_lat_max_ns: u64,
 }
 
 impl IntervalRow {
@@ -33,29 +39,66 @@ impl IntervalRow {
     }
 }
 
+/// One latency's distribution over an interval.
 #[derive(Clone, Debug)]
-struct Acc {
-    ios: u64,
-    bytes: u64,
-    lat_sum: u128,
-    lat_min: u64,
-    lat_max: u64,
+struct Tail {
+    min: u64,
+    max: u64,
     hist: Histogram<u64>,
 }
 
-impl Acc {
+impl Tail {
     fn new() -> Self {
         // Two significant digits: the interval p99 is an indicator, 1 % is plenty, and the
         // histogram is reset every interval.
         let mut hist = Histogram::new(2).expect("valid precision");
         hist.auto(true);
+        Tail {
+            min: u64::MAX,
+            max: 0,
+            hist,
+        }
+    }
+
+    fn record(&mut self, ns: u64) {
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+        self.hist.record(ns).expect("auto-resizing");
+    }
+
+    /// The quantile `q` within the interval's own extremes (0 without an I/O).
+    fn quantile(&self, q: f64) -> u64 {
+        if self.hist.is_empty() {
+            0
+        } else {
+            self.hist.value_at_quantile(q).clamp(self.min, self.max)
+        }
+    }
+
+    fn reset(&mut self) {
+        self.min = u64::MAX;
+        self.max = 0;
+        self.hist.reset();
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Acc {
+    ios: u64,
+    bytes: u64,
+    lat_sum: u128,
+    lat: Tail,
+    dispatch: Tail,
+}
+
+impl Acc {
+    fn new() -> Self {
         Acc {
             ios: 0,
             bytes: 0,
             lat_sum: 0,
-            lat_min: u64::MAX,
-            lat_max: 0,
-            hist,
+            lat: Tail::new(),
+            dispatch: Tail::new(),
         }
     }
 }
@@ -101,31 +144,26 @@ impl IntervalSeries {
                     } else {
                         a.lat_sum as f64 / a.ios as f64
                     },
-                    lat_p99_ns: if a.ios == 0 {
-                        0
-                    } else {
-                        a.hist.value_at_quantile(0.99).clamp(a.lat_min, a.lat_max)
-                    },
-                    lat_p9999_ns: if a.ios == 0 {
-                        0
-                    } else {
-                        a.hist.value_at_quantile(0.9999).clamp(a.lat_min, a.lat_max)
-                    },
-                    lat_max_ns: a.lat_max,
+                    lat_p99_ns: a.lat.quantile(0.99),
+                    lat_p9999_ns: a.lat.quantile(0.9999),
+                    lat_max_ns: a.lat.max,
+                    dispatch_lat_p99_ns: a.dispatch.quantile(0.99),
+                    dispatch_lat_p9999_ns: a.dispatch.quantile(0.9999),
+                    dispatch_lat_max_ns: a.dispatch.max,
                 });
                 a.ios = 0;
                 a.bytes = 0;
                 a.lat_sum = 0;
-                a.lat_min = u64::MAX;
-                a.lat_max = 0;
-                a.hist.reset();
+                a.lat.reset();
+                a.dispatch.reset();
             }
             self.start_ns += self.interval_ns;
         }
     }
 
-    /// Records an I/O of `op` completed at `at_ns` after `lat_ns`.
-    pub fn record(&mut self, op: Op, at_ns: Ns, lat_ns: Ns, bytes: u64) {
+    /// Records an I/O of `op` completed at `at_ns` after `lat_ns`, `dispatch_lat_ns` of it
+    /// after the host driver dispatched it.
+    pub fn record(&mut self, op: Op, at_ns: Ns, lat_ns: Ns, dispatch_lat_ns: Ns, bytes: u64) {
         if at_ns < self.start_ns {
             return;
         }
@@ -137,9 +175,8 @@ impl IntervalSeries {
         a.ios += 1;
         a.bytes += bytes;
         a.lat_sum += u128::from(lat_ns);
-        a.lat_min = a.lat_min.min(lat_ns);
-        a.lat_max = a.lat_max.max(lat_ns);
-        a.hist.record(lat_ns).expect("auto-resizing");
+        a.lat.record(lat_ns);
+        a.dispatch.record(dispatch_lat_ns);
     }
 
     /// Closes every interval up to `end_ns` (the job's last completion), the last one as a
@@ -167,9 +204,9 @@ mod tests {
     #[test]
     fn completions_fall_into_their_intervals_and_idle_intervals_get_zero_rows() {
         let mut s = IntervalSeries::new(1000, 0, &[Op::Read]);
-        s.record(Op::Read, 100, 50, 4096);
-        s.record(Op::Read, 900, 150, 4096);
-        s.record(Op::Read, 2500, 300, 4096);
+        s.record(Op::Read, 100, 50, 40, 4096);
+        s.record(Op::Read, 900, 150, 20, 4096);
+        s.record(Op::Read, 2500, 300, 300, 4096);
         s.finish(2500);
         let rows: Vec<_> = s.drain().collect();
         assert_eq!(rows.len(), 3);
@@ -181,6 +218,16 @@ mod tests {
         assert_eq!(
             (rows[2].start_ns, rows[2].ios, rows[2].lat_p99_ns),
             (2000, 1, 300)
+        );
+        // From dispatch: the first interval's two reads spent 10 and 130 ns before it.
+        assert_eq!(
+            (rows[0].dispatch_lat_p99_ns, rows[0].dispatch_lat_max_ns),
+            (40, 40)
+        );
+        assert_eq!((rows[0].lat_p99_ns, rows[0].lat_max_ns), (150, 150));
+        assert_eq!(
+            (rows[1].dispatch_lat_p9999_ns, rows[1].dispatch_lat_max_ns),
+            (0, 0)
         );
     }
 }

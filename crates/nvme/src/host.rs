@@ -25,7 +25,7 @@ use qoslab_engine::{
 
 use crate::config::HostConfig;
 use crate::layout::QueueLayout;
-use crate::replicas::{ReplicaIo, ReplicaPolicy};
+use crate::replicas::{ReplicaIo, ReplicaPolicy, Route};
 use crate::rings::{Cq, Cqe, Sq};
 
 /// Timed events of the host stage. `epoch` changes at every controller reset; events of an
@@ -134,6 +134,10 @@ pub struct NvmeHost {
     /// Copies each write goes to (1 without a replica policy).
     copies: u32,
     replica_wakes: Vec<(Ns, u32)>,
+    /// Reads the replica policy holds ([`Route::Hold`]), oldest first, and its decisions on
+    /// them.
+    replica_held: std::collections::VecDeque<ReqId>,
+    replica_released: Vec<u32>,
     /// Each core is one CPU that runs one thing at a time: `submit_ns` and `complete_ns` are
     /// booked on the request's core (`StageCtx::cpu`) rather than added as delays.
     serial_cpu: bool,
@@ -175,6 +179,8 @@ impl NvmeHost {
             replicas: None,
             copies: 1,
             replica_wakes: Vec::new(),
+            replica_held: std::collections::VecDeque::new(),
+            replica_released: Vec::new(),
             serial_cpu: false,
             stats: HostStats::default(),
             cfg,
@@ -208,13 +214,15 @@ impl NvmeHost {
     }
 
     /// Runs replica-policy hook `f` with the path at hand, then schedules the wake-ups it
-    /// asked for.
+    /// asked for and sends the held reads it released (before anything the hook's caller
+    /// sends: they take the window's counts first).
     fn replica_hook<R>(
         &mut self,
         ctx: &mut impl StageCtx<HostEvent>,
         f: impl FnOnce(&mut dyn ReplicaPolicy, &mut ReplicaIo<'_>) -> R,
     ) -> R {
         let mut wakes = std::mem::take(&mut self.replica_wakes);
+        let mut released = std::mem::take(&mut self.replica_released);
         let out = {
             let now_ns = ctx.now_ns();
             let policy = self.replicas.as_mut().expect("a replica policy");
@@ -223,6 +231,7 @@ impl NvmeHost {
                 now_ns,
                 control: &mut control,
                 wakes: &mut wakes,
+                released: &mut released,
             };
             f(policy.as_mut(), &mut io)
         };
@@ -230,7 +239,32 @@ impl NvmeHost {
             ctx.schedule(at, HostEvent::Replica { token });
         }
         self.replica_wakes = wakes;
+        if !released.is_empty() {
+            self.release_held(&mut released, ctx);
+        }
+        self.replica_released = released;
         out
+    }
+
+    /// The policy decided on the held reads, oldest first, each time on all of them: each goes
+    /// to its namespace now (as if just submitted, its command id taken now) or stays held, in
+    /// its order.
+    #[inline(never)]
+    fn release_held(&mut self, released: &mut Vec<u32>, ctx: &mut impl StageCtx<HostEvent>) {
+        for nsid in released.drain(..) {
+            let id = self
+                .replica_held
+                .pop_front()
+                .expect("a replica policy decides only on the reads it holds");
+            if nsid == 0 {
+                self.replica_held.push_back(id);
+            } else {
+                let r = &mut ctx.reqs_mut()[id];
+                r.nsid = nsid;
+                r.nvm_set = nsid as u16;
+                self.send(id, 0, ctx);
+            }
+        }
     }
 
     pub fn layout(&self) -> &QueueLayout {
@@ -625,14 +659,39 @@ impl NvmeHost {
         self.room(ctx);
     }
 
-    /// A read of a replicated namespace goes to the replica the policy picks.
+    /// A read of a replicated namespace goes to the replica the policy picks; false if the
+    /// policy holds it (kept here, the command ids promised to it given back, as Linux's
+    /// multipath keeps a bio with no usable path before it takes a tag).
     #[inline(never)]
-    fn route_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
+    fn route_read(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) -> bool {
         let (host, len) = (ctx.reqs()[id].host, ctx.reqs()[id].len_bytes);
-        let nsid = self.replica_hook(ctx, |r, io| r.route_read(host, len, io));
-        let r = &mut ctx.reqs_mut()[id];
-        r.nsid = nsid;
-        r.nvm_set = nsid as u16;
+        match self.replica_hook(ctx, |r, io| r.route_read(host, len, io)) {
+            Route::To(nsid) => {
+                let r = &mut ctx.reqs_mut()[id];
+                r.nsid = nsid;
+                r.nvm_set = nsid as u16;
+                true
+            }
+            Route::Hold => {
+                let promised = std::mem::take(&mut self.cmd(id).promised);
+                let sqi = self.sq_of(&ctx.reqs()[id]);
+                self.sqs[sqi].reserved -= promised;
+                self.replica_held.push_back(id);
+                false
+            }
+        }
+    }
+
+    /// An admitted I/O goes out: as one command (to its SQ, `promised` a command id or not),
+    /// or split into several.
+    #[inline(always)]
+    fn send(&mut self, id: ReqId, promised: u32, ctx: &mut impl StageCtx<HostEvent>) {
+        let parts = self.parts(&ctx.reqs()[id]);
+        if parts == 1 {
+            self.issue(id, promised > 0, ctx);
+        } else {
+            self.submit_split(id, parts, promised, ctx);
+        }
     }
 
     /// A request beyond MDTS, or a write to every replica, goes out as `parts` commands.
@@ -718,16 +777,11 @@ impl Stage for NvmeHost {
     fn submit(&mut self, id: ReqId, ctx: &mut impl StageCtx<HostEvent>) {
         self.stats.ios += 1;
         *self.io(id) = IoState::default();
-        if self.replicas.is_some() && ctx.reqs()[id].op == Op::Read {
-            self.route_read(id, ctx);
+        if self.replicas.is_some() && ctx.reqs()[id].op == Op::Read && !self.route_read(id, ctx) {
+            return;
         }
         let promised = std::mem::take(&mut self.cmd(id).promised);
-        let parts = self.parts(&ctx.reqs()[id]);
-        if parts == 1 {
-            self.issue(id, true, ctx);
-        } else {
-            self.submit_split(id, parts, promised, ctx);
-        }
+        self.send(id, promised, ctx);
     }
 
     fn start(&mut self, ctx: &mut impl StageCtx<HostEvent>) {

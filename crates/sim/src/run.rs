@@ -560,7 +560,7 @@ impl<P: Stage> Sim<'_, P> {
         };
         for row in series.drain() {
             out.write_row(format_args!(
-                "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{},{},{}",
+                "{},{},{},{},{},{},{},{:.3},{:.1},{:.1},{},{},{},{},{},{}",
                 row.start_ns / 1_000_000,
                 row.interval_ns as f64 / 1e6,
                 job.name,
@@ -573,7 +573,10 @@ impl<P: Stage> Sim<'_, P> {
                 row.lat_mean_ns,
                 row.lat_p99_ns,
                 row.lat_p9999_ns,
-                row.lat_max_ns
+                row.lat_max_ns,
+                row.dispatch_lat_p99_ns,
+                row.dispatch_lat_p9999_ns,
+                row.dispatch_lat_max_ns
             ))?;
         }
         Ok(())

@@ -14,7 +14,7 @@ use tempfile::NamedTempFile;
 use crate::SimError;
 
 /// The header of the time-series CSV.
-pub const SERIES_HEADER: &str = "time_ms,interval_ms,job,job_index,op,ios,bytes,iops,bytes_per_s,lat_mean_ns,lat_p99_ns,lat_p9999_ns,lat_max_ns";
+pub const SERIES_HEADER: &str = "time_ms,interval_ms,job,job_index,op,ios,bytes,iops,bytes_per_s,lat_mean_ns,lat_p99_ns,lat_p9999_ns,lat_max_ns,dispatch_lat_p99_ns,dispatch_lat_p9999_ns,dispatch_lat_max_ns";
 
 /// Rows are formatted into this much memory before going to the file.
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;

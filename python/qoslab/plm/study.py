@@ -715,6 +715,9 @@ def summarise(job: Job, report: dict, frame) -> dict:
             p99_us=pct.get("99.000000", 0) / 1e3,
             p9999_us=pct.get("99.990000", 0) / 1e3,
             p9999_per_dtwin_us=_per_window_p9999(mine["lat_p9999_ns"].to_numpy()),
+            # The same of the time from the host driver's dispatch to completion: the
+            # document's component (d), without a wait at the host before it (a).
+            p9999_per_dtwin_dispatch_us=_per_window_p9999(mine["dispatch_lat_p9999_ns"].to_numpy()),
             window_p99_median_us=float(mine["lat_p99_ns"].median()) / 1e3 if len(mine) else nan,
             host_us=split.get("host_ns", 0.0) / 1e3,
             transport_us=split.get("transport_ns", 0.0) / 1e3,
@@ -737,13 +740,28 @@ def summarise(job: Job, report: dict, frame) -> dict:
             # Typical passed) and at DTWIN Time Maximum.
             dtwin_exits_reads=_sets_sum(ssd, "dtwin_exits_reads") if plm else nan,
             dtwin_exits_time=_sets_sum(ssd, "dtwin_exits_time") if plm else nan,
+            dtwin_exits_excursion=_sets_sum(ssd, "dtwin_exits_excursion") if plm else nan,
+            # With counts_run_out = hold: the class's reads the host held for a window's
+            # counts; the run's: their wait at the host, mean and longest, the most released at
+            # one instant, those released to the previous copy (the window's still entering
+            # DTWin) and the mean over the instants that released any.
+            reads_held=float(host.get(f"host{h}_reads_held", nan)),
+            held_wait_mean_ms=float(host.get("plm_held_wait_mean_ms", nan)),
+            held_wait_max_ms=float(host.get("plm_held_wait_max_ms", nan)),
+            held_release_max=float(host.get("plm_held_release_max", nan)),
+            held_released_to_previous=float(host.get("plm_held_released_to_previous", nan)),
+            held_release_mean=float(
+                host.get("plm_held_released", nan)
+                / max(1, host.get("plm_held_release_instants", 1))
+            ),
         )
         for key in ("utilization_p10", "utilization_min", "deficiency_p50", "deficiency_p90"):
             row[key] = float(host.get(f"host{h}_{key}", nan))
         row["covered_reads"] = int(host.get(f"host{h}_covered_reads", 0))
         row["windows"] = int(host.get(f"host{h}_windows", 0))
         rows.append(row)
-    cols = ["time_ms", "job_index", "ios", "lat_p99_ns", "lat_p9999_ns", "lat_max_ns"]
+    cols = ["time_ms", "job_index", "ios", "lat_p99_ns", "lat_p9999_ns", "lat_max_ns",
+            "dispatch_lat_p9999_ns", "dispatch_lat_max_ns"]  # fmt: skip
     series = reads_series[cols].copy()
     series["cls"] = [CLASSES[hosts[int(j)]] for j in series["job_index"]]
     series["run"] = run.name
@@ -804,6 +822,8 @@ def series_schema():
             ("lat_p99_ns", pa.int64()),
             ("lat_p9999_ns", pa.int64()),
             ("lat_max_ns", pa.int64()),
+            ("dispatch_lat_p9999_ns", pa.int64()),
+            ("dispatch_lat_max_ns", pa.int64()),
         ]
     )
 

@@ -26,7 +26,12 @@
 //! `end_window`, a read that finds every count of the window used (all the hosts hold spent,
 //! the pool empty) ends the window instead, as the PLMC paper's "premature end" does, and is
 //! covered by the next one's counts. With `dtwin_copy`, an uncovered read goes where a covered
-//! one would (the counts then only account for it). Writes go to every copy.
+//! one would (the counts then only account for it). With `hold`, an uncovered read goes
+//! nowhere yet: the host keeps it, and at the next window's start the held reads, oldest
+//! first and before any read arriving then, take that window's counts and go where covered
+//! reads go (one its host's new counts do not cover either stays held); if no copy is in DTWin
+//! at that start (the drive ended the last DTWin on its own) they wait for the window's copy
+//! to enter. Writes go to every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
@@ -39,7 +44,7 @@ use qoslab_engine::{Command, ConfigError, Control, ControlStatus, Notice, Ns};
 
 use super::allocation::{self, AllocationSetup};
 use super::coordinator::{Coordinator, DemandTable, Predictor, QosClass, RatioHist};
-use crate::replicas::{API, ReplicaIo, ReplicaOps, ReplicaPolicy, ReplicaSetup};
+use crate::replicas::{API, ReplicaIo, ReplicaOps, ReplicaPolicy, ReplicaSetup, Route};
 
 qoslab_engine::choice! {
     /// How the coordinator predicts a host's need.
@@ -52,6 +57,7 @@ qoslab_engine::choice! {
         NdwinCopy = "ndwin_copy",
         EndWindow = "end_window",
         DtwinCopy = "dtwin_copy",
+        Hold = "hold",
     }
 }
 
@@ -77,7 +83,7 @@ qoslab_engine::settings! {
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
         drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
-        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain); dtwin_copy, it goes to the copy in DTWin all the same (still not covered: the deficiency counts it), as a host treating its counts as accounting only"),
+        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain); dtwin_copy, it goes to the copy in DTWin all the same (still not covered: the deficiency counts it), as a host treating its counts as accounting only; hold, the host keeps it (not covered: the deficiency counts it) until the next window's start, where the held reads, oldest first and ahead of any new read, take that window's counts and go to a copy in DTWin as covered reads do (or, if no copy is in DTWin then, once the window's copy enters; one still not covered stays held)"),
         handover_reads: HandoverReads = choice(HandoverReads::PreviousCopy, "where a covered read goes while its window's copy is still entering DTWin (the previous copy still in it): previous_copy, to the previous copy, however many reads its DTWin has had; within_budget, there only while the 4 KiB reads the host has sent that copy since it asked it into DTWin (those then in flight included) stay within DTWIN Reads Typical, as a host keeping the DTWin's reads budget does, and otherwise to the copy being asked in"),
     }
 }
@@ -187,6 +193,8 @@ struct HostStats {
     covered: u64,
     /// Reads sent to a copy the host did not know to be in DTWin.
     to_ndwin: u64,
+    /// Reads held (`hold`), once each however many window starts they waited.
+    held: u64,
     utilization: RatioHist,
     deficiency: RatioHist,
 }
@@ -227,6 +235,21 @@ pub struct PlmLibrary {
     /// entering copy because the previous one's reads budget had no room (`within_budget`).
     dtwin_units: Vec<u64>,
     past_budget: u64,
+    /// Reads held until a window's counts cover them (`hold`), oldest first: host, 4 KiB
+    /// units, when held; whether they wait for the window's copy to enter DTWin; and, over
+    /// the released, their count, total and longest wait, and those released at an entry.
+    held: std::collections::VecDeque<(usize, u64, Ns)>,
+    held_until_entry: bool,
+    released: u64,
+    held_wait_sum_ns: Ns,
+    held_wait_max_ns: Ns,
+    released_at_entry: u64,
+    /// Instants at which held reads were released, the most released at one, and those
+    /// released to a copy other than the window's (the previous one, while the window's is
+    /// still entering DTWin).
+    release_instants: u64,
+    release_max: u64,
+    released_to_previous: u64,
     /// How long each drained copy stayed in DTWin after the turn: count, sum and maximum.
     drains: u64,
     drain_sum_ns: Ns,
@@ -262,6 +285,15 @@ impl PlmLibrary {
             draining: vec![None; copies],
             dtwin_units: vec![0; copies],
             past_budget: 0,
+            held: std::collections::VecDeque::new(),
+            held_until_entry: false,
+            released: 0,
+            held_wait_sum_ns: 0,
+            held_wait_max_ns: 0,
+            released_at_entry: 0,
+            release_instants: 0,
+            release_max: 0,
+            released_to_previous: 0,
             drains: 0,
             drain_sum_ns: 0,
             drain_max_ns: 0,
@@ -352,6 +384,79 @@ impl PlmLibrary {
         }
         self.next_boundary_ns = start_ns + self.window_ns;
         io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
+        if !self.held.is_empty() {
+            if self.dtwin.iter().any(|&d| d) {
+                self.release_held(io);
+            } else {
+                // No copy is deterministic (the drive ended the last DTWin on its own): the
+                // held reads wait for this window's copy to enter.
+                self.held_until_entry = true;
+            }
+        }
+    }
+
+    /// The held reads, oldest first, take this window's counts: each one covered goes where a
+    /// covered read goes, the others stay held.
+    fn release_held(&mut self, io: &mut ReplicaIo<'_>) {
+        let at_entry = std::mem::take(&mut self.held_until_entry);
+        let before = self.released;
+        for _ in 0..self.held.len() {
+            let (h, units, since) = self.held.pop_front().expect("counted");
+            // The read is demand of this window too: the host needs its counts here.
+            self.demand[h] += units;
+            if !self.cover(h, units) {
+                self.held.push_back((h, units, since));
+                io.release(0);
+                continue;
+            }
+            self.stats[h].covered += 1;
+            let copy = self.covered_copy(units);
+            self.released_to_previous += u64::from(copy != self.active());
+            self.send(h, copy, units);
+            let waited = io.now_ns - since;
+            self.released += 1;
+            self.released_at_entry += u64::from(at_entry);
+            self.held_wait_sum_ns += waited;
+            self.held_wait_max_ns = self.held_wait_max_ns.max(waited);
+            io.release(copy + 1);
+        }
+        let now = self.released - before;
+        if now > 0 {
+            self.release_instants += 1;
+            self.release_max = self.release_max.max(now);
+        }
+    }
+
+    /// The copy a covered read of `units` goes to: one in DTWin, the window's first; while it
+    /// is still entering, the previous one (with `within_budget`, only while that DTWin's
+    /// reads stay within DTWIN Reads Typical).
+    fn covered_copy(&mut self, units: u64) -> u32 {
+        let copy = self.pick(true);
+        if self.cfg.handover_reads == HandoverReads::WithinBudget
+            && copy != self.active()
+            && self.dtwin[copy as usize]
+            && self.dtwin_units[copy as usize] + units > self.capacity
+        {
+            // The PLMC paper's host accesses a set "during DTWin while respecting DTWin
+            // attribute values": the previous copy's DTWin has had its DTWIN Reads Typical,
+            // so the read goes to the copy being asked in (held: it starts no background work)
+            // rather than end that DTWin on its reads.
+            self.past_budget += 1;
+            return self.pick(false);
+        }
+        copy
+    }
+
+    /// Books a read of host `h` of `units` sent to `copy`.
+    fn send(&mut self, h: usize, copy: u32, units: u64) {
+        self.dtwin_units[copy as usize] += units;
+        self.in_flight[copy as usize] += 1;
+        if self.dtwin[copy as usize] {
+            self.reads_to_dtwin += 1;
+        } else {
+            self.reads_to_ndwin += 1;
+            self.stats[h].to_ndwin += 1;
+        }
     }
 
     /// Asks the copy before the active one out of DTWin, so that it does its deferred work (at
@@ -511,9 +616,9 @@ impl ReplicaPolicy for PlmLibrary {
         self.begin_window(0, io);
     }
 
-    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32 {
+    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> Route {
         if self.unavailable {
-            return 1;
+            return Route::To(1);
         }
         while io.now_ns >= self.next_boundary_ns {
             self.boundary(self.next_boundary_ns, io);
@@ -537,34 +642,28 @@ impl ReplicaPolicy for PlmLibrary {
             covered = self.cover(h, units);
         }
         self.demand[h] += units;
-        if covered {
+        let copy = if covered {
             self.stats[h].covered += 1;
-        }
-        // dtwin_copy: the counts only account (the deficiency is that of the counts); every
-        // read goes where a covered one would.
-        let mut copy = self.pick(covered || self.cfg.counts_run_out == CountsRunOut::DtwinCopy);
-        if covered
-            && self.cfg.handover_reads == HandoverReads::WithinBudget
-            && copy != self.active()
-            && self.dtwin[copy as usize]
-            && self.dtwin_units[copy as usize] + units > self.capacity
-        {
-            // The PLMC paper's host accesses a set "during DTWin while respecting DTWin
-            // attribute values": the previous copy's DTWin has had its DTWIN Reads Typical,
-            // so the read goes to the copy being asked in (held: it starts no background work)
-            // rather than end that DTWin on its reads.
-            self.past_budget += 1;
-            copy = self.pick(false);
-        }
-        self.dtwin_units[copy as usize] += units;
-        self.in_flight[copy as usize] += 1;
-        if self.dtwin[copy as usize] {
-            self.reads_to_dtwin += 1;
+            self.covered_copy(units)
         } else {
-            self.reads_to_ndwin += 1;
-            self.stats[h].to_ndwin += 1;
-        }
-        copy + 1
+            match self.cfg.counts_run_out {
+                // The PLMC paper's host "needs to access the device during DTWin while
+                // respecting DTWin attribute values" and, short of counts, "can request PLMC
+                // for additional DC allocation" (section III-A): the read waits at the host
+                // for the next window's counts, a wait of the host's, not of the device.
+                CountsRunOut::Hold => {
+                    self.stats[h].held += 1;
+                    self.held.push_back((h, units, io.now_ns));
+                    return Route::Hold;
+                }
+                // The counts only account (the deficiency is that of the counts): the read
+                // goes to a copy in DTWin as a covered one would.
+                CountsRunOut::DtwinCopy => self.pick(true),
+                CountsRunOut::NdwinCopy | CountsRunOut::EndWindow => self.pick(false),
+            }
+        };
+        self.send(h, copy, units);
+        Route::To(copy + 1)
     }
 
     fn notice(&mut self, _host: u16, notice: Notice, io: &mut ReplicaIo<'_>) {
@@ -611,6 +710,9 @@ impl ReplicaPolicy for PlmLibrary {
                 self.refresh(active, io);
                 if self.dtwin[active as usize] {
                     self.release_previous(io);
+                    if self.held_until_entry {
+                        self.release_held(io);
+                    }
                 } else {
                     self.polling = true;
                     io.wake_at(io.now_ns + self.cfg.poll_ns, WAKE_POLL);
@@ -650,6 +752,38 @@ impl ReplicaPolicy for PlmLibrary {
                 self.past_budget as f64,
             ));
         }
+        if self.cfg.counts_run_out == CountsRunOut::Hold {
+            // Reads held, released (each once, however many window starts it waited), those
+            // released when the window's copy entered DTWin rather than at the window's
+            // start, still held at the end, and the wait of the released at the host.
+            let held: u64 = self.stats.iter().map(|s| s.held).sum();
+            out.extend([
+                ("plm_reads_held".to_string(), held as f64),
+                ("plm_held_released".into(), self.released as f64),
+                (
+                    "plm_held_released_at_entry".into(),
+                    self.released_at_entry as f64,
+                ),
+                ("plm_held_left".into(), self.held.len() as f64),
+                (
+                    "plm_held_release_instants".into(),
+                    self.release_instants as f64,
+                ),
+                ("plm_held_release_max".into(), self.release_max as f64),
+                (
+                    "plm_held_released_to_previous".into(),
+                    self.released_to_previous as f64,
+                ),
+                (
+                    "plm_held_wait_mean_ms".into(),
+                    self.held_wait_sum_ns as f64 / self.released.max(1) as f64 / 1e6,
+                ),
+                (
+                    "plm_held_wait_max_ms".into(),
+                    self.held_wait_max_ns as f64 / 1e6,
+                ),
+            ]);
+        }
         if self.cfg.drain {
             // How long a copy stayed in DTWin after the turn, for its reads to complete.
             out.push(("plm_drains".into(), self.drains as f64));
@@ -663,6 +797,9 @@ impl ReplicaPolicy for PlmLibrary {
             out.push((format!("host{h}_reads"), s.reads as f64));
             out.push((format!("host{h}_covered_reads"), s.covered as f64));
             out.push((format!("host{h}_reads_to_ndwin"), s.to_ndwin as f64));
+            if self.cfg.counts_run_out == CountsRunOut::Hold {
+                out.push((format!("host{h}_reads_held"), s.held as f64));
+            }
             if self.coordinator.is_some() {
                 out.push((format!("host{h}_windows"), s.windows as f64));
                 out.push((
@@ -710,6 +847,16 @@ mod tests {
     struct Started {
         lib: PlmLibrary,
         wakes: Vec<(Ns, u32)>,
+        /// The library's decisions on held reads, in order.
+        released: Vec<u32>,
+    }
+
+    /// The NSID of a read the library routed, 0 if it holds it.
+    fn nsid(route: Route) -> u32 {
+        match route {
+            Route::To(nsid) => nsid,
+            Route::Hold => 0,
+        }
     }
 
     impl Started {
@@ -722,25 +869,28 @@ mod tests {
             let mut started = Started {
                 lib: PlmLibrary::new(cfg, classes, Vec::new()),
                 wakes: Vec::new(),
+                released: Vec::new(),
             };
             let mut control = device;
             started.lib.start(&mut ReplicaIo {
                 now_ns: 0,
                 control: &mut control,
                 wakes: &mut started.wakes,
+                released: &mut started.released,
             });
             started
         }
 
-        /// Host `host` reads 4 KiB at `now_ns`: the NSID the library sends it to.
+        /// Host `host` reads 4 KiB at `now_ns`: the NSID the library sends it to (0: held).
         fn read(&mut self, host: u16, now_ns: Ns) -> u32 {
             let mut control = device;
             let io = &mut ReplicaIo {
                 now_ns,
                 control: &mut control,
                 wakes: &mut self.wakes,
+                released: &mut self.released,
             };
-            self.lib.route_read(host, 4096, io)
+            nsid(self.lib.route_read(host, 4096, io))
         }
     }
 
@@ -843,6 +993,62 @@ mod tests {
         assert_eq!((lib.stats[0].reads, lib.stats[0].to_ndwin), (61, 0));
     }
 
+    /// The PLMC paper (section III-A): "a host needs to access the device during DTWin while
+    /// respecting DTWin attribute values"; "If the host receives fewer than the required
+    /// counts during DTWin, it can request PLMC for additional DC allocation." One high host,
+    /// C = 100 counts and T = 10 ms a window (copy 0, NSID 1, in DTWin first; this device
+    /// enters DTWin at once). It reads 250 times in window 0 (one every 10 us), once more at
+    /// 10 ms, and window 2 begins at 20 ms.
+    #[test]
+    fn with_hold_a_read_its_counts_do_not_cover_waits_for_the_next_windows_counts_oldest_first() {
+        let hold = qoslab_engine::RawValue::Text("hold".into());
+        let mut started = Started::new(&[("counts_run_out", hold)], vec![QosClass::High]);
+        // P(0) = C: 100 counts. The first 100 reads go to copy 0, the other 150 are held.
+        let nsids: Vec<u32> = (0..250).map(|i| started.read(0, i * 10_000)).collect();
+        assert_eq!(nsids[..100], [1; 100]);
+        assert_eq!(nsids[100..], [0; 150]);
+        assert!(started.released.is_empty());
+        // At 10 ms, before the read arriving then, window 1 (copy 1, NSID 2) allocates
+        // P(1) = 0.5 x 250 + 0.5 x 100 = 175, more than C: the minimum 50 and the residual 50,
+        // 100. The 100 oldest held reads take them and go to copy 1; the 50 others stay held
+        // (0), and so does the read of 10 ms, behind them.
+        assert_eq!(started.read(0, 10_000_000), 0);
+        assert_eq!(started.released[..100], [2; 100]);
+        assert_eq!(started.released[100..], [0; 50]);
+        assert_eq!(started.lib.held.len(), 51);
+        assert_eq!(started.lib.held.front().unwrap().2, 2_000_000);
+        // At 20 ms window 2 (copy 0) releases the 51, oldest first: 100 counts again.
+        started.released.clear();
+        let mut control = device;
+        started.lib.wake(
+            WAKE_BOUNDARY,
+            &mut ReplicaIo {
+                now_ns: 20_000_000,
+                control: &mut control,
+                wakes: &mut started.wakes,
+                released: &mut started.released,
+            },
+        );
+        assert_eq!(started.released, [1; 51]);
+        let lib = &started.lib;
+        assert!(lib.held.is_empty());
+        assert_eq!(
+            (lib.stats[0].held, lib.released, lib.released_at_entry),
+            (151, 151, 0)
+        );
+        assert_eq!((lib.release_instants, lib.release_max), (2, 100));
+        assert_eq!(lib.released_to_previous, 0);
+        // Every read reached a copy in DTWin; 251 arrived, 100 + 100 + 51 covered.
+        assert_eq!((lib.reads_to_dtwin, lib.reads_to_ndwin), (251, 0));
+        assert_eq!((lib.stats[0].reads, lib.stats[0].covered), (251, 251));
+        // The longest wait: the read of 2 ms, released at 20 ms.
+        assert_eq!(lib.held_wait_max_ns, 18_000_000);
+        // The deficiency of each window: window 0, 150 of its 250 reads not covered; window
+        // 1, its demand the 150 held reads and the new one, 100 of them covered.
+        let d = &lib.stats[0].deficiency;
+        assert_eq!((d.min(), d.quantile(1.0)), (51.0 / 151.0, 0.6));
+    }
+
     /// NVMe: a set whose reads since it entered DTWin pass DTWIN Reads Typical leaves DTWin.
     /// Copy 0 (NSID 1) gets 99 covered reads in window 0 (C = 100, one high host); at 10 ms
     /// window 1 begins on copy 1 (NSID 2), which this device puts in DTWin only at 10.5 ms,
@@ -865,18 +1071,19 @@ mod tests {
             s.set("handover_reads", &rule).unwrap();
             let cfg = PlmLibraryConfig::from_settings(&s);
             let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
-            let mut wakes = Vec::new();
+            let (mut wakes, mut released) = (Vec::new(), Vec::new());
             let mut read = |lib: &mut PlmLibrary, now_ns: Ns| {
                 let mut control = late_device;
                 let io = &mut ReplicaIo {
                     now_ns,
                     control: &mut control,
                     wakes: &mut wakes,
+                    released: &mut released,
                 };
                 if now_ns == 0 {
                     lib.start(io);
                 }
-                lib.route_read(0, 4096, io)
+                nsid(lib.route_read(0, 4096, io))
             };
             let mut nsids: Vec<u32> = (0..99).map(|i| read(&mut lib, i * 10_000)).collect();
             for t in [10_100_000, 10_200_000, 10_300_000] {
@@ -942,11 +1149,12 @@ mod tests {
             }
             device(msg)
         };
-        let mut wakes = Vec::new();
+        let (mut wakes, mut released) = (Vec::new(), Vec::new());
         lib.start(&mut ReplicaIo {
             now_ns: 0,
             control: &mut control,
             wakes: &mut wakes,
+            released: &mut released,
         });
         // Wake-ups (kind 0), reads (1) and completions (2), in time order.
         let mut due: Vec<(Ns, u32, u32)> = wakes.drain(..).map(|(at, t)| (at, 0, t)).collect();
@@ -961,6 +1169,7 @@ mod tests {
                 now_ns: next.0,
                 control: &mut control,
                 wakes: &mut wakes,
+                released: &mut released,
             };
             match next.1 {
                 0 => lib.wake(next.2, io),

@@ -1,7 +1,7 @@
 //! A plain mirror (RAID 1 over namespaces): reads take the copies in turn, whatever the
 //! device is doing.
 
-use super::{ReplicaIo, ReplicaOps, ReplicaPolicy};
+use super::{ReplicaIo, ReplicaOps, ReplicaPolicy, Route};
 
 qoslab_engine::plugin! {
     pub static OPS: ReplicaOps = "mirror", "every write to every copy, reads to the copies in turn", needs_plm: false;
@@ -23,8 +23,8 @@ impl ReplicaPolicy for Mirror {
         self.copies
     }
 
-    fn route_read(&mut self, _host: u16, _len_bytes: u64, _io: &mut ReplicaIo<'_>) -> u32 {
+    fn route_read(&mut self, _host: u16, _len_bytes: u64, _io: &mut ReplicaIo<'_>) -> Route {
         self.next = (self.next + 1) % self.copies;
-        self.next + 1
+        Route::To(self.next + 1)
     }
 }

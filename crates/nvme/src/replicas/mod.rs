@@ -19,8 +19,9 @@ pub trait ReplicaPolicy {
     /// Copies of the data: namespaces `1..=copies`, each written by every write.
     fn copies(&self) -> u32;
 
-    /// The namespace read of `len_bytes` by `host` goes to now.
-    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> u32;
+    /// Where a read of `len_bytes` by `host` goes now: a namespace, or nowhere yet (the host
+    /// keeps it until the policy releases it, [`ReplicaIo::release`]).
+    fn route_read(&mut self, host: u16, len_bytes: u64, io: &mut ReplicaIo<'_>) -> Route;
 
     /// At time 0, before any request.
     fn start(&mut self, _io: &mut ReplicaIo<'_>) {}
@@ -41,11 +42,23 @@ pub trait ReplicaPolicy {
     }
 }
 
+/// Where a read goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To namespace NSID (from 1).
+    To(u32),
+    /// Nowhere yet: the host keeps it, as it keeps requests during a controller reset, until
+    /// the policy releases it.
+    Hold,
+}
+
 /// What a policy's hooks may do.
 pub struct ReplicaIo<'a> {
     pub now_ns: Ns,
     pub(crate) control: &'a mut dyn FnMut(&mut Control),
     pub(crate) wakes: &'a mut Vec<(Ns, u32)>,
+    /// Decisions on the held reads, oldest first ([`release`](Self::release)).
+    pub(crate) released: &'a mut Vec<u32>,
 }
 
 impl ReplicaIo<'_> {
@@ -58,6 +71,13 @@ impl ReplicaIo<'_> {
     /// Calls `wake(token)` at `at_ns`.
     pub fn wake_at(&mut self, at_ns: Ns, token: u32) {
         self.wakes.push((at_ns, token));
+    }
+
+    /// Decides the next of the reads held so far ([`Route::Hold`]), oldest first: it goes to
+    /// namespace `nsid` now, or stays held with `nsid` 0. A hook that decides one decides them
+    /// all, so that the host keeps the rest in their order.
+    pub fn release(&mut self, nsid: u32) {
+        self.released.push(nsid);
     }
 }
 

@@ -158,7 +158,8 @@ impl JobRun {
             }
         }
         if let Some(s) = &mut self.series {
-            s.record(req.op, done, clat, req.len_bytes);
+            let dispatch_lat = done.saturating_sub(t.dispatched_ns);
+            s.record(req.op, done, clat, dispatch_lat, req.len_bytes);
         }
         if let Some(logs) = &mut self.logs
             && let Some(io) = SampleIo::of(req)

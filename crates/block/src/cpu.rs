@@ -15,8 +15,7 @@
 use std::collections::VecDeque;
 
 use qoslab_engine::{
-    Admission, Command, ConfigError, Control, Notice, Ns, ReqId, Request, STAGE_API_VERSION,
-    Settings, Stage, StageCtx,
+    Admission, Command, ConfigError, Control, Notice, Ns, ReqId, Request, Settings, Stage, StageCtx,
 };
 
 qoslab_engine::settings! {
@@ -110,8 +109,14 @@ pub trait CpuModel {
     }
 }
 
-/// Builds a CPU model from its `[cpu.NAME]` table.
-pub type BuildCpu = fn(&Settings) -> Box<dyn CpuModel>;
+/// What a CPU model's constructor gets.
+pub struct CpuSetup<'a> {
+    /// Its sub-table `[cpu.NAME]`.
+    pub settings: &'a Settings,
+}
+
+/// Builds a CPU model.
+pub type BuildCpu = fn(&CpuSetup<'_>) -> Box<dyn CpuModel>;
 
 qoslab_engine::plugin_ops! {
     /// One CPU model, as the registry knows it.
@@ -134,11 +139,12 @@ pub fn names() -> Vec<&'static str> {
     qoslab_engine::plugin::names_or_none(CPUS)
 }
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static ONE: CpuOps = "one", "one CPU shared by every job's submission calls and every completion, each costing its time, first come first served (a guest with one vCPU)";
     /// `[cpu.one]`: one CPU for every job. Defaults: Debian's 6.1 kernel in the project's
     /// guest (QEMU TCG, one vCPU, `-icount shift=0`), fio 3.33 with libaio, measured with
     /// `qoslab vm fio --trace` and `qoslab vm trace` (docs/vm.md).
-    pub struct OneCpuConfig in ONE_TUNABLES {
+    tunables struct OneCpuConfig in ONE_TUNABLES {
         submit_ns: Ns = ns(11_000, "CPU time of one I/O's turn of the job's loop: its submission call and the reaping of the completion before it, whatever its size (guest: a fio process's 4 KiB bios follow each other every 12-14 us, less 4 x per_kib_ns)"),
         per_kib_ns: Ns = ns(380, "CPU time of that turn per KiB of the I/O (pinning the pages, a driver that copies the data as scsi_debug does) (guest: 128 KiB bios every 60 us, 4 KiB every 12.5 us: (60 - 12.5) us / 124 KiB)"),
         complete_ns: Ns = ns(5_000, "CPU time of one completion, the interrupt and the block layer's completion before the job can see it (guest: completions due at once follow each other every 5 us)"),
@@ -156,6 +162,7 @@ qoslab_engine::settings! {
         queue_run_per_kib_ns: Ns = ns(0, "with queue_runs_on_cpu: the worker's time on the CPU per KiB it issued (a driver whose queue_rq copies the data: scsi_debug 185 ns, the line through its one-request turns; null_blk copies nothing)"),
         sleeper_credit_ns: Ns = ns(3_000_000, "with fair: a job that had no work on the CPU (it slept) joins at no less than the least CPU time of the jobs with work there minus this (CFS's place_entity in Linux 6.1: sysctl_sched_latency, 6 ms on one CPU, halved by GENTLE_FAIR_SLEEPERS)"),
     }
+    build |_, cfg| Box::new(OneCpu { cfg })
 }
 
 /// One CPU shared by every job's submissions and the completion path.
@@ -217,18 +224,6 @@ impl CpuModel for OneCpu {
         c.queue_run_ns + c.queue_run_per_rq_ns * Ns::from(issued) + c.queue_run_per_kib_ns * kib
     }
 }
-
-pub static ONE: CpuOps = CpuOps {
-    name: "one",
-    help: "one CPU shared by every job's submission calls and every completion, each costing its time, first come first served (a guest with one vCPU)",
-    api_version: STAGE_API_VERSION,
-    tunables: ONE_TUNABLES,
-    build: Some(|s| {
-        Box::new(OneCpu {
-            cfg: OneCpuConfig::from_settings(s),
-        })
-    }),
-};
 
 /// The CPU stage's events.
 #[derive(Clone, Copy, Debug)]
@@ -874,7 +869,7 @@ mod tests {
         let mut doc =
             qoslab_engine::ConfigDoc::parse(std::path::Path::new("t.toml"), &text).expect("parses");
         let s = doc.section("cpu.one", ONE_TUNABLES).expect("a table");
-        CpuStage::new(ONE.build.expect("registered")(&s))
+        CpuStage::new(ONE.build.expect("registered")(&CpuSetup { settings: &s }))
     }
 
     #[test]

@@ -19,9 +19,9 @@
 //! | `limit_depth` | `limit_depth` | how many scheduler tags a new request may use |
 //! | `timer` | a scheduler's own timer | a wake-up it asked for is due |
 
-use qoslab_engine::{
-    ConfigError, IoPrio, Ns, ReqId, Request, Requests, STAGE_API_VERSION, Settings,
-};
+use std::collections::BTreeSet;
+
+use qoslab_engine::{ConfigError, IoPrio, Ns, ReqId, Request, Requests, Settings};
 
 use crate::config::QueueSetup;
 use crate::merge::MergeIndex;
@@ -63,16 +63,9 @@ pub trait Elevator {
         true
     }
 
-    /// A bio joined queued request `rq`; after a front merge `rq` starts earlier than
-    /// `old_offset`.
-    fn request_merged(
-        &mut self,
-        _rq: ReqId,
-        _kind: MergeKind,
-        _old_offset: u64,
-        _cx: &mut SchedCtx<'_>,
-    ) {
-    }
+    /// A bio joined queued request `rq`; after a front merge `rq` starts earlier than `old`
+    /// (bytes: its offset before, see [`SchedCtx::resort`]).
+    fn request_merged(&mut self, _rq: ReqId, _kind: MergeKind, _old: u64, _cx: &mut SchedCtx<'_>) {}
 
     /// Queued request `next` joined queued request `rq` (which now covers both) and is gone:
     /// forget it.
@@ -207,6 +200,17 @@ impl SchedCtx<'_> {
     pub fn tree_op(&mut self, len: usize) {
         self.ops.tree_levels += u64::from(usize::BITS - len.leading_zeros()).max(1);
     }
+
+    /// Moves `rq`, which a front merge made start earlier than `old` (bytes), to its new
+    /// place in a sector-ordered tree (Linux's `elv_rb_del` and `elv_rb_add` in a
+    /// `request_merged` hook), and returns its new offset.
+    pub fn resort(&mut self, tree: &mut BTreeSet<(u64, ReqId)>, rq: ReqId, old: u64) -> u64 {
+        tree.remove(&(old, rq));
+        let offset = self.req(rq).offset_bytes;
+        tree.insert((offset, rq));
+        self.tree_op(tree.len());
+        offset
+    }
 }
 
 /// What a scheduler's constructor gets.
@@ -242,9 +246,6 @@ pub static SCHEDULERS: &[&SchedOps] = &[
     &kyber::OPS,
     &bfq::OPS,
 ];
-
-/// The version every scheduler in this crate is written for.
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 /// The registered scheduler called `name`, checked against the stage contract.
 pub fn lookup(name: &str) -> Result<&'static SchedOps, ConfigError> {

@@ -126,6 +126,18 @@ pub fn served(h: &Rig) -> &[Served] {
     &h.stage.lower.log
 }
 
+/// The disk's log as runs of one direction: (op, requests in a row), in order.
+pub fn op_runs(h: &Rig) -> Vec<(Op, usize)> {
+    let mut runs: Vec<(Op, usize)> = Vec::new();
+    for s in served(h) {
+        match runs.last_mut() {
+            Some((op, n)) if *op == s.op => *n += 1,
+            _ => runs.push((s.op, 1)),
+        }
+    }
+    runs
+}
+
 /// When the request at `offset_bytes` reached the disk.
 pub fn served_at(h: &Rig, offset_bytes: u64) -> Ns {
     served(h)

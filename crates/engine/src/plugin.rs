@@ -4,7 +4,8 @@
 //! - a kind is an ops table declared once with [`plugin_ops!`](crate::plugin_ops) (name, help,
 //!   the stage contract it was written for, its tunables, the kind's capability fields, the
 //!   required constructor) and a trait with the kind's hooks, most with defaults;
-//! - a plug-in is one file: its hooks and a `static OPS` literal of the table;
+//! - a plug-in is one file: its hooks and its table, declared with [`plugin!`](crate::plugin)
+//!   (name, help, capabilities, its typed tunables and its constructor);
 //! - a registry is one line, a `pub static` slice of the kind's ops tables (`ARBITERS`, `GATES`,
 //!   ...), searched by [`lookup`], which refuses a plug-in built for another contract or lacking
 //!   its constructor ([`check_plugin`]) and names the choices when a name is unknown. Every
@@ -117,9 +118,9 @@ pub fn names_or_none<P: Plugin>(registry: &[&'static P]) -> Vec<&'static str> {
 /// Declares a plug-in kind's ops table: the fields every kind has (name, help, contract
 /// version, tunables, the required constructor), the kind's own capability fields, and its
 /// [`Plugin`] impl. A macro rather than a generic struct because each kind's capability fields
-/// differ and a plug-in file writes its table as a plain `static` literal. A kind whose
-/// plug-ins are tables of data and plain functions (a completion order, an ordered-write
-/// stack's checker rules) says `data` instead of its tunables and constructor.
+/// differ and each plug-in's table is a plain `static` ([`plugin!`](crate::plugin) writes it).
+/// A kind whose plug-ins are tables of data and plain functions (a completion order, an
+/// ordered-write stack's checker rules) says `data` instead of its tunables and constructor.
 ///
 /// ```
 /// /// What a cable plug-in builds.
@@ -235,9 +236,8 @@ macro_rules! plugin_ops {
 ///
 /// qoslab_engine::plugin! {
 ///     pub static FIXED: CableOps = "fixed", "the same delay for every request", powered: false;
-///     tunables
 ///     /// `[cable.fixed]`.
-///     struct FixedConfig in FIXED_TUNABLES {
+///     tunables struct FixedConfig in FIXED_TUNABLES {
 ///         delay_ns: u64 = ns(500, "time every request spends on the cable"),
 ///     }
 ///     build |_setup, config| Box::new(Fixed(config.delay_ns))
@@ -258,7 +258,7 @@ macro_rules! plugin {
         $(#[$meta:meta])*
         $vis:vis static $OPS:ident: $ops:ident = $name:literal, $help:literal
             $(, $cap:ident: $capv:expr)* ;
-        tunables $(#[$tmeta:meta])* struct $Config:ident in $TABLE:ident { $($fields:tt)* }
+        $(#[$tmeta:meta])* tunables struct $Config:ident in $TABLE:ident { $($fields:tt)* }
         build |$setup:pat_param, $config:pat_param| $body:expr $(,)?
     ) => {
         $crate::settings! { $(#[$tmeta])* $vis struct $Config in $TABLE { $($fields)* } }

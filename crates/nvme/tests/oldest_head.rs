@@ -1,19 +1,11 @@
 //! Oldest head first: the SQ whose head command has waited longest is served, with the burst.
 
 use qoslab_engine::Ns;
-use qoslab_nvme::arbiter::{Arbiter, ArbiterOps, ArbiterSetup, SqView};
+use qoslab_nvme::arbiter::{Arbiter, ArbiterOps, SqView};
 
-pub static OPS: ArbiterOps = ArbiterOps {
-    name: "oldest-head",
-    help: "the SQ whose head command has waited longest, arbitration_burst commands",
-    api_version: qoslab_engine::STAGE_API_VERSION,
-    tunables: &[],
-    sq_per_class: false,
-    build: Some(build),
-};
-
-fn build(setup: &ArbiterSetup<'_>) -> Box<dyn Arbiter> {
-    Box::new(OldestHead { burst: setup.burst })
+qoslab_engine::plugin! {
+    pub static OPS: ArbiterOps = "oldest-head", "the SQ whose head command has waited longest, arbitration_burst commands", sq_per_class: false;
+    build |setup| Box::new(OldestHead { burst: setup.burst })
 }
 
 struct OldestHead {

@@ -18,7 +18,7 @@
 //! completion_order`, the media by `[media] model`. The chain's type is fixed by those choices,
 //! so the run loop is compiled once per (transport, media) pair and every hook call is static.
 
-use qoslab_block::cpu::CpuStage;
+use qoslab_block::cpu::{CpuSetup, CpuStage};
 use qoslab_block::ordering::{OrderConfig, OrderedStreams, OrderingOps};
 use qoslab_block::{BlockLayer, DriverLimits, QueueSetup, WriteCache};
 use qoslab_engine::order::Layout;
@@ -279,7 +279,8 @@ fn cpu_stage(device: &DeviceConfig) -> Result<Option<CpuStage>, SimError> {
     else {
         return Ok(None);
     };
-    let model = ops.build.expect("checked by the registry")(device.cpu_model_settings(ops.name));
+    let settings = device.cpu_model_settings(ops.name);
+    let model = ops.build.expect("checked by the registry")(&CpuSetup { settings });
     Ok(Some(CpuStage::new(model)))
 }
 

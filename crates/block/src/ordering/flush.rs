@@ -5,19 +5,11 @@
 
 use qoslab_engine::order::PlanRules;
 
-use super::{CmdView, Ordering, OrderingOps, OrderingSetup, StreamView};
+use super::{CmdView, Ordering, OrderingOps, StreamView};
 
-pub static OPS: OrderingOps = OrderingOps {
-    name: "flush",
-    help: "Linux FLUSH ordering: one ordered write in flight, each followed by a FLUSH to every target",
-    api_version: qoslab_engine::STAGE_API_VERSION,
-    needs_target: false,
-    tunables: &[],
-    build: Some(build),
-};
-
-fn build(_: &OrderingSetup<'_>) -> Box<dyn Ordering> {
-    Box::new(FlushOrdering)
+qoslab_engine::plugin! {
+    pub static OPS: OrderingOps = "flush", "Linux FLUSH ordering: one ordered write in flight, each followed by a FLUSH to every target", needs_target: false;
+    build |_| Box::new(FlushOrdering)
 }
 
 struct FlushOrdering;

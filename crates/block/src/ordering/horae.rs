@@ -6,28 +6,15 @@
 
 use qoslab_engine::order::{OrderOp, PlanRules};
 
-use super::{CmdView, Ordering, OrderingOps, OrderingSetup, StreamView};
+use super::{CmdView, Ordering, OrderingOps, StreamView};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: OrderingOps = "horae", "HORAE: a synchronous control path persists each request's ordering metadata to the target's PMR before its data", needs_target: true;
     /// `[block.horae]`.
-    pub struct HoraeConfig in HORAE_TUNABLES {
+    tunables struct HoraeConfig in HORAE_TUNABLES {
         meta_bytes: u64 = bytes(16, "ordering metadata of one request on the control path and in the PMR (model assumption: Rio 6.5 says only that it is smaller than Rio's 32 B attribute)").range(1.0, 4096.0),
     }
-}
-
-pub static OPS: OrderingOps = OrderingOps {
-    name: "horae",
-    help: "HORAE: a synchronous control path persists each request's ordering metadata to the target's PMR before its data",
-    api_version: qoslab_engine::STAGE_API_VERSION,
-    needs_target: true,
-    tunables: HORAE_TUNABLES,
-    build: Some(build),
-};
-
-fn build(setup: &OrderingSetup<'_>) -> Box<dyn Ordering> {
-    Box::new(Horae {
-        cfg: HoraeConfig::from_settings(setup.settings),
-    })
+    build |_, cfg| Box::new(Horae { cfg })
 }
 
 struct Horae {

@@ -48,11 +48,19 @@ pub struct StreamView<'a> {
     pub first: u64,
 }
 
-/// One ordering plug-in: how a stack orders a stream's writes. Every hook has a default but
-/// `rules`; the defaults are an orderless stack's.
+/// One ordering plug-in: how a stack orders a stream's writes. Every hook has a default, an
+/// orderless stack's.
 pub trait Ordering {
-    /// How the sequencer plans the stream's requests.
-    fn rules(&self) -> PlanRules;
+    /// How the sequencer plans the stream's requests: by default merged in the plug, a FLUSH
+    /// only where a request asks for one, riding on its last command, to the targets written.
+    fn rules(&self) -> PlanRules {
+        PlanRules {
+            merge: true,
+            flush_every_request: false,
+            separate_flush: false,
+            flush_every_target: false,
+        }
+    }
 
     /// Whether command `cmd`, the next of its stream, may go to the driver now.
     fn may_send(&self, _s: &StreamView<'_>, _cmd: &CmdView<'_>) -> bool {

@@ -5,30 +5,17 @@
 //! what the application has seen lets each target recycle its log.
 
 use qoslab_engine::ReqId;
-use qoslab_engine::order::{OrderOp, PlanRules};
+use qoslab_engine::order::OrderOp;
 
-use super::{CmdView, Ordering, OrderingOps, OrderingSetup};
+use super::{CmdView, Ordering, OrderingOps};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: OrderingOps = "rio", "Rio: ordering attributes logged to the target's PMR, asynchronous merged writes, in-order completion", needs_target: true;
     /// `[block.rio]`.
-    pub struct RioConfig in RIO_TUNABLES {
+    tunables struct RioConfig in RIO_TUNABLES {
         in_order_completion: bool = flag(true, "acknowledge requests to the application in sequence order (Rio 4.1, step 9); false only to show the crash checker catches it"),
     }
-}
-
-pub static OPS: OrderingOps = OrderingOps {
-    name: "rio",
-    help: "Rio: ordering attributes logged to the target's PMR, asynchronous merged writes, in-order completion",
-    api_version: qoslab_engine::STAGE_API_VERSION,
-    needs_target: true,
-    tunables: RIO_TUNABLES,
-    build: Some(build),
-};
-
-fn build(setup: &OrderingSetup<'_>) -> Box<dyn Ordering> {
-    Box::new(Rio {
-        cfg: RioConfig::from_settings(setup.settings),
-    })
+    build |_, cfg| Box::new(Rio { cfg })
 }
 
 struct Rio {
@@ -36,15 +23,6 @@ struct Rio {
 }
 
 impl Ordering for Rio {
-    fn rules(&self) -> PlanRules {
-        PlanRules {
-            merge: true,
-            flush_every_request: false,
-            separate_flush: false,
-            flush_every_target: false,
-        }
-    }
-
     fn before_send(&self, cmd: &CmdView<'_>, out: &mut Vec<OrderOp>) {
         // The command's own id is filled in by the stream when it has one.
         out.push(OrderOp::Attach {

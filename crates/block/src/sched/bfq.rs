@@ -31,28 +31,20 @@ use std::collections::{BTreeMap, VecDeque};
 
 use qoslab_engine::{Ns, Op, ReqFlags, ReqId, Request};
 
-use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
+use crate::elevator::{Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
 use crate::ioprio;
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedOps = "bfq", "Linux's bfq (a documented subset): per-job queues with weights from the I/O priority, sector budgets, strict classes, idling and low-latency weight raising", elevator: true, merges_requests: false;
     /// `[block.bfq]`: /sys/block/DEV/queue/iosched/* (bfq-iosched.rst, section 3).
-    pub struct BfqConfig in BFQ_TUNABLES {
+    tunables struct BfqConfig in BFQ_TUNABLES {
         slice_idle: u64 = ms(8, "slice_idle: how long a synchronous queue in service that ran dry keeps the device waiting for its next request, ms; 0 = no idling (kernel default 8: NSEC_PER_SEC / 125)"),
         low_latency: u32 = count(1, "low_latency: 1 = raise the weight of interactive queues (new, or idle 2 s) 30 times for 3 s (kernel default 1)").range(0.0, 1.0),
         timeout_sync: u64 = ms(125, "timeout_sync: longest time a synchronous queue stays in service, ms (kernel default 125: HZ / 8)"),
         max_budget: u32 = count(0, "max_budget: sectors a queue may be served in one turn; 0 = 16384 (bfq_default_max_budget; the kernel then autotunes it from the peak rate)").range(0.0, 4194304.0),
     }
+    build |s, cfg| build(s, cfg)
 }
-
-pub static OPS: SchedOps = SchedOps {
-    name: "bfq",
-    help: "Linux's bfq (a documented subset): per-job queues with weights from the I/O priority, sector budgets, strict classes, idling and low-latency weight raising",
-    api_version: API,
-    tunables: BFQ_TUNABLES,
-    elevator: true,
-    merges_requests: false,
-    build: Some(build),
-};
 
 /// The kernel's budget when `max_budget` is left at 0 (`bfq_default_max_budget`).
 const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
@@ -70,8 +62,7 @@ pub const WR_MIN_IDLE_NS: Ns = 2_000_000_000;
 const VSCALE: u128 = 1 << 20;
 const CLASSES: usize = 3;
 
-fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-    let cfg = BfqConfig::from_settings(s.settings);
+fn build(s: &SchedSetup<'_>, cfg: BfqConfig) -> Option<Box<dyn Elevator>> {
     Some(Box::new(Bfq {
         slice_idle_ns: cfg.slice_idle * 1_000_000,
         low_latency: cfg.low_latency == 1,

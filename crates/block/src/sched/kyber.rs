@@ -26,25 +26,17 @@ use std::collections::VecDeque;
 
 use qoslab_engine::{Ns, Op, ReqFlags, ReqId, Request};
 
-use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
+use crate::elevator::{Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedOps = "kyber", "Linux's kyber: read, write, discard and other domains with token depths adjusted to meet read and write latency targets", elevator: true, merges_requests: false;
     /// `[block.kyber]`: /sys/block/DEV/queue/iosched/* (kyber-iosched.rst).
-    pub struct KyberConfig in KYBER_TUNABLES {
+    tunables struct KyberConfig in KYBER_TUNABLES {
         read_lat_nsec: u64 = ns(2_000_000, "read_lat_nsec: target latency of reads, ns (kernel default 2000000)"),
         write_lat_nsec: u64 = ns(10_000_000, "write_lat_nsec: target latency of synchronous and asynchronous writes, ns (kernel default 10000000)"),
     }
+    build |s, cfg| build(s, cfg)
 }
-
-pub static OPS: SchedOps = SchedOps {
-    name: "kyber",
-    help: "Linux's kyber: read, write, discard and other domains with token depths adjusted to meet read and write latency targets",
-    api_version: API,
-    tunables: KYBER_TUNABLES,
-    elevator: true,
-    merges_requests: false,
-    build: Some(build),
-};
 
 /// Read, write, discard, other (the kernel's `KYBER_READ` .. `KYBER_OTHER`).
 pub const DOMAINS: usize = 4;
@@ -72,8 +64,7 @@ const SAMPLE_WINDOW_NS: Ns = 1_000_000_000;
 const TOTAL: usize = 0;
 const IO: usize = 1;
 
-fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-    let cfg = KyberConfig::from_settings(s.settings);
+fn build(s: &SchedSetup<'_>, cfg: KyberConfig) -> Option<Box<dyn Elevator>> {
     Some(Box::new(Kyber::new(
         cfg.read_lat_nsec,
         cfg.write_lat_nsec,
@@ -432,13 +423,7 @@ mod tests {
             h.submit_at(0, io(Op::Write, (100 + k) * MIB, 4 * KIB, BE4));
         }
         h.run_all();
-        let mut runs: Vec<(Op, usize)> = Vec::new();
-        for s in served(&h) {
-            match runs.last_mut() {
-                Some((op, n)) if *op == s.op => *n += 1,
-                _ => runs.push((s.op, 1)),
-            }
-        }
+        let runs = op_runs(&h);
         let (r, w) = (Op::Read, Op::Write);
         let want = vec![(r, 16), (w, 8), (r, 16), (w, 8), (r, 8), (w, 24)];
         assert_eq!(runs, want);

@@ -17,11 +17,12 @@ use std::collections::BTreeSet;
 
 use qoslab_engine::{Ns, Op, ReqId, Request};
 
-use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup, class_of};
+use crate::elevator::{Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup, class_of};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedOps = "mq-deadline", "Linux's deadline scheduler: per priority class, read and write FIFOs with deadlines and sector-sorted trees served in batches", elevator: true, merges_requests: true;
     /// `[block.mq-deadline]`: /sys/block/DEV/queue/iosched/* (deadline-iosched.rst).
-    pub struct MqDeadlineConfig in MQ_DEADLINE_TUNABLES {
+    tunables struct MqDeadlineConfig in MQ_DEADLINE_TUNABLES {
         read_expire: u64 = ms(500, "read_expire: a read's deadline after it enters the scheduler, ms (kernel default 500)"),
         write_expire: u64 = ms(5000, "write_expire: a write's deadline, ms (kernel default 5000)"),
         writes_starved: u32 = count(2, "writes_starved: read batches that may pass waiting writes before a write batch (kernel default 2)").range(0.0, 1024.0),
@@ -30,20 +31,10 @@ qoslab_engine::settings! {
         async_depth: u32 = count(0, "async_depth: scheduler tags a write (synchronous or not: only reads pass, as in dd_limit_depth) may find in use and still get one; 0 = the kernel's 3/4 of nr_requests (dd_depth_updated)").range(0.0, 65536.0),
         prio_aging_expire: u64 = ms(10000, "prio_aging_expire: a request of a lower priority class that waited this long goes before higher classes, ms (kernel default 10000)"),
     }
+    build |s, cfg| build(s, cfg)
 }
 
-pub static OPS: SchedOps = SchedOps {
-    name: "mq-deadline",
-    help: "Linux's deadline scheduler: per priority class, read and write FIFOs with deadlines and sector-sorted trees served in batches",
-    api_version: API,
-    tunables: MQ_DEADLINE_TUNABLES,
-    elevator: true,
-    merges_requests: true,
-    build: Some(build),
-};
-
-fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-    let cfg = MqDeadlineConfig::from_settings(s.settings);
+fn build(s: &SchedSetup<'_>, cfg: MqDeadlineConfig) -> Option<Box<dyn Elevator>> {
     let async_depth = match cfg.async_depth {
         0 => (3 * s.queue.nr_requests / 4).max(1),
         d => d,
@@ -292,21 +283,11 @@ impl Elevator for MqDeadline {
         None
     }
 
-    fn request_merged(
-        &mut self,
-        rq: ReqId,
-        kind: MergeKind,
-        old_offset: u64,
-        cx: &mut SchedCtx<'_>,
-    ) {
+    fn request_merged(&mut self, rq: ReqId, kind: MergeKind, old: u64, cx: &mut SchedCtx<'_>) {
         if kind == MergeKind::Front {
             let e = self.entry(rq);
-            let c = &mut self.classes[e.class];
-            c.sort[e.dir].remove(&(old_offset, rq));
-            let offset = cx.req(rq).offset_bytes;
-            c.sort[e.dir].insert((offset, rq));
-            self.entries[rq.index()].offset = offset;
-            cx.tree_op(c.sort[e.dir].len());
+            let tree = &mut self.classes[e.class].sort[e.dir];
+            self.entries[rq.index()].offset = cx.resort(tree, rq, old);
         }
     }
 
@@ -418,13 +399,7 @@ mod tests {
             h.submit_at(0, io(Op::Write, (512 + k) * MIB, 4 * KIB, BE4));
         }
         h.run_all();
-        let mut runs: Vec<(Op, usize)> = Vec::new();
-        for s in served(&h) {
-            match runs.last_mut() {
-                Some((op, n)) if *op == s.op => *n += 1,
-                _ => runs.push((s.op, 1)),
-            }
-        }
+        let runs = op_runs(&h);
         // The first read found the disk idle and started a batch of 16 before any write was
         // queued; from then on: 2 (writes_starved) read batches of 16 (fifo_batch), then 16
         // writes.

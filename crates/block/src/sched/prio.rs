@@ -9,27 +9,18 @@ use std::collections::VecDeque;
 
 use qoslab_engine::{IoPrio, IoPrioClass, Ns, ReqId};
 
-use crate::elevator::{API, Elevator, SchedCtx, SchedOps, SchedSetup};
+use crate::elevator::{Elevator, SchedCtx, SchedOps};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedOps = "prio", "the study's scheduler: HIGH, NORMAL and LOW FIFOs from the I/O priority, strict priority with aging", elevator: true, merges_requests: false;
     /// `[block.prio]`.
-    pub struct PrioConfig in PRIO_TUNABLES {
+    tunables struct PrioConfig in PRIO_TUNABLES {
         aging_expire: u64 = ms(500, "aging_expire: a NORMAL or LOW request that waited this long goes before higher levels, ms (the study gives no value: 500, mq-deadline's read_expire, bounds a starved request as mq-deadline bounds a read)"),
     }
+    build |_, cfg| build(cfg)
 }
 
-pub static OPS: SchedOps = SchedOps {
-    name: "prio",
-    help: "the study's scheduler: HIGH, NORMAL and LOW FIFOs from the I/O priority, strict priority with aging",
-    api_version: API,
-    tunables: PRIO_TUNABLES,
-    elevator: true,
-    merges_requests: false,
-    build: Some(build),
-};
-
-fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-    let cfg = PrioConfig::from_settings(s.settings);
+fn build(cfg: PrioConfig) -> Option<Box<dyn Elevator>> {
     Some(Box::new(Prio {
         aging_expire_ns: cfg.aging_expire * 1_000_000,
         fifo: Default::default(),

@@ -21,32 +21,23 @@ use std::collections::BTreeSet;
 
 use qoslab_engine::{Ns, ReqId};
 
-use crate::elevator::{API, Elevator, MergeKind, SchedCtx, SchedOps, SchedSetup};
+use crate::elevator::{Elevator, MergeKind, SchedCtx, SchedOps};
 use crate::sched::prio::{LEVELS, level_counters, level_of};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: SchedOps = "prio-advanced", "prio plus a sequential/random detector (for the device, or per job), sector order with an expiry guard on a rotational disk, batching in sequential mode, same-level merging", elevator: true, merges_requests: true;
     /// `[block.prio-advanced]`.
-    pub struct PrioAdvancedConfig in PRIO_ADVANCED_TUNABLES {
+    tunables struct PrioAdvancedConfig in PRIO_ADVANCED_TUNABLES {
         aging_expire: u64 = ms(500, "aging_expire: a NORMAL or LOW request that waited this long goes before higher levels, ms (as prio)"),
         seq_gap_sectors: u64 = count(256, "seq_gap_sectors: a request starting at most this many 512-byte sectors from the end of its job's previous one counts as sequential (the study gives no value: 256 = 128 KiB, one backup-sized request)"),
         hdd_fifo_expire: u64 = ms(200, "hdd_fifo_expire: on a rotational disk, a level's oldest request that waited this long goes before sector order, ms (the study gives no value: 200, below aging_expire so that a level's own order is fixed before aging steps in)"),
         seq_batch: u32 = count(8, "seq_batch: requests in a row from one level after a request dispatched in sequential mode (the study gives no value: 8 x 128 KiB = 1 MiB, a few ms of a disk's sequential transfer)").range(1.0, 1024.0),
         per_task_detector: u32 = count(0, "per_task_detector: 0 = one sequential/random detector for the device, as the study's Listing 5; 1 = one per job (the kernel module: per submitting task), the study's stated limitation lifted").range(0.0, 1.0),
     }
+    build |_, cfg| build(cfg)
 }
 
-pub static OPS: SchedOps = SchedOps {
-    name: "prio-advanced",
-    help: "prio plus a sequential/random detector (for the device, or per job), sector order with an expiry guard on a rotational disk, batching in sequential mode, same-level merging",
-    api_version: API,
-    tunables: PRIO_ADVANCED_TUNABLES,
-    elevator: true,
-    merges_requests: true,
-    build: Some(build),
-};
-
-fn build(s: &SchedSetup<'_>) -> Option<Box<dyn Elevator>> {
-    let cfg = PrioAdvancedConfig::from_settings(s.settings);
+fn build(cfg: PrioAdvancedConfig) -> Option<Box<dyn Elevator>> {
     Some(Box::new(PrioAdvanced {
         aging_expire_ns: cfg.aging_expire * 1_000_000,
         seq_gap_bytes: cfg.seq_gap_sectors * 512,
@@ -265,20 +256,10 @@ impl Elevator for PrioAdvanced {
         level_of(cx.req(rq).prio) == level_of(cx.req(bio).prio)
     }
 
-    fn request_merged(
-        &mut self,
-        rq: ReqId,
-        kind: MergeKind,
-        old_offset: u64,
-        cx: &mut SchedCtx<'_>,
-    ) {
+    fn request_merged(&mut self, rq: ReqId, kind: MergeKind, old: u64, cx: &mut SchedCtx<'_>) {
         if kind == MergeKind::Front {
             let l = self.entries[rq.index()].level;
-            self.sort[l].remove(&(old_offset, rq));
-            let offset = cx.req(rq).offset_bytes;
-            self.sort[l].insert((offset, rq));
-            self.entries[rq.index()].offset = offset;
-            cx.tree_op(self.sort[l].len());
+            self.entries[rq.index()].offset = cx.resort(&mut self.sort[l], rq, old);
         }
     }
 

@@ -38,9 +38,8 @@ pub fn lookup(name: &str) -> Result<&'static CableOps, ConfigError> {
 
 qoslab_engine::plugin! {
     pub static FIXED: CableOps = "fixed", "every request spends the same time on the cable", per_byte: false;
-    tunables
     /// `[cable.fixed]`.
-    struct FixedConfig in FIXED_TUNABLES {
+    tunables struct FixedConfig in FIXED_TUNABLES {
         delay_ns: Ns = ns(500, "time every request spends on the cable"),
     }
     build |_setup, config| Box::new(Fixed(config.delay_ns))

@@ -10,9 +10,8 @@ use qoslab_engine::Ns;
 
 qoslab_engine::plugin! {
     pub static OPS: ArbiterOps = "wrr", "weighted round robin with an urgent class; each core has an SQ per class", sq_per_class: true;
-    tunables
     /// `[controller.wrr]`: the class weights.
-    struct WrrConfig in WRR_TUNABLES {
+    tunables struct WrrConfig in WRR_TUNABLES {
         high_weight: u32 = count(1, "commands of the high class per round").range(1.0, 256.0),
         medium_weight: u32 = count(1, "commands of the medium class per round").range(1.0, 256.0),
         low_weight: u32 = count(1, "commands of the low class per round").range(1.0, 256.0),

@@ -5,9 +5,8 @@ use super::{ReplicaIo, ReplicaOps, ReplicaPolicy, Route};
 
 qoslab_engine::plugin! {
     pub static OPS: ReplicaOps = "mirror", "every write to every copy, reads to the copies in turn", needs_plm: false;
-    tunables
     /// `[host.mirror]`.
-    struct MirrorConfig in MIRROR_TUNABLES {
+    tunables struct MirrorConfig in MIRROR_TUNABLES {
         copies: u32 = count(2, "copies of the data: namespaces 1 to copies, each written by every write").range(1.0, 64.0),
     }
     build |_, c| Ok(Box::new(Mirror { copies: c.copies, next: 0 }))

@@ -19,7 +19,7 @@
 pub mod always;
 pub mod plm;
 
-use qoslab_engine::{Control, Notice, Ns, Op, STAGE_API_VERSION, Settings};
+use qoslab_engine::{Control, Notice, Ns, Op, Settings};
 
 /// The gate's hooks. Sets are numbered from 0 (NVM Set Identifier minus 1).
 pub trait GcGate {
@@ -154,8 +154,6 @@ qoslab_engine::plugin_ops! {
 
 /// Every gate a device file can name.
 pub static GATES: &[&GateOps] = &[&always::OPS, &plm::OPS];
-
-pub(crate) const API: u32 = STAGE_API_VERSION;
 
 #[cfg(test)]
 mod tests {

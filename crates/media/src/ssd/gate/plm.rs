@@ -32,12 +32,13 @@
 
 use qoslab_engine::{Command, Control, ControlStatus, Notice, Ns, Op};
 
-use super::{API, GateCaps, GateIo, GateOps, GateSetup, GcGate, WindowState};
+use super::{GateCaps, GateIo, GateOps, GateSetup, GcGate, WindowState};
 
-qoslab_engine::settings! {
+qoslab_engine::plugin! {
+    pub static OPS: GateOps = "plm", "Predictable Latency Mode: per NVM set deterministic and non-deterministic windows (features 13h, 14h; log pages 0Ah, 0Bh)", caps: GateCaps::COMMANDS.union(GateCaps::CLOSES).union(GateCaps::WINDOWS);
     /// `[media.gc.plm]`: what the Predictable Latency Per NVM Set log page reports, and the
     /// drive honours, for every set.
-    pub struct PlmConfig in PLM_TUNABLES {
+    tunables struct PlmConfig in PLM_TUNABLES {
         dtwin_reads_typical: u64 = count(100_000, "DTWIN Reads Typical: 4 KiB reads a set serves in one DTWin; more end the window (unless exit_on_reads is false)"),
         exit_on_reads: bool = flag(true, "a set leaves DTWin on its own once its reads pass DTWIN Reads Typical; false: it stays (the PLMC paper: the set \"may transition\" when a limit is exceeded), the log page advertising the same value"),
         dtwin_writes_typical: u64 = count(10_000, "DTWIN Writes Typical: writes (in flash pages, the optimal write size) a set takes in one DTWin; more end the window"),
@@ -45,18 +46,8 @@ qoslab_engine::settings! {
         ndwin_time_min_low_ns: Ns = ns(0, "NDWIN Time Minimum Low: the shortest NDWin before a DTWin may start"),
         ndwin_time_min_high_ns: Ns = ns(100_000_000, "NDWIN Time Minimum High: the NDWin the host should allow after a DTWin of DTWIN Time Maximum (reported, not enforced)"),
     }
+    build |s, cfg| Box::new(Plm::new(s, cfg))
 }
-
-pub static OPS: GateOps = GateOps {
-    name: "plm",
-    help: "Predictable Latency Mode: per NVM set deterministic and non-deterministic windows (features 13h, 14h; log pages 0Ah, 0Bh)",
-    api_version: API,
-    tunables: PLM_TUNABLES,
-    caps: GateCaps::COMMANDS
-        .union(GateCaps::CLOSES)
-        .union(GateCaps::WINDOWS),
-    build: Some(|s: &GateSetup<'_>| Box::new(Plm::new(s))),
-};
 
 /// Feature identifiers and log page identifiers (NVMe 1.4, figures 271 and 191).
 pub const FID_PLM_CONFIG: u8 = 0x13;
@@ -163,8 +154,7 @@ fn token(set: u16, kind: u32, generation: u64) -> u32 {
 }
 
 impl Plm {
-    pub fn new(s: &GateSetup<'_>) -> Self {
-        let cfg = PlmConfig::from_settings(s.settings);
+    pub fn new(s: &GateSetup<'_>, cfg: PlmConfig) -> Self {
         Plm {
             ndwin_min_low_advertised_ns: cfg.ndwin_time_min_low_ns.max(s.entry_bound_ns),
             cfg,

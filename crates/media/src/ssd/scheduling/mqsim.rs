@@ -22,9 +22,8 @@ use super::{FlashScheduling, Rules, SchedulingOps};
 
 qoslab_engine::plugin! {
     pub static OPS: SchedulingOps = "mqsim", "MQSim's transaction scheduler: whole chips as servers, data-outs first, same-page multi-plane, no suspension, write-back under back-pressure";
-    tunables
     /// `[media.scheduling.mqsim]`.
-    struct MqsimSettings in TUNABLES {
+    tunables struct MqsimSettings in TUNABLES {
         dirty_pages_per_plane: u32 = count(2, "pages the write cache holds dirty, per plane of the array: more writes wait for flash (MQSim's back-pressure buffer of one page of sectors per plane: two 4 KiB writes on 8 KiB pages)").range(1.0, 1e6),
     }
     build |_, c| Box::new(Mqsim { dirty_pages_per_plane: c.dirty_pages_per_plane })

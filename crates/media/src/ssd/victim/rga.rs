@@ -10,9 +10,8 @@ use crate::ssd::mean_field::Rule;
 
 qoslab_engine::plugin! {
     pub static OPS: VictimOps = "rga", "best of d random blocks (RGA, d-choices); draws from the ssd/gc/victim stream of the run's seed", valid_lists: false;
-    tunables
     /// `[media.gc.rga]`: the number of draws.
-    struct RgaConfig in RGA_TUNABLES {
+    tunables struct RgaConfig in RGA_TUNABLES {
         choices: u64 = count(0, "d: blocks drawn per choice; 0 = log2(blocks_per_plane) as MQSim (11 for 2048 blocks)"),
     }
     build |s, c| {

@@ -720,8 +720,11 @@ impl OrderedStreams {
             .find(|c| c.reqs.contains(&s.meta_next))
             .map_or(0, |c| c.target);
         let now = ctx.now_ns();
+        // The thread posts the SEND when its core is free: after its own previous submission
+        // (the NVMe driver's CPU time, which ends when that command's capsule leaves).
+        let sent = ctx.cpu(s.host, s.core, now, 0);
         let mut msg = Control::new(
-            now,
+            sent,
             s.host,
             Command::Ordering(OrderMsg {
                 target,
@@ -731,7 +734,7 @@ impl OrderedStreams {
                     seq,
                     bytes,
                 },
-                done_ns: now,
+                done_ns: sent,
             }),
         );
         ctx.control_below(&mut msg);

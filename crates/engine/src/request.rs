@@ -103,6 +103,11 @@ bitflags::bitflags! {
         /// `O_DIRECT`: a read or write that bypasses the page cache (at the top of a path with
         /// a page cache; without this flag, a read or write goes through it).
         const DIRECT = 1 << 11;
+        /// Its caller opened the call's file just before it and advised
+        /// `POSIX_FADV_DONTNEED` on the whole of it (fio's `invalidate=1`, at each open): the
+        /// page cache starts writeback of the file's dirty pages (`WB_SYNC_NONE`, not waited
+        /// for) and drops its clean ones first.
+        const FADV_DONTNEED = 1 << 12;
     }
 }
 

@@ -14,7 +14,7 @@ qoslab_engine::settings! {
         dirty_expire_ns: Ns = ns(30_000_000_000, "vm.dirty_expire_centisecs: data dirty for longer is written back at the flusher's next periodic wake-up"),
         dirty_writeback_ns: Ns = ns(5_000_000_000, "vm.dirty_writeback_centisecs: the flusher's periodic wake-up interval (0: never)"),
         read_ahead_kb: u64 = bytes(131072, "queue/read_ahead_kb: the largest readahead window (0: no readahead)"),
-        wbt_depth: u32 = count(16, "blk-wbt's depth (RWB_DEF_DEPTH): buffered writeback keeps at most this many writes in flight for an fsync, fdatasync or O_SYNC write (REQ_SYNC), a quarter of it for the flusher unless a writer was throttled in the last second (0: no throttle)").range(0.0, 65536.0),
+        wbt_depth: u32 = count(16, "blk-wbt's depth (RWB_DEF_DEPTH): buffered writeback keeps at most this many writes in flight for an fsync, fdatasync or O_SYNC write (REQ_SYNC), a quarter of it for the flusher, half of it for the writeback a task starts itself (posix_fadvise DONTNEED), a quarter within 100 ms of a read; all of it for any after a writer was throttled in the last second (0: no throttle)").range(0.0, 65536.0),
         max_bio_bytes: u64 = bytes(1048576, "largest write the page cache builds (BIO_MAX_VECS = 256 pages)").range(4096.0, 1.8e19),
         syscall_ns: Ns = ns(500, "host CPU of one system call: entry, the VFS, exit (model assumption)"),
         copy_gb_per_s: f64 = rate(10.0, "copy between a user buffer and the page cache, GB/s (model assumption)"),

@@ -43,6 +43,9 @@ const WRITEBACK_CHUNK: u64 = 1024;
 /// blk-wbt: a throttled writer within this long lifts the flusher's limit (`wb_recent_wait`,
 /// one second).
 const WBT_RECENT_WAIT_NS: Ns = 1_000_000_000;
+/// blk-wbt: a read issued or completed within this long limits writeback that is neither
+/// background nor sync to the background depth (`close_io`, HZ / 10).
+const WBT_CLOSE_IO_NS: Ns = 100_000_000;
 
 /// A file that exists when the run starts (laid out before it, as fio and Filebench do).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -372,6 +375,9 @@ struct IoSt {
     wbt: bool,
     /// The flusher sent it.
     flusher: bool,
+    /// Writeback a task started itself with `WB_SYNC_NONE` (`POSIX_FADV_DONTNEED`): neither
+    /// the flusher's REQ_BACKGROUND nor a sync writeback's REQ_SYNC.
+    normal: bool,
     /// Held until this FLUSH completes (block reuse).
     after: ReqId,
     /// Its record in the crash checker's recording (writes or flushes), if any.
@@ -432,6 +438,9 @@ struct Wbt {
     inflight: u32,
     queue: VecDeque<ReqId>,
     last_throttle_ns: Option<Ns>,
+    /// The last read sent down or completed (blk-wbt's `last_issue` and `last_comp`, which
+    /// only reads set).
+    last_read_ns: Option<Ns>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -454,6 +463,8 @@ struct Stats {
     reuse_flushes: u64,
     evicted: u64,
     conversions: u64,
+    fadvise_dontneed: u64,
+    invalidated: u64,
     /// The latency breakdown (Rio's Figure 14) of the fsyncs and fdatasyncs that waited for
     /// blocks of all three kinds: how many, and the sums over them of each kind's times
     /// `[sent, dispatched, done]` after the call started, and of the call's own latency.
@@ -1060,6 +1071,9 @@ impl FsStage {
     /// Own request `id` reached the stage below (the crash checker's time it may be durable
     /// from).
     fn sent(&mut self, id: ReqId, ctx: &impl StageCtx<FsEvent>) {
+        if ctx.reqs()[id].op == Op::Read {
+            self.wbt.last_read_ns = Some(ctx.now_ns());
+        }
         let Slot::Io(st) = self.table.entry(id) else {
             return;
         };
@@ -1103,23 +1117,23 @@ impl FsStage {
     /// with any bit of REQ_HIPRIO, which it defines as REQ_SYNC | REQ_META | REQ_PRIO, so to
     /// every WB_SYNC_ALL write (ext4_io_submit adds REQ_SYNC): the writeback of an fsync, an
     /// fdatasync, an O_SYNC write or a commit's ordered data (jbd2 writes it WB_SYNC_ALL), the
-    /// only writeback here not the flusher's. The flusher's
+    /// writeback here but the flusher's and `POSIX_FADV_DONTNEED`'s. The flusher's
     /// (REQ_BACKGROUND) gets a quarter, all of it when a writer was throttled in the last
-    /// second. (Half, or a quarter within 100 ms of a read's completion, `close_io`, is for
-    /// writeback that is neither: none here.)
-    fn wbt_limit(&self, background: bool, now: Ns) -> u32 {
+    /// second. Writeback that is neither (`normal`: fadvise's WB_SYNC_NONE) gets half, or a
+    /// quarter within 100 ms of a read's issue or completion (`close_io`), all of it after a
+    /// throttled writer too.
+    fn wbt_limit(&self, background: bool, normal: bool, now: Ns) -> u32 {
         let depth = self.cfg.wbt_depth;
         if depth == 0 {
             return u32::MAX;
         }
-        let throttled = self
-            .wbt
-            .last_throttle_ns
-            .is_some_and(|t| now < t + WBT_RECENT_WAIT_NS);
-        if !background || throttled {
+        let recent = |t: Option<Ns>, within: Ns| t.is_some_and(|t| now < t + within);
+        if recent(self.wbt.last_throttle_ns, WBT_RECENT_WAIT_NS) || !(background || normal) {
             depth
-        } else {
+        } else if background || recent(self.wbt.last_read_ns, WBT_CLOSE_IO_NS) {
             depth.div_ceil(4)
+        } else {
+            depth.div_ceil(2)
         }
     }
 
@@ -1127,8 +1141,9 @@ impl FsStage {
     /// waits before it, else it waits its turn. Whether it went.
     fn wbt_send(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) -> bool {
         let now = ctx.now_ns();
-        let background = self.io(id).flusher;
-        if self.wbt.queue.is_empty() && self.wbt.inflight < self.wbt_limit(background, now) {
+        let (background, normal) = (self.io(id).flusher, self.io(id).normal);
+        if self.wbt.queue.is_empty() && self.wbt.inflight < self.wbt_limit(background, normal, now)
+        {
             self.wbt.inflight += 1;
             self.io(id).wbt = true;
             self.send(id, ctx);
@@ -1143,8 +1158,8 @@ impl FsStage {
     fn wbt_drain(&mut self, ctx: &mut impl StageCtx<FsEvent>) {
         let now = ctx.now_ns();
         while let Some(&id) = self.wbt.queue.front() {
-            let background = self.io(id).flusher;
-            if self.wbt.inflight >= self.wbt_limit(background, now) {
+            let (background, normal) = (self.io(id).flusher, self.io(id).normal);
+            if self.wbt.inflight >= self.wbt_limit(background, normal, now) {
                 break;
             }
             self.wbt.queue.pop_front();
@@ -1932,6 +1947,36 @@ impl FsStage {
             }
             _ => self.finish_call(id, IoStatus::Ok, ctx),
         }
+    }
+
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)` on the whole of `ino` by task `who` (fio's
+    /// `invalidate=1` at each open), as Linux 6.1's generic_fadvise: writeback of its dirty
+    /// pages starts (WB_SYNC_NONE: pages already under writeback are left, and nothing is
+    /// waited for), then every page neither dirty, under writeback nor being read leaves the
+    /// cache (mapping_try_invalidate). The call's own CPU time is not charged.
+    fn fadvise_dontneed(
+        &mut self,
+        ino: u32,
+        who: (u32, u16, u16),
+        ctx: &mut impl StageCtx<FsEvent>,
+    ) {
+        self.stats.fadvise_dontneed += 1;
+        let mut from = 0;
+        while let Some((io, next)) =
+            self.build_writeback(ino, from, u64::MAX, false, who, false, ctx)
+        {
+            self.io(io).normal = true;
+            self.start_writeback(io, ctx);
+            from = next;
+        }
+        let inode = self.inodes.get_mut(&ino).expect("live inode");
+        let before = inode.pages.len();
+        inode
+            .pages
+            .retain(|_, pg| pg.flags & (DIRTY | WRITEBACK | READING) != 0);
+        let dropped = (before - inode.pages.len()) as u64;
+        self.cached -= dropped;
+        self.stats.invalidated += dropped;
     }
 
     /// Whether the commit of JBD2 transaction `tid` has yet to send the FLUSH that makes the
@@ -3256,6 +3301,11 @@ impl Stage for FsStage {
             Call::Rename => 5,
         };
         self.stats.calls[k] += 1;
+        if r.flags.contains(ReqFlags::FADV_DONTNEED)
+            && let Some(ino) = self.ino_of(r.file)
+        {
+            self.fadvise_dontneed(ino, (r.job, r.core, r.host), ctx);
+        }
         *self.table.entry(id) = Slot::Call(CallSt::default());
         if matches!(r.call, Call::Open | Call::Close) {
             return self.cpu_then_resume(id, self.cfg.syscall_ns, ctx);
@@ -3301,6 +3351,9 @@ impl Stage for FsStage {
     }
 
     fn complete(&mut self, id: ReqId, ctx: &mut impl StageCtx<FsEvent>) {
+        if ctx.reqs()[id].op == Op::Read {
+            self.wbt.last_read_ns = Some(ctx.now_ns());
+        }
         match self.table.entry(id) {
             Slot::Pass => {
                 *self.table.entry(id) = Slot::Free;
@@ -3347,6 +3400,8 @@ impl Stage for FsStage {
             ("reuse_flushes", s.reuse_flushes),
             ("conversions", s.conversions),
             ("evicted_pages", s.evicted),
+            ("fadvise_dontneed_calls", s.fadvise_dontneed),
+            ("invalidated_pages", s.invalidated),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v as f64))

@@ -221,3 +221,61 @@ fn an_fsyncs_writeback_gets_the_throttles_whole_depth() {
     let most = data.iter().map(|s| in_flight_at(s.at)).max().unwrap();
     assert_eq!(most, 16, "writes in flight at once after a commit");
 }
+
+/// `POSIX_FADV_DONTNEED` (fio's `invalidate=1`, at each open) starts writeback of the file's
+/// dirty pages with WB_SYNC_NONE and does not wait for it. blk-wbt's `get_limit` (Linux 6.1)
+/// gives writeback that is neither REQ_SYNC nor REQ_BACKGROUND `wb_normal`, half the depth
+/// ((16 + 1) / 2 = 8), or `wb_background`, a quarter ((16 + 3) / 4 = 4), within 100 ms of a
+/// read's issue or completion (`close_io`). Thirty-two dirty pages, one page apart (so one
+/// writeback request each): eight at once after a write, four at once after a read.
+#[test]
+fn fadvise_dontneed_writes_back_at_half_the_throttles_depth_or_a_quarter_after_a_read() {
+    for (read_first, most_at_once) in [(false, 8), (true, 4)] {
+        let setup = FsSetup {
+            capacity_bytes: 256 * GIB,
+            cores: 1,
+            kernel_job: 100,
+            mount: true,
+            files: vec![qoslab_fs::FileSpec {
+                name: 2,
+                size: 1 << 20,
+                allocated: true,
+                cached: false,
+            }],
+            ..FsSetup::default()
+        };
+        let mut h = bench(fs_config(&[]), journal("ext4", &[]), setup, 20_000);
+        let now = h.now_ns();
+        sync_call(&mut h, call(Op::Write, Call::Create, 1, 0, 0, 0, now));
+        for page in 0..32 {
+            let now = h.now_ns();
+            sync_call(
+                &mut h,
+                call(Op::Write, Call::Io, 1, page * 8192, 4096, 0, now),
+            );
+        }
+        if read_first {
+            let now = h.now_ns();
+            sync_call(&mut h, call(Op::Read, Call::Io, 2, 0, 4096, 0, now));
+        }
+        let now = h.now_ns();
+        let mut opened = call(Op::Write, Call::Io, 1, 1 << 20, 4096, 0, now);
+        opened.flags |= ReqFlags::FADV_DONTNEED;
+        let returned = sync_call(&mut h, opened);
+        // The flusher's timer runs for ever: 10 ms of simulated time.
+        h.run_until(returned + 10_000_000);
+        let seen = &h.stage.lower.seen;
+        let wb: Vec<_> = seen
+            .iter()
+            .filter(|s| s.op == Op::Write && s.len == 4096)
+            .collect();
+        assert_eq!(wb.len(), 32, "every dirty page written back once");
+        assert!(
+            returned < wb.iter().map(|s| s.done).min().unwrap(),
+            "not waited for"
+        );
+        let in_flight_at = |t: u64| wb.iter().filter(|s| s.at <= t && t < s.done).count();
+        let most = wb.iter().map(|s| in_flight_at(s.at)).max().unwrap();
+        assert_eq!(most, most_at_once, "read first: {read_first}");
+    }
+}

@@ -33,32 +33,6 @@ pub fn jobs_on_files(
                 job.name
             )));
         }
-        // fio's jobs and numjobs clones that name one file open that one file (qoslab then
-        // gives them one file: crate::lib's named_files), and fio's invalidate=1 (its
-        // default) drops the file's cached pages at each job's start: measured with fio 3.33
-        // on ext4, two buffered sequential readers of one 64 MiB file, the second after a
-        // stonewall, read 128 MiB from the disk with invalidate=1 and none with invalidate=0.
-        // A job that starts later would find pages qoslab keeps and fio drops, so the jobs of
-        // a shared file must start together here.
-        if job.app.is_some() {
-            continue;
-        }
-        if let Some(name) = job.filename.as_deref() {
-            let sharers: Vec<_> = file
-                .jobs
-                .iter()
-                .filter(|o| o.app.is_none() && o.filename.as_deref() == Some(name))
-                .collect();
-            let later = |o: &qoslab_workload::fio::Job| {
-                o.run_group != job.run_group || o.wait_for.is_some() || o.startdelay_ns != (0, 0)
-            };
-            if (sharers.len() > 1 || job.numjobs > 1) && sharers.iter().any(|o| later(o)) {
-                return Err(at(format!(
-                    "job '{}': filename={name} is one file its jobs open at different times (stonewall, wait_for or startdelay), and fio's invalidate=1 drops its cached pages as each starts: not simulated (jobs that share a file start together here; docs/fs.md)",
-                    job.name
-                )));
-            }
-        }
     }
     crate::path::fs_ordering(device).map(Some)
 }

@@ -471,9 +471,11 @@ fn build_jobs(
                             }
                             _ => own,
                         };
+                        run.invalidate = job.invalidate;
                         // fio lays out the file of a job that reads or trims it before the
                         // job starts (extend_file: written whole, fsynced with create_fsync,
-                        // closed; then invalidate=1 drops its pages), outside the job's time:
+                        // its pages dropped by posix_fadvise even with invalidate=0, closed),
+                        // outside the job's time:
                         // here it exists before the run, allocated and durable, not cached.
                         if job.app.is_none()
                             && (job.rw.issues(qoslab_engine::Op::Read)

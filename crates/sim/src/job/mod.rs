@@ -148,6 +148,12 @@ pub struct JobRun {
     /// the device. Its `direct=1` I/O is O_DIRECT, its syncs the file's fsync or fdatasync
     /// ([`Durability`]).
     pub file: u32,
+    /// fio's `invalidate=1` on a file: each open of it (the job's start, each pass of
+    /// `loops`) drops its pages first, which the first I/O after the open carries to the page
+    /// cache (`ReqFlags::FADV_DONTNEED`).
+    pub invalidate: bool,
+    /// The file was opened and no I/O has gone since.
+    opened: bool,
     /// The fio logs the clone writes (`write_lat_log`, ...), if any.
     pub logs: Option<Box<JobLogs>>,
     /// The bandwidth and IOPS samples are one per I/O, as with fio's per-I/O `write_bw_log`

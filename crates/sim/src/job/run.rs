@@ -84,6 +84,8 @@ impl JobRun {
             start_delay_ns: 0,
             wait_for: Vec::new(),
             file: 0,
+            invalidate: false,
+            opened: true,
             logs: None,
             per_io_bw: false,
             per_io_iops: false,
@@ -441,6 +443,8 @@ impl JobRun {
                         d.pass_end = PassEnd::Running;
                         d.forget_last_sync();
                         self.pending.as_mut().expect("fetched").new_pass = false;
+                        // The files are open again for the next pass.
+                        self.opened = true;
                     }
                 }
                 continue;
@@ -521,6 +525,9 @@ impl JobRun {
                 if self.sync_writes {
                     // direct=1 on a file: O_DIRECT, past the page cache.
                     req.flags |= ReqFlags::DIRECT;
+                }
+                if std::mem::take(&mut self.opened) && self.invalidate {
+                    req.flags |= ReqFlags::FADV_DONTNEED;
                 }
             }
             req.host = self.host;

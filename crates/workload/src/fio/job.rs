@@ -374,6 +374,9 @@ pub struct Job {
     pub end_fsync: bool,
     /// `fsync_on_close`: a sync when the job closes its file (at its end), if it is unsynced.
     pub fsync_on_close: bool,
+    /// `invalidate`: at each open of its file, the job drops the file's pages from the page
+    /// cache first (`POSIX_FADV_DONTNEED`).
+    pub invalidate: bool,
     /// `write_barrier`: every N-th write flushes the cache before it and is FUA (0: never).
     pub write_barrier_every: u64,
     /// `fua`: every write is Force Unit Access.
@@ -514,6 +517,7 @@ impl Job {
             fdatasync_every: 0,
             end_fsync: false,
             fsync_on_close: false,
+            invalidate: true,
             write_barrier_every: 0,
             fua: false,
             stonewall: false,

@@ -1387,6 +1387,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Flush the device's write cache when a job that writes closes its file (at its end), if the last thing it issued was not a sync: after `end_fsync` it was (as fio 3.33; not counted in the JSON's `sync`). With `loops` above 1 the files are also closed between passes, as fio does: a pass that ends at its `size` bytes (an engine that queues its I/O) syncs at its end as `end_fsync` does, then closes its files with an fsync(2) each; a pass that ends when a fetch finds its files done closes them first (synced if the last thing was not a sync), then syncs as `end_fsync`. Over several files, one fsync per file."
     ),
     opt!(
+        "invalidate",
+        [],
+        Kind::Bool(|j, v| j.invalidate = v),
+        "",
+        "1",
+        "On a mounted file system, each time the job opens its file (at its start, and again at each pass of `loops`) it advises `POSIX_FADV_DONTNEED` on the whole file first, as fio 3.33 does: writeback of the file's dirty pages starts (not waited for) and its clean pages leave the page cache, so a job that reads a file another job read or wrote and synced before it reads it from the device (measured with fio 3.33 on ext4: a reader with `loops=2` reads its 64 MiB file from the disk twice, with `invalidate=0` once). On the raw device (`direct=1` only) it changes nothing."
+    ),
+    opt!(
         "write_barrier",
         [],
         Kind::Int {
@@ -1705,7 +1713,6 @@ pub static OPTIONS: &[OptionSpec] = &[
     ignored!("write_hist_log", [], "fio log files."),
     ignored!("log_hist_msec", [], "fio log files."),
     ignored!("per_job_logs", [], "fio log files."),
-    ignored!("invalidate", [], "Page-cache invalidation on the host."),
     ignored!("allow_mounted_write", [], "Host safety check."),
     ignored!("refill_buffers", [], "Data buffer contents."),
     ignored!("scramble_buffers", [], "Data buffer contents."),

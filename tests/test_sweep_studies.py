@@ -283,7 +283,8 @@ def test_a_study_that_stops_on_failure_stops_at_its_first_failed_point(tmp_path,
 
 
 def test_the_registry_refuses_an_adapter_the_sweep_could_not_drive():
-    from qoslab.sweep.study import CONTRACT_VERSION, Metric, Param, text
+    from qoslab.sweep.kinds import text
+    from qoslab.sweep.study import CONTRACT_VERSION, Metric, Param
 
     def study(**kw) -> Study:
         base = dict(

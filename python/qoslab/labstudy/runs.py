@@ -5,22 +5,64 @@ The store keeps every run's files as they are measured, so a study killed midway
 `kill -9`, a lost machine) and started again with the same options on the same target measures
 only the runs it lacks. It is `<out>.store` unless `--store` names one; the default one goes once
 the output is written (a measurement is not a computation: the next study measures again).
+`on_target` is the frame both lab commands run in (the target, the bar, the staged output).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qoslab.fio import FioOutput, read_fio_json
+from qoslab.lab.outdir import staged
+from qoslab.lab.registry import Registry
 from qoslab.lab.runner import find_fio, fio_version
+from qoslab.lab.target import prepare_target, release_target
+from qoslab.progress import progress_bar
 from qoslab.sweep.planned import default_store, provenance, run_planned
 from qoslab.sweep.spec import planned_spec
 from qoslab.sweep.studies.lab import COMMAND, InCommand, target_params
+
+
+@contextlib.contextmanager
+def on_target(
+    target_arg: str,
+    size: int,
+    out: Path,
+    quiet: bool,
+    destructive_ok: str | None,
+    precondition: bool,
+    *,
+    block: bool = False,
+    keep: bool = False,
+) -> Iterator[tuple[Any, Path, Any]]:
+    """The frame of a lab command: fio found before anything is created or written, the bar,
+    the partial output folder (`staged`: it becomes `out` only once complete) and the target
+    prepared (`prepare_target`; `block`: it must be a block device), released at the end (a
+    scratch file made here is removed unless `keep`). Yields the bar, the folder and the
+    target."""
+    find_fio()
+    registry = Registry()
+    with progress_bar(quiet) as progress, staged(out) as tmp:
+        target = prepare_target(
+            target_arg,
+            size,
+            registry=registry,
+            destructive_ok=destructive_ok,
+            precondition=precondition,
+            require_block=block,
+            progress=progress,
+        )
+        try:
+            yield progress, tmp, target
+        finally:
+            release_target(target, registry, keep)
 
 
 @dataclass(frozen=True)

@@ -26,16 +26,12 @@ from qoslab.errors import InputError
 from qoslab.fio import jobs_table
 from qoslab.fio.logs import read_fio_log
 from qoslab.lab.journal import scheduler_restored
-from qoslab.lab.outdir import staged
 from qoslab.lab.plans import global_options
 from qoslab.lab.queue import device_metadata, schedulers
-from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import FioJob, find_fio, render_job_file
+from qoslab.lab.runner import FioJob, render_job_file
 from qoslab.lab.sched_jobs import JOBS, SchedOptions, prio_options
-from qoslab.lab.target import prepare_target
-from qoslab.labstudy.runs import FioRun, LabRuns
-from qoslab.progress import progress_bar
+from qoslab.labstudy.runs import FioRun, LabRuns, on_target
 from qoslab.report import Section, Text, write_report
 from qoslab.report.stats import MIN_REPS
 
@@ -80,21 +76,11 @@ def run_sched(
     store: Path | None = None,
 ) -> Path:
     jobs = _jobs(opts)  # validates the priorities before anything is touched
-    find_fio()
-    registry = Registry()
     per_run_s = opts.runtime_s + opts.ramp_s + 0.5
     total_s = per_run_s * opts.reps * len(opts.schedulers)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    with progress_bar(quiet) as progress, staged(out) as tmp:
-        target = prepare_target(
-            target_arg,
-            size,
-            registry=registry,
-            destructive_ok=destructive_ok,
-            precondition=precondition,
-            require_block=True,
-            progress=progress,
-        )
+    frame = on_target(target_arg, size, out, quiet, destructive_ok, precondition, block=True)
+    with frame as (progress, tmp, target):
         available, _active = schedulers(target.disk)
         missing = [s for s in opts.schedulers if s not in available]
         if missing:

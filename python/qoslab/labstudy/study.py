@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +29,6 @@ from qoslab._core import __version__
 from qoslab.fio import FioOutput, bins_table, jobs_table
 from qoslab.lab import figures
 from qoslab.lab.analysis import Knee, add_littles_law, find_knee, knee_steps
-from qoslab.lab.outdir import staged
 from qoslab.lab.plans import (
     STUDIES,
     Point,
@@ -39,12 +39,9 @@ from qoslab.lab.plans import (
     tails_plan,
 )
 from qoslab.lab.queue import device_metadata
-from qoslab.lab.registry import Registry
 from qoslab.lab.report import environment_section, frame_table
-from qoslab.lab.runner import find_fio, render_job_file
-from qoslab.lab.target import prepare_target, release_target
-from qoslab.labstudy.runs import FioRun, LabRuns
-from qoslab.progress import progress_bar
+from qoslab.lab.runner import render_job_file
+from qoslab.labstudy.runs import FioRun, LabRuns, on_target
 from qoslab.report import Figure, Section, Text, write_report
 from qoslab.units import human_bytes
 
@@ -85,59 +82,47 @@ def run_study(
     points = [p for s in planned for p in plan(s, opts)]
     per_run_s = opts.runtime_s + opts.ramp_s + FIO_START_S
     total_s = per_run_s * (len(points) + (2 if "tails" in studies else 0))
-    find_fio()  # before anything is created or written
-    registry = Registry()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    with progress_bar(quiet) as progress, staged(out) as tmp:
-        target = prepare_target(
-            target_arg,
-            size,
-            registry=registry,
-            destructive_ok=destructive_ok,
-            precondition=precondition,
-            progress=progress,
-        )
-        try:
-            fio = LabRuns(tmp, target, Path(out), store, progress, total_s, quiet)
-            env = device_metadata(target.disk)
-            g = global_options(target.path, target.size_bytes, opts)
+    frame = on_target(target_arg, size, out, quiet, destructive_ok, precondition, keep=keep_target)
+    with frame as (progress, tmp, target):
+        fio = LabRuns(tmp, target, Path(out), store, progress, total_s, quiet)
+        env = device_metadata(target.disk)
+        g = global_options(target.path, target.size_bytes, opts)
 
-            def measure(sweep: str, chosen: list[Point]) -> list[tuple[Point, FioOutput, dict]]:
-                runs = [FioRun(p.run_id, _job_file(p, g, name), per_run_s) for p in chosen]
-                done = fio.run(sweep, runs)
-                return [(p, output, meta) for p, (output, meta) in zip(chosen, done, strict=True)]
+        def measure(sweep: str, chosen: list[Point]) -> list[tuple[Point, FioOutput, dict]]:
+            runs = [FioRun(p.run_id, _job_file(p, g, name), per_run_s) for p in chosen]
+            done = fio.run(sweep, runs)
+            return [(p, output, meta) for p, (output, meta) in zip(chosen, done, strict=True)]
 
-            runs = measure(f"lab-{name}", points)
+        runs = measure(f"lab-{name}", points)
+        table = _table(runs)
+        knee = None
+        if "qd-sweep" in planned:
+            knee = find_knee(_sweep(table, "qd-sweep"), opts.knee)
+        if "tails" in studies:
+            mid, knee_qd = tails_depths(opts, knee.depth if knee else None)
+            runs += measure(f"lab-{name}-tails", tails_plan(mid, knee_qd))
             table = _table(runs)
-            knee = None
-            if "qd-sweep" in planned:
-                knee = find_knee(_sweep(table, "qd-sweep"), opts.knee)
-            if "tails" in studies:
-                mid, knee_qd = tails_depths(opts, knee.depth if knee else None)
-                runs += measure(f"lab-{name}-tails", tails_plan(mid, knee_qd))
-                table = _table(runs)
-            bins = _bins(runs)
-            _write_tables(tmp, table, bins)
-            summary = _summary(table, knee, opts)
-            (tmp / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-            meta = {
-                "command": sys.argv,
-                "study": name,
-                "qoslab_version": __version__,
-                "fio_version": fio.fio_version,
-                "options": asdict(opts),
-                "target": target.describe(),
-                "environment": env,
-                "started_at": started,
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                **fio.provenance(),
-            }
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
-            if report:  # the figures are most of a short study's CPU (matplotlib's layout)
-                shown = planned + (["tails"] if "tails" in studies else [])
-                _report(tmp, name, table, bins, knee, summary, meta, shown)
-        finally:
-            release_target(target, registry, keep_target)
+        bins = _bins(runs)
+        _write_tables(tmp, table, bins)
+        summary = _summary(table, knee, opts)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        meta = {
+            "command": sys.argv,
+            "study": name,
+            "qoslab_version": __version__,
+            "fio_version": fio.fio_version,
+            "options": asdict(opts),
+            "target": target.describe(),
+            "environment": env,
+            "started_at": started,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **fio.provenance(),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+        if report:  # the figures are most of a short study's CPU (matplotlib's layout)
+            shown = planned + (["tails"] if "tails" in studies else [])
+            _report(tmp, name, table, bins, knee, summary, meta, shown)
     fio.finish()
     return Path(out)
 
@@ -231,47 +216,59 @@ def _report(out, name, table, bins, knee, summary, meta, studies) -> None:
     write_report(out / "report.html", f"qoslab lab study {name}", sections, facts=facts)
 
 
-def _baseline_section(t, bins, knee, fig_dir) -> Section:
-    return Section(
-        "Baseline (QD 1)",
-        [
-            Text(
-                "One I/O at a time: the device's unloaded service time per access pattern. "
-                "Left: IOPS and MB/s; right: mean and percentile latency (log scale)."
-            ),
-            _figure(figures.baseline(t, fig_dir / "baseline.png"), "QD 1 baselines"),
-            frame_table(_shown(t), "Baseline runs"),
-        ],
-    )
+@dataclass(frozen=True)
+class _Plain:
+    """A section that is an explanation, one figure and the table of its runs."""
+
+    title: str
+    text: str
+    draw: Callable[[pd.DataFrame, Path], Figure]
+    image: str
+    caption: str
+    rows: Callable[[pd.DataFrame], pd.DataFrame]
+    table_caption: str
+
+    def __call__(self, t, bins, knee, fig_dir) -> Section:
+        figure = _figure(self.draw(t, fig_dir / self.image), self.caption)
+        return Section(
+            self.title, [Text(self.text), figure, frame_table(self.rows(t), self.table_caption)]
+        )
 
 
-def _bs_sweep_section(t, bins, knee, fig_dir) -> Section:
-    return Section(
-        "Block-size sweep",
-        [
-            Text(
-                "Small blocks are bounded by the cost per command (IOPS), large ones by "
-                "bandwidth (MB/s). Where MB/s flattens, the transfer path is saturated."
-            ),
-            _figure(figures.bs_sweep(t, fig_dir / "bs-sweep.png"), "IOPS and MB/s vs block size"),
-            frame_table(_shown(t), "Block-size sweep"),
-        ],
-    )
+MIX_COLUMNS = ["point", "op", "rwmixread", "iops", "mb_s", "lat_mean_us", "p99_us", "p99_9_us"]
 
+_baseline_section = _Plain(
+    "Baseline (QD 1)",
+    "One I/O at a time: the device's unloaded service time per access pattern. "
+    "Left: IOPS and MB/s; right: mean and percentile latency (log scale).",
+    figures.baseline,
+    "baseline.png",
+    "QD 1 baselines",
+    _shown,
+    "Baseline runs",
+)
 
-def _mix_sweep_section(t, bins, knee, fig_dir) -> Section:
-    columns = ["point", "op", "rwmixread", "iops", "mb_s", "lat_mean_us", "p99_us", "p99_9_us"]
-    return Section(
-        "Read/write mix",
-        [
-            Text(
-                "4K random I/O from all reads to all writes. Left: IOPS per direction, "
-                "stacked; right: p99 per direction."
-            ),
-            _figure(figures.mix_sweep(t, fig_dir / "mix-sweep.png"), "IOPS and p99 by mix"),
-            frame_table(t[columns], "Mix sweep"),
-        ],
-    )
+_bs_sweep_section = _Plain(
+    "Block-size sweep",
+    "Small blocks are bounded by the cost per command (IOPS), large ones by "
+    "bandwidth (MB/s). Where MB/s flattens, the transfer path is saturated.",
+    figures.bs_sweep,
+    "bs-sweep.png",
+    "IOPS and MB/s vs block size",
+    _shown,
+    "Block-size sweep",
+)
+
+_mix_sweep_section = _Plain(
+    "Read/write mix",
+    "4K random I/O from all reads to all writes. Left: IOPS per direction, "
+    "stacked; right: p99 per direction.",
+    figures.mix_sweep,
+    "mix-sweep.png",
+    "IOPS and p99 by mix",
+    lambda t: t[MIX_COLUMNS],
+    "Mix sweep",
+)
 
 
 def _qd_sweep_section(t, bins, knee, fig_dir) -> Section:

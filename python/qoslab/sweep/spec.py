@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.errors import InputError
-from qoslab.sweep.study import KindError, Param, Study, integer
+from qoslab.sweep.kinds import KindError, integer
+from qoslab.sweep.study import Param, Study
 from qoslab.yamlnodes import compose_yaml
 
 TOP_KEYS = ("study", "name", "parameters", "zip", "sample", "seeds", "details")

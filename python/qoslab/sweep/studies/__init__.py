@@ -1,7 +1,8 @@
 """The studies a sweep can run: one adapter module each, one line each in `ADAPTERS`.
 
 To add a study, write `python/qoslab/sweep/studies/<module>.py` defining `STUDY = Study(...)`
-(the hooks and tables are in `qoslab.sweep.study`; `selftest.py` is a small complete example)
+(the hooks and tables are in `qoslab.sweep.study`, the parameters' kinds in `qoslab.sweep.kinds`;
+`selftest.py` is a small complete example)
 and add the module's name below. Nothing else in qoslab changes: specs, the store, workers and
 the report take the study's parameter and metric tables from its adapter.
 """

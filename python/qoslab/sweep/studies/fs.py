@@ -15,16 +15,9 @@ import json
 import math
 from typing import Any
 
+from qoslab.sweep.kinds import choice, file, integer
 from qoslab.sweep.studies import sim
-from qoslab.sweep.study import (
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    choice,
-    file,
-    integer,
-)
+from qoslab.sweep.study import Metric, Param, PointResult, Study
 
 FILE_SYSTEMS = ("ext4", "horaefs", "riofs")
 WORKLOADS = ("fsync-append", "varmail", "fillsync")

@@ -26,19 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    Detail,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    choice,
-    flag,
-    integer,
-    real,
-    text,
-)
+from qoslab.sweep.kinds import choice, flag, integer, real, text
+from qoslab.sweep.study import CONTRACT_VERSION, Detail, Metric, Param, PointResult, Study
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    REQUIRED,
-    Detail,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    count_or_inf,
-    file,
-)
+from qoslab.sweep.kinds import count_or_inf, file
+from qoslab.sweep.study import CONTRACT_VERSION, REQUIRED, Detail, Metric, Param, PointResult, Study
 
 
 def config_digest(path: str) -> str:

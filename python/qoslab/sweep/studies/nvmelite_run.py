@@ -12,19 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from qoslab._core import nvmelite as _core
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    REQUIRED,
-    Batch,
-    BatchResult,
-    Metric,
-    Param,
-    Study,
-    choice,
-    count_or_inf,
-    file,
-    text,
-)
+from qoslab.sweep.kinds import choice, count_or_inf, file, text
+from qoslab.sweep.study import CONTRACT_VERSION, REQUIRED, Batch, BatchResult, Metric, Param, Study
 
 FAULT_MODES = ("NONE", "TIMEOUT", "RESET")
 

@@ -22,19 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    Detail,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    choice,
-    file,
-    integer,
-    real,
-    text,
-)
+from qoslab.sweep.kinds import choice, file, integer, real, text
+from qoslab.sweep.study import CONTRACT_VERSION, Detail, Metric, Param, PointResult, Study
 
 # The study's vocabulary, as qoslab.plm.study names it (checked equal in tests/test_plm_study.py,
 # where importing the study's machinery here would make every sweep pay for numpy's generator).

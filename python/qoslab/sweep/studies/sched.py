@@ -17,19 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qoslab.lab.sched_jobs import SchedOptions, prio_options
+from qoslab.sweep.kinds import choice, file, integer, real, text
 from qoslab.sweep.studies import sim
-from qoslab.sweep.study import (
-    Detail,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    choice,
-    file,
-    integer,
-    real,
-    text,
-)
+from qoslab.sweep.study import Detail, Metric, Param, PointResult, Study
 
 if TYPE_CHECKING:
     import pandas as pd

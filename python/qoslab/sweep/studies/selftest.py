@@ -11,18 +11,8 @@ import zlib
 
 import numpy as np
 
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    Detail,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    flag,
-    integer,
-    real,
-    text,
-)
+from qoslab.sweep.kinds import flag, integer, real, text
+from qoslab.sweep.study import CONTRACT_VERSION, Detail, Metric, Param, PointResult, Study
 
 # The point's one random draw comes from its own stream of the seed.
 U_STREAM = zlib.crc32(b"qoslab.sweep.selftest.u")

@@ -22,20 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from qoslab.sweep.study import (
-    CONTRACT_VERSION,
-    Detail,
-    KindError,
-    Metric,
-    Param,
-    PointResult,
-    Study,
-    choice,
-    file,
-    integer,
-    real,
-    scalar,
-)
+from qoslab.sweep.kinds import KindError, choice, file, integer, real, scalar
+from qoslab.sweep.study import CONTRACT_VERSION, Detail, Metric, Param, PointResult, Study
 
 TRACE_FORMATS = ("auto", "msr", "systor17", "blkparse", "iolog2", "iolog3")
 OPS = ("read", "write")

@@ -28,10 +28,11 @@
 //! covered by the next one's counts. With `dtwin_copy`, an uncovered read goes where a covered
 //! one would (the counts then only account for it). With `hold`, an uncovered read goes
 //! nowhere yet: the host keeps it, and at the next window's start the held reads, oldest
-//! first and before any read arriving then, take that window's counts and go where covered
-//! reads go (one its host's new counts do not cover either stays held); if no copy is in DTWin
-//! at that start (the drive ended the last DTWin on its own) they wait for the window's copy
-//! to enter. Writes go to every copy.
+//! first and before any read arriving then, take that window's counts and go to a copy in
+//! DTWin whose DTWin has room for them within DTWIN Reads Typical (one its host's new counts do
+//! not cover either stays held); while no copy has (the window's copy still entering, the
+//! previous one's DTWin at its budget) they wait for the window's copy to enter. Writes go to
+//! every copy.
 //!
 //! The host-directed predictor needs each window's demand in advance: `demands` names a CSV
 //! file of `window,host,class,demand` rows (the input of `qoslab plm coordinate`), its windows
@@ -83,7 +84,7 @@ qoslab_engine::settings! {
         poll_ns: Ns = ns(1_000_000, "how often the host reads the log page while a copy it asked into DTWin is not in it yet").range(1.0, 1e12),
         release_delay_ns: Ns = ns(0, "once the next copy is in DTWin, the host sends no more reads to the previous one at once but asks it out of DTWin (into NDWin, where its deferred background work resumes) only this long after, so that the reads already sent to it finish in DTWin; 0: at once"),
         drain: bool = flag(true, "once the next copy is in DTWin, the host sends no more reads to the previous one and asks it out of DTWin only when the reads it sent there have all completed (and release_delay_ns has passed), so that they finish in DTWin; false: at once (or after release_delay_ns)"),
-        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain); dtwin_copy, it goes to the copy in DTWin all the same (still not covered: the deficiency counts it), as a host treating its counts as accounting only; hold, the host keeps it (not covered: the deficiency counts it) until the next window's start, where the held reads, oldest first and ahead of any new read, take that window's counts and go to a copy in DTWin as covered reads do (or, if no copy is in DTWin then, once the window's copy enters; one still not covered stays held)"),
+        counts_run_out: CountsRunOut = choice(CountsRunOut::NdwinCopy, "what a read does when its host's counts are spent and the coordinator grants it none: ndwin_copy, it goes (not covered) to a copy not in DTWin; end_window, the same while counts are left in the window (held by another host), but once the window's C counts are all used it ends there, before its time (the PLMC paper's premature end): the next window begins at once with its copy and new counts, the read its first, and the reads sent to the ended window's copy finish there (with drain); dtwin_copy, it goes to the copy in DTWin all the same (still not covered: the deficiency counts it), as a host treating its counts as accounting only; hold, the host keeps it (not covered: the deficiency counts it) until the next window's start, where the held reads, oldest first and ahead of any new read, take that window's counts and go to a copy in DTWin whose DTWin has room for them within DTWIN Reads Typical, the window's copy first (while none has, as when the window's copy is still entering and the previous one's DTWin has had its budget, they wait for the window's copy to enter; one still not covered stays held)"),
         handover_reads: HandoverReads = choice(HandoverReads::PreviousCopy, "where a covered read goes while its window's copy is still entering DTWin (the previous copy still in it): previous_copy, to the previous copy, however many reads its DTWin has had; within_budget, there only while the 4 KiB reads the host has sent that copy since it asked it into DTWin (those then in flight included) stay within DTWIN Reads Typical, as a host keeping the DTWin's reads budget does, and otherwise to the copy being asked in"),
     }
 }
@@ -385,23 +386,39 @@ impl PlmLibrary {
         self.next_boundary_ns = start_ns + self.window_ns;
         io.wake_at(self.next_boundary_ns, WAKE_BOUNDARY);
         if !self.held.is_empty() {
-            if self.dtwin.iter().any(|&d| d) {
-                self.release_held(io);
-            } else {
-                // No copy is deterministic (the drive ended the last DTWin on its own): the
-                // held reads wait for this window's copy to enter.
-                self.held_until_entry = true;
-            }
+            self.release_held(io);
         }
     }
 
-    /// The held reads, oldest first, take this window's counts: each one covered goes where a
-    /// covered read goes, the others stay held.
+    /// The held reads, oldest first, take this window's counts and go to a copy in DTWin whose
+    /// DTWin has room for them within DTWIN Reads Typical, the window's copy first; one its
+    /// host's counts do not cover stays held. While no copy in DTWin has room (the window's
+    /// copy still entering, the previous one's DTWin at its budget, or no copy in DTWin at
+    /// all), the rest wait, in their order, for the window's copy to enter.
     fn release_held(&mut self, io: &mut ReplicaIo<'_>) {
         let at_entry = std::mem::take(&mut self.held_until_entry);
         let before = self.released;
+        let mut blocked = false;
         for _ in 0..self.held.len() {
             let (h, units, since) = self.held.pop_front().expect("counted");
+            let room = if blocked {
+                None
+            } else {
+                self.dtwin_copy_with_room(units)
+            };
+            let Some(copy) = room else {
+                // This one and those behind it wait: for the window's copy to enter, if it is
+                // not in DTWin yet, else for the next window.
+                blocked = true;
+                self.held_until_entry = !self.dtwin[self.active() as usize];
+                if !self.held_until_entry {
+                    // Demand of this window that its counts (all its DTWin takes) miss.
+                    self.demand[h] += units;
+                }
+                self.held.push_back((h, units, since));
+                io.release(0);
+                continue;
+            };
             // The read is demand of this window too: the host needs its counts here.
             self.demand[h] += units;
             if !self.cover(h, units) {
@@ -410,7 +427,6 @@ impl PlmLibrary {
                 continue;
             }
             self.stats[h].covered += 1;
-            let copy = self.covered_copy(units);
             self.released_to_previous += u64::from(copy != self.active());
             self.send(h, copy, units);
             let waited = io.now_ns - since;
@@ -425,6 +441,19 @@ impl PlmLibrary {
             self.release_instants += 1;
             self.release_max = self.release_max.max(now);
         }
+    }
+
+    /// A copy in DTWin (as the host knows) whose DTWin has room for `units` more within DTWIN
+    /// Reads Typical, the window's copy first.
+    fn dtwin_copy_with_room(&self, units: u64) -> Option<u32> {
+        let fits = |c: u32| {
+            self.dtwin[c as usize] && self.dtwin_units[c as usize] + units <= self.capacity
+        };
+        let active = self.active();
+        if fits(active) {
+            return Some(active);
+        }
+        (0..self.cfg.copies).find(|&c| fits(c))
     }
 
     /// The copy a covered read of `units` goes to: one in DTWin, the window's first; while it
@@ -1017,9 +1046,23 @@ mod tests {
         assert_eq!(started.released[100..], [0; 50]);
         assert_eq!(started.lib.held.len(), 51);
         assert_eq!(started.lib.held.front().unwrap().2, 2_000_000);
-        // At 20 ms window 2 (copy 0) releases the 51, oldest first: 100 counts again.
+        // The reads sent complete (copy 0's 100 and copy 1's 100). At 20 ms window 2 (copy 0)
+        // releases the 51, oldest first: 100 counts again.
         started.released.clear();
         let mut control = device;
+        for nsid in [1, 2] {
+            for _ in 0..100 {
+                started.lib.read_done(
+                    nsid,
+                    &mut ReplicaIo {
+                        now_ns: 15_000_000,
+                        control: &mut control,
+                        wakes: &mut started.wakes,
+                        released: &mut started.released,
+                    },
+                );
+            }
+        }
         started.lib.wake(
             WAKE_BOUNDARY,
             &mut ReplicaIo {
@@ -1053,18 +1096,65 @@ mod tests {
     /// Copy 0 (NSID 1) gets 99 covered reads in window 0 (C = 100, one high host); at 10 ms
     /// window 1 begins on copy 1 (NSID 2), which this device puts in DTWin only at 10.5 ms,
     /// and the host reads at 10.1, 10.2 and 10.3 ms, covered by window 1's counts.
+    /// `device`, but set 2 reports NDWin until 10.5 ms.
+    fn late_device(msg: &mut Control) {
+        device(msg);
+        if let Command::GetLogPage { lid, set, data } = &mut msg.command
+            && *lid == LID_PER_SET
+            && *set == 2
+            && msg.at_ns < 10_500_000
+        {
+            data[0] = 2;
+        }
+    }
+
+    /// The document's host keeps each DTWin within its reads budget: one high host, C = 100;
+    /// copy 0 (NSID 1) serves window 0's 100 covered reads and 5 more are held; window 1's copy
+    /// (NSID 2) enters DTWin only at 10.5 ms, so at 10 ms no copy in DTWin has room for them,
+    /// and they go to copy 1 at the host's poll of 11 ms, which finds it there.
+    #[test]
+    fn with_hold_the_held_reads_wait_for_a_dtwin_with_room_in_its_reads_budget() {
+        let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
+        s.set(
+            "counts_run_out",
+            &qoslab_engine::RawValue::Text("hold".into()),
+        )
+        .unwrap();
+        let cfg = PlmLibraryConfig::from_settings(&s);
+        let mut lib = PlmLibrary::new(cfg, vec![QosClass::High], Vec::new());
+        let (mut wakes, mut released) = (Vec::new(), Vec::new());
+        let mut at =
+            |lib: &mut PlmLibrary, now_ns: Ns, f: &dyn Fn(&mut PlmLibrary, &mut ReplicaIo<'_>)| {
+                let mut control = late_device;
+                f(
+                    lib,
+                    &mut ReplicaIo {
+                        now_ns,
+                        control: &mut control,
+                        wakes: &mut wakes,
+                        released: &mut released,
+                    },
+                );
+            };
+        at(&mut lib, 0, &|lib, io| lib.start(io));
+        for i in 0..105 {
+            at(&mut lib, i * 10_000, &|lib, io| {
+                lib.route_read(0, 4096, io);
+            });
+        }
+        assert_eq!((lib.held.len(), lib.dtwin_units[0]), (5, 100));
+        at(&mut lib, 10_000_000, &|lib, io| lib.wake(WAKE_BOUNDARY, io));
+        at(&mut lib, 11_000_000, &|lib, io| lib.wake(WAKE_POLL, io));
+        // At 10 ms: none released; at 11 ms: all five, to copy 1.
+        assert_eq!(released, [0, 0, 0, 0, 0, 2, 2, 2, 2, 2]);
+        assert_eq!((lib.released, lib.released_at_entry), (5, 5));
+        assert_eq!((lib.dtwin_units[0], lib.reads_to_ndwin), (100, 0));
+        // Their wait is window 1's demand only once.
+        assert_eq!(lib.demand[0], 5);
+    }
+
     #[test]
     fn within_budget_a_dtwin_gets_no_more_reads_than_dtwin_reads_typical_at_a_handover() {
-        fn late_device(msg: &mut Control) {
-            device(msg);
-            if let Command::GetLogPage { lid, set, data } = &mut msg.command
-                && *lid == LID_PER_SET
-                && *set == 2
-                && msg.at_ns < 10_500_000
-            {
-                data[0] = 2;
-            }
-        }
         let route = |rule: &str| {
             let mut s = qoslab_engine::Settings::defaults("host.plm", PLM_LIBRARY_TUNABLES);
             let rule = qoslab_engine::RawValue::Text(rule.into());

@@ -382,14 +382,13 @@ _LINUX_OPTANE = (
     "the FLUSH: PLP) and two wake-ups of the thread (fabric.context_switch_ns, 20.0 us each, "
     "fitted to Figure 2 with HORAE's wait: qoslab rio fit), 61 us at one thread; each thread "
     "adds its own 16.4 K/s until the drive's 536 K/s at 36 threads. Each fit alone (qoslab rio "
-    "study --set KEY=VALUE): the wait back at 2 us 3.19x, the cycles back at the assumed ones "
-    "6.64x, both 3.11x (3.18x, 6.51x and 3.04x before the transport's link served in time "
-    "order; session 17: the message time, the drive's latency and its ceiling moved that 3.04x "
-    "within 2.6x - 4.5x). Whether the document's Linux stops short of the drive, and "
+    "study --set KEY=VALUE): the wait back at 2 us 3.18x, the cycles back at the assumed ones "
+    "6.51x, both 3.04x (session 17: the message time, the drive's latency and its ceiling moved "
+    "that 3.04x within 2.6x - 4.5x). Whether the document's Linux stops short of the drive, and "
     "why, is open"
 )
 _FIG11 = (
-    "one thread: Rio makes 393 K requests/s at 4 KiB (its CPU, the cycles fitted to Figure 2) "
+    "one thread: Rio makes 394 K requests/s at 4 KiB (its CPU, the cycles fitted to Figure 2) "
     "and HORAE 37.4 K/s at every size (its wait fitted to Figure 2's 'more than 8 cores'). The "
     "model's HORAE takes the same time per request at every size and its threads add up, so no "
     "wait meets both figures: 6.1x needs one HORAE thread within 15.6 us per request at 4 KiB, "
@@ -397,17 +396,17 @@ _FIG11 = (
     "us; the model gives 1.0x there). The document describes no mechanism for either (no "
     "per-byte work on HORAE's ordering path, no resource its threads share beyond the PMR the "
     "model has): open. Each fit alone (qoslab rio study --set KEY=VALUE): the "
-    "wait back at 2 us 3.42x, the cycles back at the assumed ones 7.30x, both 2.77x "
+    "wait back at 2 us 3.42x, the cycles back at the assumed ones 7.29x, both 2.77x "
     "(docs/rio.md, Fitted CPU costs)"
 )
 _DOORBELLS = (
     "orderless and Rio send the same commands and messages and differ only in the doorbells "
-    "they ring (messages posted at the same instant share one), which the run's timing decides "
-    "(orderless - rio -1.4e-06 requests per kcycle at the initiator, 0.0008 %; before the "
-    "transport's link served in time order -5.8e-06, Rio ringing 1-3 fewer than orderless at 2 "
-    "and 4 threads on flash and 1-2 more at 8 and 12). Doorbells free, alone (qoslab rio "
-    "study --set rdma.doorbell_cycles=0): the two equal, the order holds; before the fit "
-    "(3,000 / 2,500 / 1,500 / 300 cycles) Rio rang 6-26 more and the row held"
+    "they ring (messages posted at the same instant share one), which the run's timing decides: "
+    "with the cycles fitted to Figure 2 Rio rings 1-3 fewer than orderless at 2 and 4 threads "
+    "on flash and 1-2 more at 8 and 12 (orderless - rio -5.8e-06 requests per kcycle at the "
+    "initiator, 0.003 %). Doorbells free, alone (qoslab rio study --set "
+    "rdma.doorbell_cycles=0): the two equal, the order holds; before the fit (3,000 / 2,500 / "
+    "1,500 / 300 cycles) Rio rang 6-26 more and the row held"
 )
 THROUGHPUT, INI, TGT = (
     "requests_per_s",
@@ -441,10 +440,9 @@ CLAIMS = [
             "HORAE's wait per control path is fitted to Figure 2 (qoslab rio fit: "
             "context_switch_ns 20.0 us, with the initiator's cycles): one HORAE thread makes "
             "37 K requests/s and the flash SSD fills between 8 and 12 threads. Each fit alone "
-            "(qoslab rio study --set KEY=VALUE): the wait back at 2 us 1.40x, the cycles back at "
-            "the assumed ones 2.80x, both 1.41x (1.53x, 3.01x and 1.41x before the transport's "
-            "link served in time order: HORAE's threads then waited on it). From 16 threads "
-            "both stacks sit at the drive's ceiling, which caps the mean"
+            "(qoslab rio study --set KEY=VALUE): the wait back at 2 us 1.53x, the cycles back at "
+            "the assumed ones 3.01x, both 1.41x. From 16 threads both stacks sit at the drive's "
+            "ceiling, which caps the mean"
         ),
     ),
     Claim(
@@ -767,8 +765,7 @@ RECOVERY_RATIO_WHY = (
     "reads the logs' bytes, about equal either way: 1.1x [0.86, 1.34] and 1.1x [0.91, 1.29]. "
     "HORAE's log holding as many entries as Rio's alone (its runs on half the PMR, --set "
     "pmr_bytes=1048576, against Rio's default runs): order rebuild 2.2x [1.82, 2.57], data "
-    "recovery 1.58x [1.0, 2.16] (docs/rio.md; measured before the transport's link served in "
-    "time order, which moved the 30-cut rows by under 1.5 %)"
+    "recovery 1.58x [1.0, 2.16] (docs/rio.md)"
 )
 
 

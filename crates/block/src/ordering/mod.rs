@@ -720,11 +720,8 @@ impl OrderedStreams {
             .find(|c| c.reqs.contains(&s.meta_next))
             .map_or(0, |c| c.target);
         let now = ctx.now_ns();
-        // The thread posts the SEND when its core is free: after its own previous submission
-        // (the NVMe driver's CPU time, which ends when that command's capsule leaves).
-        let sent = ctx.cpu(s.host, s.core, now, 0);
         let mut msg = Control::new(
-            sent,
+            now,
             s.host,
             Command::Ordering(OrderMsg {
                 target,
@@ -734,7 +731,7 @@ impl OrderedStreams {
                     seq,
                     bytes,
                 },
-                done_ns: sent,
+                done_ns: now,
             }),
         );
         ctx.control_below(&mut msg);
